@@ -1,0 +1,41 @@
+# Two commands set everything up on a fresh machine:
+#   make up    - install, then run the demo pipeline (`logflume up`)
+#   make test  - install, then lint and run the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: up test lint fmt bench soak system-deps clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	touch $@
+
+system-deps:
+	bash deploy/system-deps.sh
+
+up: $(STAMP) system-deps
+	$(BIN)/logflume up
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+fmt: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: $(STAMP) system-deps lint
+	$(BIN)/pytest -m "not soak"
+
+soak: $(STAMP) system-deps
+	$(BIN)/pytest -m soak
+
+bench: $(STAMP) system-deps
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,211 @@
+"""The contract between the agent's sources, interceptors, channels and sinks.
+
+Theory of operation (Flume's model, plus end-to-end acknowledgement):
+
+- A *source* produces `Event`s and hands batches to `emit`, which the runtime
+  builds for it: it runs the source's interceptors (parsers, filters, field
+  adders), then the channel selector (fan-out or multiplexing), then puts the batch
+  into each selected channel inside one put transaction.
+- A *channel* holds events between a source and a sink and is bounded: `put`
+  waits while it is full (backpressure), `offer` refuses instead (for UDP, which
+  cannot push back, and counts the drop).
+- A *sink* takes batches from one channel inside a take transaction, delivers them
+  to the next hop, then commits (on acknowledgement) or rolls back (on failure, so
+  the events are taken again later).
+- Every event may carry an `Ack`. When a copy of the event is safely delivered
+  (the sink's next hop acknowledged it, or a durable channel committed it), the
+  holder calls `ack.settle()`. The `Ack` fires its callback once all copies are
+  settled. The tail source advances its file positions only from these callbacks,
+  so a position never runs ahead of what the broker acknowledged.
+
+Components are plugins: one module per type, a typed `Config` dataclass next to the
+code, registered with `@register(kind, type_name)`. The pipeline compiler
+(`agent/config.py`) validates YAML against `Config` before anything starts.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, Protocol
+
+KINDS = ("source", "interceptor", "channel", "sink")
+
+
+class Ack:
+    """Counts outstanding copies of one delivery unit; fires `callback` once at zero.
+
+    Owned by the source that created it; settled from channel/sink tasks. All
+    agent components run on one asyncio loop, so no lock is needed.
+    """
+
+    __slots__ = ("_pending", "_callback")
+
+    def __init__(self, callback: Callable[[], None], copies: int = 1):
+        self._pending = copies
+        self._callback = callback
+
+    def add_copies(self, n: int) -> None:
+        """Called by the selector when an event fans out to `n` extra channels."""
+        self._pending += n
+
+    def settle(self) -> None:
+        self._pending -= 1
+        if self._pending == 0:
+            self._callback()
+
+
+@dataclasses.dataclass(slots=True)
+class Event:
+    """One log line (or record) travelling through the agent.
+
+    body:    the raw bytes, without the trailing newline.
+    headers: small string metadata (source name, file path, host, `parse_error`...),
+             used by the multiplexing selector and by sinks (e.g. as record key).
+    record:  the parsed form when a parser ran (JSON-serialisable dict); sinks that
+             write JSON serialise it instead of `body`. Unparsable lines keep
+             `record=None`, get header `parse_error`, and travel on: never dropped.
+    ack:     see `Ack`; None for sources that need no acknowledgement.
+    """
+
+    body: bytes
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    record: dict[str, Any] | None = None
+    ack: Ack | None = None
+
+    def settle(self) -> None:
+        if self.ack is not None:
+            self.ack.settle()
+
+
+class Counter(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class Gauge(Protocol):
+    def set(self, value: float) -> None: ...
+
+
+class Metrics(Protocol):
+    """Prometheus-style registry handed to every component (agent/metrics.py).
+
+    Names follow Prometheus conventions (`logflume_agent_events_in_total`); labels
+    identify the component (`component="tail-nginx"`).
+    """
+
+    def counter(self, name: str, help: str, **labels: str) -> Counter: ...
+
+    def gauge(self, name: str, help: str, **labels: str) -> Gauge: ...
+
+
+@dataclasses.dataclass
+class Context:
+    """What the runtime gives each component when it is built."""
+
+    agent: str  # the agent's name in pipelines.yaml
+    name: str  # the component's name
+    metrics: Metrics
+    state_dir: str  # a directory this component may keep state in (positions, WAL)
+    log: logging.Logger
+
+
+Emit = Callable[[list["Event"]], Awaitable[None]]
+
+
+class Component(abc.ABC):
+    """Base of every plugin. `Config` is a dataclass; `validate` adds cross-field checks."""
+
+    Config: ClassVar[type]
+    kind: ClassVar[str]
+    type_name: ClassVar[str]
+
+    def __init__(self, config: Any, context: Context):
+        self.config = config
+        self.context = context
+
+    @classmethod
+    def validate(cls, config: Any) -> list[str]:
+        """Errors beyond types and names (empty list = fine). Messages name the key."""
+        return []
+
+    @classmethod
+    def listen_ports(cls, config: Any) -> list[tuple[str, int]]:
+        """(protocol, port) pairs this component binds, for clash detection."""
+        return []
+
+
+class Source(Component):
+    @abc.abstractmethod
+    async def run(self, emit: Emit, offer: Callable[[list[Event]], bool]) -> None:
+        """Produce events until cancelled. `await emit(batch)` waits for channel room;
+        `offer(batch)` returns False instead of waiting (the source counts the drop).
+        On cancellation, stop reading, persist state, and re-raise CancelledError."""
+
+
+class Interceptor(Component):
+    @abc.abstractmethod
+    def intercept(self, events: list[Event]) -> list[Event]:
+        """Pure, synchronous transformation of a batch (parse, filter, add fields).
+        An event removed by a filter must be settled by the interceptor."""
+
+
+class TakeBatch(abc.ABC):
+    """A take transaction: the sink delivers `events`, then commits or rolls back."""
+
+    events: list[Event]
+
+    @abc.abstractmethod
+    async def commit(self) -> None:
+        """The next hop acknowledged: remove the events for good and settle them."""
+
+    @abc.abstractmethod
+    async def rollback(self) -> None:
+        """Delivery failed: the events return to the head of the channel."""
+
+
+class Channel(Component):
+    @abc.abstractmethod
+    async def put(self, events: list[Event]) -> None:
+        """Put transaction: all or nothing; waits while the channel is full."""
+
+    @abc.abstractmethod
+    def offer(self, events: list[Event]) -> bool:
+        """Non-blocking put: False (and nothing stored) when there is no room."""
+
+    @abc.abstractmethod
+    async def take(self, max_events: int, max_wait: float) -> TakeBatch:
+        """Open a take transaction of up to `max_events`, waiting up to `max_wait`
+        seconds for the first one (an empty batch when none came)."""
+
+    async def close(self) -> None:
+        """Flush state to disk where the channel is durable."""
+
+
+class Sink(Component):
+    @abc.abstractmethod
+    async def run(self, channel: Channel) -> None:
+        """Take, deliver, commit/rollback until cancelled; on cancellation, finish or
+        roll back what is in flight within the grace period and re-raise."""
+
+
+REGISTRY: dict[tuple[str, str], type[Component]] = {}
+
+
+def register(kind: str, type_name: str) -> Callable[[type[Component]], type[Component]]:
+    """Class decorator: `@register("source", "tail")`. The class needs a `Config` dataclass."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown component kind {kind!r}")
+
+    def deco(cls: type[Component]) -> type[Component]:
+        if not dataclasses.is_dataclass(getattr(cls, "Config", None)):
+            raise TypeError(f"{cls.__name__} needs a dataclass named Config")
+        key = (kind, type_name)
+        if key in REGISTRY:
+            raise ValueError(f"{kind} type {type_name!r} registered twice")
+        cls.kind, cls.type_name = kind, type_name
+        REGISTRY[key] = cls
+        return cls
+
+    return deco

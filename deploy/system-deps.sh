@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the system packages logflume's demo, tests and benchmarks use, only when
+# missing, so that `make up` / `make test` work on a fresh Debian machine.
+#   java (Spark), kcat (interoperability tests), zookeeper (cluster), redis-server
+#   and syslog-ng (peer benchmarks), netcat (the `nc -u` examples).
+set -euo pipefail
+
+declare -A wanted=(
+  [java]=openjdk-17-jre-headless
+  [kcat]=kcat
+  [nc]=netcat-openbsd
+)
+
+missing=()
+for cmd in "${!wanted[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${wanted[$cmd]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "system-deps: missing ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+echo "system-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

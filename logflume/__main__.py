@@ -1,0 +1,3 @@
+from logflume.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""One module per `logflume` subcommand; see logflume/cli.py."""

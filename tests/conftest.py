@@ -1,0 +1,24 @@
+import pytest
+
+from tests.procs import BrokerProcess
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    """Start brokers on loopback: `broker_factory(settings={...})`; all stopped at the end."""
+    started = []
+
+    def make(settings=None, name="broker"):
+        b = BrokerProcess(tmp_path / name, settings=settings).start()
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture
+def broker(broker_factory):
+    """One single-node broker subprocess with default settings."""
+    return broker_factory()

@@ -9,6 +9,8 @@ declare -A wanted=(
   [java]=openjdk-17-jre-headless
   [kcat]=kcat
   [nc]=netcat-openbsd
+  [redis-server]=redis-server
+  [redis-benchmark]=redis-tools
 )
 
 missing=()

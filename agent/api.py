@@ -34,6 +34,16 @@ from typing import Any, ClassVar, Protocol
 KINDS = ("source", "interceptor", "channel", "sink")
 
 
+class Size(int):
+    """A byte count. In YAML: an int, or a string such as "64MiB", "512k", "1.5GB"
+    (k/M/G = 1000s, KiB/MiB/GiB = 1024s). Annotate a Config field with it."""
+
+
+class Duration(float):
+    """Seconds. In YAML: a number of seconds, or a string such as "5s", "250ms", "2m",
+    "1h". Annotate a Config field with it."""
+
+
 class Ack:
     """Counts outstanding copies of one delivery unit; fires `callback` once at zero.
 
@@ -88,6 +98,10 @@ class Gauge(Protocol):
     def set(self, value: float) -> None: ...
 
 
+class Histogram(Protocol):
+    def observe(self, value: float) -> None: ...
+
+
 class Metrics(Protocol):
     """Prometheus-style registry handed to every component (agent/metrics.py).
 
@@ -98,6 +112,8 @@ class Metrics(Protocol):
     def counter(self, name: str, help: str, **labels: str) -> Counter: ...
 
     def gauge(self, name: str, help: str, **labels: str) -> Gauge: ...
+
+    def histogram(self, name: str, help: str, **labels: str) -> Histogram: ...
 
 
 @dataclasses.dataclass
@@ -181,6 +197,11 @@ class Channel(Component):
 
     async def close(self) -> None:
         """Flush state to disk where the channel is durable."""
+
+    def pending(self) -> int:
+        """Events stored and not yet committed by a sink (taken ones included); the
+        runtime waits for 0 when it drains the channel at shutdown."""
+        return 0
 
 
 class Sink(Component):

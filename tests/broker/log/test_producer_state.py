@@ -1,0 +1,253 @@
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.log.producer_state import (
+    APPEND,
+    INT32_MAX,
+    ProducerStateManager,
+    snapshot_name,
+)
+from broker.protocol.errors import ErrorCode
+
+DAY = 86_400_000
+
+
+@dataclasses.dataclass
+class Batch:
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    count: int = 1
+    base_offset: int = -1
+    max_timestamp: int = 0
+
+    @property
+    def last_sequence(self) -> int:
+        return (self.base_sequence + self.count - 1) % (INT32_MAX + 1)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.count - 1
+
+
+class FakeLog:
+    """Appends through the producer state the way a partition does."""
+
+    def __init__(self, state: ProducerStateManager):
+        self.state = state
+        self.batches: list[Batch] = []
+        self.end = 0
+
+    def produce(self, batch: Batch, now: int = 1000):
+        verdict = self.state.check(batch)
+        if not verdict.append:
+            return verdict
+        stored = dataclasses.replace(batch, base_offset=self.end, max_timestamp=now)
+        self.batches.append(stored)
+        self.end += batch.count
+        self.state.update(stored, stored.base_offset, stored.last_offset, now)
+        return verdict
+
+    def batches_from(self, offset):
+        return (b for b in self.batches if b.last_offset >= offset)
+
+
+def make(tmp_path):
+    return FakeLog(ProducerStateManager(tmp_path))
+
+
+def test_no_producer_id_always_appends(tmp_path):
+    log = make(tmp_path)
+    assert log.produce(Batch(-1, -1, -1)) is APPEND
+    assert log.produce(Batch(-1, -1, -1)) is APPEND
+    assert log.state.producers == {}
+
+
+def test_duplicates_of_last_five_batches_return_original_offsets(tmp_path):
+    log = make(tmp_path)
+    for i in range(7):
+        assert log.produce(Batch(7, 0, i * 3, count=3)).append
+    # Batches 2..6 (the last five) are recognised with their offsets.
+    for i in range(2, 7):
+        v = log.state.check(Batch(7, 0, i * 3, count=3))
+        assert v.error == ErrorCode.NONE
+        assert v.duplicate == (i * 3, i * 3 + 2)
+    # Older ones fall out of the window: an out-of-order sequence, as in Kafka.
+    assert log.state.check(Batch(7, 0, 3, count=3)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.end == 21
+
+
+def test_gap_is_out_of_order(tmp_path):
+    log = make(tmp_path)
+    log.produce(Batch(1, 0, 0, count=2))
+    assert log.produce(Batch(1, 0, 3)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.produce(Batch(1, 0, 2)).append
+
+
+def test_stale_epoch_is_refused(tmp_path):
+    log = make(tmp_path)
+    log.produce(Batch(1, 3, 0))
+    assert log.produce(Batch(1, 2, 1)).error == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_epoch_bump_resets_sequence(tmp_path):
+    log = make(tmp_path)
+    log.produce(Batch(1, 0, 0, count=5))
+    assert log.produce(Batch(1, 1, 5)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.produce(Batch(1, 1, 0)).append
+    # The previous epoch's batches are no longer duplicates: stale epoch instead.
+    assert log.state.check(Batch(1, 0, 0, count=5)).error == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log.produce(Batch(1, 1, 1)).append
+
+
+def test_unknown_producer_accepted_with_any_sequence(tmp_path):
+    log = make(tmp_path)
+    assert log.produce(Batch(9, 0, 42)).append
+    assert log.produce(Batch(9, 0, 44)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_sequence_wraps_at_int32_max(tmp_path):
+    log = make(tmp_path)
+    assert log.produce(Batch(1, 0, INT32_MAX - 1, count=2)).append
+    assert log.produce(Batch(1, 0, 0, count=2)).append
+    assert log.state.check(Batch(1, 0, INT32_MAX - 1, count=2)).duplicate == (0, 1)
+
+
+def test_batch_spanning_the_wrap(tmp_path):
+    log = make(tmp_path)
+    log.produce(Batch(1, 0, INT32_MAX - 2, count=2))
+    wrap = Batch(1, 0, INT32_MAX, count=3)
+    assert wrap.last_sequence == 1
+    assert log.produce(wrap).append
+    assert log.state.check(wrap).duplicate == (2, 4)
+    assert log.produce(Batch(1, 0, 2)).append
+
+
+def test_snapshot_round_trip(tmp_path):
+    log = make(tmp_path)
+    for pid in (1, 2):
+        for i in range(6):
+            log.produce(Batch(pid, pid, i))
+    log.state.take_snapshot(log.end)
+    assert (tmp_path / snapshot_name(12)).exists()
+    fresh = ProducerStateManager(tmp_path)
+    fresh.load(0, log.end, log.batches_from, now_ms=2000)
+    for pid in (1, 2):
+        assert fresh.producers[pid].epoch == pid
+        assert list(fresh.producers[pid].batches) == list(log.state.producers[pid].batches)
+        for i in range(1, 6):
+            assert fresh.check(Batch(pid, pid, i)).duplicate is not None
+
+
+def test_recovery_from_snapshot_plus_log(tmp_path):
+    log = make(tmp_path)
+    for i in range(3):
+        log.produce(Batch(1, 0, i))
+    log.state.take_snapshot(log.end)
+    for i in range(3, 5):
+        log.produce(Batch(1, 0, i))
+    log.produce(Batch(2, 0, 0))
+    fresh = ProducerStateManager(tmp_path)
+    fresh.load(0, log.end, log.batches_from, now_ms=2000)
+    assert fresh.check(Batch(1, 0, 4)).duplicate == (4, 4)
+    assert fresh.check(Batch(1, 0, 5)).append
+    assert fresh.check(Batch(2, 0, 0)).duplicate == (5, 5)
+
+
+def test_recovery_without_snapshot_replays_whole_log(tmp_path):
+    log = make(tmp_path)
+    for i in range(4):
+        log.produce(Batch(1, 0, i))
+    fresh = ProducerStateManager(tmp_path)
+    fresh.load(0, log.end, log.batches_from, now_ms=2000)
+    assert fresh.check(Batch(1, 0, 3)).duplicate == (3, 3)
+
+
+def test_corrupt_snapshot_falls_back_to_older(tmp_path):
+    log = make(tmp_path)
+    log.produce(Batch(1, 0, 0))
+    log.state.take_snapshot(1)
+    log.produce(Batch(1, 0, 1))
+    path = log.state.take_snapshot(2)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    fresh = ProducerStateManager(tmp_path)
+    fresh.load(0, log.end, log.batches_from, now_ms=2000)
+    assert not path.exists()
+    assert fresh.check(Batch(1, 0, 1)).duplicate == (1, 1)
+
+
+def test_truncation_drops_later_state_and_snapshots(tmp_path):
+    log = make(tmp_path)
+    for i in range(3):
+        log.produce(Batch(1, 0, i))
+    log.state.take_snapshot(3)
+    for i in range(3, 6):
+        log.produce(Batch(1, 0, i))
+    log.state.take_snapshot(6)
+    # The log loses offsets 4 and 5 (a divergent leader's tail).
+    log.batches = log.batches[:4]
+    log.end = 4
+    log.state.truncate_to(0, 4, log.batches_from, now_ms=2000)
+    assert log.state.snapshot_offsets() == [3]
+    assert log.state.check(Batch(1, 0, 3)).duplicate == (3, 3)
+    assert log.state.check(Batch(1, 0, 4)).append
+
+
+def test_expiry(tmp_path):
+    state = ProducerStateManager(tmp_path, expiration_ms=DAY)
+    log = FakeLog(state)
+    log.produce(Batch(1, 0, 0), now=1000)
+    log.produce(Batch(2, 0, 0), now=5000)
+    assert state.remove_expired(DAY + 1000) == 1
+    assert set(state.producers) == {2}
+    state.take_snapshot(log.end)
+    fresh = ProducerStateManager(tmp_path, expiration_ms=DAY)
+    fresh.load(0, log.end, log.batches_from, now_ms=DAY + 5000)
+    assert fresh.producers == {}
+
+
+def test_delete_snapshots_below_keeps_newest(tmp_path):
+    state = ProducerStateManager(tmp_path)
+    for o in (10, 20, 30):
+        state.take_snapshot(o)
+    state.delete_snapshots_below(25)
+    assert state.snapshot_offsets() == [30]
+    state.delete_snapshots_below(100)
+    assert state.snapshot_offsets() == [30]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(-2, 3), st.integers(1, 3)),
+        max_size=40,
+    )
+)
+def test_model_no_batch_is_appended_twice(tmp_path_factory, ops):
+    """Random retries, gaps and epoch bumps: the log never holds a sequence range
+    twice for one (producer, epoch), and each producer's sequences stay contiguous."""
+    log = FakeLog(ProducerStateManager(tmp_path_factory.mktemp("ps")))
+    next_seq: dict[tuple[int, int], int] = {}
+    for pid, epoch, delta, count in ops:
+        base = max(0, next_seq.get((pid, epoch), 0) + delta)
+        v = log.produce(Batch(pid, epoch, base, count=count))
+        if v.append:
+            next_seq[(pid, epoch)] = base + count
+    seen = set()
+    last: dict[int, tuple[int, int]] = {}
+    for b in log.batches:
+        key = (b.producer_id, b.producer_epoch, b.base_sequence)
+        assert key not in seen
+        seen.add(key)
+        prev = last.get(b.producer_id)
+        if prev is not None:
+            assert b.producer_epoch >= prev[0]
+            if b.producer_epoch == prev[0]:
+                assert b.base_sequence == prev[1] + 1
+            else:
+                assert b.base_sequence == 0
+        last[b.producer_id] = (b.producer_epoch, b.last_sequence)

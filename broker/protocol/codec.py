@@ -1,0 +1,206 @@
+"""Sans-I/O request/response codec: frames in, (header, dict) out, and back.
+
+Server side: `read_frame_size` checks the int32 size prefix, `decode_request` parses
+the frame that follows (header v1, then the body of the schema chosen by
+api_key/api_version in the registry), and `encode_response` returns the parts to
+write: bytes, interleaved with record-set objects that are not bytes (file slices the
+server sends with sendfile), the first part starting with the int32 size of the whole
+response and the response header v0 (correlation id).
+
+Client side (replica fetcher, tests): `encode_request` and `decode_response`.
+
+ApiVersions negotiation: clients open with ApiVersions v3/v4 (flexible, header v2).
+`decode_request` reads only the header and raises UnsupportedVersion for it like for
+any version above SUPPORTED_VERSIONS; the server answers ApiVersions with
+`api_versions_fallback(exc.header)` (error 35 and our ranges in a v0 body, response
+header v0) and closes the connection for any other API.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from broker.protocol.api_keys import ApiKey
+from broker.protocol.errors import ErrorCode
+from broker.protocol.exceptions import (
+    EncodeError,
+    FrameTooLarge,
+    InvalidRequest,
+    InvalidResponse,
+    UnsupportedVersion,
+)
+from broker.protocol.header import RequestHeader
+from broker.protocol.primitives import (
+    INT32,
+    read_nullable_string,
+    skip_tagged_fields,
+    write_string,
+)
+from broker.protocol.registry import REQUEST_CODECS, RESPONSE_CODECS, SUPPORTED_VERSIONS
+
+DEFAULT_MAX_REQUEST_SIZE = 104857600  # socket.request.max.bytes
+
+_HEADER_PREFIX = struct.Struct(">hhi")
+_DECODE_ERRORS = (struct.error, ValueError, IndexError, OverflowError)
+_ENCODE_ERRORS = (struct.error, TypeError, ValueError, AttributeError, OverflowError)
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api_key {api_key}"
+
+
+def read_frame_size(prefix4: bytes, max_size: int = DEFAULT_MAX_REQUEST_SIZE) -> int:
+    """Size announced by a 4-byte prefix; FrameTooLarge if negative or above max_size."""
+    if len(prefix4) != 4:
+        raise InvalidRequest(f"size prefix must be 4 bytes, got {len(prefix4)}")
+    (size,) = INT32.unpack(prefix4)
+    if size < 0 or size > max_size:
+        raise FrameTooLarge(size, max_size)
+    return size
+
+
+def decode_request_header(frame, flexible: bool = False) -> tuple[RequestHeader, int]:
+    """Header v1 (v2 when `flexible`: then the tagged fields are skipped) -> (header, pos)."""
+    try:
+        api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(frame, 0)
+        client_id, pos = read_nullable_string(frame, 8)
+        if flexible:
+            pos = skip_tagged_fields(frame, pos)
+    except _DECODE_ERRORS as e:
+        raise InvalidRequest(f"malformed request header: {e}") from None
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def decode_request(frame) -> tuple[RequestHeader, dict]:
+    """Parse one request frame (the bytes after the size prefix).
+
+    Raises UnsupportedVersion (header readable, api or version unknown) or
+    InvalidRequest (anything unreadable, including trailing bytes).
+    """
+    buf = frame if type(frame) is memoryview else memoryview(frame)
+    header, pos = decode_request_header(buf)
+    codec = REQUEST_CODECS.get((header.api_key, header.api_version))
+    if codec is None:
+        raise UnsupportedVersion(
+            header.api_key, header.api_version, header.correlation_id, header.client_id
+        )
+    try:
+        body, end = codec.decode(buf, pos)
+    except _DECODE_ERRORS as e:
+        raise InvalidRequest(
+            f"malformed {_api_name(header.api_key)} v{header.api_version} request: {e}", header
+        ) from None
+    if end != len(buf):
+        raise InvalidRequest(
+            f"{len(buf) - end} trailing bytes after {_api_name(header.api_key)} "
+            f"v{header.api_version} request",
+            header,
+        )
+    return header, body
+
+
+def _finish(parts: list) -> list:
+    """Put the size of parts[1:] into parts[0] and merge runs of bytes; returns the parts to write."""
+    parts[0] = INT32.pack(sum(map(len, parts)))
+    try:
+        return [b"".join(parts)]
+    except TypeError:
+        merged: list = []
+        run: list = []
+        for part in parts:
+            if isinstance(part, bytes | bytearray | memoryview):
+                run.append(part)
+                continue
+            if run:
+                merged.append(b"".join(run))
+                run = []
+            merged.append(part)
+        if run:
+            merged.append(b"".join(run))
+        return merged
+
+
+def encode_response(header: RequestHeader, body: dict) -> list:
+    """Response to `header` with `body`: [size+header+fields bytes, (slice, bytes)...].
+
+    The size prefix covers every part (len() of non-bytes parts). ApiVersions answers
+    to v3+ requests are encoded with the v0 body, as the negotiation requires.
+    """
+    version = header.api_version
+    if (
+        header.api_key == ApiKey.API_VERSIONS
+        and version > SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
+    ):
+        version = 0
+    codec = RESPONSE_CODECS.get((header.api_key, version))
+    if codec is None:
+        raise EncodeError(f"no response schema for api_key {header.api_key} v{version}")
+    parts: list = [b"", INT32.pack(header.correlation_id)]
+    try:
+        codec.encode(body, parts)
+    except _ENCODE_ERRORS as e:
+        raise EncodeError(
+            f"cannot encode {_api_name(header.api_key)} v{version} response: {e}"
+        ) from e
+    return _finish(parts)
+
+
+def api_versions_body(error_code: int = ErrorCode.NONE, throttle_time_ms: int = 0) -> dict:
+    """ApiVersions response body advertising SUPPORTED_VERSIONS."""
+    return {
+        "error_code": int(error_code),
+        "api_keys": [
+            {"api_key": int(key), "min_version": lo, "max_version": hi}
+            for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
+        ],
+        "throttle_time_ms": throttle_time_ms,
+    }
+
+
+def api_versions_fallback(header: RequestHeader) -> list[bytes]:
+    """Complete answer (size prefix included) to an ApiVersions request above v2:
+    response header v0, then a v0 body with UNSUPPORTED_VERSION and our ranges."""
+    v0 = RequestHeader(ApiKey.API_VERSIONS, 0, header.correlation_id, header.client_id)
+    return encode_response(v0, api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: dict
+) -> bytes:
+    """A complete request frame (size prefix, header v1, body); records must be bytes."""
+    codec = REQUEST_CODECS.get((api_key, api_version))
+    if codec is None:
+        raise EncodeError(f"no request schema for api_key {api_key} v{api_version}")
+    parts: list = [
+        _HEADER_PREFIX.pack(api_key, api_version, correlation_id),
+        write_string(client_id),
+    ]
+    try:
+        codec.encode(body, parts)
+        payload = b"".join(parts)
+    except _ENCODE_ERRORS as e:
+        raise EncodeError(f"cannot encode {_api_name(api_key)} v{api_version} request: {e}") from e
+    return INT32.pack(len(payload)) + payload
+
+
+def decode_response(api_key: int, api_version: int, frame) -> tuple[int, dict]:
+    """Parse a response frame (after the size prefix) -> (correlation_id, body)."""
+    codec = RESPONSE_CODECS.get((api_key, api_version))
+    if codec is None:
+        raise InvalidResponse(f"no response schema for api_key {api_key} v{api_version}")
+    buf = frame if type(frame) is memoryview else memoryview(frame)
+    try:
+        (correlation_id,) = INT32.unpack_from(buf, 0)
+        body, end = codec.decode(buf, 4)
+    except _DECODE_ERRORS as e:
+        raise InvalidResponse(
+            f"malformed {_api_name(api_key)} v{api_version} response: {e}"
+        ) from None
+    if end != len(buf):
+        raise InvalidResponse(
+            f"{len(buf) - end} trailing bytes after {_api_name(api_key)} v{api_version} response"
+        )
+    return correlation_id, body

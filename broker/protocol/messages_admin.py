@@ -1,0 +1,127 @@
+"""Schemas of ApiVersions, topic admin, InitProducerId, DescribeConfigs and SASL.
+
+Declared from Kafka's message JSON, versions 0 to the last non-flexible one.
+"""
+
+from __future__ import annotations
+
+from broker.protocol.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, Array, F
+
+# v3+ (flexible) adds client software name/version; the broker never parses those.
+API_VERSIONS_REQUEST: list = []
+
+API_VERSIONS_RESPONSE = [
+    F("error_code", INT16),
+    F("api_keys", [F("api_key", INT16), F("min_version", INT16), F("max_version", INT16)]),
+    F("throttle_time_ms", INT32, "1+"),
+]
+
+CREATE_TOPICS_REQUEST = [
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F("num_partitions", INT32),
+            F("replication_factor", INT16),
+            F("assignments", [F("partition_index", INT32), F("broker_ids", Array(INT32))]),
+            F("configs", [F("name", STRING), F("value", STRING, nullable="0+")]),
+        ],
+    ),
+    F("timeout_ms", INT32, default=60000),
+    F("validate_only", BOOL, "1+"),
+]
+
+CREATE_TOPICS_RESPONSE = [
+    F("throttle_time_ms", INT32, "2+"),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, "1+", nullable="0+"),
+        ],
+    ),
+]
+
+DELETE_TOPICS_REQUEST = [
+    F("topic_names", Array(STRING)),
+    F("timeout_ms", INT32),
+]
+
+DELETE_TOPICS_RESPONSE = [
+    F("throttle_time_ms", INT32, "1+"),
+    F("responses", [F("name", STRING), F("error_code", INT16)]),
+]
+
+INIT_PRODUCER_ID_REQUEST = [
+    F("transactional_id", STRING, nullable="0+"),
+    F("transaction_timeout_ms", INT32),
+]
+
+INIT_PRODUCER_ID_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("producer_id", INT64, default=-1),
+    F("producer_epoch", INT16),
+]
+
+DESCRIBE_CONFIGS_REQUEST = [
+    F(
+        "resources",
+        [
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configuration_keys", Array(STRING), nullable="0+"),
+        ],
+    ),
+    F("include_synonyms", BOOL, "1+"),
+    F("include_documentation", BOOL, "3+"),
+]
+
+DESCRIBE_CONFIGS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "results",
+        [
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F(
+                "configs",
+                [
+                    F("name", STRING),
+                    F("value", STRING, nullable="0+"),
+                    F("read_only", BOOL),
+                    F("is_default", BOOL, "0"),
+                    F("config_source", INT8, "1+", default=-1),
+                    F("is_sensitive", BOOL),
+                    F(
+                        "synonyms",
+                        [
+                            F("name", STRING),
+                            F("value", STRING, nullable="0+"),
+                            F("source", INT8),
+                        ],
+                        "1+",
+                    ),
+                    F("config_type", INT8, "3+"),
+                    F("documentation", STRING, "3+", nullable="0+"),
+                ],
+            ),
+        ],
+    ),
+]
+
+SASL_HANDSHAKE_REQUEST = [F("mechanism", STRING)]
+
+SASL_HANDSHAKE_RESPONSE = [F("error_code", INT16), F("mechanisms", Array(STRING))]
+
+SASL_AUTHENTICATE_REQUEST = [F("auth_bytes", BYTES)]
+
+SASL_AUTHENTICATE_RESPONSE = [
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F("auth_bytes", BYTES),
+    F("session_lifetime_ms", INT64, "1+"),
+]

@@ -1,0 +1,206 @@
+"""Schemas of the consumer-group APIs (classic protocol).
+
+OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup,
+SyncGroup, DescribeGroups and ListGroups, declared from Kafka's message JSON for
+versions 0 to the last non-flexible one.
+"""
+
+from __future__ import annotations
+
+from broker.protocol.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, Array, F
+
+OFFSET_COMMIT_REQUEST = [
+    F("group_id", STRING),
+    F("generation_id_or_member_epoch", INT32, "1+", default=-1),
+    F("member_id", STRING, "1+"),
+    F("group_instance_id", STRING, "7+", nullable="7+"),
+    F("retention_time_ms", INT64, "2-4", default=-1),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F(
+                "partitions",
+                [
+                    F("partition_index", INT32),
+                    F("committed_offset", INT64),
+                    F("committed_leader_epoch", INT32, "6+", default=-1),
+                    F("commit_timestamp", INT64, "1", default=-1),
+                    F("committed_metadata", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
+]
+
+OFFSET_COMMIT_RESPONSE = [
+    F("throttle_time_ms", INT32, "3+"),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F("partitions", [F("partition_index", INT32), F("error_code", INT16)]),
+        ],
+    ),
+]
+
+# v2+: null topics means all topics the group has committed offsets for.
+OFFSET_FETCH_REQUEST = [
+    F("group_id", STRING),
+    F(
+        "topics",
+        [F("name", STRING), F("partition_indexes", Array(INT32))],
+        nullable="2+",
+    ),
+]
+
+OFFSET_FETCH_RESPONSE = [
+    F("throttle_time_ms", INT32, "3+"),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F(
+                "partitions",
+                [
+                    F("partition_index", INT32),
+                    F("committed_offset", INT64),
+                    F("committed_leader_epoch", INT32, "5+", default=-1),
+                    F("metadata", STRING, nullable="0+"),
+                    F("error_code", INT16),
+                ],
+            ),
+        ],
+    ),
+    F("error_code", INT16, "2+"),
+]
+
+FIND_COORDINATOR_REQUEST = [
+    F("key", STRING),
+    F("key_type", INT8, "1+"),
+]
+
+FIND_COORDINATOR_RESPONSE = [
+    F("throttle_time_ms", INT32, "1+"),
+    F("error_code", INT16),
+    F("error_message", STRING, "1+", nullable="1+"),
+    F("node_id", INT32),
+    F("host", STRING),
+    F("port", INT32),
+]
+
+JOIN_GROUP_REQUEST = [
+    F("group_id", STRING),
+    F("session_timeout_ms", INT32),
+    F("rebalance_timeout_ms", INT32, "1+", default=-1),
+    F("member_id", STRING),
+    F("group_instance_id", STRING, "5+", nullable="5+"),
+    F("protocol_type", STRING),
+    F("protocols", [F("name", STRING), F("metadata", BYTES)]),
+]
+
+JOIN_GROUP_RESPONSE = [
+    F("throttle_time_ms", INT32, "2+"),
+    F("error_code", INT16),
+    F("generation_id", INT32, default=-1),
+    F("protocol_name", STRING),
+    F("leader", STRING),
+    F("member_id", STRING),
+    F(
+        "members",
+        [
+            F("member_id", STRING),
+            F("group_instance_id", STRING, "5+", nullable="5+"),
+            F("metadata", BYTES),
+        ],
+    ),
+]
+
+HEARTBEAT_REQUEST = [
+    F("group_id", STRING),
+    F("generation_id", INT32),
+    F("member_id", STRING),
+    F("group_instance_id", STRING, "3+", nullable="3+"),
+]
+
+HEARTBEAT_RESPONSE = [
+    F("throttle_time_ms", INT32, "1+"),
+    F("error_code", INT16),
+]
+
+LEAVE_GROUP_REQUEST = [
+    F("group_id", STRING),
+    F("member_id", STRING, "0-2"),
+    F(
+        "members",
+        [F("member_id", STRING), F("group_instance_id", STRING, nullable="3+")],
+        "3+",
+    ),
+]
+
+LEAVE_GROUP_RESPONSE = [
+    F("throttle_time_ms", INT32, "1+"),
+    F("error_code", INT16),
+    F(
+        "members",
+        [
+            F("member_id", STRING),
+            F("group_instance_id", STRING, nullable="3+"),
+            F("error_code", INT16),
+        ],
+        "3+",
+    ),
+]
+
+SYNC_GROUP_REQUEST = [
+    F("group_id", STRING),
+    F("generation_id", INT32),
+    F("member_id", STRING),
+    F("group_instance_id", STRING, "3+", nullable="3+"),
+    F("assignments", [F("member_id", STRING), F("assignment", BYTES)]),
+]
+
+SYNC_GROUP_RESPONSE = [
+    F("throttle_time_ms", INT32, "1+"),
+    F("error_code", INT16),
+    F("assignment", BYTES),
+]
+
+DESCRIBE_GROUPS_REQUEST = [
+    F("groups", Array(STRING)),
+    F("include_authorized_operations", BOOL, "3+"),
+]
+
+DESCRIBE_GROUPS_RESPONSE = [
+    F("throttle_time_ms", INT32, "1+"),
+    F(
+        "groups",
+        [
+            F("error_code", INT16),
+            F("group_id", STRING),
+            F("group_state", STRING),
+            F("protocol_type", STRING),
+            F("protocol_data", STRING),
+            F(
+                "members",
+                [
+                    F("member_id", STRING),
+                    F("group_instance_id", STRING, "4+", nullable="4+"),
+                    F("client_id", STRING),
+                    F("client_host", STRING),
+                    F("member_metadata", BYTES),
+                    F("member_assignment", BYTES),
+                ],
+            ),
+            F("authorized_operations", INT32, "3+", default=-(2**31)),
+        ],
+    ),
+]
+
+LIST_GROUPS_REQUEST: list = []
+
+LIST_GROUPS_RESPONSE = [
+    F("throttle_time_ms", INT32, "1+"),
+    F("error_code", INT16),
+    F("groups", [F("group_id", STRING), F("protocol_type", STRING)]),
+]

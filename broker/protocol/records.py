@@ -1,0 +1,433 @@
+"""RecordBatch v2 (magic 2): reader, builder and in-place offset assignment.
+
+A batch is a fixed 61-byte header followed by the records section (compressed as one
+unit when the codec is not NONE). The CRC-32C covers bytes 21..end, i.e. everything
+after the crc field, so baseOffset and partitionLeaderEpoch can be rewritten in place
+by the broker without touching the CRC: `assign_offsets` does exactly that, and the
+bytes then go to disk and back out on the wire unchanged.
+
+Reader and builder are separate: `RecordBatch` is a zero-copy view over one batch in
+a buffer (header parsed once, records decoded only on demand), `BatchBuilder`
+accumulates records and produces the bytes of one batch.
+"""
+
+import struct
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import crc32c
+
+from broker.protocol.compression import (
+    Codec,
+    CorruptRecordError,
+    UnsupportedCodecError,
+    compress,
+    decompress,
+)
+
+__all__ = [
+    "BatchBuilder",
+    "Codec",
+    "CorruptRecordError",
+    "Record",
+    "RecordBatch",
+    "UnsupportedCodecError",
+    "assign_offsets",
+    "iter_batches",
+]
+
+# The batch header. Offsets in the comments are byte positions in the batch.
+HEADER = struct.Struct(
+    ">q"  # 0  baseOffset
+    "i"  # 8  batchLength: bytes after this field (total size - 12)
+    "i"  # 12 partitionLeaderEpoch
+    "b"  # 16 magic (2)
+    "I"  # 17 crc: CRC-32C of bytes 21..end
+    "h"  # 21 attributes
+    "i"  # 23 lastOffsetDelta
+    "q"  # 27 baseTimestamp
+    "q"  # 35 maxTimestamp
+    "q"  # 43 producerId
+    "h"  # 51 producerEpoch
+    "i"  # 53 baseSequence
+    "i"  # 57 recordsCount
+)
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+MAGIC = 2
+
+BASE_OFFSET_AT = 0
+LENGTH_AT = 8
+LEADER_EPOCH_AT = 12
+MAGIC_AT = 16
+CRC_AT = 17
+ATTRIBUTES_AT = 21
+MAX_TIMESTAMP_AT = 35
+CRC_FROM = ATTRIBUTES_AT
+
+# attributes bits
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08  # 1 = LogAppendTime
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def _zigzag_encode(out: bytearray, n: int) -> None:
+    z = (n << 1) ^ (n >> 63)
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+
+
+def _zigzag_decode(buf, pos: int) -> tuple[int, int]:
+    shift = 0
+    z = 0
+    while True:
+        if pos >= len(buf):
+            raise CorruptRecordError("record varint runs past the end of the records")
+        b = buf[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("record varint is too long")
+    return (z >> 1) ^ -(z & 1), pos
+
+
+def _put_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        _zigzag_encode(out, -1)
+    else:
+        _zigzag_encode(out, len(data))
+        out += data
+
+
+def _get_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+    n, pos = _zigzag_decode(buf, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > len(buf):
+        raise CorruptRecordError("record field runs past the end of the records")
+    return bytes(buf[pos : pos + n]), pos + n
+
+
+class RecordBatch:
+    """A read-only view over one v2 batch at `position` in `buf` (no copy).
+
+    The header is parsed once at construction; `records()` decodes on demand. The view
+    is only as stable as the buffer under it. Safe to share across threads if the
+    buffer is not modified.
+    """
+
+    __slots__ = (
+        "buf",
+        "position",
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "records_count",
+    )
+
+    def __init__(self, buf, position: int = 0):
+        if len(buf) - position < HEADER_SIZE:
+            raise CorruptRecordError("buffer too short for a record batch header")
+        self.buf = buf
+        self.position = position
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.records_count,
+        ) = HEADER.unpack_from(buf, position)
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        seq = self.base_sequence + self.last_offset_delta
+        return seq - _INT32_MAX - 1 if seq > _INT32_MAX else seq
+
+    def raw(self) -> memoryview:
+        """The batch's bytes, as a view into the underlying buffer."""
+        return memoryview(self.buf)[self.position : self.position + self.size]
+
+    def validate(self) -> None:
+        """Check magic, length and CRC-32C; raise CorruptRecordError on any mismatch."""
+        if self.magic != MAGIC:
+            raise CorruptRecordError(f"unsupported record batch magic {self.magic}")
+        if self.batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch length {self.batch_length} is too small")
+        end = self.position + self.size
+        if end > len(self.buf):
+            raise CorruptRecordError("record batch is truncated")
+        if self.last_offset_delta < 0 or self.records_count < 0:
+            raise CorruptRecordError("record batch has a negative count or offset delta")
+        actual = crc32c.crc32c(memoryview(self.buf)[self.position + CRC_FROM : end])
+        if actual != self.crc:
+            raise CorruptRecordError(
+                f"record batch at offset {self.base_offset} has crc {actual:#010x}, "
+                f"header says {self.crc:#010x}"
+            )
+
+    def records(self) -> list[Record]:
+        """Decode every record (decompressing if needed); UnsupportedCodecError for
+        snappy/zstd, CorruptRecordError when the records section does not parse."""
+        body = memoryview(self.buf)[self.position + HEADER_SIZE : self.position + self.size]
+        data = decompress(self.codec, body) if self.codec else body
+        log_append = self.attributes & TIMESTAMP_TYPE_MASK
+        out = []
+        pos = 0
+        for _ in range(self.records_count):
+            length, pos = _zigzag_decode(data, pos)
+            end = pos + length
+            if length < 0 or end > len(data):
+                raise CorruptRecordError("record length runs past the end of the batch")
+            pos += 1  # record attributes, unused
+            ts_delta, pos = _zigzag_decode(data, pos)
+            offset_delta, pos = _zigzag_decode(data, pos)
+            key, pos = _get_bytes(data, pos)
+            value, pos = _get_bytes(data, pos)
+            n_headers, pos = _zigzag_decode(data, pos)
+            headers = []
+            for _ in range(n_headers):
+                hkey, pos = _get_bytes(data, pos)
+                hvalue, pos = _get_bytes(data, pos)
+                headers.append(((hkey or b"").decode("utf-8", "replace"), hvalue))
+            if pos != end:
+                raise CorruptRecordError("record length does not match its fields")
+            ts = self.max_timestamp if log_append else self.base_timestamp + ts_delta
+            out.append(Record(self.base_offset + offset_delta, ts, key, value, headers))
+        if pos != len(data):
+            raise CorruptRecordError("records section has trailing bytes")
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.records_count}, codec={self.codec}, size={self.size})"
+        )
+
+
+def iter_batches(
+    buf, validate: bool = True, allow_partial_tail: bool = False
+) -> Iterator[RecordBatch]:
+    """Yield each batch in `buf`. A batch cut short at the end of the buffer raises
+    CorruptRecordError unless `allow_partial_tail`, in which case iteration stops
+    there (a fetch response may end in a partial batch)."""
+    pos = 0
+    n = len(buf)
+    while pos < n:
+        if n - pos < HEADER_SIZE:
+            if allow_partial_tail:
+                return
+            raise CorruptRecordError(f"{n - pos} trailing bytes do not hold a batch header")
+        batch = RecordBatch(buf, pos)
+        if batch.batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch length {batch.batch_length} is too small")
+        if pos + batch.size > n:
+            if allow_partial_tail:
+                return
+            raise CorruptRecordError("record batch is truncated")
+        if validate:
+            batch.validate()
+        yield batch
+        pos += batch.size
+
+
+def assign_offsets(buf: bytearray, base_offset: int, leader_epoch: int) -> int:
+    """Rewrite baseOffset and partitionLeaderEpoch of every batch in `buf` in place,
+    numbering records from `base_offset`; the CRC stays valid. Returns the next offset."""
+    pos = 0
+    n = len(buf)
+    while pos < n:
+        if n - pos < HEADER_SIZE:
+            raise CorruptRecordError("trailing bytes do not hold a batch header")
+        _, length = _PREFIX.unpack_from(buf, pos)
+        last_delta = _I32.unpack_from(buf, pos + 23)[0]
+        _PREFIX.pack_into(buf, pos, base_offset, length)
+        _I32.pack_into(buf, pos + LEADER_EPOCH_AT, leader_epoch)
+        base_offset += last_delta + 1
+        pos += length + LOG_OVERHEAD
+    return base_offset
+
+
+def set_log_append_time(buf: bytearray, position: int, timestamp_ms: int) -> None:
+    """Mark the batch at `position` as LogAppendTime with `timestamp_ms` as its max
+    timestamp, recomputing the CRC (these fields are covered by it)."""
+    attrs = struct.unpack_from(">h", buf, position + ATTRIBUTES_AT)[0]
+    struct.pack_into(">h", buf, position + ATTRIBUTES_AT, attrs | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(buf, position + MAX_TIMESTAMP_AT, timestamp_ms)
+    length = _I32.unpack_from(buf, position + LENGTH_AT)[0]
+    end = position + LOG_OVERHEAD + length
+    crc = crc32c.crc32c(memoryview(buf)[position + CRC_FROM : end])
+    _U32.pack_into(buf, position + CRC_AT, crc)
+
+
+class BatchBuilder:
+    """Accumulates records and builds the bytes of one v2 batch. Owned by one caller;
+    not thread-safe. Offsets are relative to `base_offset`; `append(..., offset=)`
+    places a record at an explicit offset (the cleaner keeps original offsets)."""
+
+    def __init__(
+        self,
+        codec: Codec = Codec.NONE,
+        base_offset: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        is_control: bool = False,
+        partition_leader_epoch: int = -1,
+    ):
+        if codec in (Codec.SNAPPY, Codec.ZSTD):
+            raise UnsupportedCodecError(f"cannot build {Codec(codec).name} batches")
+        self.codec = Codec(codec)
+        self.base_offset = base_offset
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.partition_leader_epoch = partition_leader_epoch
+        self.last_offset_delta: int | None = None  # None: the last appended record's delta
+        self._records: list[tuple[int, int, bytes | None, bytes | None, tuple]] = []
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def append(
+        self,
+        value: bytes | None,
+        key: bytes | None = None,
+        timestamp_ms: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        offset: int | None = None,
+    ) -> None:
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        if offset is None:
+            delta = self._records[-1][0] + 1 if self._records else 0
+        else:
+            delta = offset - self.base_offset
+            if delta < 0 or (self._records and delta <= self._records[-1][0]):
+                raise ValueError("record offsets must increase from base_offset")
+        self._records.append((delta, timestamp_ms, key, value, tuple(headers)))
+
+    def build(self) -> bytes:
+        recs = self._records
+        base_ts = recs[0][1] if recs else -1
+        max_ts = max(r[1] for r in recs) if recs else -1
+        body = bytearray()
+        rec = bytearray()
+        for delta, ts, key, value, headers in recs:
+            rec.clear()
+            rec.append(0)
+            _zigzag_encode(rec, ts - base_ts)
+            _zigzag_encode(rec, delta)
+            _put_bytes(rec, key)
+            _put_bytes(rec, value)
+            _zigzag_encode(rec, len(headers))
+            for hkey, hvalue in headers:
+                _put_bytes(rec, hkey.encode())
+                _put_bytes(rec, hvalue)
+            _zigzag_encode(body, len(rec))
+            body += rec
+        payload = compress(self.codec, bytes(body))
+        attrs = int(self.codec)
+        if self.is_transactional:
+            attrs |= TRANSACTIONAL_MASK
+        if self.is_control:
+            attrs |= CONTROL_MASK
+        last_delta = self.last_offset_delta
+        if last_delta is None:
+            last_delta = recs[-1][0] if recs else 0
+        out = bytearray(HEADER_SIZE)
+        HEADER.pack_into(
+            out,
+            0,
+            self.base_offset,
+            HEADER_SIZE - LOG_OVERHEAD + len(payload),
+            self.partition_leader_epoch,
+            MAGIC,
+            0,
+            attrs,
+            last_delta,
+            base_ts,
+            max_ts,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            len(recs),
+        )
+        out += payload
+        _U32.pack_into(out, CRC_AT, crc32c.crc32c(memoryview(out)[CRC_FROM:]))
+        return bytes(out)

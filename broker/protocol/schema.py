@@ -1,0 +1,397 @@
+"""Schema declarations (data) and their compilation into per-version codecs.
+
+A message schema is a list of `Field`s, mirroring Kafka's message JSON: each field has
+a snake_case name, a type, the versions it exists in ("0+", "3+", "0-5", "1") and the
+versions in which it is nullable. A type is a primitive (INT32, STRING, RECORDS, ...),
+`Array(primitive)`, or a list of Fields (an array of structs).
+
+`compile_message(fields, version)` turns one schema at one version into a
+`MessageCodec` whose `decode(buf, pos)` and `encode(body, out)` are chains of
+closures built once at import time: consecutive fixed-width fields collapse into a
+single struct.Struct, so the hot paths (Produce decode, Fetch encode) do a handful of
+unpack/pack calls per partition and no per-field type dispatch.
+
+Decoded bodies are plain dicts. Fields that do not exist at the decoded version are
+still present, set to their default, so handlers can index any field of any version.
+On encode a missing key takes the field default; fields absent from the version are
+ignored; None in a version where the field is not nullable encodes the type default.
+Encoders append to a list of parts: bytes, plus RECORDS values that are not
+bytes-like (e.g. a file slice the server will sendfile), appended as they are.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass, field
+
+from broker.protocol import primitives as p
+from broker.protocol.exceptions import ProtocolError
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Fixed-width primitive: a struct format character and a default."""
+
+    name: str
+    fmt: str
+    default: object
+
+
+@dataclass(frozen=True)
+class Var:
+    """Variable-width primitive (string, bytes, records, uuid)."""
+
+    name: str
+    default: object
+
+
+INT8 = Fixed("int8", "b", 0)
+INT16 = Fixed("int16", "h", 0)
+INT32 = Fixed("int32", "i", 0)
+INT64 = Fixed("int64", "q", 0)
+UINT32 = Fixed("uint32", "I", 0)
+FLOAT64 = Fixed("float64", "d", 0.0)
+BOOL = Fixed("bool", "?", False)
+STRING = Var("string", "")
+BYTES = Var("bytes", b"")
+RECORDS = Var("records", b"")
+UUID = Var("uuid", uuid.UUID(int=0))
+
+
+@dataclass(frozen=True)
+class Array:
+    """Array of a primitive; arrays of structs are written as a list of Fields."""
+
+    item: Fixed | Var
+
+
+def _parse_versions(spec: str | None) -> tuple[int, int]:
+    if spec is None:
+        return (1, 0)
+    if spec.endswith("+"):
+        return (int(spec[:-1]), 1 << 15)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a message schema (immutable declaration)."""
+
+    name: str
+    type: object
+    versions: str = "0+"
+    nullable: str | None = None
+    default: object = field(default=None)
+    has_default: bool = False
+
+    def exists(self, version: int) -> bool:
+        lo, hi = _parse_versions(self.versions)
+        return lo <= version <= hi
+
+    def nullable_at(self, version: int) -> bool:
+        lo, hi = _parse_versions(self.nullable)
+        return lo <= version <= hi
+
+    def default_value(self):
+        """Declared default, else None for nullable fields, else the type's default."""
+        if self.has_default:
+            return self.default
+        if self.nullable is not None:
+            return None
+        if isinstance(self.type, list | Array):
+            return []
+        return self.type.default
+
+
+def F(name: str, type, versions: str = "0+", nullable: str | None = None, **kw) -> Field:
+    """Shorthand for declarations: F("acks", INT16), F("rack", STRING, "1+", "1+")."""
+    if "default" in kw:
+        return Field(name, type, versions, nullable, kw.pop("default"), True)
+    if kw:
+        raise TypeError(f"unknown arguments {sorted(kw)}")
+    return Field(name, type, versions, nullable)
+
+
+def _default_maker(f: Field):
+    value = f.default_value()
+    if isinstance(value, list):
+        return list
+    return lambda: value
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _check_count(n: int, buf, pos: int, min_item: int) -> None:
+    if n * min_item > len(buf) - pos:
+        raise ProtocolError(f"array count {n} at offset {pos} exceeds the remaining bytes")
+
+
+def _var_reader(t: Var, nullable: bool):
+    if t is STRING:
+        return p.read_nullable_string if nullable else p.read_string
+    if t is BYTES:
+        return p.read_nullable_bytes if nullable else p.read_bytes
+    if t is RECORDS:
+        return p.read_records
+    if t is UUID:
+        return p.read_uuid
+    raise TypeError(f"no reader for {t}")
+
+
+def _array_step(f: Field, version: int):
+    name = f.name
+    nullable = f.nullable_at(version)
+    i32 = p.INT32.unpack_from
+    if isinstance(f.type, list):
+        item = compile_message(f.type, version).decode
+
+        def read_items(buf, pos, n):
+            items = []
+            append = items.append
+            for _ in range(n):
+                value, pos = item(buf, pos)
+                append(value)
+            return items, pos
+
+        min_item = 1
+    elif isinstance(f.type.item, Fixed):
+        fmt = f.type.item.fmt
+        size = struct.calcsize(fmt)
+
+        def read_items(buf, pos, n):
+            return list(struct.unpack_from(f">{n}{fmt}", buf, pos)), pos + n * size
+
+        min_item = size
+    else:
+        reader = _var_reader(f.type.item, False)
+
+        def read_items(buf, pos, n):
+            items = []
+            for _ in range(n):
+                value, pos = reader(buf, pos)
+                items.append(value)
+            return items, pos
+
+        min_item = 2
+
+    def step(buf, pos, d):
+        (n,) = i32(buf, pos)
+        pos += 4
+        if n < 0:
+            if n == -1 and nullable:
+                d[name] = None
+                return pos
+            raise ProtocolError(f"invalid count {n} for array {name!r} at offset {pos - 4}")
+        _check_count(n, buf, pos, min_item)
+        d[name], pos = read_items(buf, pos, n)
+        return pos
+
+    return step
+
+
+def _var_step(f: Field, version: int):
+    name = f.name
+    reader = _var_reader(f.type, f.nullable_at(version))
+
+    def step(buf, pos, d):
+        d[name], pos = reader(buf, pos)
+        return pos
+
+    return step
+
+
+def _fixed_run_step(run: list[Field]):
+    st = struct.Struct(">" + "".join(f.type.fmt for f in run))
+    names = tuple(f.name for f in run)
+    unpack, size = st.unpack_from, st.size
+    if len(names) == 1:
+        name = names[0]
+
+        def step(buf, pos, d):
+            d[name] = unpack(buf, pos)[0]
+            return pos + size
+
+        return step
+
+    def step(buf, pos, d):
+        d.update(zip(names, unpack(buf, pos), strict=True))
+        return pos + size
+
+    return step
+
+
+def _runs(fields: list[Field]):
+    """Group consecutive fixed-width fields; yield ("fixed", [fields]) or ("one", field)."""
+    run: list[Field] = []
+    for f in fields:
+        if isinstance(f.type, Fixed):
+            run.append(f)
+            continue
+        if run:
+            yield "fixed", run
+            run = []
+        yield "one", f
+    if run:
+        yield "fixed", run
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _var_writer(t: Var):
+    if t is STRING:
+        return p.write_string
+    if t is BYTES:
+        return p.write_bytes
+    if t is UUID:
+        return p.write_uuid
+    raise TypeError(f"no writer for {t}")
+
+
+def _records_encoder(f: Field, version: int):
+    name = f.name
+    nullable = f.nullable_at(version)
+    default = f.default_value()
+    pack = p.INT32.pack
+
+    def step(d, out):
+        value = d.get(name, default)
+        if value is None:
+            if nullable:
+                out.append(p.NULL_LENGTH32)
+                return
+            value = b""
+        out.append(pack(len(value)))
+        out.append(value)
+
+    return step
+
+
+def _array_encoder(f: Field, version: int):
+    name = f.name
+    nullable = f.nullable_at(version)
+    pack = p.INT32.pack
+    if isinstance(f.type, list):
+        item = compile_message(f.type, version).encode
+
+        def write_items(values, out):
+            for v in values:
+                item(v, out)
+
+    elif isinstance(f.type.item, Fixed):
+        fmt = f.type.item.fmt
+
+        def write_items(values, out):
+            out.append(struct.pack(f">{len(values)}{fmt}", *values))
+
+    else:
+        writer = _var_writer(f.type.item)
+
+        def write_items(values, out):
+            out.extend(map(writer, values))
+
+    def step(d, out):
+        values = d.get(name)
+        if values is None:
+            if nullable:
+                out.append(p.NULL_LENGTH32)
+                return
+            values = ()
+        out.append(pack(len(values)))
+        write_items(values, out)
+
+    return step
+
+
+def _var_encoder(f: Field, version: int):
+    name = f.name
+    nullable = f.nullable_at(version)
+    default = f.default_value()
+    type_default = f.type.default
+    writer = _var_writer(f.type)
+
+    def step(d, out):
+        value = d.get(name, default)
+        if value is None and not nullable:
+            value = type_default
+        out.append(writer(value))
+
+    return step
+
+
+def _fixed_run_encoder(run: list[Field]):
+    pack = struct.Struct(">" + "".join(f.type.fmt for f in run)).pack
+    names = tuple(f.name for f in run)
+    defaults = tuple(f.default_value() for f in run)
+
+    def step(d, out):
+        out.append(pack(*map(d.get, names, defaults)))
+
+    return step
+
+
+# --------------------------------------------------------------------------- compiling
+
+
+@dataclass(frozen=True)
+class MessageCodec:
+    """One schema compiled at one version. Immutable; safe across threads.
+
+    decode(buf, pos) -> (dict, pos); encode(dict, out: list) appends parts to out.
+    """
+
+    fields: tuple[Field, ...]
+    version: int
+    decode: object
+    encode: object
+
+
+def compile_message(fields: list[Field], version: int) -> MessageCodec:
+    present = [f for f in fields if f.exists(version)]
+    absent = [(f.name, _default_maker(f)) for f in fields if not f.exists(version)]
+    read_steps = []
+    write_steps = []
+    for kind, item in _runs(present):
+        if kind == "fixed":
+            read_steps.append(_fixed_run_step(item))
+            write_steps.append(_fixed_run_encoder(item))
+        elif isinstance(item.type, list | Array):
+            read_steps.append(_array_step(item, version))
+            write_steps.append(_array_encoder(item, version))
+        elif item.type is RECORDS:
+            read_steps.append(_var_step(item, version))
+            write_steps.append(_records_encoder(item, version))
+        else:
+            read_steps.append(_var_step(item, version))
+            write_steps.append(_var_encoder(item, version))
+    read_steps = tuple(read_steps)
+    write_steps = tuple(write_steps)
+
+    if absent:
+
+        def decode(buf, pos):
+            d = {}
+            for s in read_steps:
+                pos = s(buf, pos, d)
+            for name, make in absent:
+                d[name] = make()
+            return d, pos
+
+    else:
+
+        def decode(buf, pos):
+            d = {}
+            for s in read_steps:
+                pos = s(buf, pos, d)
+            return d, pos
+
+    def encode(d, out):
+        for s in write_steps:
+            s(d, out)
+
+    return MessageCodec(tuple(present), version, decode, encode)

@@ -159,6 +159,11 @@ class Source(Component):
         `offer(batch)` returns False instead of waiting (the source counts the drop).
         On cancellation, stop reading, persist state, and re-raise CancelledError."""
 
+    def flush_state(self) -> None:
+        """Called by the runtime after `run` was cancelled AND the channels drained
+        (shutdown or reload): persist positions that acknowledgements arriving during
+        the drain advanced. Optional; the default does nothing."""
+
 
 class Interceptor(Component):
     @abc.abstractmethod

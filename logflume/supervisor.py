@@ -1,0 +1,262 @@
+"""Run a handful of long-lived commands together as one foreground program.
+
+Theory of operation (used by `logflume up`):
+
+- Every child is a subprocess in its own process group, so that a terminal's Ctrl-C
+  reaches only the supervisor, which then stops the children in a chosen order, and
+  so that a child's own helpers (Spark's JVM, its Python workers) are signalled with
+  it. Each child also asks the kernel for PR_SET_PDEATHSIG=SIGKILL: if the supervisor
+  dies, even by SIGKILL, the kernel kills the child. The kernel ties that signal to
+  the *thread* that forked the child, so every child is started (and restarted) from
+  the one control thread that owns the `Supervisor`.
+- A child's stdout and stderr share one pipe; a reader thread per child copies each
+  line to our stdout behind a colored, aligned label such as `[broker]`.
+- The control thread calls `poll()` regularly. Before `supervise()` is switched on
+  (the startup phase), a child that exits raises `ChildExited`: a demo that cannot
+  start should say so rather than loop. Afterwards an exit is reported and the child
+  restarted after a backoff that doubles from 1 s to 30 s on quick successive
+  failures and resets once the child stayed up for `STABLE_AFTER` seconds.
+- `stop()` signals the children in reverse start order: SIGTERM to the process
+  group, up to `grace` seconds for the group to empty, then SIGKILL to what is left.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import BinaryIO
+
+PR_SET_PDEATHSIG = 1
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 30.0
+STABLE_AFTER = 30.0
+COLORS = ("36", "32", "33", "35", "34", "31", "96", "92")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent(parent_pid: int):
+    """preexec_fn: SIGKILL this child when its parent thread dies (Linux)."""
+
+    def setup() -> None:
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return setup
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def want_color(stream) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+@dataclasses.dataclass
+class ChildSpec:
+    """What to run: a label, the command line, and whether to restart it on exit."""
+
+    name: str
+    argv: list[str]
+    restart: bool = True
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+
+
+class ChildExited(RuntimeError):
+    def __init__(self, name: str, code: int):
+        super().__init__(f"{name} {describe_exit(code)}")
+        self.name = name
+        self.code = code
+
+
+class Output:
+    """Serialises labelled lines onto one binary stream; safe across threads."""
+
+    def __init__(self, stream: BinaryIO, color: bool):
+        self.stream = stream
+        self.color = color
+        self.width = 0
+        self._lock = threading.Lock()
+        self._colors: dict[str, str] = {}
+
+    def label(self, name: str) -> bytes:
+        if name not in self._colors:
+            self._colors[name] = COLORS[len(self._colors) % len(COLORS)]
+        text = f"[{name}]".ljust(self.width + 2)
+        if self.color:
+            text = f"\x1b[{self._colors[name]}m{text}\x1b[0m"
+        return text.encode()
+
+    def line(self, name: str, data: bytes) -> None:
+        data = data.rstrip(b"\r\n")
+        with self._lock:
+            try:
+                self.stream.write(self.label(name) + b" " + data + b"\n")
+                self.stream.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # nobody reads our output any more; the children keep running
+
+    def text(self, name: str, message: str) -> None:
+        for row in message.splitlines() or [""]:
+            self.line(name, row.encode())
+
+
+class Child:
+    """The running state of one `ChildSpec`; owned by the supervisor's control thread."""
+
+    def __init__(self, spec: ChildSpec):
+        self.spec = spec
+        self.proc: subprocess.Popen | None = None
+        self.reader: threading.Thread | None = None
+        self.started_at = 0.0
+        self.restarts = 0
+        self.backoff = BACKOFF_FIRST
+        self.restart_at: float | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops child processes.
+
+    Not thread-safe: create it, start children, poll and stop from one thread (the
+    one whose death should kill the children). Only `Output` is shared with the
+    reader threads.
+    """
+
+    def __init__(self, stream: BinaryIO | None = None, color: bool | None = None, grace=10.0):
+        stream = stream if stream is not None else sys.stdout.buffer
+        self.output = Output(stream, want_color(sys.stdout) if color is None else color)
+        self.grace = grace
+        self.children: list[Child] = []
+        self.supervising = False
+        self.label = "up"
+
+    def say(self, message: str) -> None:
+        self.output.text(self.label, message)
+
+    def start(self, spec: ChildSpec) -> Child:
+        child = Child(spec)
+        self.children.append(child)
+        self.output.width = max(len(self.label), *(len(c.spec.name) for c in self.children))
+        self._spawn(child)
+        return child
+
+    def _spawn(self, child: Child) -> None:
+        env = dict(os.environ if child.spec.env is None else child.spec.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        child.proc = subprocess.Popen(
+            child.spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=child.spec.cwd,
+            process_group=0,
+            preexec_fn=_die_with_parent(os.getpid()),
+        )
+        child.started_at = time.monotonic()
+        child.restart_at = None
+        child.reader = threading.Thread(
+            target=self._copy_lines,
+            args=(child.spec.name, child.proc.stdout),
+            name=f"output-{child.spec.name}",
+            daemon=True,
+        )
+        child.reader.start()
+
+    def _copy_lines(self, name: str, pipe: BinaryIO) -> None:
+        with pipe:
+            for line in iter(pipe.readline, b""):
+                self.output.line(name, line)
+
+    def poll(self) -> None:
+        """Notice exits and perform due restarts. Raises `ChildExited` during startup."""
+        now = time.monotonic()
+        for child in self.children:
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    child.restarts += 1
+                    self.say(f"restarting {child.spec.name} (restart #{child.restarts})")
+                    self._spawn(child)
+                continue
+            if child.proc is None or child.proc.poll() is None:
+                continue
+            code = child.proc.returncode
+            _signal_group(child.proc.pid, signal.SIGKILL)  # leftovers of the dead child
+            if not self.supervising:
+                raise ChildExited(child.spec.name, code)
+            if not child.spec.restart:
+                self.say(f"{child.spec.name} {describe_exit(code)}; not restarting it")
+                child.proc = None
+                continue
+            if now - child.started_at >= STABLE_AFTER:
+                child.backoff = BACKOFF_FIRST
+            delay = child.backoff
+            child.backoff = min(child.backoff * 2, BACKOFF_MAX)
+            child.restart_at = now + delay
+            self.say(f"{child.spec.name} {describe_exit(code)}; restarting in {delay:.0f}s")
+
+    def stop(self) -> None:
+        """SIGTERM each child's group in reverse start order, SIGKILL after `grace` s."""
+        for child in reversed(self.children):
+            child.restart_at = None
+            proc = child.proc
+            if proc is None:
+                continue
+            if proc.poll() is None:
+                self.say(f"stopping {child.spec.name} (pid {proc.pid})")
+            _signal_group(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + self.grace
+            try:
+                proc.wait(self.grace)
+            except subprocess.TimeoutExpired:
+                self.say(f"{child.spec.name} ignored SIGTERM for {self.grace:.0f}s; killing it")
+            while _group_alive(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if child.reader is not None:
+                child.reader.join(timeout=2)
+        self.children.clear()

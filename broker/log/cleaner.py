@@ -1,0 +1,163 @@
+"""Log compaction (cleanup.policy=compact): keep the latest record per key.
+
+Kafka's scheme, on one partition at a time:
+- The cleanable range is the closed segments from the log start up to the first
+  segment that is active or younger than min.compaction.lag.ms.
+- The dirty part starts at the cleaner checkpoint (what the last pass had covered).
+  A map key -> latest offset is built from the dirty part only; the clean part is
+  already unique per key.
+- Every cleanable segment is then rewritten: a keyed record survives if no later
+  offset for its key is in the map; a tombstone (null value) also goes once its
+  segment is older than delete.retention.ms. Records without a key are kept (the
+  server rejects them at produce time). Surviving records keep their offsets; a
+  batch whose records all survive is copied byte-for-byte, a batch left empty is
+  dropped, others are rebuilt with the same base offset, codec, producer fields and
+  last offset delta. Control batches and snappy/zstd batches are copied as they are.
+- A rewritten segment is written as `.cleaned` files, fsynced, and swapped in: old
+  indexes unlinked, new log renamed over the old one, new indexes renamed. A crash
+  at any point leaves either log with missing indexes (rebuilt at load) or leftover
+  `.cleaned` files (deleted at load).
+"""
+
+import os
+
+from broker.log.common import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from broker.log.loader import new_segment
+from broker.log.segment import LogSegment
+from broker.protocol.records import (
+    LOG_APPEND_TIME,
+    BatchBuilder,
+    RecordBatch,
+    UnsupportedCodecError,
+    iter_batches,
+    set_log_append_time,
+)
+
+
+def _batches(seg: LogSegment) -> list[RecordBatch]:
+    data = os.pread(seg.file.fileno(), seg.size, 0) if seg.size else b""
+    return list(iter_batches(data, validate=False))
+
+
+def _records(batch: RecordBatch):
+    if batch.is_control:
+        return None
+    try:
+        return batch.records()
+    except UnsupportedCodecError:
+        return None
+
+
+def clean(log, now_ms: int) -> None:
+    """One compaction pass over `log` (a PartitionLog), if there is anything to do."""
+    cfg = log.config
+    if not cfg.compact:
+        return
+    closed = log.segments[:-1]
+    n = 0
+    for seg in closed:
+        if cfg.min_compaction_lag_ms > 0 and seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms:
+            break
+        n += 1
+    if n == 0:
+        return
+    end = log.segments[n].base_offset
+    first_dirty = max(log.cleaner_checkpoint, log.log_start_offset)
+    due = log.tombstone_deadline_ms is not None and now_ms >= log.tombstone_deadline_ms
+    if first_dirty >= end and not due:
+        return
+    latest: dict[bytes, int] = {}
+    for seg in closed[:n]:
+        if seg.next_offset <= first_dirty:
+            continue
+        for batch in _batches(seg):
+            if batch.last_offset < first_dirty:
+                continue
+            for r in _records(batch) or ():
+                if r.key is not None and r.offset >= first_dirty:
+                    latest[r.key] = r.offset
+    deadline = None
+    for i in range(n):
+        seg = log.segments[i]
+        seg_ts = (
+            seg.max_timestamp
+            if seg.max_timestamp >= 0
+            else int(os.stat(seg.log_path).st_mtime * 1000)
+        )
+        expire_tombstones = now_ms - seg_ts > cfg.delete_retention_ms
+        kept_tombstone = _rewrite(log, i, latest, expire_tombstones, now_ms)
+        if kept_tombstone:
+            at = seg_ts + cfg.delete_retention_ms + 1
+            deadline = at if deadline is None else min(deadline, at)
+    log.cleaner_checkpoint = max(log.cleaner_checkpoint, end)
+    log.tombstone_deadline_ms = deadline
+
+
+def _rewrite(log, i: int, latest: dict, expire_tombstones: bool, now_ms: int) -> bool:
+    """Rewrite segment i if anything in it goes; returns whether a tombstone stayed."""
+    seg = log.segments[i]
+    out: list[bytes] = []
+    changed = False
+    kept_tombstone = False
+    for batch in _batches(seg):
+        recs = _records(batch)
+        if recs is None:
+            out.append(bytes(batch.raw()))
+            continue
+        keep = []
+        for r in recs:
+            if r.key is not None and latest.get(r.key, -1) > r.offset:
+                continue
+            if r.key is not None and r.value is None:
+                if expire_tombstones:
+                    continue
+                kept_tombstone = True
+            keep.append(r)
+        if len(keep) == len(recs):
+            out.append(bytes(batch.raw()))
+        elif keep:
+            out.append(_rebuild(batch, keep))
+            changed = True
+        else:
+            changed = True
+    if changed:
+        _swap_in(log, i, b"".join(out), now_ms)
+    return kept_tombstone
+
+
+def _rebuild(batch: RecordBatch, keep) -> bytes:
+    b = BatchBuilder(
+        codec=batch.codec,
+        base_offset=batch.base_offset,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        partition_leader_epoch=batch.partition_leader_epoch,
+    )
+    for r in keep:
+        b.append(r.value, key=r.key, timestamp_ms=r.timestamp, headers=r.headers, offset=r.offset)
+    b.last_offset_delta = batch.last_offset_delta
+    data = b.build()
+    if batch.timestamp_type == LOG_APPEND_TIME:
+        buf = bytearray(data)
+        set_log_append_time(buf, 0, batch.max_timestamp)
+        data = bytes(buf)
+    return data
+
+
+def _swap_in(log, i: int, data: bytes, now_ms: int) -> None:
+    old = log.segments[i]
+    cleaned = new_segment(log.dir, old.base_offset, log.config, now_ms, suffix=".cleaned")
+    cleaned.append(data, list(iter_batches(data, validate=False)))
+    cleaned.finish()
+    cleaned.flush()
+    cleaned.next_offset = old.next_offset
+    old.index.delete()
+    old.time_index.delete()
+    os.replace(cleaned.log_path, old.log_path)
+    cleaned.log_path = old.log_path
+    cleaned.index.rename(segment_path(log.dir, old.base_offset, INDEX_SUFFIX))
+    cleaned.time_index.rename(segment_path(log.dir, old.base_offset, TIME_INDEX_SUFFIX))
+    old.file = None
+    log.replace_segment(i, cleaned)

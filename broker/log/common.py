@@ -1,0 +1,85 @@
+"""Small shared pieces of the log: errors, result types, file naming, atomic writes."""
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+TMP_SUFFIX = ".tmp"
+
+
+class RecordTooLargeError(ValueError):
+    """A batch is larger than max.message.bytes (Kafka error MESSAGE_TOO_LARGE)."""
+
+
+class OffsetOutOfRangeError(ValueError):
+    """The requested offset lies outside [log_start_offset, log_end_offset]."""
+
+
+class InvalidOffsetError(ValueError):
+    """A follower append whose offsets do not follow the log end."""
+
+
+@dataclass
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int
+    num_batches: int
+    size: int
+
+
+class SegmentFile(io.FileIO):
+    """The open `.log` file of a segment. When a segment is deleted or replaced while
+    fetch slices still point at it, the segment drops its reference instead of closing,
+    and the file closes when the last slice is garbage-collected (the unlinked inode
+    stays readable until then)."""
+
+    def __del__(self):
+        if not self.closed:
+            super().close()
+
+
+@dataclass
+class FetchSlice:
+    """Whole batches at [position, position + length) of `file`. Use os.sendfile /
+    loop.sendfile with the explicit offset, or read_bytes(); the file object is shared
+    by every reader of the segment, so do not rely on its current position."""
+
+    file: SegmentFile
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        data = os.pread(self.file.fileno(), self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(f"short read: {len(data)} of {self.length} bytes")
+        return data
+
+
+def segment_path(dir: Path, base_offset: int, suffix: str) -> Path:
+    return dir / f"{base_offset:020d}{suffix}"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write, fsync, rename over `path`, fsync the directory: all or nothing."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

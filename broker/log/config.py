@@ -1,0 +1,130 @@
+"""Per-topic log configuration, named and defaulted as Kafka's topic configs."""
+
+from dataclasses import dataclass, fields, replace
+
+LONG_MAX = 2**63 - 1
+
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Immutable settings of one partition log; replace it with `update_config`."""
+
+    segment_bytes: int = 1024**3
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_index_bytes: int = 10 * 1024 * 1024
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    cleanup_policy: str = "delete"
+    index_interval_bytes: int = 4096
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    delete_retention_ms: int = 24 * 3600 * 1000
+    max_message_bytes: int = 1048588
+    min_compaction_lag_ms: int = 0
+    message_timestamp_type: str = "CreateTime"
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    compression_type: str = "producer"
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @classmethod
+    def from_props(cls, props: dict[str, str], base: "LogConfig | None" = None) -> "LogConfig":
+        """Overlay Kafka-named settings on `base` (default: Kafka's defaults).
+        Raises ValueError naming the first unknown or invalid key."""
+        changes = {}
+        for name, raw in props.items():
+            attr = TOPIC_CONFIG_NAMES.get(name)
+            if attr is None:
+                raise ValueError(f"{name}: unknown topic config")
+            changes[attr] = _parse(name, attr, str(raw))
+        return replace(base or cls(), **changes)
+
+    def to_props(self) -> dict[str, str]:
+        out = {}
+        for name, attr in TOPIC_CONFIG_NAMES.items():
+            value = getattr(self, attr)
+            out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+TOPIC_CONFIG_NAMES: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "cleanup.policy": "cleanup_policy",
+    "index.interval.bytes": "index_interval_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "delete.retention.ms": "delete_retention_ms",
+    "max.message.bytes": "max_message_bytes",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "message.timestamp.type": "message_timestamp_type",
+    "min.insync.replicas": "min_insync_replicas",
+    "unclean.leader.election.enable": "unclean_leader_election_enable",
+    "compression.type": "compression_type",
+}
+
+# attr -> smallest allowed value (retention.* accept -1 = unlimited)
+_MINIMUM = {
+    "segment_bytes": 14,
+    "segment_ms": 1,
+    "segment_index_bytes": 8,
+    "retention_ms": -1,
+    "retention_bytes": -1,
+    "index_interval_bytes": 0,
+    "flush_messages": 1,
+    "flush_ms": 0,
+    "delete_retention_ms": 0,
+    "max_message_bytes": 0,
+    "min_compaction_lag_ms": 0,
+    "min_insync_replicas": 1,
+}
+_CHOICES = {
+    "cleanup_policy": CLEANUP_POLICIES,
+    "message_timestamp_type": TIMESTAMP_TYPES,
+    "compression_type": COMPRESSION_TYPES,
+}
+_TYPES = {f.name: f.type for f in fields(LogConfig)}
+
+
+def _parse(name: str, attr: str, raw: str):
+    kind = _TYPES[attr]
+    if kind in (bool, "bool"):
+        if raw.lower() not in ("true", "false"):
+            raise ValueError(f"{name}: expected true or false, got {raw!r}")
+        return raw.lower() == "true"
+    if kind in (int, "int"):
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"{name}: expected an integer, got {raw!r}") from None
+        if value < _MINIMUM[attr] or value > LONG_MAX:
+            raise ValueError(f"{name}: {value} is out of range (minimum {_MINIMUM[attr]})")
+        if (
+            attr in ("segment_bytes", "max_message_bytes", "segment_index_bytes")
+            and value > 2**31 - 1
+        ):
+            raise ValueError(f"{name}: {value} does not fit in an int32")
+        return value
+    value = raw.strip()
+    if attr == "cleanup_policy":
+        value = ",".join(sorted(p.strip() for p in value.split(",") if p.strip()))
+    if value not in _CHOICES[attr]:
+        raise ValueError(f"{name}: {raw!r} is not one of {', '.join(_CHOICES[attr])}")
+    return value
+
+
+LogConfig.TOPIC_CONFIG_NAMES = TOPIC_CONFIG_NAMES

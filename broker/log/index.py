@@ -1,0 +1,226 @@
+"""Sparse segment indexes, memory-mapped like Kafka's.
+
+`OffsetIndex` maps (offset - segment base) int32 -> file position int32 of the batch
+that starts at that offset; `TimeIndex` maps timestamp int64 -> relative offset int32
+of the first batch whose max timestamp reached it. Both are big-endian fixed-size
+entries, strictly increasing in their key, appended at most once per
+`index.interval.bytes` of log.
+
+The active segment's index file is preallocated to `segment.index.bytes` and mapped
+read-write, so an append is a `pack_into` with no system call; the number of valid
+entries is kept in memory. On roll or close the file is trimmed to its entries, so a
+closed index's length tells how many entries it has. After a crash the active
+segment's index is rebuilt from the log (recovery), never trusted. Closed indexes
+are mapped lazily on first lookup.
+"""
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+
+class CorruptIndexError(ValueError):
+    """An index file failed its sanity check; the segment's indexes must be rebuilt."""
+
+
+class _Index:
+    ENTRY: struct.Struct
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int, active: bool):
+        self.path = Path(path)
+        self.base_offset = base_offset
+        size = self.ENTRY.size
+        self.max_entries = max(1, max_bytes // size)
+        self._mm: mmap.mmap | None = None
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        length = os.fstat(self._fd).st_size
+        self.entries = length // size
+        self._length_ok = length % size == 0
+        self._mapped_length = 0
+        if active:
+            self.resize(self.max_entries * size)
+
+    # -- mapping -------------------------------------------------------------------
+
+    def _map(self) -> mmap.mmap | None:
+        if self._mm is None and self._fd is not None:
+            length = os.fstat(self._fd).st_size
+            if length:
+                self._mm = mmap.mmap(self._fd, length)
+                self._mapped_length = length
+        return self._mm
+
+    def resize(self, length: int) -> None:
+        """Set the file length (preallocate when active, trim when closed)."""
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        os.ftruncate(self._fd, length)
+        self._map()
+
+    def trim(self) -> None:
+        self.resize(self.entries * self.ENTRY.size)
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def rename(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = Path(path)
+
+    def reset(self) -> None:
+        self.entries = 0
+        self._length_ok = True
+
+    def truncate_to_entries(self, n: int) -> None:
+        self.entries = min(self.entries, n)
+
+    # -- reading -------------------------------------------------------------------
+
+    def entry(self, i: int) -> tuple:
+        return self.ENTRY.unpack_from(self._map(), i * self.ENTRY.size)
+
+    def _floor(self, target: int, field: int) -> int:
+        """Index of the last entry whose `field` is <= target, or -1."""
+        n = self.entries
+        if n == 0:
+            return -1
+        mm = self._map()
+        unpack = self.ENTRY.unpack_from
+        size = self.ENTRY.size
+        lo, hi = 0, n - 1
+        if unpack(mm, 0)[field] > target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if unpack(mm, mid * size)[field] <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _append_entry(self, *values) -> None:
+        if self.entries >= self.max_entries:
+            raise CorruptIndexError(f"index {self.path.name} is full")
+        pos = self.entries * self.ENTRY.size
+        mm = self._map()
+        if mm is None or pos + self.ENTRY.size > self._mapped_length:
+            self.resize(self.max_entries * self.ENTRY.size)
+            mm = self._mm
+        self.ENTRY.pack_into(mm, pos, *values)
+        self.entries += 1
+
+
+class OffsetIndex(_Index):
+    """Offset -> position index of one segment. Owned by its LogSegment; not thread-safe."""
+
+    ENTRY = struct.Struct(">ii")
+
+    def append(self, offset: int, position: int) -> None:
+        rel = offset - self.base_offset
+        if self.entries and self.entry(self.entries - 1)[0] >= rel:
+            raise CorruptIndexError(f"offset {offset} is not above the last indexed offset")
+        self._append_entry(rel, position)
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self.entries:
+            return self.base_offset, 0
+        rel, pos = self.entry(self.entries - 1)
+        return self.base_offset + rel, pos
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or before `offset`, else (base, 0)."""
+        i = self._floor(offset - self.base_offset, 0)
+        if i < 0:
+            return self.base_offset, 0
+        rel, pos = self.entry(i)
+        return self.base_offset + rel, pos
+
+    def lookup_position(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the last entry whose position is <= `position`."""
+        i = self._floor(position, 1)
+        if i < 0:
+            return self.base_offset, 0
+        rel, pos = self.entry(i)
+        return self.base_offset + rel, pos
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        self.truncate_to_entries(self._floor(offset - self.base_offset - 1, 0) + 1)
+
+    def sanity_check(self, log_size: int) -> None:
+        if not self._length_ok:
+            raise CorruptIndexError(f"{self.path.name}: length is not a multiple of 8")
+        if self.entries:
+            rel, pos = self.entry(self.entries - 1)
+            first_rel, first_pos = self.entry(0)
+            if rel < first_rel or pos < first_pos or first_rel < 0 or pos >= log_size:
+                raise CorruptIndexError(f"{self.path.name}: last entry {rel},{pos} is invalid")
+
+
+class TimeIndex(_Index):
+    """Timestamp -> offset index of one segment. Owned by its LogSegment; not thread-safe."""
+
+    ENTRY = struct.Struct(">qi")
+
+    def last_entry(self) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry, or (-1, base offset)."""
+        if not self.entries:
+            return -1, self.base_offset
+        ts, rel = self.entry(self.entries - 1)
+        return ts, self.base_offset + rel
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Append when `timestamp` is above the last entry's and there is room."""
+        if self.entries:
+            last_ts, last_rel = self.entry(self.entries - 1)
+            if timestamp <= last_ts or offset - self.base_offset < last_rel:
+                return
+        if self.entries < self.max_entries:
+            self._append_entry(timestamp, offset - self.base_offset)
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry with timestamp <= `timestamp`."""
+        i = self._floor(timestamp, 0)
+        if i < 0:
+            return -1, self.base_offset
+        ts, rel = self.entry(i)
+        return ts, self.base_offset + rel
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries pointing at offsets >= `offset` (linear from the end: entries
+        are few and truncation is rare)."""
+        n = self.entries
+        while n and self.entry(n - 1)[1] + self.base_offset >= offset:
+            n -= 1
+        self.truncate_to_entries(n)
+
+    def sanity_check(self) -> None:
+        if not self._length_ok:
+            raise CorruptIndexError(f"{self.path.name}: length is not a multiple of 12")
+        if self.entries:
+            first_ts, first_rel = self.entry(0)
+            ts, rel = self.entry(self.entries - 1)
+            if ts < first_ts or rel < first_rel or first_rel < 0:
+                raise CorruptIndexError(f"{self.path.name}: last entry {ts},{rel} is invalid")

@@ -1,0 +1,168 @@
+"""LogManager: every partition log of one data directory.
+
+Startup reads `recovery-point-offset-checkpoint` and `cleaner-offset-checkpoint`,
+notes whether the `.kafka_cleanshutdown` marker is present (then nothing is rescanned),
+opens every `<topic>-<partition>` directory, and removes the marker so that a later
+crash is not mistaken for a clean stop. `close` flushes everything, writes the
+checkpoints and then the marker. The server calls `checkpoint_recovery_points`,
+`run_retention`, `run_cleaner` and `flush_dirty` periodically.
+"""
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from broker.log.checkpoint import CheckpointError, read_offsets, write_offsets
+from broker.log.common import fsync_dir
+from broker.log.config import LogConfig
+from broker.log.partition import PartitionLog, parse_dir_name
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+CLEANER_FILE = "cleaner-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_SUFFIX = "-delete"
+
+
+class LogManager:
+    """Owned by the server's event loop; not thread-safe.
+
+    `topic_config(topic)` (optional) gives the stored config of a topic found on disk
+    at startup; without it, or when it returns None, the default config is used and
+    the server can call `update_config` later.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        default_config: LogConfig,
+        clock=time.time,
+        topic_config: Callable[[str], LogConfig | None] | None = None,
+    ):
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.default_config = default_config
+        self._clock = clock
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery = self._read(RECOVERY_POINT_FILE)
+        cleaner = self._read(CLEANER_FILE)
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        for d in sorted(self.data_dir.iterdir()):
+            if not d.is_dir():
+                continue
+            if d.name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(d, ignore_errors=True)
+                continue
+            try:
+                topic, part = parse_dir_name(d.name)
+            except ValueError:
+                continue
+            config = (topic_config(topic) if topic_config else None) or default_config
+            self._logs[(topic, part)] = PartitionLog(
+                d,
+                config,
+                recovery.get((topic, part), 0),
+                clock,
+                clean_shutdown=clean,
+                cleaner_checkpoint=cleaner.get((topic, part), 0),
+            )
+        if clean:
+            marker.unlink()
+            fsync_dir(self.data_dir)
+
+    def _read(self, name: str) -> dict[tuple[str, int], int]:
+        try:
+            return read_offsets(self.data_dir / name)
+        except (CheckpointError, OSError) as e:
+            log.warning("ignoring unreadable %s: %s", name, e)
+            return {}
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> Iterable[PartitionLog]:
+        return list(self._logs.values())
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """Open (creating if needed) the log of topic-partition."""
+        config = config or self.default_config
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            existing.update_config(config)
+            return existing
+        dir = self._dir_for(topic, partition)
+        plog = PartitionLog(dir, config, 0, self._clock)
+        fsync_dir(self.data_dir)
+        self._logs[(topic, partition)] = plog
+        return plog
+
+    def _dir_for(self, topic: str, partition: int) -> Path:
+        if (
+            not topic
+            or topic in (".", "..")
+            or any(c in topic for c in "/\\\0")
+            or not isinstance(partition, int)
+            or partition < 0
+        ):
+            raise ValueError(f"invalid topic partition {topic!r}-{partition!r}")
+        dir = self.data_dir / f"{topic}-{partition}"
+        if dir.resolve().parent != self.data_dir.resolve():
+            raise ValueError(f"topic {topic!r} would escape the data directory")
+        return dir
+
+    def delete(self, topic: str, partition: int) -> None:
+        plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            return
+        plog.close()
+        doomed = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.rename(plog.dir, doomed)
+        fsync_dir(self.data_dir)
+        shutil.rmtree(doomed, ignore_errors=True)
+        self.checkpoint_recovery_points()
+
+    def checkpoint_recovery_points(self) -> None:
+        points = {(p.topic, p.partition): p.recovery_point for p in self._logs.values()}
+        write_offsets(self.data_dir / RECOVERY_POINT_FILE, points)
+
+    def checkpoint_cleaner(self) -> None:
+        points = {
+            (p.topic, p.partition): p.cleaner_checkpoint
+            for p in self._logs.values()
+            if p.config.compact
+        }
+        write_offsets(self.data_dir / CLEANER_FILE, points)
+
+    def run_retention(self) -> int:
+        return sum(p.delete_old_segments() for p in self._logs.values())
+
+    def run_cleaner(self) -> None:
+        compacted = [p for p in self._logs.values() if p.config.compact]
+        for p in compacted:
+            p.compact()
+        if compacted:
+            self.checkpoint_cleaner()
+
+    def flush_dirty(self) -> None:
+        for p in self._logs.values():
+            p.flush_if_due()
+
+    def close(self) -> None:
+        """Flush and close every log, write checkpoints, then the clean-shutdown marker."""
+        for p in self._logs.values():
+            p.flush()
+        self.checkpoint_recovery_points()
+        self.checkpoint_cleaner()
+        for p in self._logs.values():
+            p.close()
+        self._logs.clear()
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        with open(marker, "w") as f:
+            os.fsync(f.fileno())
+        fsync_dir(self.data_dir)

@@ -11,6 +11,8 @@ declare -A wanted=(
   [nc]=netcat-openbsd
   [redis-server]=redis-server
   [redis-benchmark]=redis-tools
+  [shellcheck]=shellcheck
+  [systemd-analyze]=systemd
 )
 
 missing=()

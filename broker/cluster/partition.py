@@ -1,0 +1,133 @@
+"""Partition state: who leads, who is in sync, and how far data is committed.
+
+One `Partition` per (topic, index) hosted on this broker. It wraps the local
+`PartitionLog` and holds the replication state Kafka keeps per partition:
+`leader`, `replicas`, `isr`, `leader_epoch` and the `high_watermark`, the offset
+below which records are committed (replicated to every ISR member) and visible to
+consumers.
+
+High watermark = min(log end offset of each ISR member). On a single node the ISR is
+{self}, so the high watermark is the leader's log end offset right after each
+append. Replication extends `_replica_leos` with follower positions reported by
+follower fetches (`update_follower_leo`) and shrinks/expands `isr`; the rule
+in `maybe_advance_high_watermark` already takes the minimum over the ISR.
+
+Whenever the log end or the high watermark moves, `on_change(partition)` fires; the
+replica manager uses it to re-check delayed produce and fetch operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.protocol.errors import ErrorCode
+
+
+class PartitionError(Exception):
+    """A request on this partition fails with `code` (an ErrorCode)."""
+
+    def __init__(self, code: ErrorCode, message: str = ""):
+        super().__init__(message or code.name)
+        self.code = code
+
+
+class Partition:
+    """State of one hosted partition.
+
+    Owned by the ReplicaManager; used only on the broker's event loop, never across
+    threads.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        log,
+        broker_id: int,
+        replicas: list[int],
+        min_insync_replicas: int = 1,
+        leader_epoch: int = 0,
+        on_change: Callable[[Partition], None] | None = None,
+    ):
+        self.topic = topic
+        self.index = index
+        self.key = (topic, index)
+        self.log = log
+        self.broker_id = broker_id
+        self.replicas = list(replicas)
+        self.leader = broker_id
+        self.isr = {broker_id}
+        self.leader_epoch = leader_epoch
+        self.min_insync_replicas = min_insync_replicas
+        self.on_change = on_change
+        self._replica_leos: dict[int, int] = {}
+        self.high_watermark = log.log_end_offset
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.broker_id
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def append_as_leader(self, records: bytes, required_acks: int):
+        """Append a produce request's record batches; returns the log's AppendInfo.
+
+        Raises PartitionError for NOT_LEADER_OR_FOLLOWER and NOT_ENOUGH_REPLICAS; the
+        log raises CorruptRecordError / RecordTooLargeError for bad batches, and
+        nothing is appended in that case.
+        """
+        if not self.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise PartitionError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"ISR has {len(self.isr)} replicas, min.insync.replicas is "
+                f"{self.min_insync_replicas}",
+            )
+        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        self.maybe_advance_high_watermark()
+        if self.on_change is not None:
+            self.on_change(self)
+        return info
+
+    def update_follower_leo(self, replica_id: int, log_end_offset: int) -> None:
+        """Record a follower's position (from its fetch offset) and re-check the HW."""
+        self._replica_leos[replica_id] = log_end_offset
+        if self.maybe_advance_high_watermark() and self.on_change is not None:
+            self.on_change(self)
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR; it never moves backwards. True if it moved."""
+        leo = self.log.log_end_offset
+        new_hw = min(
+            (leo if r == self.broker_id else self._replica_leos.get(r, 0)) for r in self.isr
+        )
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False
+
+    def enough_replicas_for(self, offset: int) -> tuple[bool, ErrorCode]:
+        """For acks=all: (done, error) once the HW covers `offset` or the ISR is too small."""
+        if not self.is_leader:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark >= offset:
+            if len(self.isr) < self.min_insync_replicas:
+                return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return True, ErrorCode.NONE
+        return False, ErrorCode.NONE
+
+    def read(self, offset: int, max_bytes: int, committed_only: bool = True):
+        """Records from `offset`: a FetchSlice or None; raises OffsetOutOfRangeError.
+
+        Consumers read up to the high watermark; followers (committed_only=False) up
+        to the log end.
+        """
+        max_offset = self.high_watermark if committed_only else None
+        return self.log.read(offset, max_bytes, max_offset=max_offset)

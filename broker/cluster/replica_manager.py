@@ -1,0 +1,213 @@
+"""Hosted partitions and the topic lifecycle of a single-node broker.
+
+The ReplicaManager joins three things: the topic registry (`LocalMetadataStore`),
+the partition logs (`LogManager`) and the `Partition` state objects. It creates and
+deletes topics (validating names, counts and configs the way Kafka's CreateTopics
+does), auto-creates topics on use, and wires every partition's `on_change` to the
+purgatories so that an append or a high-watermark move re-checks the delayed produce
+and fetch operations waiting on that partition.
+
+Crash safety of topic changes: create = logs first, then the topic file (the commit
+point); delete = topic file first, then the logs. `load()` removes partition logs
+whose topic has no file, the leftovers of an interrupted create or delete.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from broker.cluster.metadata_store import LocalMetadataStore, TopicMeta
+from broker.cluster.names import InvalidTopicName, validate_topic_name
+from broker.cluster.partition import Partition
+from broker.config import BrokerConfig
+from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
+from broker.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+MAX_PARTITIONS = 10_000
+
+
+def default_log_config(config: BrokerConfig) -> LogConfig:
+    """Topic defaults from the broker's `log.*` keys (their Kafka synonyms)."""
+    props = config.topic_defaults()
+    return LogConfig.from_props({k: v for k, v in props.items() if k in TOPIC_CONFIG_NAMES})
+
+
+class TopicError(Exception):
+    """A topic operation fails with `code`; `message` goes to the client."""
+
+    def __init__(self, code: ErrorCode, message: str = ""):
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message or None
+
+
+class ReplicaManager:
+    """Owns every Partition on this broker. Event-loop only; not thread-safe."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: LocalMetadataStore,
+        log_manager,
+        on_partition_change: Callable[[Partition], None] | None = None,
+    ):
+        self.config = config
+        self.broker_id = config.broker_id
+        self.store = store
+        self.logs = log_manager
+        self.on_partition_change = on_partition_change
+        self.default_log_config = default_log_config(config)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+
+    def load(self) -> None:
+        """Attach the partitions of every stored topic; drop orphan logs."""
+        topics = self.store.topics()
+        for plog in list(self.logs.all_logs()):
+            meta = topics.get(plog.topic)
+            if meta is None or plog.partition >= meta.partitions:
+                log.warning("deleting orphan log %s-%d", plog.topic, plog.partition)
+                self.logs.delete(plog.topic, plog.partition)
+        for meta in topics.values():
+            cfg = self.log_config(meta.configs)
+            for index in range(meta.partitions):
+                plog = self.logs.get(meta.name, index) or self.logs.create(meta.name, index, cfg)
+                self._attach(meta, index, plog, cfg)
+
+    def _attach(self, meta: TopicMeta, index: int, plog, cfg: LogConfig) -> Partition:
+        partition = Partition(
+            meta.name,
+            index,
+            plog,
+            self.broker_id,
+            meta.assignments[index],
+            min_insync_replicas=cfg.min_insync_replicas,
+            on_change=self.on_partition_change,
+        )
+        self.partitions[partition.key] = partition
+        return partition
+
+    def log_config(self, overrides: dict[str, str]) -> LogConfig:
+        return LogConfig.from_props(overrides, base=self.default_log_config)
+
+    # -- lookups -------------------------------------------------------------------
+
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic(self, name: str) -> TopicMeta | None:
+        return self.store.get(name)
+
+    def topics(self) -> dict[str, TopicMeta]:
+        return self.store.topics()
+
+    def effective_configs(self, meta: TopicMeta) -> tuple[dict[str, str], LogConfig]:
+        cfg = self.log_config(meta.configs)
+        return cfg.to_props(), cfg
+
+    # -- topic lifecycle -------------------------------------------------------------
+
+    def validate_new_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str | None],
+    ) -> tuple[int, int, dict[str, str]]:
+        """Check a CreateTopics entry; returns (partitions, rf, overrides) or raises TopicError."""
+        try:
+            validate_topic_name(name)
+        except InvalidTopicName as e:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
+        if name in self.store:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions == -1:
+            num_partitions = self.config["num.partitions"]
+        if not 1 <= num_partitions <= MAX_PARTITIONS:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be 1..{MAX_PARTITIONS}."
+            )
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
+        if replication_factor != 1:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor: {replication_factor} larger than available brokers: 1.",
+            )
+        overrides: dict[str, str] = {}
+        for key, value in configs.items():
+            if value is None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"{key}: null value")
+            overrides[key] = value
+        try:
+            self.log_config(overrides)
+        except ValueError as e:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid config: {e}") from None
+        return num_partitions, replication_factor, overrides
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str | None] | None = None,
+        validate_only: bool = False,
+    ) -> TopicMeta:
+        partitions, rf, overrides = self.validate_new_topic(
+            name, num_partitions, replication_factor, configs or {}
+        )
+        meta = TopicMeta(
+            name=name,
+            partitions=partitions,
+            replication_factor=rf,
+            configs=overrides,
+            assignments=[[self.broker_id] for _ in range(partitions)],
+        )
+        if validate_only:
+            return meta
+        cfg = self.log_config(overrides)
+        logs = []
+        for index in range(partitions):
+            plog = self.logs.get(name, index)
+            if plog is not None:  # an orphan left by a crash mid-create: start clean
+                self.logs.delete(name, index)
+            logs.append(self.logs.create(name, index, cfg))
+        self.store.put(meta)
+        for index, plog in enumerate(logs):
+            self._attach(meta, index, plog, cfg)
+        log.info("created topic %s with %d partition(s)", name, partitions)
+        return meta
+
+    def delete_topic(self, name: str) -> None:
+        try:
+            validate_topic_name(name)
+        except InvalidTopicName as e:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
+        meta = self.store.get(name)
+        if meta is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not self.config["delete.topic.enable"]:
+            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED)
+        self.store.delete(name)
+        for index in range(meta.partitions):
+            self.partitions.pop((name, index), None)
+            self.logs.delete(name, index)
+        log.info("deleted topic %s", name)
+
+    def auto_create(self, name: str) -> ErrorCode:
+        """Create `name` on first use if allowed: NONE if it exists or was created."""
+        if name in self.store:
+            return ErrorCode.NONE
+        try:
+            validate_topic_name(name)
+        except InvalidTopicName:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        if not self.config["auto.create.topics.enable"]:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            self.create_topic(name)
+        except TopicError as e:
+            return e.code
+        return ErrorCode.NONE

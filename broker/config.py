@@ -1,0 +1,332 @@
+"""Broker configuration: Kafka's `server.properties` names, types and defaults.
+
+A broker is configured from three layers, later ones winning: the defaults below
+(Kafka's own, except where noted), a properties file (`--config FILE`, Java
+`key=value` syntax) and `--set key=value` overrides; `--data-dir`, `--listen` and
+`--advertised` on the command line set `log.dirs`, `listeners` and
+`advertised.listeners`. An unknown key or a value of the wrong type is an error
+that names the key, raised before anything starts.
+
+Topic-level defaults come from the broker keys that are their Kafka synonyms
+(`log.retention.hours` -> `retention.ms`, `message.max.bytes` ->
+`max.message.bytes` ...); `BrokerConfig.topic_defaults()` gives them as topic
+property names, ready for `LogConfig.from_props`.
+
+Deviation from Kafka: `broker.id` defaults to 0 (a single node needs no setup) and
+`offsets.topic.replication.factor` defaults to 1 for the same reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+LONG_MAX = 9223372036854775807
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Key:
+    name: str
+    type: str  # int, long, bool, string, list, double
+    default: object
+    doc: str
+
+
+_KEYS = [
+    Key("broker.id", "int", 0, "This broker's node id."),
+    Key("log.dirs", "string", None, "The data directory (one directory)."),
+    Key("log.dir", "string", None, "Alias of log.dirs."),
+    Key("listeners", "list", "PLAINTEXT://127.0.0.1:9092", "Listener to bind."),
+    Key("advertised.listeners", "list", None, "Listener published to clients."),
+    Key("num.partitions", "int", 1, "Partitions of auto-created topics."),
+    Key("default.replication.factor", "int", 1, "Replication factor of new topics."),
+    Key("auto.create.topics.enable", "bool", True, "Create unknown topics on use."),
+    Key("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    Key("min.insync.replicas", "int", 1, "ISR size needed for acks=all."),
+    Key("message.max.bytes", "int", 1048588, "Largest record batch accepted."),
+    Key("socket.request.max.bytes", "int", 104857600, "Largest request accepted."),
+    Key("connections.max.idle.ms", "long", 600000, "Close idle connections (-1: never)."),
+    Key("compression.type", "string", "producer", "Topic compression (producer only)."),
+    Key("log.segment.bytes", "int", 1073741824, "Segment size before rolling."),
+    Key("log.roll.ms", "long", None, "Segment age before rolling."),
+    Key("log.roll.hours", "int", 168, "Segment age before rolling, in hours."),
+    Key("log.roll.jitter.ms", "long", None, "Random jitter on segment rolling."),
+    Key("log.roll.jitter.hours", "int", 0, "Random jitter on segment rolling, in hours."),
+    Key("log.retention.ms", "long", None, "Time retention."),
+    Key("log.retention.minutes", "int", None, "Time retention, in minutes."),
+    Key("log.retention.hours", "int", 168, "Time retention, in hours."),
+    Key("log.retention.bytes", "long", -1, "Size retention per partition."),
+    Key("log.retention.check.interval.ms", "long", 300000, "Retention check period."),
+    Key("log.cleanup.policy", "list", "delete", "delete, compact or both."),
+    Key("log.cleaner.enable", "bool", True, "Run the log cleaner."),
+    Key("log.cleaner.backoff.ms", "long", 15000, "Cleaner period."),
+    Key("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio to clean."),
+    Key("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention."),
+    Key("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age to compact."),
+    Key("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum age uncompacted."),
+    Key("log.flush.interval.messages", "long", LONG_MAX, "Flush after this many records."),
+    Key("log.flush.interval.ms", "long", None, "Flush after this long."),
+    Key("log.flush.scheduler.interval.ms", "long", LONG_MAX, "Flush check period."),
+    Key("log.flush.offset.checkpoint.interval.ms", "int", 60000, "Recovery point period."),
+    Key("log.index.interval.bytes", "int", 4096, "Bytes between index entries."),
+    Key("log.index.size.max.bytes", "int", 10485760, "Index file size."),
+    Key("log.segment.delete.delay.ms", "long", 60000, "Delay before deleting files."),
+    Key("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime."),
+    Key("log.preallocate", "bool", False, "Preallocate segment files."),
+    Key("unclean.leader.election.enable", "bool", False, "Allow out-of-ISR leaders."),
+    Key("replica.lag.time.max.ms", "long", 30000, "Follower lag before ISR removal."),
+    Key("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets."),
+    Key("offsets.topic.replication.factor", "short", 1, "RF of __consumer_offsets."),
+    Key("offsets.topic.segment.bytes", "int", 104857600, "Segment size of offsets topic."),
+    Key("offsets.retention.minutes", "int", 10080, "Committed offset retention."),
+    Key("offsets.commit.timeout.ms", "int", 5000, "Offset commit acks=all wait."),
+    Key("group.initial.rebalance.delay.ms", "int", 3000, "Delay of a new group's rebalance."),
+    Key("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout."),
+    Key("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),
+    Key("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
+    Key("producer.id.expiration.ms", "int", 86400000, "Idle producer state expiry."),
+]
+KEYS: dict[str, Key] = {k.name: k for k in _KEYS}
+
+# Topic config name -> the broker key whose value is its default.
+TOPIC_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+
+class ConfigError(ValueError):
+    """A bad broker configuration; the message names the offending key."""
+
+
+def parse_value(key: Key, raw: str) -> object:
+    text = raw.strip()
+    try:
+        if key.type in ("int", "long", "short"):
+            return int(text)
+        if key.type == "double":
+            return float(text)
+        if key.type == "bool":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+    except ValueError:
+        raise ConfigError(f"{key.name}: {raw!r} is not a valid {key.type}") from None
+    return text
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java `.properties` syntax: `k=v`, `k: v` or `k v`; `#`/`!` comments; `\\` joins lines."""
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    for raw_line in text.splitlines():
+        line = raw_line.strip() if not logical else raw_line.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry, logical = "".join(logical), []
+        cut = min((i for i in (entry.find("="), entry.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            key, _, value = entry.partition(" ")
+        else:
+            key, value = entry[:cut], entry[cut + 1 :]
+        props[key.strip()] = value.strip()
+    return props
+
+
+def parse_listener(value: str) -> tuple[str, int]:
+    """`PLAINTEXT://host:port`, `host:port` or `:port` -> (host, port)."""
+    text = value.split(",")[0].strip()
+    if "://" in text:
+        scheme, text = text.split("://", 1)
+        if scheme.upper() != "PLAINTEXT":
+            raise ConfigError(f"listener {value!r}: only PLAINTEXT is supported")
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"listener {value!r}: expected HOST:PORT")
+    host = host.strip("[]")
+    return host, int(port)
+
+
+class BrokerConfig:
+    """Resolved broker settings; immutable after construction, safe to share."""
+
+    def __init__(self, values: Mapping[str, str] | None = None):
+        self._explicit: dict[str, object] = {}
+        for name, raw in (values or {}).items():
+            key = KEYS.get(name)
+            if key is None:
+                raise ConfigError(f"{name}: unknown broker config key")
+            self._explicit[name] = parse_value(key, raw)
+        self._check()
+
+    @classmethod
+    def load(
+        cls,
+        config_file: str | Path | None = None,
+        overrides: Iterable[str] = (),
+        data_dir: str | Path | None = None,
+        listen: str | None = None,
+        advertised: str | None = None,
+    ) -> BrokerConfig:
+        values: dict[str, str] = {}
+        if config_file is not None:
+            try:
+                values.update(parse_properties(Path(config_file).read_text()))
+            except OSError as e:
+                raise ConfigError(f"--config {config_file}: {e.strerror}") from None
+        for item in overrides:
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise ConfigError(f"--set {item!r}: expected key=value")
+            values[name.strip()] = value
+        if data_dir is not None:
+            values["log.dirs"] = str(data_dir)
+        if listen is not None:
+            values["listeners"] = listen
+        if advertised is not None:
+            values["advertised.listeners"] = advertised
+        return cls(values)
+
+    def _check(self) -> None:
+        dirs = self.get("log.dirs") or self.get("log.dir")
+        if dirs is None:
+            raise ConfigError("log.dirs: a data directory is required (--data-dir)")
+        if "," in dirs:
+            raise ConfigError("log.dirs: only one data directory is supported")
+        self.listen = parse_listener(self.get("listeners"))
+        adv = self.get("advertised.listeners")
+        self.advertised = parse_listener(adv) if adv else None
+        positive = (
+            "num.partitions",
+            "default.replication.factor",
+            "min.insync.replicas",
+            "message.max.bytes",
+            "socket.request.max.bytes",
+            "offsets.topic.num.partitions",
+            "offsets.topic.replication.factor",
+            "log.retention.check.interval.ms",
+            "log.cleaner.backoff.ms",
+            "log.flush.offset.checkpoint.interval.ms",
+            "log.flush.scheduler.interval.ms",
+        )
+        for name in positive:
+            if self.get(name) <= 0:
+                raise ConfigError(f"{name}: must be > 0, got {self.get(name)}")
+        if self.get("broker.id") < 0:
+            raise ConfigError("broker.id: must be >= 0")
+
+    def get(self, name: str):
+        if name in self._explicit:
+            return self._explicit[name]
+        return KEYS[name].default
+
+    def is_explicit(self, name: str) -> bool:
+        return name in self._explicit
+
+    def __getitem__(self, name: str):
+        return self.get(name)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.get("log.dirs") or self.get("log.dir"))
+
+    @property
+    def broker_id(self) -> int:
+        return self.get("broker.id")
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """Host and port clients are told to use; the listener's if none is set."""
+        if self.advertised is not None:
+            return self.advertised
+        host, port = self.listen
+        return (host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"), port
+
+    def retention_ms(self) -> int:
+        if self.get("log.retention.ms") is not None:
+            return self.get("log.retention.ms")
+        if self.get("log.retention.minutes") is not None:
+            return self.get("log.retention.minutes") * 60_000
+        return self.get("log.retention.hours") * 3_600_000
+
+    def roll_ms(self) -> int:
+        if self.get("log.roll.ms") is not None:
+            return self.get("log.roll.ms")
+        return self.get("log.roll.hours") * 3_600_000
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Topic-level defaults as topic property strings (for LogConfig.from_props)."""
+        out: dict[str, str] = {}
+        for topic_name, broker_name in TOPIC_SYNONYMS.items():
+            if topic_name == "retention.ms":
+                value = self.retention_ms()
+            elif topic_name == "segment.ms":
+                value = self.roll_ms()
+            elif topic_name == "segment.jitter.ms":
+                jitter = self.get("log.roll.jitter.ms")
+                value = (
+                    jitter if jitter is not None else self.get("log.roll.jitter.hours") * 3_600_000
+                )
+            elif topic_name == "flush.ms":
+                value = self.get("log.flush.interval.ms")
+                value = value if value is not None else self.get("log.flush.scheduler.interval.ms")
+            else:
+                value = self.get(broker_name)
+            out[topic_name] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+    def topic_default_source(self, topic_name: str) -> str | None:
+        """The broker key that set a topic default explicitly, or None if Kafka's default."""
+        broker_name = TOPIC_SYNONYMS.get(topic_name)
+        if broker_name is None:
+            return None
+        family = {
+            "log.retention.ms": (
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours",
+            ),
+            "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+            "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+            "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+        }.get(broker_name, (broker_name,))
+        return next((n for n in family if self.is_explicit(n)), None)
+
+    def describe(self) -> list[tuple[str, str | None, bool]]:
+        """(name, value as string or None, is_default) for every broker key."""
+        out = []
+        for name, key in KEYS.items():
+            value = self.get(name)
+            if name == "log.dirs" and value is None:
+                value = self.get("log.dir")
+            text = (
+                None
+                if value is None
+                else (str(value).lower() if key.type == "bool" else str(value))
+            )
+            out.append((name, text, not self.is_explicit(name)))
+        return out

@@ -1,0 +1,319 @@
+"""One client connection: framing, dispatch, and responses in request order.
+
+Theory of operation:
+
+- `data_received` appends to a buffer and cuts complete frames (int32 size prefix).
+  A size above `socket.request.max.bytes` (or negative) closes the connection at
+  once, before the body is buffered.
+- Each frame is decoded and handed to its handler immediately, in arrival order.
+  Handlers do their synchronous work (e.g. the log append) before their first
+  await, so requests on one connection take effect in the order they were sent.
+- Every request that expects an answer gets a slot in `_pending` (a FIFO). A slot is
+  done when its handler returned a body or its awaitable resolved. `_pump` writes
+  the done slots from the head of the FIFO and stops at the first one still waiting,
+  so a long-polling Fetch holds back the responses of requests sent after it:
+  responses leave in request order, as Kafka clients require.
+- Fetch responses carry FetchSlice parts (ranges of segment files). After the bytes
+  before a slice are handed to the transport and its buffer is empty, the slice goes
+  out with os.sendfile on the socket directly (zero copy); whatever the socket did
+  not take is finished by `loop.sendfile` (stdlib loop) or a buffered copy, while
+  `_pump` waits. Nothing is ever written between a header and its slice.
+- Backpressure: reading pauses while too many responses are queued or the transport
+  asked us to stop writing; it resumes when both drain.
+- Errors: an undecodable frame, an unknown API or version (other than ApiVersions,
+  which gets the v0 fallback answer), a handler that raises: the connection closes
+  and the reason is logged. Other connections are unaffected.
+
+Owned by the server; used only on its event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import time
+
+from broker.protocol import (
+    ApiKey,
+    InvalidRequest,
+    UnsupportedVersion,
+    api_versions_fallback,
+    decode_request,
+    encode_response,
+)
+from broker.server.dispatch import CloseConnection, RequestContext, lookup
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED_RESPONSES = 256
+_BYTES = (bytes, bytearray, memoryview)
+_NOT_READY = object()
+
+
+class _Slot:
+    __slots__ = ("header", "body", "future")
+
+    def __init__(self, header, body=_NOT_READY, future=None):
+        self.header = header
+        self.body = body
+        self.future = future
+
+
+class Connection(asyncio.Protocol):
+    """A client connection. Owned by the BrokerServer; event-loop only."""
+
+    def __init__(self, server):
+        self.server = server
+        self.core = server.core
+        self.max_request = server.core.config["socket.request.max.bytes"]
+        self.transport: asyncio.Transport | None = None
+        self.peer = ("?", 0)
+        self._buf = bytearray()
+        self._pending: collections.deque[_Slot] = collections.deque()
+        self._sending = False
+        self._write_paused = False
+        self._read_paused = False
+        self._stopped = False
+        self._fd = -1
+        self._drain_waiter: asyncio.Future | None = None
+        self.closed = False
+        self.last_active = time.monotonic()
+
+    # -- asyncio.Protocol ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = (peer[0], peer[1])
+        sock = transport.get_extra_info("socket")
+        self._fd = sock.fileno() if sock is not None else -1
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for slot in self._pending:
+            if slot.future is not None:
+                slot.future.cancel()
+        self._pending.clear()
+        self._notify_drained()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._pump()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        buf = self._buf
+        buf += data
+        while len(buf) >= 4 and not self.closed:
+            size = int.from_bytes(buf[:4], "big", signed=True)
+            if size < 0 or size > self.max_request:
+                self.close(
+                    f"request size {size} exceeds socket.request.max.bytes={self.max_request}"
+                )
+                return
+            if len(buf) < 4 + size:
+                break
+            with memoryview(buf) as view:
+                frame = bytes(view[4 : 4 + size])
+            del buf[: 4 + size]
+            self._handle_frame(frame)
+        self._update_reading()
+
+    # -- requests --------------------------------------------------------------------
+
+    def _handle_frame(self, frame: bytes) -> None:
+        try:
+            header, body = decode_request(frame)
+        except UnsupportedVersion as e:
+            if e.api_key == ApiKey.API_VERSIONS:
+                self._pending.append(_Slot(e.header, api_versions_fallback(e.header)))
+                self._pump()
+            else:
+                self.close(str(e))
+            return
+        except InvalidRequest as e:
+            self.close(f"invalid request: {e}")
+            return
+        handler = lookup(header.api_key)
+        if handler is None:
+            self.close(f"no handler for api key {header.api_key}")
+            return
+        ctx = RequestContext(self.core, header, self.peer[0], self.peer[1])
+        try:
+            result = handler(ctx, body)
+        except CloseConnection as e:
+            self.close(f"{ApiKey(header.api_key).name}: {e}")
+            return
+        except Exception:
+            log.exception(
+                "handler for %s v%d failed", ApiKey(header.api_key).name, header.api_version
+            )
+            self.close("handler error")
+            return
+        if result is None:
+            return
+        if isinstance(result, dict):
+            self._pending.append(_Slot(header, result))
+            self._pump()
+            return
+        future = asyncio.ensure_future(result)
+        slot = _Slot(header, future=future)
+        self._pending.append(slot)
+        future.add_done_callback(self._on_future_done)
+
+    def _on_future_done(self, future: asyncio.Future) -> None:
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if isinstance(exc, CloseConnection):
+            self.close(str(exc))
+        elif exc is not None:
+            log.error("request failed", exc_info=exc)
+            self.close("handler error")
+        else:
+            self._pump()
+
+    # -- responses -------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Write finished responses from the head of the queue, in order."""
+        while self._pending and not self._sending and not self.closed:
+            slot = self._pending[0]
+            if slot.future is not None:
+                if not slot.future.done():
+                    break
+                body = slot.future.result()
+            else:
+                body = slot.body
+            self._pending.popleft()
+            if body is None:
+                continue
+            parts = body if isinstance(body, list) else encode_response(slot.header, body)
+            self._write_parts(parts)
+        self.last_active = time.monotonic()
+        self._update_reading()
+        self._notify_drained()
+
+    def _write_parts(self, parts: list) -> None:
+        transport = self.transport
+        chunk: list = []
+        for i, part in enumerate(parts):
+            if isinstance(part, _BYTES):
+                chunk.append(part)
+                continue
+            if chunk:
+                transport.writelines(chunk)
+                chunk = []
+            sent = self._sendfile_now(part)
+            if sent < part.length:
+                self._sending = True
+                task = asyncio.ensure_future(self._send_rest(part, sent, parts[i + 1 :]))
+                task.add_done_callback(self._on_send_done)
+                return
+        if chunk:
+            transport.writelines(chunk)
+
+    def _sendfile_now(self, part) -> int:
+        """os.sendfile as much of the slice as the socket takes without blocking."""
+        if (
+            self._fd < 0
+            or self.transport.get_write_buffer_size()
+            or not self.server.direct_sendfile
+        ):
+            return 0
+        sent = 0
+        src = part.file.fileno()
+        try:
+            while sent < part.length:
+                n = os.sendfile(self._fd, src, part.position + sent, part.length - sent)
+                if n == 0:
+                    break
+                sent += n
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as e:
+            self.close(f"sendfile failed: {e}")
+            return part.length
+        return sent
+
+    async def _send_rest(self, part, sent: int, rest: list) -> None:
+        loop = asyncio.get_running_loop()
+        remaining = part.length - sent
+        if self.server.loop_sendfile:
+            await loop.sendfile(self.transport, part.file, part.position + sent, remaining)
+        else:
+            self.transport.write(os.pread(part.file.fileno(), remaining, part.position + sent))
+        self._sending = False
+        if rest and not self.closed:
+            self._write_parts(rest)
+
+    def _on_send_done(self, task: asyncio.Task) -> None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            self.close(f"sendfile failed: {task.exception()}")
+            return
+        self._pump()
+
+    # -- flow control and closing ------------------------------------------------------
+
+    def _update_reading(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        should_pause = (
+            self._stopped or self._write_paused or len(self._pending) >= MAX_QUEUED_RESPONSES
+        )
+        if should_pause and not self._read_paused:
+            self.transport.pause_reading()
+            self._read_paused = True
+        elif not should_pause and self._read_paused:
+            self.transport.resume_reading()
+            self._read_paused = False
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._pending) or self._sending
+
+    def wait_drained(self) -> asyncio.Future:
+        """A future that resolves once no response is queued or being sent."""
+        if self._drain_waiter is None or self._drain_waiter.done():
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+        self._notify_drained()
+        return self._drain_waiter
+
+    def _notify_drained(self) -> None:
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done() and (self.closed or not self.busy):
+            waiter.set_result(None)
+
+    def stop_reading(self) -> None:
+        """Shutdown: take no new requests; queued ones still get their responses."""
+        self._stopped = True
+        self._update_reading()
+
+    def close(self, reason: str, graceful: bool = False) -> None:
+        """Drop the connection; `graceful` lets already-buffered responses go out first."""
+        if self.closed:
+            return
+        log.log(
+            logging.DEBUG if graceful else logging.INFO,
+            "closing connection from %s:%d: %s",
+            self.peer[0],
+            self.peer[1],
+            reason,
+        )
+        self.closed = True
+        if self.transport is not None:
+            if graceful:
+                self.transport.close()
+            else:
+                self.transport.abort()

@@ -1,0 +1,93 @@
+"""Request dispatch: a table of handlers keyed by ApiKey, filled by handler modules.
+
+Every module in `broker/server/handlers/` is imported by `load_handlers()` and
+registers its functions with `@handles(ApiKey.X, ...)`. A handler is called as
+`handler(ctx, body)` with a `RequestContext` and the decoded request body (a dict
+with Kafka's snake_case field names) and returns:
+
+- a response body dict, or
+- None for "no response" (acks=0 produce), or
+- an awaitable resolving to either (requests that wait: long-poll fetch, acks=all).
+
+A handler raises `CloseConnection` to drop the client's connection (e.g. a failed
+acks=0 produce, which has no other way to report errors).
+
+Adding an area later (consumer groups, InitProducerId) = dropping a new module in
+`handlers/` that registers its keys. `@handles(..., fallback=True)` marks a
+stand-in (e.g. "coordinator not available" until groups exist): a regular
+registration of the same key replaces it, whatever the import order. Two regular
+registrations of one key are a programming error.
+
+A handler module may also define `setup(core)` and `teardown(core)` (plain or async
+functions): `BrokerCore` calls every `setup` once the logs and partitions are loaded
+and every `teardown` before the logs close, in module-name order. That is where an
+area creates its long-lived state (e.g. the group coordinator) on the core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Awaitable, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from broker.protocol.header import RequestHeader
+
+if TYPE_CHECKING:
+    from broker.server.core import BrokerCore
+
+Body = dict[str, Any]
+Handler = Callable[["RequestContext", Body], Body | None | Awaitable[Body | None]]
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close the client's connection without a response."""
+
+
+@dataclasses.dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about one request. Created per request; event-loop only."""
+
+    core: BrokerCore
+    header: RequestHeader
+    client_host: str
+    client_port: int
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+
+_handlers: dict[int, Handler] = {}
+_fallbacks: dict[int, Handler] = {}
+_modules: list[ModuleType] = []
+
+
+def handles(*api_keys: int, fallback: bool = False) -> Callable[[Handler], Handler]:
+    """Register the decorated function for `api_keys`."""
+
+    def register(fn: Handler) -> Handler:
+        for key in api_keys:
+            table = _fallbacks if fallback else _handlers
+            if not fallback and key in _handlers and _handlers[key] is not fn:
+                raise RuntimeError(f"two handlers for api key {key}: {_handlers[key]} and {fn}")
+            table[int(key)] = fn
+        return fn
+
+    return register
+
+
+def load_handlers() -> list[ModuleType]:
+    """Import every handler module once; returns them in name order."""
+    if not _modules:
+        import broker.server.handlers as pkg
+
+        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+            _modules.append(importlib.import_module(f"{pkg.__name__}.{info.name}"))
+    return list(_modules)
+
+
+def lookup(api_key: int) -> Handler | None:
+    return _handlers.get(api_key) or _fallbacks.get(api_key)

@@ -1,0 +1,13 @@
+"""Request handlers, one module per area; each registers itself with `dispatch.handles`.
+
+    api_versions.py  ApiVersions, SaslHandshake, SaslAuthenticate
+    metadata.py      Metadata
+    produce.py       Produce (acks 0/1/all, DelayedProduce)
+    fetch.py         Fetch (long poll via DelayedFetch, sendfile slices)
+    offsets.py       ListOffsets, OffsetForLeaderEpoch
+    admin.py         CreateTopics, DeleteTopics, DescribeConfigs
+    unavailable.py   stand-ins (fallback=True) for the consumer-group APIs and
+                     InitProducerId until their real modules exist
+
+See `broker.server.dispatch` for the handler contract and the setup/teardown hooks.
+"""

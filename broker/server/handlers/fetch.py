@@ -1,0 +1,177 @@
+"""Fetch: read ranges of the log, long-poll when there is not enough yet.
+
+A fetch reads every requested partition once (`read_partitions`): consumers up to
+the high watermark, followers (replica_id >= 0) up to the log end. Each answer's
+records are a `SliceRecords` (file, position, length) that the connection sends with
+sendfile; no record bytes are copied into Python.
+
+Size rules: partitions are served in request order; each gets at most
+`partition_max_bytes` and the response at most `max_bytes` (v3+), except that the
+first batch of the first non-empty partition always goes out whole (KIP-74). A later
+partition whose first batch would not fit the remaining budget gets no records.
+Slices always end on a batch boundary (the log never cuts a batch), which clients
+accept as readily as the partial trailing batch Kafka sometimes sends.
+
+Long poll: if fewer than `min_bytes` are available and `max_wait_ms` > 0, the fetch
+waits in the fetch purgatory as a `DelayedFetch` watching all its partitions. Every
+append (or high-watermark move) re-reads; the fetch answers once `min_bytes` are
+there, a partition turns to an error, or the wait expires (then with whatever is
+there).
+
+Follower fetch seam: for replica_id >= 0 the fetch offset is reported to
+`Partition.update_follower_leo` (which moves the high watermark and completes
+waiting acks=all produces). Only replicas listed in the partition's assignment may
+fetch; on a single node there are none, so such fetches get
+NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.log.common import OffsetOutOfRangeError
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.dispatch import handles
+from broker.server.purgatory import DelayedOperation
+
+UNLIMITED = 0x7FFFFFFF
+
+
+class SliceRecords:
+    """A `records` field value: a byte range of a segment file, sent with sendfile.
+
+    Keeps the segment's file object alive while the response is queued, so retention
+    deleting the segment meanwhile does not invalidate it.
+    """
+
+    __slots__ = ("file", "position", "length")
+
+    def __init__(self, file, position: int, length: int):
+        self.file = file
+        self.position = position
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def _check_epoch(partition, current_leader_epoch: int) -> ErrorCode:
+    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+        return ErrorCode.NONE
+    if current_leader_epoch > partition.leader_epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.FENCED_LEADER_EPOCH
+
+
+def _empty(index: int, code: ErrorCode, partition=None) -> dict:
+    return {
+        "partition_index": index,
+        "error_code": code,
+        "high_watermark": partition.high_watermark if partition is not None else -1,
+        "last_stable_offset": partition.high_watermark if partition is not None else -1,
+        "log_start_offset": partition.log_start_offset if partition is not None else -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+
+
+def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
+    """One pass over the request -> (topic responses, bytes found, any partition error)."""
+    replica_id = body["replica_id"]
+    follower = replica_id >= 0
+    budget = body["max_bytes"] if body["max_bytes"] > 0 else UNLIMITED
+    found = 0
+    errors = False
+    first = True
+    replicas = core.replicas
+    topics = []
+    for topic in body["topics"]:
+        name = topic["topic"]
+        parts = []
+        for req in topic["partitions"]:
+            index = req["partition"]
+            partition = replicas.get_partition(name, index)
+            if partition is None:
+                parts.append(_empty(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                errors = True
+                continue
+            code = _check_epoch(partition, req["current_leader_epoch"])
+            if code == ErrorCode.NONE and not partition.is_leader:
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if code == ErrorCode.NONE and follower:
+                if replica_id in partition.replicas and replica_id != partition.broker_id:
+                    partition.update_follower_leo(replica_id, req["fetch_offset"])
+                else:
+                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if code != ErrorCode.NONE:
+                parts.append(_empty(index, code, partition))
+                errors = True
+                continue
+            resp = _empty(index, ErrorCode.NONE, partition)
+            limit = min(req["partition_max_bytes"], budget)
+            try:
+                piece = partition.read(
+                    req["fetch_offset"], max(limit, 1), committed_only=not follower
+                )
+            except OffsetOutOfRangeError:
+                resp["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                errors = True
+                piece = None
+            if piece is not None and (first or piece.length <= budget):
+                resp["records"] = SliceRecords(piece.file, piece.position, piece.length)
+                found += piece.length
+                budget = max(0, budget - piece.length)
+                first = False
+            parts.append(resp)
+        topics.append({"topic": name, "partitions": parts})
+    return topics, found, errors
+
+
+def _response(topics: list[dict]) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "session_id": 0,
+        "responses": topics,
+    }
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch waiting for min_bytes; owned by the fetch purgatory."""
+
+    def __init__(self, core, body: dict, future: asyncio.Future):
+        super().__init__(body["max_wait_ms"] / 1000)
+        self.core = core
+        self.body = body
+        self.future = future
+        self.result: list[dict] | None = None
+
+    def try_complete(self) -> bool:
+        if self.future.done():  # the client went away
+            return self.force_complete()
+        topics, found, errors = read_partitions(self.core, self.body)
+        if found >= self.body["min_bytes"] or errors:
+            self.result = topics
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        if self.future.done():
+            return
+        if self.result is None:
+            self.result, _, _ = read_partitions(self.core, self.body)
+        self.future.set_result(_response(self.result))
+
+
+@handles(ApiKey.FETCH)
+def fetch(ctx, body):
+    core = ctx.core
+    topics, found, errors = read_partitions(core, body)
+    if body["max_wait_ms"] <= 0 or found >= body["min_bytes"] or errors or not topics:
+        return _response(topics)
+    future = asyncio.get_running_loop().create_future()
+    op = DelayedFetch(core, body, future)
+    keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+    core.fetch_purgatory.try_complete_else_watch(op, keys)
+    return future

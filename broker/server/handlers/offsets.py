@@ -1,0 +1,99 @@
+"""ListOffsets and OffsetForLeaderEpoch.
+
+ListOffsets timestamps: -1 = latest (the high watermark: what a consumer can read),
+-2 = earliest (the log start), >= 0 = the first record with a timestamp at or after
+it (offset -1 when none). v0 answers in the old form, an array `old_style_offsets`
+with one offset (Kafka's v0 "offsets before" list, reduced to its useful element).
+
+OffsetForLeaderEpoch answers from the log's leader-epoch cache: the end offset of
+the requested epoch (the log end for the current one), which followers and
+KIP-320 clients use to detect divergent logs.
+"""
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.dispatch import handles
+from broker.server.handlers.fetch import _check_epoch
+
+LATEST = -1
+EARLIEST = -2
+
+
+def _lookup(core, topic: str, index: int, current_epoch: int):
+    partition = core.replicas.get_partition(topic, index)
+    if partition is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    code = _check_epoch(partition, current_epoch)
+    if code == ErrorCode.NONE and not partition.is_leader:
+        code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return partition, code
+
+
+@handles(ApiKey.LIST_OFFSETS)
+def list_offsets(ctx, body):
+    version = ctx.api_version
+    topics = []
+    for topic in body["topics"]:
+        parts = []
+        for req in topic["partitions"]:
+            index = req["partition_index"]
+            resp = {
+                "partition_index": index,
+                "error_code": ErrorCode.NONE,
+                "old_style_offsets": [],
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            partition, code = _lookup(ctx.core, topic["name"], index, req["current_leader_epoch"])
+            if code != ErrorCode.NONE:
+                resp["error_code"] = code
+                parts.append(resp)
+                continue
+            ts = req["timestamp"]
+            if ts == LATEST:
+                offset = partition.high_watermark
+            elif ts == EARLIEST:
+                offset = partition.log_start_offset
+            elif ts < 0:
+                resp["error_code"] = ErrorCode.INVALID_REQUEST if version > 0 else ErrorCode.NONE
+                offset = -1
+            else:
+                hit = partition.log.offset_for_timestamp(ts)
+                offset, found_ts = hit if hit is not None else (-1, -1)
+                if offset >= partition.high_watermark:
+                    offset, found_ts = -1, -1
+                resp["timestamp"] = found_ts
+            resp["offset"] = offset
+            resp["leader_epoch"] = partition.leader_epoch if offset >= 0 else -1
+            if version == 0 and req["max_num_offsets"] > 0 and offset >= 0:
+                resp["old_style_offsets"] = [offset]
+            parts.append(resp)
+        topics.append({"name": topic["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+def offset_for_leader_epoch(ctx, body):
+    topics = []
+    for topic in body["topics"]:
+        parts = []
+        for req in topic["partitions"]:
+            index = req["partition"]
+            resp = {
+                "error_code": ErrorCode.NONE,
+                "partition": index,
+                "leader_epoch": -1,
+                "end_offset": -1,
+            }
+            partition, code = _lookup(ctx.core, topic["topic"], index, req["current_leader_epoch"])
+            if code != ErrorCode.NONE:
+                resp["error_code"] = code
+            else:
+                epoch, end = partition.log.leader_epoch_cache.end_offset_for(req["leader_epoch"])
+                if epoch < 0 and req["leader_epoch"] == partition.leader_epoch:
+                    epoch, end = partition.leader_epoch, partition.log_end_offset
+                resp["leader_epoch"] = epoch
+                resp["end_offset"] = end
+            parts.append(resp)
+        topics.append({"topic": topic["topic"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

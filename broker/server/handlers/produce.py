@@ -1,0 +1,134 @@
+"""Produce: append record batches, answer per acks.
+
+Each partition's records go to `Partition.append_as_leader`, which validates the
+batches (CRC, sizes against `max.message.bytes`), rewrites base offsets and leader
+epochs and appends them byte-for-byte; nothing per record happens here.
+
+- acks=0: no response at all; if any partition failed the connection is closed
+  (the only signal such a producer gets).
+- acks=1: answer once the leader has appended.
+- acks=all (-1): `min.insync.replicas` is checked before the append
+  (NOT_ENOUGH_REPLICAS); the answer waits in the produce purgatory as a
+  `DelayedProduce` until the high watermark covers every appended batch, or
+  `timeout_ms` passes (REQUEST_TIMED_OUT). On a single node the high watermark moves
+  with the append, so the operation completes at once; with replication, follower
+  fetches move it and wake the operation through `Partition.on_change`.
+
+Unknown topics are created on first use when `auto.create.topics.enable` is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.cluster.partition import PartitionError
+from broker.log.common import RecordTooLargeError
+from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.records import CorruptRecordError
+from broker.server.dispatch import CloseConnection, handles
+from broker.server.purgatory import DelayedOperation
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce waiting for the high watermark; owned by the produce purgatory."""
+
+    def __init__(self, timeout_s: float, waiting: list, response: dict, future: asyncio.Future):
+        super().__init__(timeout_s)
+        self.waiting = waiting  # [(partition, required offset, partition response dict)]
+        self.response = response
+        self.future = future
+
+    def try_complete(self) -> bool:
+        still = []
+        for partition, required, resp in self.waiting:
+            done, error = partition.enough_replicas_for(required)
+            if not done:
+                still.append((partition, required, resp))
+            elif error != ErrorCode.NONE:
+                resp["error_code"] = error
+                resp["base_offset"] = -1
+        self.waiting = still
+        if still:
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        for _, _, resp in self.waiting:
+            resp["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            resp["base_offset"] = -1
+        self.waiting = []
+        if not self.future.done():
+            self.future.set_result(self.response)
+
+
+def _partition_response(index: int, code: ErrorCode, message: str | None = None) -> dict:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+@handles(ApiKey.PRODUCE)
+def produce(ctx, body):
+    core = ctx.core
+    replicas = core.replicas
+    acks = body["acks"]
+    failed: list[str] = []
+    waiting = []
+    responses = []
+    for topic in body["topic_data"]:
+        name = topic["name"]
+        if replicas.topic(name) is None:
+            replicas.auto_create(name)
+        parts = []
+        for pdata in topic["partition_data"]:
+            index = pdata["index"]
+            records = pdata["records"]
+            partition = replicas.get_partition(name, index)
+            if acks not in (0, 1, -1):
+                resp = _partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS)
+            elif partition is None:
+                resp = _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif not records:
+                resp = _partition_response(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
+            else:
+                resp, next_offset = _append(partition, index, records, acks)
+                if acks == -1 and resp["error_code"] == ErrorCode.NONE:
+                    waiting.append((partition, next_offset, resp))
+            if resp["error_code"] != ErrorCode.NONE:
+                failed.append(f"{name}-{index}: {ErrorCode(resp['error_code']).name}")
+            parts.append(resp)
+        responses.append({"name": name, "partition_responses": parts})
+    if acks == 0:
+        if failed:
+            raise CloseConnection("acks=0 produce failed: " + ", ".join(failed))
+        return None
+    response = {"responses": responses, "throttle_time_ms": 0}
+    if not waiting:
+        return response
+    future = asyncio.get_running_loop().create_future()
+    op = DelayedProduce(body["timeout_ms"] / 1000, waiting, response, future)
+    core.produce_purgatory.try_complete_else_watch(op, [p.key for p, _, _ in waiting])
+    return future
+
+
+def _append(partition, index: int, records, acks: int) -> tuple[dict, int]:
+    """Append one partition's records -> (partition response, offset after the last)."""
+    try:
+        info = partition.append_as_leader(records, acks)
+    except PartitionError as e:
+        return _partition_response(index, e.code, str(e)), -1
+    except CorruptRecordError as e:
+        return _partition_response(index, ErrorCode.CORRUPT_MESSAGE, str(e)), -1
+    except RecordTooLargeError as e:
+        return _partition_response(index, ErrorCode.MESSAGE_TOO_LARGE, str(e)), -1
+    resp = _partition_response(index, ErrorCode.NONE)
+    resp["base_offset"] = info.first_offset
+    resp["log_append_time_ms"] = info.log_append_time
+    resp["log_start_offset"] = partition.log_start_offset
+    return resp, info.last_offset + 1

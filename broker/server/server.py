@@ -1,0 +1,123 @@
+"""The asyncio network shell: listener, connections, idle sweep, signals, shutdown.
+
+`run(config)` is what `logflume broker` calls. It starts the `BrokerCore` (logs,
+topics, duties), listens on `listeners`, and serves until SIGTERM or SIGINT. Then
+it shuts down gracefully: stop accepting, stop reading new requests, answer the
+waiting long-poll fetches and acks=all produces with what is there now, let queued
+responses drain (within `SHUTDOWN_GRACE_S`), close connections, then flush the logs
+and write the clean-shutdown marker (`LogManager.close()`), and exit 0.
+
+Event loop: the stdlib loop is the default, because `loop.sendfile` is zero-copy
+only there; `--event-loop uvloop` selects uvloop (measured in bench/RESULTS.md).
+Fetch responses first try `os.sendfile` on the socket directly in either case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+
+from broker.config import BrokerConfig
+from broker.server.connection import Connection
+from broker.server.core import BrokerCore
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_S = 10.0
+
+
+class BrokerServer:
+    """Listener plus the set of live connections. Event-loop only."""
+
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.core = BrokerCore(config)
+        self.connections: set[Connection] = set()
+        self.direct_sendfile = hasattr(os, "sendfile")
+        self.loop_sendfile = False
+        self.port: int | None = None
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        await self.core.start()
+        loop = asyncio.get_running_loop()
+        self.loop_sendfile = isinstance(loop, asyncio.BaseEventLoop) and hasattr(
+            loop, "_sendfile_native"
+        )
+        host, port = self.config.listen
+        self._server = await loop.create_server(
+            lambda: Connection(self), host or None, port, reuse_address=True, backlog=1024
+        )
+        self.port = self.core.bound_port = self._server.sockets[0].getsockname()[1]
+        adv_host, adv_port = self.core.advertised
+        log.info(
+            "listening on %s:%d (advertised as %s:%d, broker.id %d, cluster %s, %s loop)",
+            host,
+            self.port,
+            adv_host,
+            adv_port,
+            self.core.broker_id,
+            self.core.cluster_id,
+            type(loop).__module__.split(".")[0],
+        )
+        idle_ms = self.config["connections.max.idle.ms"]
+        if idle_ms > 0:
+            self._sweeper = asyncio.create_task(self._sweep_idle(idle_ms / 1000))
+
+    async def _sweep_idle(self, idle_s: float) -> None:
+        period = max(0.05, min(idle_s / 4, 30.0))
+        while True:
+            await asyncio.sleep(period)
+            cutoff = time.monotonic() - idle_s
+            for conn in list(self.connections):
+                if not conn.busy and conn.last_active < cutoff:
+                    conn.close(f"idle for more than {idle_s * 1000:.0f} ms")
+
+    async def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        log.info("shutting down: %d connection(s) open", len(self.connections))
+        if self._server is not None:
+            self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for conn in list(self.connections):
+            conn.stop_reading()
+        self.core.complete_delayed()
+        waiters = [c.wait_drained() for c in self.connections if c.busy]
+        if waiters:
+            await asyncio.wait(waiters, timeout=grace_s)
+        for conn in list(self.connections):
+            conn.close("broker shutting down", graceful=True)
+        await asyncio.sleep(0)
+        await self.core.stop()
+
+
+def run(config: BrokerConfig, event_loop: str = "asyncio") -> int:
+    """Serve until SIGTERM/SIGINT; returns the process exit code."""
+
+    async def main() -> int:
+        server = BrokerServer(config)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await server.start()
+        except OSError as e:
+            log.error("cannot start broker: %s", e)
+            if server.core.logs is not None:
+                await server.core.stop()
+            return 1
+        await stop.wait()
+        await server.shutdown()
+        log.info("broker stopped")
+        return 0
+
+    if event_loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(main())
+    return asyncio.run(main())

@@ -1,0 +1,45 @@
+"""`logflume broker`: run a single-node Kafka-compatible broker in the foreground."""
+
+import logging
+import sys
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "broker",
+        help="run the Kafka-compatible broker (foreground)",
+        description="Run a single-node Kafka-compatible broker until SIGTERM/SIGINT.",
+    )
+    p.add_argument("--data-dir", required=True, help="data directory (log.dirs)")
+    p.add_argument("--listen", default=None, help="HOST:PORT to listen on (default 127.0.0.1:9092)")
+    p.add_argument("--advertised", default=None, help="HOST:PORT published to clients")
+    p.add_argument("--config", default=None, help="broker properties file (key=value)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one broker config key (repeatable)",
+    )
+    p.add_argument(
+        "--event-loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="event loop implementation (default asyncio: zero-copy sendfile)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from broker.config import BrokerConfig, ConfigError
+    from broker.server.server import run as serve
+
+    try:
+        config = BrokerConfig.load(
+            args.config, args.set, args.data_dir, args.listen, args.advertised
+        )
+    except ConfigError as e:
+        print(f"logflume broker: configuration error: {e}", file=sys.stderr)
+        return 2
+    logging.getLogger("broker").info("starting broker with data dir %s", config.data_dir)
+    return serve(config, args.event_loop)

@@ -1,0 +1,126 @@
+"""`logflume consume`: print one record value per line (like kafka-console-consumer.sh).
+
+Without --group the consumer assigns partitions itself and reads from explicit
+offsets (the beginning, the end, or --offset), committing nothing. With --group it
+subscribes as a member of that consumer group and commits as it goes.
+
+It stops after --max-messages records, or when no record arrived for --timeout-ms
+(if given); otherwise it runs until interrupted. A null value prints as "null".
+"""
+
+import signal
+import sys
+import time
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "consume",
+        help="print a topic's records, one value per line",
+        description="Print records of a topic, one value per line (like kafka-console-consumer.sh).",
+    )
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--from-beginning", action="store_true")
+    p.add_argument("--group", default=None, help="consume as a member of this group")
+    p.add_argument("--max-messages", type=int, default=None)
+    p.add_argument(
+        "--timeout-ms", type=int, default=None, help="exit after this long without a record"
+    )
+    p.add_argument("--partition", type=int, default=None)
+    p.add_argument("--offset", type=int, default=None, help="start offset (with --partition)")
+    p.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE")
+    p.set_defaults(func=run)
+
+
+def _error(message: str) -> int:
+    print(f"logflume consume: {message}", file=sys.stderr)
+    return 1
+
+
+def run(args) -> int:
+    from confluent_kafka import (
+        OFFSET_BEGINNING,
+        OFFSET_END,
+        Consumer,
+        KafkaException,
+        TopicPartition,
+    )
+
+    from logflume.commands.topics import _Quiet
+
+    if args.offset is not None and args.partition is None:
+        return _error("--offset needs --partition")
+    connect_timeout = (args.timeout_ms or 10000) / 1000
+    conf = {
+        "bootstrap.servers": args.bootstrap_server,
+        "group.id": args.group or "logflume-console-consumer",
+        "enable.auto.commit": args.group is not None,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        "enable.partition.eof": False,
+        "logger": _Quiet(),
+    }
+    consumer = Consumer(conf)
+    try:
+        meta = consumer.list_topics(args.topic, timeout=connect_timeout).topics[args.topic]
+    except KafkaException as e:
+        consumer.close()
+        return _error(f"cannot reach {args.bootstrap_server}: {e}")
+    if meta.error is not None:
+        consumer.close()
+        return _error(f"topic {args.topic}: {meta.error.str()}")
+    if args.group:
+        consumer.subscribe([args.topic])
+    else:
+        if args.partition is not None:
+            if args.partition not in meta.partitions:
+                consumer.close()
+                return _error(f"topic {args.topic} has no partition {args.partition}")
+            partitions = [args.partition]
+        else:
+            partitions = sorted(meta.partitions)
+        start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+        if args.offset is not None:
+            start = args.offset
+        consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    out = sys.stdout.buffer
+    count = 0
+    last = time.monotonic()
+    try:
+        while not stopping:
+            if args.max_messages is not None and count >= args.max_messages:
+                break
+            want = 1000 if args.max_messages is None else min(1000, args.max_messages - count)
+            batch = consumer.consume(num_messages=want, timeout=0.2)
+            if not batch:
+                if (
+                    args.timeout_ms is not None
+                    and (time.monotonic() - last) * 1000 >= args.timeout_ms
+                ):
+                    break
+                continue
+            last = time.monotonic()
+            for msg in batch:
+                if msg.error() is not None:
+                    if msg.error().fatal():
+                        return _error(msg.error().str())
+                    continue
+                value = msg.value()
+                line = b"null" if value is None else value
+                if args.print_key:
+                    key = msg.key()
+                    line = (b"null" if key is None else key) + b"\t" + line
+                out.write(line + b"\n")
+                count += 1
+                if args.max_messages is not None and count >= args.max_messages:
+                    break
+            out.flush()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        out.flush()
+        consumer.close()
+        print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0

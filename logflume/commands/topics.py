@@ -1,0 +1,137 @@
+"""`logflume topics`: create, list, describe and delete topics (like kafka-topics.sh).
+
+Works against any Kafka-compatible broker through confluent-kafka's AdminClient.
+"""
+
+import sys
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "topics",
+        help="create, list, describe or delete topics",
+        description="Manage topics on a Kafka-compatible broker (like kafka-topics.sh).",
+    )
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--create", action="store_true")
+    action.add_argument("--list", action="store_true")
+    action.add_argument("--describe", action="store_true")
+    action.add_argument("--delete", action="store_true")
+    p.add_argument("--topic")
+    p.add_argument("--partitions", type=int, default=-1)
+    p.add_argument("--replication-factor", type=int, default=-1)
+    p.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="topic config"
+    )
+    p.add_argument("--if-not-exists", action="store_true", help="--create: no error if it exists")
+    p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
+    p.set_defaults(func=run)
+
+
+def fail(message: str) -> int:
+    print(f"Error while executing topic command : {message}", file=sys.stderr)
+    return 1
+
+
+def run(args) -> int:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    if (args.create or args.delete) and not args.topic:
+        return fail("--topic is required with --create and --delete")
+    configs = {}
+    for item in args.config:
+        key, sep, value = item.partition("=")
+        if not sep:
+            return fail(f"--config {item!r}: expected KEY=VALUE")
+        configs[key] = value
+    timeout = args.timeout_ms / 1000
+    admin = AdminClient(
+        {
+            "bootstrap.servers": args.bootstrap_server,
+            "socket.timeout.ms": args.timeout_ms,
+            "log_level": 0,
+            "logger": _Quiet(),
+        }
+    )
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as e:
+        return fail(f"cannot reach {args.bootstrap_server} within {args.timeout_ms} ms ({e})")
+    try:
+        if args.create:
+            return _create(admin, metadata, args, configs, timeout)
+        if args.delete:
+            return _delete(admin, metadata, args, timeout)
+        if args.list:
+            for name in sorted(metadata.topics):
+                print(name)
+            return 0
+        return _describe(admin, metadata, args, timeout)
+    except KafkaException as e:
+        return fail(str(e.args[0].str() if e.args and hasattr(e.args[0], "str") else e))
+
+
+def _create(admin, metadata, args, configs, timeout) -> int:
+    from confluent_kafka.admin import NewTopic
+
+    if args.if_not_exists and args.topic in metadata.topics:
+        return 0
+    topic = NewTopic(args.topic, args.partitions, args.replication_factor, config=configs)
+    futures = admin.create_topics([topic], request_timeout=timeout)
+    futures[args.topic].result(timeout)
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def _delete(admin, metadata, args, timeout) -> int:
+    if args.topic not in metadata.topics:
+        return fail(f"Topic '{args.topic}' does not exist as expected")
+    admin.delete_topics([args.topic], request_timeout=timeout)[args.topic].result(timeout)
+    print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def _describe(admin, metadata, args, timeout) -> int:
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    names = sorted(metadata.topics) if not args.topic else [args.topic]
+    if args.topic and args.topic not in metadata.topics:
+        return fail(f"Topic '{args.topic}' does not exist as expected")
+    resources = [ConfigResource("topic", n) for n in names]
+    configs = admin.describe_configs(resources, request_timeout=timeout) if resources else {}
+    overrides = {}
+    for res, future in configs.items():
+        entries = future.result(timeout)
+        overrides[res.name] = ",".join(
+            f"{e.name}={e.value}"
+            for e in sorted(entries.values(), key=lambda e: e.name)
+            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        )
+    for name in names:
+        topic = metadata.topics[name]
+        parts = sorted(topic.partitions.values(), key=lambda p: p.id)
+        rf = len(parts[0].replicas) if parts else 0
+        print(
+            f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\t"
+            f"Configs: {overrides.get(name, '')}"
+        )
+        for p in parts:
+            replicas = ",".join(map(str, p.replicas))
+            isr = ",".join(map(str, p.isrs))
+            print(
+                f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
+                f"Replicas: {replicas}\tIsr: {isr}"
+            )
+    return 0
+
+
+class _Quiet:
+    """A logger for librdkafka that drops its chatter (connection refused ...)."""
+
+    def log(self, *args, **kwargs) -> None:
+        return None
+
+    def __getattr__(self, name):
+        return self.log

@@ -1,0 +1,367 @@
+"""The `file` channel: a durable, bounded channel backed by a write-ahead log.
+
+Put: the batch becomes one lz4-compressed WAL record (format in wal.py), appended
+to the current segment with one write(); it is then committed and takeable. Once
+the record is on disk (after fsync when `fsync: true`, the default; fsyncs of
+concurrent puts are grouped), the events' Acks are settled: a durable channel makes
+the source's position safe to advance, so a tail source moves on as soon as its
+lines are in the WAL, not when the broker acknowledges them. That is the
+difference from the memory channel, which settles only when the sink commits.
+
+Take: whole records are taken from the head (events cached in memory up to
+`cache_bytes`, otherwise read back from the segment). Rollback returns them to the
+head in order. Commit marks them done; the checkpoint (`checkpoint.json`: every
+seq below `floor` is committed) is written atomically every
+`checkpoint_interval`, and segments wholly below the floor are deleted.
+
+Restart: segments are scanned from the checkpoint floor; every record at or above
+the floor is takeable again (so events a sink committed after the last checkpoint
+may be delivered twice: at-least-once). A torn or corrupt tail is cut off and
+quarantined with a log line (wal.repair) instead of refusing to start; a lost or
+unreadable checkpoint means replaying all segments still on disk.
+
+Bounds: `capacity` events and `byte_capacity` bytes of live records (uncommitted,
+on disk); put waits when full. Disk use may exceed the byte bound by up to one
+segment until the floor passes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from collections import deque
+
+import orjson
+
+from agent.api import Channel, Context, Duration, Event, Size, TakeBatch, register
+from agent.channels import wal
+from agent.channels.memory import ChannelMetrics
+
+
+@register("channel", "file")
+class FileChannel(Channel):
+    """Owned by the runtime; used by tasks of one event loop (not thread-safe).
+    `open()` must be awaited before use and `close()` at the end."""
+
+    @dataclasses.dataclass
+    class Config:
+        directory: str | None = None  # default: the component's state directory
+        capacity: int = 1_000_000
+        byte_capacity: Size = Size(1 << 30)
+        segment_bytes: Size = Size(64 << 20)
+        cache_bytes: Size = Size(32 << 20)
+        fsync: bool = True
+        checkpoint_interval: Duration = Duration(1)
+
+    @classmethod
+    def validate(cls, config) -> list[str]:
+        errors = []
+        d = config.directory
+        if d is not None:
+            probe = d if os.path.isdir(d) else os.path.dirname(os.path.abspath(d))
+            if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
+                errors.append(f"directory: {d!r} is not a writable directory")
+        if config.capacity < 1 or config.byte_capacity < 1:
+            errors.append("capacity: capacity and byte_capacity must be positive")
+        return errors
+
+    def __init__(self, config, context: Context):
+        super().__init__(config, context)
+        self.dir = config.directory or context.state_dir
+        self.log = context.log
+        self.metrics = ChannelMetrics(context, config.capacity, config.byte_capacity)
+        self._ready: deque[wal.RecordRef] = deque()
+        self._taken: dict[int, wal.RecordRef] = {}  # first_seq -> ref
+        self._events = 0
+        self._bytes = 0
+        self._cached = 0
+        self._next_seq = 0
+        self._floor = 0
+        self._saved_floor = -1
+        self._segments: dict[int, int] = {}  # first seq -> read fd
+        self._write_fd = -1
+        self._write_segment = 0
+        self._write_pos = 0
+        self._unsynced: list = []  # acks waiting for fsync
+        self._space = asyncio.Event()
+        self._data = asyncio.Event()
+        self._sync_wanted = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+
+    # ---- lifecycle ------------------------------------------------------------
+
+    async def open(self) -> None:
+        await asyncio.to_thread(self._recover)
+        self._roll()
+        self._tasks = [
+            asyncio.create_task(self._syncer(), name=f"{self.context.name}.fsync"),
+            asyncio.create_task(self._checkpointer(), name=f"{self.context.name}.checkpoint"),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._sync_now()
+        self._write_checkpoint()
+        for fd in self._segments.values():
+            os.close(fd)
+        self._segments.clear()
+        if self._write_fd >= 0:
+            os.close(self._write_fd)
+            self._write_fd = -1
+
+    def _recover(self) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        floor = self._read_checkpoint()
+        names = sorted(
+            n for n in os.listdir(self.dir) if n.startswith("wal-") and n.endswith(".log")
+        )
+        for name in names:
+            segment = int(name[4:-4])
+            path = os.path.join(self.dir, name)
+            result = wal.scan(path, segment, segment)
+            if result.problem is not None:
+                where, moved = wal.repair(
+                    path, result.good_bytes, os.path.join(self.dir, "quarantine")
+                )
+                self.log.warning(
+                    "file channel %s: %s in %s at byte %d; cut there, %d bytes quarantined to %s",
+                    self.context.name,
+                    result.problem,
+                    name,
+                    result.good_bytes,
+                    moved,
+                    where,
+                )
+            live = [r for r in result.records if r.first_seq + r.count > floor]
+            if result.records:
+                self._next_seq = max(
+                    self._next_seq, result.records[-1].first_seq + result.records[-1].count
+                )
+            if not live:
+                os.unlink(path)
+                continue
+            self._segments[segment] = os.open(path, os.O_RDONLY)
+            for ref in live:
+                self._ready.append(ref)
+                self._events += ref.count
+                self._bytes += ref.size
+        self._next_seq = max(self._next_seq, floor)
+        self._floor = self._ready[0].first_seq if self._ready else self._next_seq
+        if self._ready:
+            self.log.info(
+                "file channel %s: %d events (%d bytes) recovered from %d segments",
+                self.context.name,
+                self._events,
+                self._bytes,
+                len(self._segments),
+            )
+        self._gauges()
+
+    def _read_checkpoint(self) -> int:
+        path = os.path.join(self.dir, "checkpoint.json")
+        try:
+            with open(path, "rb") as f:
+                return int(orjson.loads(f.read())["floor"])
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.log.warning(
+                "file channel %s: unreadable checkpoint (%s); replaying every segment",
+                self.context.name,
+                exc,
+            )
+            return 0
+
+    def _save_floor(self, floor: int) -> None:
+        """Atomically replace checkpoint.json (thread-safe: touches no shared state)."""
+        path = os.path.join(self.dir, "checkpoint.json")
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(orjson.dumps({"floor": floor}))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def _drop_segments(self) -> None:
+        """Delete segments wholly below the saved floor (never the one being written)."""
+        segments = sorted(self._segments)
+        for segment, following in zip(segments, segments[1:], strict=False):
+            if following > self._saved_floor:
+                break
+            if segment != self._write_segment:
+                os.close(self._segments.pop(segment))
+                os.unlink(os.path.join(self.dir, wal.segment_name(segment)))
+
+    def _write_checkpoint(self) -> None:
+        if self._floor != self._saved_floor:
+            self._save_floor(self._floor)
+            self._saved_floor = self._floor
+            self._drop_segments()
+
+    def _roll(self) -> None:
+        if self._write_fd >= 0:
+            self._sync_now()
+            os.close(self._write_fd)
+        self._write_segment = self._next_seq
+        path = os.path.join(self.dir, wal.segment_name(self._write_segment))
+        self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._write_pos = os.fstat(self._write_fd).st_size
+        if self._write_segment not in self._segments:
+            self._segments[self._write_segment] = os.open(path, os.O_RDONLY)
+
+    # ---- put ------------------------------------------------------------------
+
+    def pending(self) -> int:
+        return self._events
+
+    def _fits(self, n: int, size: int) -> bool:
+        if self._events == 0:
+            return True
+        cfg = self.config
+        return self._events + n <= cfg.capacity and self._bytes + size <= cfg.byte_capacity
+
+    def _append(self, events: list[Event], record: bytes) -> None:
+        if self._write_pos >= self.config.segment_bytes:
+            self._roll()
+        os.write(self._write_fd, record)
+        ref = wal.RecordRef(
+            self._write_segment, self._write_pos, len(record), self._next_seq, len(events)
+        )
+        self._write_pos += len(record)
+        self._next_seq += len(events)
+        if self._cached < self.config.cache_bytes:
+            ref.events = [Event(e.body, e.headers, e.record) for e in events]
+            self._cached += len(record)
+        self._ready.append(ref)
+        self._events += len(events)
+        self._bytes += len(record)
+        self.metrics.put.inc(len(events))
+        self._gauges()
+        acks = [e.ack for e in events if e.ack is not None]
+        if self.config.fsync:
+            self._unsynced.extend(acks)
+            self._sync_wanted.set()
+        else:
+            for ack in acks:
+                ack.settle()
+        self._data.set()
+
+    async def put(self, events: list[Event]) -> None:
+        if not events:
+            return
+        record = wal.encode_record(self._next_seq, events)
+        while not self._fits(len(events), len(record)):
+            self._space.clear()
+            await self._space.wait()
+        if record[wal.HEADER.size : wal.HEADER.size + 8] != self._next_seq.to_bytes(8, "little"):
+            record = wal.encode_record(self._next_seq, events)  # another put went first
+        self._append(events, record)
+
+    def offer(self, events: list[Event]) -> bool:
+        if not events:
+            return True
+        record = wal.encode_record(self._next_seq, events)
+        if not self._fits(len(events), len(record)):
+            self.metrics.refused.inc(len(events))
+            return False
+        self._append(events, record)
+        return True
+
+    def _sync_now(self) -> None:
+        acks, self._unsynced = self._unsynced, []
+        if self._write_fd >= 0:
+            os.fsync(self._write_fd)
+        for ack in acks:
+            ack.settle()
+
+    async def _syncer(self) -> None:
+        while True:
+            await self._sync_wanted.wait()
+            self._sync_wanted.clear()
+            acks, self._unsynced = self._unsynced, []
+            fd = os.dup(self._write_fd)  # a roll may close the original meanwhile
+            try:
+                await asyncio.to_thread(os.fsync, fd)
+            except asyncio.CancelledError:
+                self._unsynced[:0] = acks  # close() syncs and settles them
+                raise
+            finally:
+                os.close(fd)
+            for ack in acks:
+                ack.settle()
+
+    async def _checkpointer(self) -> None:
+        while True:
+            await asyncio.sleep(float(self.config.checkpoint_interval))
+            floor = self._floor
+            if floor != self._saved_floor:
+                await asyncio.to_thread(self._save_floor, floor)
+                self._saved_floor = floor
+                self._drop_segments()
+
+    # ---- take -----------------------------------------------------------------
+
+    async def take(self, max_events: int, max_wait: float) -> TakeBatch:
+        if not self._ready:
+            self._data.clear()
+            try:
+                await asyncio.wait_for(self._data.wait(), max_wait)
+            except TimeoutError:
+                return _FileTake(self, [], [])
+        refs, events, n = [], [], 0
+        while self._ready and (n == 0 or n + self._ready[0].count <= max_events):
+            ref = self._ready.popleft()
+            self._taken[ref.first_seq] = ref
+            refs.append(ref)
+            events.extend(ref.events if ref.events is not None else self._read(ref))
+            n += ref.count
+        return _FileTake(self, refs, events)
+
+    def _read(self, ref: wal.RecordRef) -> list[Event]:
+        data = os.pread(self._segments[ref.segment], ref.size, ref.offset)
+        return wal.decode_payload(data[wal.HEADER.size :])
+
+    def _committed(self, refs: list[wal.RecordRef]) -> None:
+        for ref in refs:
+            del self._taken[ref.first_seq]
+            self._events -= ref.count
+            self._bytes -= ref.size
+            if ref.events is not None:
+                self._cached -= ref.size
+                ref.events = None
+        heads = [self._ready[0].first_seq] if self._ready else []
+        self._floor = min([*self._taken, *heads], default=self._next_seq)
+        self.metrics.committed.inc(sum(r.count for r in refs))
+        self._gauges()
+        self._space.set()
+
+    def _returned(self, refs: list[wal.RecordRef]) -> None:
+        for ref in refs:
+            del self._taken[ref.first_seq]
+        self._ready.extendleft(reversed(refs))
+        self.metrics.rolled_back.inc(sum(r.count for r in refs))
+        self._data.set()
+
+    def _gauges(self) -> None:
+        self.metrics.events.set(self._events)
+        self.metrics.bytes.set(self._bytes)
+
+
+class _FileTake(TakeBatch):
+    __slots__ = ("channel", "refs", "events", "done")
+
+    def __init__(self, channel: FileChannel, refs: list, events: list[Event]):
+        self.channel, self.refs, self.events, self.done = channel, refs, events, False
+
+    async def commit(self) -> None:
+        if not self.done:
+            self.done = True
+            self.channel._committed(self.refs)
+
+    async def rollback(self) -> None:
+        if not self.done:
+            self.done = True
+            self.channel._returned(self.refs)

@@ -1,0 +1,172 @@
+"""The `memory` channel: a bounded in-process queue with take transactions.
+
+Bounded by events AND bytes, counting what is stored plus what sinks have taken and
+not yet committed, so memory stays bounded while the next hop is down. `put` waits
+for room (backpressure), `offer` refuses. A batch larger than the whole capacity
+is admitted only into an empty channel, so it cannot wait forever.
+
+Acknowledgement: nothing here is durable, so an event's Ack is settled only when the
+sink commits the take that carried it. A crash loses the channel's content, but the
+sources never advanced past it, so they read it again on restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import deque
+
+from agent.api import Channel, Context, Event, Size, TakeBatch, register
+
+EVENT_OVERHEAD = 120  # bytes of Python objects per event beyond its body, roughly
+
+
+def event_bytes(events: list[Event]) -> int:
+    total = EVENT_OVERHEAD * len(events)
+    for e in events:
+        total += len(e.body) * (2 if e.record is not None else 1)
+    return total
+
+
+class ChannelMetrics:
+    """Fill gauges and counters shared by the channel types; one per channel."""
+
+    def __init__(self, context: Context, capacity: int, byte_capacity: int):
+        m, c = context.metrics, context.name
+        self.events = m.gauge("logflume_agent_channel_events", "Events in the channel", component=c)
+        self.bytes = m.gauge("logflume_agent_channel_bytes", "Bytes in the channel", component=c)
+        m.gauge("logflume_agent_channel_capacity_events", "Event capacity", component=c).set(
+            capacity
+        )
+        m.gauge("logflume_agent_channel_capacity_bytes", "Byte capacity", component=c).set(
+            byte_capacity
+        )
+        self.put = m.counter("logflume_agent_channel_put_total", "Events put", component=c)
+        self.committed = m.counter(
+            "logflume_agent_channel_take_committed_total", "Events taken and committed", component=c
+        )
+        self.rolled_back = m.counter(
+            "logflume_agent_channel_take_rollback_total",
+            "Events taken and rolled back",
+            component=c,
+        )
+        self.refused = m.counter(
+            "logflume_agent_channel_offer_refused_total", "Events refused by offer", component=c
+        )
+
+
+@register("channel", "memory")
+class MemoryChannel(Channel):
+    """Owned by the runtime; used by source and sink tasks of one event loop (not
+    thread-safe)."""
+
+    @dataclasses.dataclass
+    class Config:
+        capacity: int = 100_000
+        byte_capacity: Size = Size(64 << 20)
+
+    @classmethod
+    def validate(cls, config) -> list[str]:
+        errors = []
+        if config.capacity < 1:
+            errors.append("capacity: must be at least 1")
+        if config.byte_capacity < 1:
+            errors.append("byte_capacity: must be at least 1 byte")
+        return errors
+
+    def __init__(self, config, context: Context):
+        super().__init__(config, context)
+        self._queue: deque[Event] = deque()
+        self._events = 0  # stored + taken, not committed
+        self._bytes = 0
+        self._space = asyncio.Event()
+        self._data = asyncio.Event()
+        self.metrics = ChannelMetrics(context, config.capacity, config.byte_capacity)
+
+    def pending(self) -> int:
+        return self._events
+
+    def _fits(self, n: int, size: int) -> bool:
+        if self._events == 0:
+            return True
+        return (
+            self._events + n <= self.config.capacity
+            and self._bytes + size <= self.config.byte_capacity
+        )
+
+    def _store(self, events: list[Event], size: int) -> None:
+        self._queue.extend(events)
+        self._events += len(events)
+        self._bytes += size
+        self.metrics.put.inc(len(events))
+        self._gauges()
+        self._data.set()
+
+    def _gauges(self) -> None:
+        self.metrics.events.set(self._events)
+        self.metrics.bytes.set(self._bytes)
+
+    async def put(self, events: list[Event]) -> None:
+        if not events:
+            return
+        size = event_bytes(events)
+        while not self._fits(len(events), size):
+            self._space.clear()
+            await self._space.wait()
+        self._store(events, size)
+
+    def offer(self, events: list[Event]) -> bool:
+        if not events:
+            return True
+        size = event_bytes(events)
+        if not self._fits(len(events), size):
+            self.metrics.refused.inc(len(events))
+            return False
+        self._store(events, size)
+        return True
+
+    async def take(self, max_events: int, max_wait: float) -> TakeBatch:
+        if not self._queue:
+            self._data.clear()
+            try:
+                await asyncio.wait_for(self._data.wait(), max_wait)
+            except TimeoutError:
+                return _MemoryTake(self, [], 0)
+        queue = self._queue
+        n = min(max_events, len(queue))
+        events = [queue.popleft() for _ in range(n)]
+        return _MemoryTake(self, events, event_bytes(events))
+
+    def _release(self, n: int, size: int) -> None:
+        self._events -= n
+        self._bytes -= size
+        self._gauges()
+        self._space.set()
+
+    def _return(self, events: list[Event]) -> None:
+        self._queue.extendleft(reversed(events))
+        self._data.set()
+
+
+class _MemoryTake(TakeBatch):
+    __slots__ = ("channel", "events", "size", "done")
+
+    def __init__(self, channel: MemoryChannel, events: list[Event], size: int):
+        self.channel, self.events, self.size, self.done = channel, events, size, False
+
+    async def commit(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.channel._release(len(self.events), self.size)
+        self.channel.metrics.committed.inc(len(self.events))
+        for e in self.events:
+            if e.ack is not None:
+                e.ack.settle()
+
+    async def rollback(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.channel.metrics.rolled_back.inc(len(self.events))
+        self.channel._return(self.events)

@@ -1,0 +1,272 @@
+"""The agent runtime: builds one agent's components and keeps them running.
+
+Start order is channels, then sinks, then sources (so nothing is produced into a
+pipeline that cannot drain). Each source gets an `emit`/`offer` pair closing over
+its interceptors and selector; each source and sink runs as a `Supervised` task.
+
+Shutdown (SIGTERM/SIGINT): sources are cancelled (they stop reading and persist
+their positions), sinks keep draining the channels until they are empty or
+`shutdown_grace` has passed, then sinks are cancelled (rolling back what is in
+flight), durable channels are closed, and sources get `flush_state()` to persist
+what acknowledgements arriving during the drain advanced.
+
+Reload (SIGHUP): the file is compiled again; if it has errors they are logged and
+the running config stays. Otherwise specs are compared by value: a changed or
+removed channel takes down the sources writing to it and the sinks reading it
+(after a drain); changed or removed sources and sinks are stopped; then everything
+new or stopped is started from the new specs. Unchanged components keep running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from agent.api import Channel, Context, Event, Source
+from agent.config import AgentSpec, SourceSpec, compile_file, parse_listen
+from agent.metrics import MetricsServer, Registry
+from agent.selector import Selector
+from agent.supervisor import Supervised
+
+log = logging.getLogger("logflume.agent")
+
+
+class AgentRuntime:
+    """Runs one agent on the current event loop; owned by `logflume agent run`."""
+
+    def __init__(self, spec: AgentSpec, state_dir: str | Path, config_path: str | Path | None):
+        self.spec = spec
+        self.state_dir = Path(state_dir)
+        self.config_path = config_path
+        self.registry = Registry()
+        self.channels: dict[str, Channel] = {}
+        self.sources: dict[str, Supervised] = {}
+        self.source_objects: dict[str, Source] = {}
+        self.sinks: dict[str, Supervised] = {}
+        self.metrics_server: MetricsServer | None = None
+        self._stop = asyncio.Event()
+        self._reload_lock = asyncio.Lock()
+
+    def _context(self, kind: str, name: str) -> Context:
+        state = self.state_dir / f"{kind}s" / name
+        os.makedirs(state, exist_ok=True)
+        return Context(self.spec.name, name, self.registry, str(state), log.getChild(name))
+
+    # ---- building and starting -------------------------------------------------
+
+    def _start_channel(self, name: str) -> None:
+        spec = self.spec.channels[name]
+        self.channels[name] = spec.cls(spec.config, self._context("channel", name))
+
+    async def _open_channel(self, name: str) -> None:
+        opener = getattr(self.channels[name], "open", None)
+        if opener is not None:
+            await opener()
+
+    def _start_sink(self, name: str) -> None:
+        spec = self.spec.sinks[name]
+        channel = self.channels[spec.channel]
+
+        async def start() -> None:
+            sink = spec.cls(spec.config, self._context("sink", name))
+            await sink.run(channel)
+
+        sup = Supervised(f"sink.{name}", start, self.registry.health, log)
+        self.sinks[name] = sup
+        sup.start()
+
+    def _start_source(self, name: str) -> None:
+        spec = self.spec.sources[name]
+        counters = _SourceCounters(self.registry, name)
+
+        async def start() -> None:
+            source = spec.cls(spec.config, self._context("source", name))
+            self.source_objects[name] = source
+            emit, offer = self._pipeline(spec, counters)
+            await source.run(emit, offer)
+
+        sup = Supervised(f"source.{name}", start, self.registry.health, log)
+        self.sources[name] = sup
+        sup.start()
+
+    def _pipeline(self, spec: SourceSpec, counters: _SourceCounters):
+        """The emit/offer pair of one source: interceptors, selector, channel puts."""
+        interceptors = [
+            i.cls(i.config, self._context("source", f"{spec.name}.interceptor{i.name}"))
+            for i in spec.interceptors
+        ]
+        selector = Selector([(c, self.channels[c]) for c in spec.channels], spec.selector)
+
+        def prepare(events: list[Event]):
+            n = len(events)
+            counters.received.inc(n)
+            for interceptor in interceptors:
+                events = interceptor.intercept(events)
+            counters.filtered.inc(n - len(events))
+            return selector.route(events)
+
+        async def emit(events: list[Event]) -> None:
+            routes, unrouted = prepare(events)
+            for channel, batch in routes:
+                await channel.put(batch)
+            _count(counters, routes, unrouted)
+
+        def offer(events: list[Event]) -> bool:
+            routes, unrouted = prepare(events)
+            stored = True
+            for channel, batch in routes:
+                if not channel.offer(batch):
+                    stored = False
+                    counters.dropped.inc(len(batch))
+                    for e in batch:
+                        e.settle()
+            _count(counters, routes, unrouted)
+            return stored
+
+        return emit, offer
+
+    async def start(self) -> None:
+        for name in self.spec.channels:
+            self._start_channel(name)
+            await self._open_channel(name)
+        for name in self.spec.sinks:
+            self._start_sink(name)
+        for name in self.spec.sources:
+            self._start_source(name)
+        await self._start_metrics()
+        log.info(
+            "agent %s running: sources %s, channels %s, sinks %s",
+            self.spec.name,
+            ", ".join(self.spec.sources) or "-",
+            ", ".join(self.spec.channels) or "-",
+            ", ".join(self.spec.sinks) or "-",
+        )
+
+    async def _start_metrics(self) -> None:
+        settings = self.spec.settings.metrics
+        if settings is None:
+            return
+        host, port = parse_listen(settings.listen)
+        self.metrics_server = MetricsServer(self.registry, host, port)
+        await self.metrics_server.start()
+        log.info("metrics on http://%s:%d/metrics", host, port)
+
+    # ---- stopping --------------------------------------------------------------
+
+    async def _stop_components(self, sources, channels, sinks) -> None:
+        grace = float(self.spec.settings.shutdown_grace)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        await asyncio.gather(*(self.sources.pop(n).stop(grace) for n in sources))
+        while loop.time() < deadline:
+            if not any(self.channels[c].pending() for c in channels):
+                break
+            await asyncio.sleep(0.05)
+        left = {c: self.channels[c].pending() for c in channels if self.channels[c].pending()}
+        if left:
+            log.warning("grace period over; events left in channels: %s", left)
+        remaining = max(1.0, deadline - loop.time())
+        await asyncio.gather(*(self.sinks.pop(n).stop(remaining) for n in sinks))
+        for name in channels:
+            await self.channels.pop(name).close()
+        for name in sources:
+            source = self.source_objects.pop(name, None)
+            if source is not None:
+                try:
+                    source.flush_state()
+                except Exception:
+                    log.exception("source %s failed to flush its state", name)
+
+    async def shutdown(self) -> None:
+        log.info("agent %s stopping (grace %ss)", self.spec.name, self.spec.settings.shutdown_grace)
+        await self._stop_components(list(self.sources), list(self.channels), list(self.sinks))
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
+        log.info("agent %s stopped", self.spec.name)
+
+    # ---- reload ----------------------------------------------------------------
+
+    async def reload(self) -> bool:
+        """Apply the config file again; False (old config kept) if it is invalid."""
+        async with self._reload_lock:
+            agents, errors = compile_file(self.config_path)
+            if errors or self.spec.name not in agents:
+                for error in errors or [f"agent {self.spec.name!r} not in {self.config_path}"]:
+                    log.error("reload rejected: %s", error)
+                return False
+            old, new = self.spec, agents[self.spec.name]
+            channels = {n for n in old.channels if old.channels[n] != new.channels.get(n)}
+            sources = {
+                n
+                for n, s in old.sources.items()
+                if s != new.sources.get(n) or channels.intersection(s.channels)
+            }
+            sinks = {
+                n for n, s in old.sinks.items() if s != new.sinks.get(n) or s.channel in channels
+            }
+            await self._stop_components(sources, channels, sinks)
+            self.spec = new
+            for name in new.channels:
+                if name not in self.channels:
+                    self._start_channel(name)
+                    await self._open_channel(name)
+            for name in new.sinks:
+                if name not in self.sinks:
+                    self._start_sink(name)
+            for name in new.sources:
+                if name not in self.sources:
+                    self._start_source(name)
+            if old.settings.metrics != new.settings.metrics:
+                if self.metrics_server is not None:
+                    await self.metrics_server.stop()
+                    self.metrics_server = None
+                await self._start_metrics()
+            log.info(
+                "reloaded: restarted sources %s, channels %s, sinks %s",
+                sorted(sources) or "-",
+                sorted(channels) or "-",
+                sorted(sinks) or "-",
+            )
+            return True
+
+    # ---- main ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload()))
+        await self.start()
+        try:
+            await self._stop.wait()
+        finally:
+            await self.shutdown()
+
+
+class _SourceCounters:
+    def __init__(self, registry: Registry, name: str):
+        c = registry.counter
+        self.received = c(
+            "logflume_agent_source_events_in_total", "Events produced by the source", component=name
+        )
+        self.filtered = c(
+            "logflume_agent_source_events_filtered_total",
+            "Events removed by interceptors",
+            component=name,
+        )
+        self.out = c(
+            "logflume_agent_source_events_out_total", "Events put into channels", component=name
+        )
+        self.dropped = c(
+            "logflume_agent_source_events_dropped_total",
+            "Events refused by a full channel (offer) or routed to no channel",
+            component=name,
+        )
+
+
+def _count(counters: _SourceCounters, routes, unrouted: int) -> None:
+    counters.out.inc(sum(len(batch) for _, batch in routes))
+    counters.dropped.inc(unrouted)

@@ -1,0 +1,239 @@
+"""Typed conversion of YAML nodes into component `Config` dataclasses.
+
+The compiler works on PyYAML's composer nodes (`yaml.compose`), not on loaded
+Python values, so that every error can name its file, line and column. `build`
+turns a mapping node into a dataclass instance according to the field annotations:
+
+    str, int, float, bool           scalars of that YAML type (an int is a fine float)
+    Size, Duration (agent/api.py)   64MiB / 512k / 1.5GB;  5s / 250ms / 2m / 1h
+    list[X], dict[str, X]           sequences and mappings of converted items
+    Literal[...]                    one of the listed values
+    X | None                        null allowed
+    a nested dataclass              a mapping, recursively
+    Any                             whatever the YAML holds
+
+Errors are appended to an `Errors` collector and conversion goes on, so that one
+pass reports every problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from typing import Any, Literal, Union
+
+import yaml
+
+from agent.api import Duration, Size
+
+_INVALID = object()
+_MISSING = dataclasses.MISSING
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigError:
+    file: str
+    line: int
+    column: int
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        return f"{self.file}:{self.line}:{self.column}: {where}{self.message}"
+
+
+class Errors:
+    """Collects `ConfigError`s for one file; used by one compile call."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.items: list[ConfigError] = []
+
+    def add(self, node: yaml.Node | None, path: str, message: str) -> None:
+        line = node.start_mark.line + 1 if node is not None else 1
+        col = node.start_mark.column + 1 if node is not None else 1
+        self.items.append(ConfigError(self.file, line, col, path, message))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+_constructor = yaml.constructor.SafeConstructor()
+
+
+def plain(node: yaml.Node) -> Any:
+    """The Python value of a node (as yaml.safe_load would give it)."""
+    return _constructor.construct_object(node, deep=True)
+
+
+def describe(node: yaml.Node) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    value = plain(node)
+    return "null" if value is None else repr(value)
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+
+
+def parse_size(value: Any) -> Size | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return Size(value)
+    if isinstance(value, str) and (m := _SIZE_RE.match(value)):
+        unit, binary = (m.group(2) or "").lower(), bool(m.group(3))
+        factor = (1024 if binary else 1000) ** (" kmgt".index(unit) if unit else 0)
+        return Size(int(float(m.group(1)) * factor))
+    return None
+
+
+def parse_duration(value: Any) -> Duration | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return Duration(value)
+    if isinstance(value, str) and (m := _DURATION_RE.match(value)):
+        return Duration(float(m.group(1)) * _DURATION_UNITS[m.group(2)])
+    return None
+
+
+def type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " | ".join(type_name(a) for a in typing.get_args(tp))
+    if origin is list:
+        return f"list[{type_name(typing.get_args(tp)[0])}]"
+    if origin is dict:
+        return f"mapping of {type_name(typing.get_args(tp)[1])}"
+    if tp is type(None):
+        return "null"
+    if tp is Size:
+        return "size (e.g. 64MiB)"
+    if tp is Duration:
+        return "duration (e.g. 5s)"
+    return getattr(tp, "__name__", str(tp))
+
+
+def convert(node: yaml.Node, tp: Any, path: str, errors: Errors) -> Any:
+    """Convert `node` to type `tp`; on failure record an error and return _INVALID."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+
+    def fail() -> Any:
+        errors.add(node, path, f"expected {type_name(tp)}, got {describe(node)}")
+        return _INVALID
+
+    if tp is Any:
+        return plain(node)
+    if origin in (Union, types.UnionType):
+        if isinstance(node, yaml.ScalarNode) and plain(node) is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:
+            return convert(node, options[0], path, errors)
+        for option in options:
+            trial = Errors(errors.file)
+            value = convert(node, option, path, trial)
+            if not trial.items:
+                return value
+        return fail()
+    if origin is Literal:
+        if isinstance(node, yaml.ScalarNode) and plain(node) in args:
+            return plain(node)
+        return fail()
+    if origin is list:
+        if not isinstance(node, yaml.SequenceNode):
+            return fail()
+        items = [convert(n, args[0], f"{path}[{i}]", errors) for i, n in enumerate(node.value)]
+        return _INVALID if any(v is _INVALID for v in items) else items
+    if origin is dict:
+        if not isinstance(node, yaml.MappingNode):
+            return fail()
+        out = {}
+        for key_node, value_node in node.value:
+            key = plain(key_node)
+            value = convert(value_node, args[1], f"{path}.{key}", errors)
+            out[str(key)] = value
+        return _INVALID if any(v is _INVALID for v in out.values()) else out
+    if dataclasses.is_dataclass(tp):
+        built = build(tp, node, path, errors)
+        return _INVALID if built is None else built
+    if not isinstance(node, yaml.ScalarNode):
+        return fail()
+    value = plain(node)
+    if tp is Size:
+        size = parse_size(value)
+        return fail() if size is None else size
+    if tp is Duration:
+        duration = parse_duration(value)
+        return fail() if duration is None else duration
+    if tp is bool:
+        return value if isinstance(value, bool) else fail()
+    if tp is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else fail()
+    if tp is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return float(value) if ok else fail()
+    if tp is str:
+        return value if isinstance(value, str) else fail()
+    return fail()
+
+
+def build(cls: type, node: yaml.Node, path: str, errors: Errors, skip: tuple[str, ...] = ()):
+    """A `cls` dataclass instance from a mapping node, or None after recording errors.
+
+    Keys in `skip` belong to the caller (e.g. `type`, `channels`) and are ignored."""
+    if not isinstance(node, yaml.MappingNode):
+        errors.add(node, path, f"expected a mapping, got {describe(node)}")
+        return None
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    before = len(errors)
+    values: dict[str, Any] = {}
+    seen: set[str] = set()
+    for key_node, value_node in node.value:
+        key = plain(key_node)
+        key_path = f"{path}.{key}" if path else str(key)
+        if key in seen:
+            errors.add(key_node, key_path, "duplicate key")
+            continue
+        seen.add(key)
+        if key in skip:
+            continue
+        if key not in fields:
+            errors.add(key_node, key_path, unknown_key_message(key, list(fields) + list(skip)))
+            continue
+        value = convert(value_node, hints[key], key_path, errors)
+        if value is not _INVALID:
+            values[key] = value
+    for name, f in fields.items():
+        if name not in seen and f.default is _MISSING and f.default_factory is _MISSING:
+            errors.add(node, f"{path}.{name}" if path else name, "missing required key")
+    if len(errors) > before:
+        return None
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        errors.add(node, path, str(exc))
+        return None
+
+
+def unknown_key_message(key: Any, known: list[str]) -> str:
+    close = difflib.get_close_matches(str(key), known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown key {key!r}{hint}; known keys: {', '.join(sorted(known))}"
+
+
+def key_node(mapping: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    """The (key, value) nodes of `key` in a mapping node, if present."""
+    for k, v in mapping.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            return k, v
+    return None

@@ -1,0 +1,302 @@
+"""The `broker` sink: take batches from a channel and produce them to a Kafka topic.
+
+Works against the bundled broker or any Kafka-compatible cluster, through
+confluent-kafka (librdkafka). Theory of operation:
+
+- Up to `max_inflight_batches` take transactions are open at once. Each batch is
+  produced in one tight loop (value = encoded event, key from a header or record
+  field) with a per-batch delivery callback; a background thread calls
+  `producer.poll()`, so delivery reports are served without blocking the loop.
+- A batch is committed to the channel only when EVERY record of it has a delivery
+  report, i.e. the broker acknowledged it as `acks` says, so whatever sits in
+  librdkafka's queue is never counted as delivered. Batches commit in take order.
+- Failed records are sorted: permanent rejections (record too large, corrupt,
+  invalid) go to the dead-letter topic (value cut to `dead_letter_max_bytes`, with
+  `x-error`, `x-topic`, `x-size` headers) and are counted; anything else (timeouts,
+  broker down, leader moves) is produced again after a backoff that doubles up to
+  `max_retry_backoff`, still inside the same take transaction. A fatal producer
+  error raises, the batches roll back, and the supervisor restarts the sink with a
+  fresh producer.
+- With `enable_idempotence` (the default; needs `acks: all`) the broker drops the
+  duplicates librdkafka's own retries could create within a producer session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+from collections import deque
+from typing import Literal
+
+from agent.api import Channel, Duration, Sink, Size, register
+from agent.delivery import Format, SinkCounters, encoder
+
+PERMANENT = {
+    "MSG_SIZE_TOO_LARGE",
+    "_MSG_SIZE_TOO_LARGE",
+    "CORRUPT_MESSAGE",
+    "INVALID_MSG",
+    "INVALID_RECORD",
+    "INVALID_MSG_SIZE",
+    "RECORD_LIST_TOO_LARGE",
+    "INVALID_REQUIRED_ACKS",
+}
+
+
+class _Tracker:
+    """Delivery reports of one produce round. `on_delivery` runs in the poll thread
+    (the only writer of `count`/`failed`); the loop thread writes `expected` once.
+    Both check for completion; `_finish` on the loop is idempotent."""
+
+    __slots__ = ("count", "expected", "failed", "future", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.count = 0
+        self.expected = -1
+        self.failed: list[tuple] = []
+        self.loop = loop
+        self.future = loop.create_future()
+
+    def on_delivery(self, err, msg) -> None:
+        if err is not None:
+            self.failed.append((err, msg.topic(), msg.value(), msg.key(), msg.headers()))
+        self.count += 1
+        if self.count == self.expected:
+            self.loop.call_soon_threadsafe(self._finish)
+
+    def _finish(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+    def seal(self, expected: int) -> None:
+        self.expected = expected
+        if self.count == expected:
+            self._finish()
+
+
+@register("sink", "broker")
+class BrokerSink(Sink):
+    """Owns one confluent-kafka Producer and its poll thread."""
+
+    @dataclasses.dataclass
+    class Config:
+        topic: str
+        bootstrap_servers: str = "127.0.0.1:9092"
+        acks: Literal["all", -1, 0, 1] = "all"
+        compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"
+        batch_size: Size = Size(1_000_000)
+        linger_ms: int = 5
+        key_header: str | None = None
+        key_field: str | None = None
+        enable_idempotence: bool = True
+        format: Format = "auto"
+        dead_letter_topic: str | None = None
+        dead_letter_max_bytes: Size = Size(64 << 10)
+        retry_backoff: Duration = Duration(0.5)
+        max_retry_backoff: Duration = Duration(30)
+        delivery_timeout: Duration = Duration(30)
+        batch_events: int = 10_000
+        max_inflight_batches: int = 4
+        producer: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def validate(cls, config) -> list[str]:
+        errors = []
+        if config.enable_idempotence and config.acks not in ("all", -1):
+            errors.append("enable_idempotence: needs acks: all (or set it to false)")
+        if config.key_header and config.key_field:
+            errors.append("key_field: use key_header or key_field, not both")
+        if config.batch_events < 1 or config.max_inflight_batches < 1:
+            errors.append("batch_events: batch_events and max_inflight_batches must be >= 1")
+        if not config.topic:
+            errors.append("topic: must not be empty")
+        return errors
+
+    def __init__(self, config, context):
+        super().__init__(config, context)
+        self.counters = SinkCounters(context)
+        m, c = context.metrics, context.name
+        self.ack_latency = m.histogram(
+            "logflume_agent_broker_ack_latency_seconds",
+            "Time from producing a take batch to the last broker acknowledgement",
+            component=c,
+        )
+        self.dead = m.counter(
+            "logflume_agent_broker_dead_lettered_total",
+            "Records sent to the dead-letter topic",
+            component=c,
+        )
+        self.retried = m.counter(
+            "logflume_agent_broker_retried_total",
+            "Records produced again after a failure",
+            component=c,
+        )
+        self.dlq_topic = config.dead_letter_topic or f"{config.topic}.dlq"
+        self.producer = None
+
+    def _producer_config(self) -> dict:
+        cfg = self.config
+        conf = {
+            "bootstrap.servers": cfg.bootstrap_servers,
+            "client.id": f"logflume-{self.context.agent}-{self.context.name}",
+            "acks": str(cfg.acks),
+            "compression.type": cfg.compression,
+            "batch.size": int(cfg.batch_size),
+            "linger.ms": cfg.linger_ms,
+            "enable.idempotence": cfg.enable_idempotence,
+            "delivery.timeout.ms": int(cfg.delivery_timeout * 1000),
+            "queue.buffering.max.messages": max(
+                100_000, 2 * cfg.batch_events * cfg.max_inflight_batches
+            ),
+            "queue.buffering.max.kbytes": 1 << 20,
+            "message.max.bytes": 1_000_000,
+            "error_cb": self._on_error,
+        }
+        conf.update(self.config.producer)
+        return conf
+
+    def _on_error(self, err) -> None:
+        self.context.log.warning("producer: %s", err)
+
+    async def run(self, channel: Channel) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer(self._producer_config())
+        stop = threading.Event()
+        poller = threading.Thread(target=self._poll, args=(stop,), daemon=True)
+        poller.start()
+        try:
+            await self._loop(channel)
+        finally:
+            self.producer.purge(in_queue=True, in_flight=False)
+            stop.set()
+            await asyncio.to_thread(poller.join, 5)
+            await asyncio.to_thread(self.producer.flush, 2)
+
+    def _poll(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.producer.poll(0.1)
+
+    async def _loop(self, channel: Channel) -> None:
+        cfg = self.config
+        inflight: deque[tuple] = deque()  # (take batch, delivery task)
+        take_task: asyncio.Task | None = None
+        try:
+            while True:
+                while inflight and inflight[0][1].done():
+                    batch, task = inflight.popleft()
+                    task.result()
+                    await batch.commit()
+                    self.counters.out.inc(len(batch.events))
+                waiters = set()
+                if len(inflight) < cfg.max_inflight_batches:
+                    if take_task is None:
+                        take_task = asyncio.create_task(channel.take(cfg.batch_events, 0.5))
+                    waiters.add(take_task)
+                if inflight:
+                    waiters.add(inflight[0][1])
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                if take_task is not None and take_task.done():
+                    batch, take_task = take_task.result(), None
+                    if batch.events:
+                        inflight.append((batch, asyncio.create_task(self._deliver(batch.events))))
+                    else:
+                        await batch.commit()
+        except BaseException:
+            await asyncio.shield(self._abort(inflight, take_task))
+            raise
+
+    async def _abort(self, inflight: deque, take_task: asyncio.Task | None) -> None:
+        """Roll back every open take (newest first, so the channel keeps the order)."""
+        if take_task is not None:
+            take_task.cancel()
+            await asyncio.wait({take_task})
+            if not take_task.cancelled() and take_task.exception() is None:
+                inflight.append((take_task.result(), None))
+        for batch, task in reversed(inflight):
+            if task is not None:
+                task.cancel()
+            self.counters.rollbacks.inc()
+            await batch.rollback()
+
+    def _key(self, event) -> bytes | None:
+        cfg = self.config
+        if cfg.key_header is not None:
+            value = event.headers.get(cfg.key_header)
+            return value.encode() if value is not None else None
+        if cfg.key_field is not None and event.record is not None:
+            value = event.record.get(cfg.key_field)
+            return str(value).encode() if value is not None else None
+        return None
+
+    async def _deliver(self, events) -> None:
+        """Produce `events` until each one is acknowledged or dead-lettered."""
+        encode = encoder(self.config.format)
+        topic = self.config.topic
+        keyed = self.config.key_header is not None or self.config.key_field is not None
+        records = [(topic, encode(e), self._key(e) if keyed else None, None) for e in events]
+        backoff = float(self.config.retry_backoff)
+        started = time.monotonic()
+        while records:
+            failed = await self._produce_round(records)
+            records = []
+            for err, rtopic, value, key, headers in failed:
+                if err.fatal():
+                    raise RuntimeError(f"fatal producer error: {err}")
+                if err.name() not in PERMANENT:
+                    records.append((rtopic, value, key, headers))
+                elif rtopic != self.dlq_topic:
+                    records.append(self._dead_letter(err, rtopic, value, key))
+                else:
+                    self.counters.failed.inc()
+                    self.context.log.error("dead-letter topic rejected a record: %s", err)
+            if any(r[0] == topic for r in records):
+                self.retried.inc(sum(1 for r in records if r[0] == topic))
+                self.context.log.warning(
+                    "%d records not acknowledged (%s); retrying in %.1fs",
+                    len(records),
+                    failed[0][0],
+                    backoff,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, float(self.config.max_retry_backoff))
+        self.ack_latency.observe(time.monotonic() - started)
+
+    def _dead_letter(self, err, topic, value, key) -> tuple:
+        self.dead.inc()
+        self.counters.failed.inc()
+        self.context.log.warning(
+            "record of %d bytes rejected by %s (%s): to %s",
+            len(value or b""),
+            topic,
+            err,
+            self.dlq_topic,
+        )
+        headers = [("x-error", err.name().encode()), ("x-topic", topic.encode())]
+        headers.append(("x-size", str(len(value or b"")).encode()))
+        return self.dlq_topic, (value or b"")[: self.config.dead_letter_max_bytes], key, headers
+
+    async def _produce_round(self, records: list[tuple]) -> list[tuple]:
+        """Produce once; wait for all reports; return the failures."""
+        from confluent_kafka import KafkaException
+
+        tracker = _Tracker(asyncio.get_running_loop())
+        cb = tracker.on_delivery
+        produce = self.producer.produce
+        local_failures = []
+        i, n = 0, len(records)
+        while i < n:
+            topic, value, key, headers = records[i]
+            try:
+                produce(topic, value, key, headers=headers, on_delivery=cb)
+            except BufferError:  # librdkafka's queue is full: let the poll thread drain it
+                await asyncio.sleep(0.005)
+                continue
+            except KafkaException as exc:
+                local_failures.append((exc.args[0], topic, value, key, headers))
+            i += 1
+        tracker.seal(n - len(local_failures))
+        await tracker.future
+        return local_failures + tracker.failed

@@ -103,24 +103,26 @@ def decode_request(frame) -> tuple[RequestHeader, dict]:
 
 
 def _finish(parts: list) -> list:
-    """Put the size of parts[1:] into parts[0] and merge runs of bytes; returns the parts to write."""
+    """Put the size of parts[1:] into parts[0] and join runs of bytes-like parts.
+
+    Parts that are not bytes-like (file slices) stay separate objects in the result.
+    """
     parts[0] = INT32.pack(sum(map(len, parts)))
-    try:
+    odd = [i for i, part in enumerate(parts) if type(part) is not bytes]
+    if not odd:
         return [b"".join(parts)]
-    except TypeError:
-        merged: list = []
-        run: list = []
-        for part in parts:
-            if isinstance(part, bytes | bytearray | memoryview):
-                run.append(part)
-                continue
-            if run:
-                merged.append(b"".join(run))
-                run = []
-            merged.append(part)
-        if run:
-            merged.append(b"".join(run))
-        return merged
+    merged: list = []
+    start = 0
+    for i in odd:
+        if isinstance(parts[i], bytearray | memoryview):
+            continue
+        if i > start:
+            merged.append(b"".join(parts[start:i]))
+        merged.append(parts[i])
+        start = i + 1
+    if start < len(parts):
+        merged.append(b"".join(parts[start:]))
+    return merged
 
 
 def encode_response(header: RequestHeader, body: dict) -> list:

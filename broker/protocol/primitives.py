@@ -83,8 +83,14 @@ def read_records(buf, pos: int) -> tuple[memoryview | None, int]:
     (n,) = INT32.unpack_from(buf, pos)
     if n == -1:
         return None, pos + 4
-    raw, end = _take(buf, pos + 4, n, "records")
-    return memoryview(raw), end
+    start = pos + 4
+    end = start + n
+    if n < 0 or end > len(buf):
+        raise ProtocolError(
+            f"records of length {n} at offset {start} run past the end ({len(buf)})"
+        )
+    view = buf[start:end]
+    return (view if type(view) is memoryview else memoryview(view)), end
 
 
 def write_bytes(value) -> bytes:

@@ -1,7 +1,8 @@
-"""Cross-check against kafka-python's independent hand-written protocol classes.
+"""Cross-check against kafka-python's protocol classes.
 
-Generic check: random bodies encoded by us are decoded by kafka-python and re-encoded
-byte-for-byte. Targeted checks: requests built with kafka-python decode to the values
+Generic checks: random bodies encoded by us are decoded by kafka-python and re-encoded
+byte-for-byte, both by its hand-written classes (kafka.protocol.old) and by the classes
+it generates from Kafka's JSON schemas (every API at every version). Targeted checks: requests built with kafka-python decode to the values
 put in, and our responses decode in kafka-python to what we meant.
 """
 
@@ -13,6 +14,7 @@ from io import BytesIO
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka.protocol.api_message import ApiMessage
 
 from broker.protocol import (
     ApiKey,
@@ -46,6 +48,17 @@ def _kafka_python_classes():
 
 
 KP = _kafka_python_classes()
+
+
+def _our_body_bytes(api_key, version, is_request, value) -> bytes:
+    if api_key == ApiKey.API_VERSIONS and not is_request:
+        value["error_code"] = 0  # kafka-python reads any ApiVersions error as a v0 body
+    codecs = REQUEST_CODECS if is_request else RESPONSE_CODECS
+    parts: list = []
+    codecs[(api_key, version)].encode(value, parts)
+    return b"".join(parts)
+
+
 CASES = [
     (key, is_request)
     for key in SCHEMAS
@@ -65,15 +78,40 @@ def test_kafka_python_reads_and_rewrites_our_bytes(api_key, is_request, data):
     versions = [v for v in range(SCHEMAS[api_key][0] + 1) if (api_key, v, is_request) in KP]
     version = data.draw(st.sampled_from(versions), label="version")
     fields = SCHEMAS[api_key][1 if is_request else 2]
-    value = data.draw(body(fields, version), label="body")
-    if api_key == ApiKey.API_VERSIONS and not is_request:
-        value["error_code"] = 0  # kafka-python reads any ApiVersions error as a v0 body
-    codecs = REQUEST_CODECS if is_request else RESPONSE_CODECS
-    parts: list = []
-    codecs[(api_key, version)].encode(value, parts)
-    ours = b"".join(parts)
+    ours = _our_body_bytes(api_key, version, is_request, data.draw(body(fields, version)))
     theirs = KP[(api_key, version, is_request)].decode(ours)
     assert theirs.encode() == ours
+
+
+def _json_class(api_key, is_request):
+    """kafka-python's message class generated from Kafka's own JSON schema."""
+    name = "".join(w.capitalize() for w in api_key.name.split("_"))
+    name += "Request" if is_request else "Response"
+    for module in ("admin", "consumer", "metadata", "producer", "sasl"):
+        cls = getattr(importlib.import_module(f"kafka.protocol.{module}"), name, None)
+        if cls is not None:
+            return cls
+    raise LookupError(name)
+
+
+ALL_CASES = [(key, is_request) for key in SCHEMAS for is_request in (True, False)]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize(
+    ("api_key", "is_request"),
+    ALL_CASES,
+    ids=[f"{k.name}-{'req' if r else 'resp'}" for k, r in ALL_CASES],
+)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_kafka_python_json_classes_agree_at_every_version(api_key, is_request, data):
+    version = data.draw(st.integers(0, SCHEMAS[api_key][0]), label="version")
+    fields = SCHEMAS[api_key][1 if is_request else 2]
+    ours = _our_body_bytes(api_key, version, is_request, data.draw(body(fields, version)))
+    theirs = _json_class(api_key, is_request)[version].decode(ours)
+    # the base encode: DeleteTopicsRequest's override trips over a decoded object
+    assert ApiMessage.encode(theirs) == ours
 
 
 def _request_frame(request, correlation_id=11, client_id="kp"):

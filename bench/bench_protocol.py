@@ -1,0 +1,119 @@
+"""Wire codec micro-benchmark: the two hot paths of the broker.
+
+- decode a Produce v8 request with 6 partitions (one ~16 KB batch each: 160 records of
+  100 bytes; the codec slices records without reading them);
+- encode a Fetch v11 response with 6 partitions, record sets given as sendfile-style
+  slices (sized objects, not bytes) and, for comparison, as bytes.
+
+Run: .venv/bin/python -m bench.bench_protocol [--seconds 1.0] [--repeats 5]
+Prints requests/s (median of the repeats) and the implied records/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from broker.protocol import ApiKey, RequestHeader, decode_request, encode_request, encode_response
+
+PARTITIONS = 6
+RECORDS_PER_BATCH = 160
+BATCH = b"\x00" * (61 + RECORDS_PER_BATCH * 100)
+
+
+class FetchSlice:
+    """Stand-in for the storage engine's file slice: only its length matters here."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def produce_frame() -> bytes:
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 30000,
+        "topic_data": [
+            {
+                "name": "nginx-access",
+                "partition_data": [{"index": i, "records": BATCH} for i in range(PARTITIONS)],
+            }
+        ],
+    }
+    return encode_request(ApiKey.PRODUCE, 8, 1, "rdkafka", body)[4:]
+
+
+def fetch_body(records_for) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [
+            {
+                "topic": "nginx-access",
+                "partitions": [
+                    {
+                        "partition_index": i,
+                        "error_code": 0,
+                        "high_watermark": 1_000_000 + i,
+                        "last_stable_offset": 1_000_000 + i,
+                        "log_start_offset": 0,
+                        "aborted_transactions": None,
+                        "preferred_read_replica": -1,
+                        "records": records_for(i),
+                    }
+                    for i in range(PARTITIONS)
+                ],
+            }
+        ],
+    }
+
+
+def rate(fn, seconds: float) -> float:
+    """Calls per second of fn() over about `seconds`."""
+    n = 0
+    batch = 200
+    start = time.perf_counter()
+    while True:
+        for _ in range(batch):
+            fn()
+        n += batch
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return n / elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=1.0, help="duration of one repeat")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+
+    frame = produce_frame()
+    header = RequestHeader(ApiKey.FETCH, 11, 7, "consumer")
+    slices = fetch_body(lambda i: FetchSlice(len(BATCH)))
+    in_memory = fetch_body(lambda i: BATCH)
+    cases = {
+        "decode Produce v8 (6 partitions)": lambda: decode_request(frame),
+        "encode Fetch v11 (6 partitions, file slices)": lambda: encode_response(header, slices),
+        "encode Fetch v11 (6 partitions, bytes)": lambda: encode_response(header, in_memory),
+    }
+    results = {name: [] for name in cases}
+    for _ in range(args.repeats):  # interleave cases so they share machine conditions
+        for name, fn in cases.items():
+            results[name].append(rate(fn, args.seconds))
+    records = PARTITIONS * RECORDS_PER_BATCH
+    for name, rates in results.items():
+        median = statistics.median(rates)
+        print(
+            f"{name:48s} {median:10,.0f} req/s  (~{median * records / 1e6:6.1f} M records/s "
+            f"of 100 B; min {min(rates):,.0f}, max {max(rates):,.0f})"
+        )
+
+
+if __name__ == "__main__":
+    main()

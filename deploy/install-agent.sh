@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Install logflume on a host: its own virtualenv, the `logflume` system user, the
+# agent's configuration and the systemd units. Safe to run again (upgrades the code,
+# never overwrites an existing /etc/logflume/pipelines.yaml). See deploy/README.md.
+#
+#   sudo deploy/install-agent.sh                 # system install under /opt/logflume
+#   deploy/install-agent.sh --prefix /tmp/lf     # trial install: everything under /tmp/lf,
+#                                                # no user, no systemctl, no root needed
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: install-agent.sh [options]
+  --prefix DIR       trial install: virtualenv, etc/, var/ and unit files all under DIR;
+                     creates no user and does not touch systemd (default: a system
+                     install into /opt/logflume, /etc/logflume, /var/lib/logflume)
+  --source DIR       the logflume source tree to install (default: this script's repo)
+  --agent NAME       agent of pipelines.yaml whose unit gets enabled (default: web)
+  --no-enable        install the units but enable none (e.g. on a broker host)
+  --python PATH      Python >= 3.11 that creates the virtualenv (default: python3)
+  --pip-args "ARGS"  extra arguments for `pip install` (e.g. "--no-index --find-links DIR")
+  --reuse-site-packages DIR
+                     make the packages already in DIR (a site-packages directory of the
+                     same Python version) visible to the new virtualenv, so that pip only
+                     installs what is missing there: for offline hosts and quick trials
+EOF
+}
+
+die() { echo "install-agent: $*" >&2; exit 1; }
+say() { echo "install-agent: $*"; }
+
+source_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+prefix=/opt/logflume
+trial=0
+agent=web
+enable=1
+python=python3
+pip_args=()
+reuse=""
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prefix) [ $# -ge 2 ] || die "--prefix needs a directory"; prefix="$2"; trial=1; shift 2 ;;
+    --source) [ $# -ge 2 ] || die "--source needs a directory"; source_dir="$2"; shift 2 ;;
+    --agent) [ $# -ge 2 ] || die "--agent needs a name"; agent="$2"; shift 2 ;;
+    --no-enable) enable=0; shift ;;
+    --python) [ $# -ge 2 ] || die "--python needs a path"; python="$2"; shift 2 ;;
+    --pip-args) [ $# -ge 2 ] || die "--pip-args needs a value"; read -r -a pip_args <<<"$2"; shift 2 ;;
+    --reuse-site-packages) [ $# -ge 2 ] || die "--reuse-site-packages needs a directory"; reuse="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; die "unknown option: $1" ;;
+  esac
+done
+
+[ -f "$source_dir/pyproject.toml" ] || die "$source_dir is not a logflume source tree (no pyproject.toml)"
+[ -f "$source_dir/deploy/systemd/logflume-agent@.service" ] || die "$source_dir has no deploy/systemd units"
+[ -z "$reuse" ] || [ -d "$reuse" ] || die "--reuse-site-packages: no directory $reuse"
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+  || die "$python is missing or older than Python 3.11 (use --python)"
+
+if [ "$trial" -eq 1 ]; then
+  mkdir -p "$prefix"
+  prefix="$(cd "$prefix" && pwd)"
+  etc_dir="$prefix/etc/logflume"
+  state_dir="$prefix/var/lib/logflume"
+  unit_dir="$prefix/etc/systemd/system"
+else
+  [ "$(id -u)" -eq 0 ] || die "a system install needs root (or use --prefix DIR for a trial install)"
+  etc_dir=/etc/logflume
+  state_dir=/var/lib/logflume
+  unit_dir=/etc/systemd/system
+fi
+
+# 1. The virtualenv and the code. pip builds from a copy of the source, so the
+#    source tree may be read-only and is left as it was.
+if [ ! -x "$prefix/bin/python" ]; then
+  say "creating virtualenv $prefix"
+  "$python" -m venv "$prefix"
+fi
+if [ -n "$reuse" ]; then
+  site="$("$prefix/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+  (cd "$reuse" && pwd) >"$site/logflume-reuse.pth"
+fi
+build="$(mktemp -d)"
+trap 'rm -rf "$build"' EXIT
+tar -C "$source_dir" --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./build \
+  --exclude='*.egg-info' --exclude=__pycache__ --exclude=./bench/out -cf - . | tar -C "$build" -xf -
+say "installing logflume from $source_dir"
+"$prefix/bin/python" -m pip install --quiet --disable-pip-version-check "${pip_args[@]}" "$build"
+"$prefix/bin/logflume" --help >/dev/null || die "$prefix/bin/logflume does not run"
+install -d -m 0755 "$prefix/share/logflume"
+install -m 0644 "$source_dir/deploy/README.md" "$prefix/share/logflume/README.md"
+
+# 2. The system user (system install only). It may read what group adm reads, which
+#    on Debian includes /var/log/nginx.
+if [ "$trial" -eq 0 ]; then
+  if ! getent passwd logflume >/dev/null; then
+    say "creating system user logflume"
+    useradd --system --user-group --home-dir "$state_dir" --no-create-home \
+      --shell /usr/sbin/nologin --comment "logflume agent and broker" logflume
+  fi
+  if getent group adm >/dev/null; then
+    usermod -a -G adm logflume
+  fi
+fi
+
+# 3. Configuration and state. An existing pipelines.yaml is the operator's: kept.
+install -d -m 0755 "$etc_dir"
+if [ -e "$etc_dir/pipelines.yaml" ]; then
+  say "keeping existing $etc_dir/pipelines.yaml"
+else
+  install -m 0644 "$source_dir/pipelines.yaml" "$etc_dir/pipelines.yaml"
+  say "wrote $etc_dir/pipelines.yaml (the repository's example: edit its paths and broker address)"
+fi
+install -d -m 0750 "$state_dir"
+if [ "$trial" -eq 0 ]; then
+  chown logflume:logflume "$state_dir"
+fi
+
+# 4. systemd units, with their paths rewritten for a trial prefix.
+install -d -m 0755 "$unit_dir"
+for unit in logflume-agent@.service logflume-broker@.service; do
+  sed -e "s|/opt/logflume|$prefix|g" -e "s|/etc/logflume|$etc_dir|g" \
+    -e "s|/var/lib/logflume|$state_dir|g" "$source_dir/deploy/systemd/$unit" >"$build/$unit"
+  install -m 0644 "$build/$unit" "$unit_dir/$unit"
+done
+say "installed units logflume-agent@.service and logflume-broker@.service in $unit_dir"
+
+if [ "$trial" -eq 0 ] && [ -d /run/systemd/system ]; then
+  systemctl daemon-reload
+  if [ "$enable" -eq 1 ]; then
+    systemctl enable "logflume-agent@$agent.service"
+    say "enabled logflume-agent@$agent (start it with: systemctl start logflume-agent@$agent)"
+  fi
+elif [ "$trial" -eq 0 ]; then
+  say "systemd is not running here: units installed but not enabled"
+fi
+
+cat <<EOF
+install-agent: done. Next:
+  edit     $etc_dir/pipelines.yaml
+  check    $prefix/bin/logflume agent validate --config $etc_dir/pipelines.yaml
+EOF
+if [ "$trial" -eq 0 ]; then
+  echo "  start    systemctl enable --now logflume-agent@$agent"
+else
+  echo "  run      $prefix/bin/logflume agent run --config $etc_dir/pipelines.yaml --name $agent --state-dir $state_dir/agent-$agent"
+fi

@@ -1,0 +1,354 @@
+"""`logflume up`: the whole demo pipeline on one machine, in the foreground.
+
+Theory of operation:
+
+1. The agents' pipelines file is not run as is: a derived copy goes to
+   `<data-dir>/run/pipelines.yaml`, because the repository's file names the demo's
+   fixed addresses (broker 127.0.0.1:9092, UDP 8285, metrics port) and files under
+   `data/`. The copy points every `broker` sink at our broker (`--broker-port`),
+   re-roots relative `tail` paths under `data/` into `--data-dir`, and applies
+   `--udp-port` / `--metrics-port` when given, so that tests (and a second demo) can
+   run beside a first one on free ports. The repository file stays the one to edit.
+2. Children start in order under `logflume.supervisor`: the broker (waited for on its
+   port), then the topics are created (so consumers do not race auto-creation with
+   default settings), the agents (waited for on /health), the traffic generator,
+   and the near-real-time Spark job unless `--no-spark`. Then a banner says what to
+   try, and from then on crashed children are restarted with backoff.
+3. Ctrl-C, SIGTERM or SIGHUP stop everything in reverse start order (SIGTERM, a
+   grace period, SIGKILL). A child exiting before the banner stops the demo with
+   exit code 1: a demo that cannot start says so instead of restarting in a loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+TOPICS = {"nginx-access": 3, "netcat": 1, "nginx-stats": 1}
+STARTUP_TIMEOUT = 90.0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "up",
+        help="run the demo: broker, agents, traffic generator and Spark job, supervised",
+        description="Run the whole demo pipeline in the foreground until Ctrl-C.",
+    )
+    p.add_argument("--data-dir", default="data", help="where everything is kept (default ./data)")
+    p.add_argument("--config", default="pipelines.yaml", help="the agents' pipelines file")
+    p.add_argument("--no-spark", action="store_true", help="skip the near-real-time Spark job")
+    p.add_argument("--rate", type=float, default=200.0, help="generated nginx lines per second")
+    p.add_argument("--broker-port", type=int, default=9092, help="broker port on 127.0.0.1")
+    p.add_argument("--udp-port", type=int, help="override the agents' UDP source port")
+    p.add_argument("--metrics-port", type=int, help="override the agent's /metrics port")
+    p.add_argument("--trigger-seconds", type=int, default=5, help="Spark micro-batch interval")
+    p.add_argument("--grace", type=float, default=15.0, help="seconds each child gets to stop")
+    p.set_defaults(func=run)
+
+
+class DemoConfig:
+    """The derived pipelines file and what the banner needs from it. Pure data."""
+
+    def __init__(self, raw: dict, data_dir: Path, bootstrap: str, udp_port, metrics_port):
+        self.raw = copy.deepcopy(raw)
+        self.data_dir = data_dir
+        self.bootstrap = bootstrap
+        for agent in (self.raw.get("agents") or {}).values():
+            self._rewrite_agent(agent, udp_port, metrics_port)
+
+    def _rewrite_agent(self, agent: dict, udp_port, metrics_port) -> None:
+        metrics = agent.get("metrics")
+        if metrics_port is not None:
+            if not isinstance(metrics, dict):
+                metrics = agent["metrics"] = {}
+            host = str(metrics.get("listen", "127.0.0.1:0")).rpartition(":")[0] or "127.0.0.1"
+            metrics["listen"] = f"{host}:{metrics_port}"
+        for source in (agent.get("sources") or {}).values():
+            if source.get("type") == "tail":
+                source["paths"] = [self._rehome(p) for p in source.get("paths", [])]
+            if source.get("type") == "udp" and udp_port is not None:
+                self._set_port(source, udp_port)
+        for sink in (agent.get("sinks") or {}).values():
+            if sink.get("type") == "broker":
+                sink["bootstrap_servers"] = self.bootstrap
+
+    def _rehome(self, path: str) -> str:
+        parts = Path(path).parts
+        if not Path(path).is_absolute() and parts and parts[0] == "data":
+            return str(self.data_dir.joinpath(*parts[1:]))
+        return path
+
+    @staticmethod
+    def _set_port(source: dict, port: int) -> None:
+        if "port" in source:
+            source["port"] = port
+        else:
+            host = str(source.get("listen", "127.0.0.1:0")).rpartition(":")[0] or "127.0.0.1"
+            source["listen"] = f"{host}:{port}"
+
+    def agents(self) -> list[str]:
+        return list(self.raw.get("agents") or {})
+
+    def metrics_address(self, agent: str) -> tuple[str, int] | None:
+        listen = (self.raw["agents"][agent].get("metrics") or {}).get("listen")
+        if not listen:
+            return None
+        host, _, port = str(listen).rpartition(":")
+        host = host.strip("[]")
+        return ("127.0.0.1" if host in ("", "0.0.0.0", "::") else host), int(port)
+
+    def routes(self, agent: str) -> list[tuple[dict, list[str]]]:
+        """(source config, topics it reaches) for each source of `agent`."""
+        spec = self.raw["agents"][agent]
+        sinks = spec.get("sinks") or {}
+        out = []
+        for source in (spec.get("sources") or {}).values():
+            channels = set(source.get("channels") or [])
+            topics = [
+                str(s.get("topic"))
+                for s in sinks.values()
+                if s.get("channel") in channels and s.get("type") == "broker"
+            ]
+            out.append((source, topics))
+        return out
+
+    def udp_address(self) -> tuple[str, int] | None:
+        for agent in self.agents():
+            for source, _ in self.routes(agent):
+                if source.get("type") == "udp":
+                    if "port" in source:
+                        return str(source.get("host", "127.0.0.1")), int(source["port"])
+                    host, _, port = str(source.get("listen", "")).rpartition(":")
+                    if port.isdigit():
+                        host = host.strip("[]")
+                        return ("127.0.0.1" if host in ("", "0.0.0.0", "::") else host), int(port)
+        return None
+
+    def write(self, path: Path, origin: Path) -> None:
+        import yaml
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = f"# Generated by `logflume up` from {origin}; edit that file instead.\n"
+        path.write_text(header + yaml.safe_dump(self.raw, sort_keys=False))
+
+
+class Stopped(Exception):
+    """A stop signal arrived during startup."""
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def healthy(host: str, port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=1.0) as resp:
+            return resp.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def create_topics(bootstrap: str, deadline: float, stop: threading.Event) -> list[str]:
+    """Create the demo's topics (existing ones are fine); retried until `deadline`."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+    wanted = dict(TOPICS)
+    created = []
+    while wanted:
+        futures = admin.create_topics(
+            [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in wanted.items()],
+            operation_timeout=10,
+            request_timeout=10,
+        )
+        for topic, future in futures.items():
+            try:
+                future.result(timeout=15)
+                created.append(topic)
+                del wanted[topic]
+            except Exception as exc:  # KafkaException wrapping a KafkaError
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    del wanted[topic]
+                elif time.monotonic() > deadline:
+                    raise RuntimeError(f"cannot create topic {topic}: {exc}") from exc
+        if wanted and stop.wait(1.0):
+            raise Stopped
+    return created
+
+
+class Demo:
+    """One `logflume up` run: owns the supervisor and the stop flag (main thread only)."""
+
+    def __init__(self, args: argparse.Namespace):
+        from logflume.supervisor import Supervisor
+
+        self.args = args
+        self.data_dir = Path(args.data_dir).resolve()
+        self.bootstrap = f"127.0.0.1:{args.broker_port}"
+        self.stop = threading.Event()
+        self.sup = Supervisor(grace=args.grace)
+        self.py = [sys.executable, "-m", "logflume"]
+
+    def wait(self, what: str, ready, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Poll children and `ready()` until it is true; raise on timeout or stop."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            self.sup.poll()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what}: not ready after {timeout:.0f}s")
+            if self.stop.wait(0.1):
+                raise Stopped
+
+    def start(self, config: DemoConfig, config_path: Path) -> None:
+        from logflume.supervisor import ChildSpec
+
+        args, sup, data = self.args, self.sup, self.data_dir
+        sup.start(
+            ChildSpec(
+                "broker",
+                self.py
+                + ["broker", "--data-dir", str(data / "broker"), "--listen", self.bootstrap],
+            )
+        )
+        self.wait("broker", lambda: port_open("127.0.0.1", args.broker_port))
+        created = create_topics(self.bootstrap, time.monotonic() + 30, self.stop)
+        sup.say(f"topics ready ({', '.join(TOPICS)}; created now: {', '.join(created) or 'none'})")
+        for name in config.agents():
+            argv = self.py + ["agent", "run", "--config", str(config_path), "--name", name]
+            sup.start(ChildSpec(name, argv + ["--state-dir", str(data / "agent" / name)]))
+        access_log = data / "demo" / "access.log"
+        sup.start(
+            ChildSpec(
+                "loggen",
+                [sys.executable, "-m", "logflume.demo", "--output", str(access_log)]
+                + ["--rate", f"{args.rate:g}"],
+            )
+        )
+        if not args.no_spark:
+            spark = self.py + ["etl", "realtime", "--bootstrap-server", self.bootstrap]
+            spark += ["--topic", "nginx-access", "--output", str(data / "stats")]
+            spark += ["--checkpoint", str(data / "checkpoints" / "realtime")]
+            sup.start(ChildSpec("spark", spark + ["--trigger-seconds", str(args.trigger_seconds)]))
+        for name in config.agents():
+            address = config.metrics_address(name)
+            if address is not None:
+                self.wait(f"agent {name} /health", lambda a=address: healthy(*a))
+
+    def banner(self, config: DemoConfig, config_path: Path) -> str:
+        rel = _relative
+        lines = [
+            "ready: the demo pipeline is running. Ctrl-C stops everything.",
+            f"  broker   {self.bootstrap}, data in {rel(self.data_dir / 'broker')}",
+        ]
+        for name in config.agents():
+            for source, topics in config.routes(name):
+                what = source.get("type", "?")
+                if what == "tail":
+                    what += " " + ", ".join(rel(Path(p)) for p in source.get("paths", []))
+                lines.append(f"  agent    {name}: {what} -> topic {', '.join(topics) or '-'}")
+            address = config.metrics_address(name)
+            if address:
+                lines.append(f"           metrics http://{address[0]}:{address[1]}/metrics")
+        lines.append(f"           config {rel(config_path)} (derived from {self.args.config})")
+        access = rel(self.data_dir / "demo" / "access.log")
+        lines.append(f"  loggen   ~{self.args.rate:g} nginx lines/s appended to {access}")
+        stats = rel(self.data_dir / "stats")
+        if self.args.no_spark:
+            lines.append("  spark    not started (--no-spark)")
+        else:
+            lines.append(
+                f"  spark    per-minute stats -> {stats}/ and topic nginx-stats"
+                " (first results once Spark is up and a minute has closed)"
+            )
+        lines += ["", "Try:"]
+        udp = config.udp_address()
+        if udp:
+            lines.append(f"  echo hello | nc -u -w0 {udp[0]} {udp[1]}")
+        consume = f"logflume consume --bootstrap-server {self.bootstrap} --topic"
+        lines.append(f"  {consume} netcat --from-beginning")
+        lines.append(f"  {consume} nginx-access")
+        if not self.args.no_spark:
+            lines.append(f"  {consume} nginx-stats --from-beginning")
+            lines.append(f"  ls {stats}/")
+        lines.append(
+            f"  logflume etl offline --bootstrap-server {self.bootstrap} --topic nginx-access ..."
+            "  (scheduled batch job: see deploy/etl/)"
+        )
+        return "\n".join(lines)
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from logflume.supervisor import ChildExited
+
+    config_file = Path(args.config)
+    try:
+        raw = yaml.safe_load(config_file.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"logflume up: cannot read {config_file}: {exc}", file=sys.stderr)
+        return 2
+    if not port_free(args.broker_port):
+        print(
+            f"logflume up: port {args.broker_port} is in use (another `logflume up`?);"
+            " pick another with --broker-port",
+            file=sys.stderr,
+        )
+        return 2
+    demo = Demo(args)
+    config = DemoConfig(raw, demo.data_dir, demo.bootstrap, args.udp_port, args.metrics_port)
+    config_path = demo.data_dir / "run" / "pipelines.yaml"
+    config.write(config_path, config_file.resolve())
+
+    def on_signal(signum, _frame):
+        demo.stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    code = 0
+    try:
+        demo.start(config, config_path)
+        demo.sup.say(demo.banner(config, config_path))
+        demo.sup.supervising = True
+        while not demo.stop.wait(0.2):
+            demo.sup.poll()
+    except Stopped:
+        pass
+    except (ChildExited, RuntimeError) as exc:
+        demo.sup.say(f"startup failed: {exc}")
+        code = 1
+    finally:
+        demo.sup.say("stopping")
+        demo.sup.stop()
+        demo.sup.say("stopped")
+    return code

@@ -1,0 +1,78 @@
+"""Our declarations match Kafka's message JSON (as bundled with kafka-python).
+
+For every API at every supported version: the same fields in the same order, with
+snake_case names, the same types and nullability, and the same numeric/bool defaults.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from kafka.protocol.schemas.load_json import load_json
+
+from broker.protocol import schema as s
+from broker.protocol.registry import SCHEMAS
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def in_range(spec: str | None, version: int) -> bool:
+    if not spec or spec == "none":
+        return False
+    if spec.endswith("+"):
+        return version >= int(spec[:-1])
+    lo, _, hi = spec.partition("-")
+    return int(lo) <= version <= int(hi or lo)
+
+
+def type_name(t) -> str:
+    if isinstance(t, list):
+        return "[]struct"
+    if isinstance(t, s.Array):
+        return "[]" + t.item.name
+    return t.name
+
+
+def json_type(field: dict) -> str:
+    t = field["type"]
+    if t.startswith("[]") and t[2:3].isupper():
+        return "[]struct"
+    return t
+
+
+def compare(ours: list, theirs: list, version: int, path: str) -> None:
+    kafka_fields = [
+        f for f in theirs if "taggedVersions" not in f and in_range(f["versions"], version)
+    ]
+    our_fields = [f for f in ours if f.exists(version)]
+    assert [f.name for f in our_fields] == [snake(f["name"]) for f in kafka_fields], path
+    for mine, kafka in zip(our_fields, kafka_fields, strict=True):
+        where = f"{path}.{mine.name} v{version}"
+        assert type_name(mine.type) == json_type(kafka), where
+        assert mine.nullable_at(version) == in_range(kafka.get("nullableVersions"), version), where
+        default = kafka.get("default")
+        if isinstance(mine.type, s.Fixed) and default not in (None, ""):
+            expected = {"true": True, "false": False}.get(default, default)
+            if isinstance(expected, str):
+                expected = int(expected, 0)
+            assert mine.default_value() == expected, where
+        if isinstance(mine.type, list):
+            compare(mine.type, kafka["fields"], version, f"{path}.{mine.name}")
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("api_key", list(SCHEMAS), ids=lambda k: k.name)
+def test_declarations_follow_kafka_json(api_key):
+    max_version, request, response = SCHEMAS[api_key]
+    base = "".join(w.capitalize() for w in api_key.name.split("_"))
+    for suffix, ours in (("Request", request), ("Response", response)):
+        kafka = load_json(base + suffix)
+        assert kafka["apiKey"] == api_key
+        assert in_range(kafka["validVersions"], max_version)
+        assert not in_range(kafka["flexibleVersions"], max_version)
+        assert api_key == 17 or in_range(kafka["flexibleVersions"], max_version + 1)
+        for version in range(max_version + 1):
+            compare(ours, kafka["fields"], version, base + suffix)

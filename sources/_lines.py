@@ -1,0 +1,143 @@
+"""Helpers shared by the agent's sources: line framing and small config parsers.
+
+`LineSplitter` turns a byte stream into lines in bulk (one `rfind` and one `split`
+per chunk, not a loop per byte), caps line length and keeps track of the stream
+offset that ends the last complete line, which the tail source uses as the position
+it may acknowledge. Modules whose name starts with `_` are helpers, not plugins.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: float | int | str, key: str) -> float:
+    """`1.5`, `"250ms"`, `"1s"`, `"5m"`, `"1h"` -> seconds; ValueError naming `key`."""
+    if isinstance(value, bool):
+        raise ValueError(f"{key}: expected a duration such as 1s or 250ms, got {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        m = _DURATION.match(str(value))
+        if not m:
+            raise ValueError(f"{key}: expected a duration such as 1s or 250ms, got {value!r}")
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds < 0:
+        raise ValueError(f"{key}: must not be negative, got {value!r}")
+    return seconds
+
+
+def parse_hostport(value: str, key: str) -> tuple[str, int]:
+    """`"127.0.0.1:8285"`, `":8285"`, `"[::1]:8285"` -> (host, port); ValueError naming `key`."""
+    host, sep, port = str(value).rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{key}: expected host:port, got {value!r}")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
+
+
+def duration_errors(config: object, *keys: str) -> list[str]:
+    errors = []
+    for key in keys:
+        try:
+            parse_duration(getattr(config, key), key)
+        except ValueError as exc:
+            errors.append(str(exc))
+    return errors
+
+
+def base_headers(source_name: str, add_host: bool) -> dict[str, str]:
+    headers = {"source": source_name}
+    if add_host:
+        headers["host"] = socket.gethostname()
+    return headers
+
+
+class LineSplitter:
+    """Splits a byte stream into lines without their newline, capping line length.
+
+    A line longer than `max_line` is cut to `max_line` bytes and emitted as soon as
+    the cap is passed; the rest of it is skipped up to its newline, so one huge line
+    never holds the stream up or grows memory. `offset` is the absolute stream offset
+    just after the newline of the last complete line (including skipped ones): the
+    first byte not yet fully consumed. `truncated` counts cut lines.
+
+    Owned by one reader (one file or one connection); not shared across tasks.
+    """
+
+    __slots__ = ("max_line", "offset", "truncated", "_pending", "_partial", "_skipping")
+
+    def __init__(self, max_line: int, offset: int = 0):
+        self.max_line = max_line
+        self.offset = offset
+        self.truncated = 0
+        self._pending = b""  # bytes of the current incomplete line
+        self._partial = 0  # bytes consumed by the current incomplete line
+        self._skipping = False  # inside the unread rest of a truncated line
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._partial
+
+    @property
+    def exact(self) -> bool:
+        """False while inside a truncated line (line starts are then not exact)."""
+        return not self._skipping
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Complete lines in `data` (and a truncated head of an over-long line)."""
+        if self._skipping:
+            idx = data.find(b"\n")
+            if idx < 0:
+                self._partial += len(data)
+                return []
+            self.offset += self._partial + idx + 1
+            self._partial = 0
+            self._skipping = False
+            data = data[idx + 1 :]
+        idx = data.rfind(b"\n")
+        if idx < 0:
+            lines: list[bytes] = []
+            self._hold(data, lines)
+            return lines
+        if self._pending:
+            head = self._pending + data[:idx]
+            self._pending = b""
+        else:
+            head = data[:idx]
+        lines = head.split(b"\n")
+        self.offset += self._partial + idx + 1
+        self._partial = 0
+        if len(head) > self.max_line:
+            cap = self.max_line
+            for i, line in enumerate(lines):
+                if len(line) > cap:
+                    lines[i] = line[:cap]
+                    self.truncated += 1
+        if idx + 1 < len(data):
+            self._hold(data[idx + 1 :], lines)
+        return lines
+
+    def _hold(self, data: bytes, out: list[bytes]) -> None:
+        if not data:
+            return
+        pending = self._pending + data if self._pending else data
+        self._partial += len(data)
+        if len(pending) > self.max_line:
+            out.append(pending[: self.max_line])
+            self.truncated += 1
+            self._pending = b""
+            self._skipping = True
+        else:
+            self._pending = pending
+
+    def flush(self) -> bytes | None:
+        """End of stream: the unterminated last line (None if there is none)."""
+        line = None if self._skipping or not self._pending else self._pending
+        self.offset += self._partial
+        self._pending, self._partial, self._skipping = b"", 0, False
+        return line

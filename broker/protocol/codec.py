@@ -37,6 +37,7 @@ from broker.protocol.primitives import (
     write_string,
 )
 from broker.protocol.registry import REQUEST_CODECS, RESPONSE_CODECS, SUPPORTED_VERSIONS
+from broker.protocol.schema import record_set_length
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600  # socket.request.max.bytes
 
@@ -107,10 +108,11 @@ def _finish(parts: list) -> list:
 
     Parts that are not bytes-like (file slices) stay separate objects in the result.
     """
-    parts[0] = INT32.pack(sum(map(len, parts)))
     odd = [i for i, part in enumerate(parts) if type(part) is not bytes]
     if not odd:
+        parts[0] = INT32.pack(sum(map(len, parts)))
         return [b"".join(parts)]
+    parts[0] = INT32.pack(sum(map(record_set_length, parts)))
     merged: list = []
     start = 0
     for i in odd:
@@ -128,8 +130,9 @@ def _finish(parts: list) -> list:
 def encode_response(header: RequestHeader, body: dict) -> list:
     """Response to `header` with `body`: [size+header+fields bytes, (slice, bytes)...].
 
-    The size prefix covers every part (len() of non-bytes parts). ApiVersions answers
-    to v3+ requests are encoded with the v0 body, as the negotiation requires.
+    The size prefix covers every part (len(), or .length, of non-bytes parts).
+    ApiVersions answers to v3+ requests are encoded with the v0 body, as the
+    negotiation requires.
     """
     version = header.api_version
     if (

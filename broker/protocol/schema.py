@@ -16,14 +16,15 @@ still present, set to their default, so handlers can index any field of any vers
 On encode a missing key takes the field default; fields absent from the version are
 ignored; None in a version where the field is not nullable encodes the type default.
 Encoders append to a list of parts: bytes, plus RECORDS values that are not
-bytes-like (e.g. a file slice the server will sendfile), appended as they are.
+bytes-like (e.g. a file slice the server will sendfile), appended as they are; their
+size is len(value), or value.length for objects without __len__ (FetchSlice).
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from broker.protocol import primitives as p
 from broker.protocol.exceptions import ProtocolError
@@ -77,6 +78,9 @@ def _parse_versions(spec: str | None) -> tuple[int, int]:
     return (int(spec), int(spec))
 
 
+_NO_DEFAULT = object()
+
+
 @dataclass(frozen=True)
 class Field:
     """One field of a message schema (immutable declaration)."""
@@ -85,8 +89,7 @@ class Field:
     type: object
     versions: str = "0+"
     nullable: str | None = None
-    default: object = field(default=None)
-    has_default: bool = False
+    default: object = _NO_DEFAULT
 
     def exists(self, version: int) -> bool:
         lo, hi = _parse_versions(self.versions)
@@ -98,7 +101,7 @@ class Field:
 
     def default_value(self):
         """Declared default, else None for nullable fields, else the type's default."""
-        if self.has_default:
+        if self.default is not _NO_DEFAULT:
             return self.default
         if self.nullable is not None:
             return None
@@ -107,13 +110,7 @@ class Field:
         return self.type.default
 
 
-def F(name: str, type, versions: str = "0+", nullable: str | None = None, **kw) -> Field:
-    """Shorthand for declarations: F("acks", INT16), F("rack", STRING, "1+", "1+")."""
-    if "default" in kw:
-        return Field(name, type, versions, nullable, kw.pop("default"), True)
-    if kw:
-        raise TypeError(f"unknown arguments {sorted(kw)}")
-    return Field(name, type, versions, nullable)
+F = Field  # short name for the declarations: F("acks", INT16), F("rack", STRING, "1+", "1+")
 
 
 def _default_maker(f: Field):
@@ -253,6 +250,14 @@ def _var_writer(t: Var):
     raise TypeError(f"no writer for {t}")
 
 
+def record_set_length(value) -> int:
+    """Byte length of a record set given as bytes, a sized object or a `.length` slice."""
+    try:
+        return len(value)
+    except TypeError:
+        return value.length
+
+
 def _records_encoder(f: Field, version: int):
     name = f.name
     nullable = f.nullable_at(version)
@@ -266,7 +271,7 @@ def _records_encoder(f: Field, version: int):
                 out.append(p.NULL_LENGTH32)
                 return
             value = b""
-        out.append(pack(len(value)))
+        out.append(pack(record_set_length(value)))
         out.append(value)
 
     return step

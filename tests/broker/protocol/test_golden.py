@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from broker.protocol import (
     ApiKey,
     ErrorCode,
@@ -130,14 +132,23 @@ def test_produce_v3_request_by_hand():
     assert encode_request(0, 3, 99, "cli", body) == wire
 
 
-def test_fetch_v11_response_with_file_slice():
-    class Slice:
-        """Stands for the storage engine's FetchSlice: sized, not bytes."""
+class SizedSlice:
+    """A record set given as a sized object that is not bytes."""
 
-        def __len__(self):
-            return 1000
+    def __len__(self):
+        return 1000
 
-    piece = Slice()
+
+class FetchSliceLike:
+    """Like broker.log's FetchSlice: file, position and length, no __len__."""
+
+    file = None
+    position = 4096
+    length = 1000
+
+
+@pytest.mark.parametrize("piece", [SizedSlice(), FetchSliceLike()], ids=["len", "length"])
+def test_fetch_v11_response_with_file_slice(piece):
     body = {
         "responses": [
             {

@@ -2,8 +2,9 @@
 
 Generic checks: random bodies encoded by us are decoded by kafka-python and re-encoded
 byte-for-byte, both by its hand-written classes (kafka.protocol.old) and by the classes
-it generates from Kafka's JSON schemas (every API at every version). Targeted checks: requests built with kafka-python decode to the values
-put in, and our responses decode in kafka-python to what we meant.
+it generates from Kafka's JSON schemas (every API at every version). Targeted checks:
+requests built with kafka-python decode to the values put in, and our responses decode
+in kafka-python to what we meant.
 """
 
 from __future__ import annotations

@@ -34,7 +34,10 @@ class LogModel(RuleBasedStateMachine):
         codec=st.sampled_from([Codec.NONE, Codec.LZ4, Codec.GZIP]),
     )
     def append(self, n, count, size, codec):
-        raw = [make_batch(count, size=size, codec=codec, tag=b"%d" % len(self.batches)) for _ in range(n)]
+        raw = [
+            make_batch(count, size=size, codec=codec, tag=b"%d" % len(self.batches))
+            for _ in range(n)
+        ]
         info = self.log.append(b"".join(raw))
         offset = info.first_offset
         for r in raw:
@@ -75,7 +78,9 @@ class LogModel(RuleBasedStateMachine):
     def read(self, data, max_bytes, bound):
         log = self.log
         offset = data.draw(st.integers(log.log_start_offset - 2, log.log_end_offset + 2))
-        max_offset = data.draw(st.integers(log.log_start_offset, log.log_end_offset)) if bound else None
+        max_offset = (
+            data.draw(st.integers(log.log_start_offset, log.log_end_offset)) if bound else None
+        )
         if offset < log.log_start_offset or offset > log.log_end_offset:
             try:
                 log.read(offset, max_bytes, max_offset)
@@ -83,18 +88,24 @@ class LogModel(RuleBasedStateMachine):
                 return
             raise AssertionError("expected OffsetOutOfRangeError")
         piece = log.read(offset, max_bytes, max_offset)
-        expected = [b for b in self.batches if b[1] >= offset and (max_offset is None or b[0] < max_offset)]
+        expected = [
+            b for b in self.batches if b[1] >= offset and (max_offset is None or b[0] < max_offset)
+        ]
         if not expected or (max_offset is not None and offset >= max_offset):
             assert piece is None
             return
         got = list(iter_batches(piece.read_bytes()))
         assert got, "a read with data available returned nothing"
-        assert [(b.base_offset, b.last_offset, bytes(b.raw())[16:]) for b in got] == expected[: len(got)]
+        assert [(b.base_offset, b.last_offset, bytes(b.raw())[16:]) for b in got] == expected[
+            : len(got)
+        ]
         assert len(got) == 1 or piece.length <= max_bytes
         if len(got) < len(expected):
             nxt = expected[len(got)]
             seg_bases = [s.base_offset for s in log.segments]
-            same_segment = max(x for x in seg_bases if x <= nxt[0]) == max(x for x in seg_bases if x <= got[0].base_offset)
+            same_segment = max(x for x in seg_bases if x <= nxt[0]) == max(
+                x for x in seg_bases if x <= got[0].base_offset
+            )
             assert piece.length + len(nxt[2]) + 16 > max_bytes or not same_segment
 
     @invariant()

@@ -35,7 +35,12 @@ def test_append_assigns_offsets_and_epoch(tmp_path):
     log = open_log(tmp_path)
     assert (log.topic, log.partition) == ("t", 0)
     info = log.append(make_batch(3) + make_batch(2, ts=2000), leader_epoch=5)
-    assert (info.first_offset, info.last_offset, info.num_batches, info.max_timestamp) == (0, 4, 2, 2000)
+    assert (info.first_offset, info.last_offset, info.num_batches, info.max_timestamp) == (
+        0,
+        4,
+        2,
+        2000,
+    )
     info = log.append(make_batch(1))
     assert info.first_offset == 5 and log.log_end_offset == 6
     batches = read_all(log)
@@ -106,7 +111,9 @@ def test_offset_for_timestamp(tmp_path):
 
 
 def test_roll_by_time_index_full_and_offset_overflow(tmp_path, clock):
-    log = open_log(tmp_path, clock, segment_ms=1000, segment_index_bytes=8 * 3, index_interval_bytes=0)
+    log = open_log(
+        tmp_path, clock, segment_ms=1000, segment_index_bytes=8 * 3, index_interval_bytes=0
+    )
     log.append(make_batch(1, ts=5000))
     log.append(make_batch(1, ts=5900))
     assert len(log.segments) == 1
@@ -146,7 +153,9 @@ def test_retention_by_time_and_size(tmp_path, clock):
         log.append(make_batch(2, ts=now_ms, size=200))
     log.delete_old_segments()
     assert log.size_bytes - log.segments[0].size < 3000 <= log.size_bytes + 2000
-    assert [r.offset for r in all_records(log)] == list(range(log.log_start_offset, log.log_end_offset))
+    assert [r.offset for r in all_records(log)] == list(
+        range(log.log_start_offset, log.log_end_offset)
+    )
 
 
 def test_retention_respects_max_offset(tmp_path, clock):

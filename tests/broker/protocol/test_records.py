@@ -34,7 +34,23 @@ def crc32c_bitwise(data: bytes) -> int:
 def raw_batch(codec: int, payload: bytes, count: int = 1, base_offset: int = 0) -> bytes:
     """A batch with an opaque records section (e.g. snappy data we cannot produce)."""
     head = bytearray(HEADER.size)
-    HEADER.pack_into(head, 0, base_offset, HEADER.size - 12 + len(payload), -1, 2, 0, codec, count - 1, 5, 5, -1, -1, -1, count)
+    HEADER.pack_into(
+        head,
+        0,
+        base_offset,
+        HEADER.size - 12 + len(payload),
+        -1,
+        2,
+        0,
+        codec,
+        count - 1,
+        5,
+        5,
+        -1,
+        -1,
+        -1,
+        count,
+    )
     head += payload
     struct.pack_into(">I", head, CRC_AT, crc32c.crc32c(bytes(head[21:])))
     return bytes(head)
@@ -66,7 +82,9 @@ records_st = st.lists(
         st.one_of(st.none(), st.binary(max_size=40)),
         st.one_of(st.none(), st.binary(max_size=300)),
         st.integers(min_value=0, max_value=2**41),
-        st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=8))), max_size=3),
+        st.lists(
+            st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=8))), max_size=3
+        ),
     ),
     min_size=1,
     max_size=20,
@@ -74,9 +92,15 @@ records_st = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(records=records_st, codec=st.sampled_from([Codec.NONE, Codec.GZIP, Codec.LZ4]), base=st.integers(0, 2**40))
+@given(
+    records=records_st,
+    codec=st.sampled_from([Codec.NONE, Codec.GZIP, Codec.LZ4]),
+    base=st.integers(0, 2**40),
+)
 def test_round_trip(records, codec, base):
-    b = BatchBuilder(codec=codec, base_offset=base, producer_id=7, producer_epoch=1, base_sequence=3)
+    b = BatchBuilder(
+        codec=codec, base_offset=base, producer_id=7, producer_epoch=1, base_sequence=3
+    )
     for key, value, ts, headers in records:
         b.append(value, key=key, timestamp_ms=ts, headers=headers)
     data = b.build()
@@ -98,13 +122,19 @@ def test_interoperates_with_kafka_python(codec):
         kb.append(i, 1000 + i, f"k{i}".encode(), f"v{i}".encode() * 20, [("h", b"x")])
     theirs = bytes(kb.build())
     (batch,) = iter_batches(theirs)
-    assert [(r.offset, r.key, r.headers) for r in batch.records()] == [(i, f"k{i}".encode(), [("h", b"x")]) for i in range(5)]
+    assert [(r.offset, r.key, r.headers) for r in batch.records()] == [
+        (i, f"k{i}".encode(), [("h", b"x")]) for i in range(5)
+    ]
     ours = BatchBuilder(codec=codec, base_offset=10)
     for i in range(5):
-        ours.append(f"v{i}".encode(), key=f"k{i}".encode(), timestamp_ms=2000 + i, headers=[("h", None)])
+        ours.append(
+            f"v{i}".encode(), key=f"k{i}".encode(), timestamp_ms=2000 + i, headers=[("h", None)]
+        )
     parsed = DefaultRecordBatch(ours.build())
     assert parsed.validate_crc()
-    assert [(r.offset, r.timestamp, r.value) for r in parsed] == [(10 + i, 2000 + i, f"v{i}".encode()) for i in range(5)]
+    assert [(r.offset, r.timestamp, r.value) for r in parsed] == [
+        (10 + i, 2000 + i, f"v{i}".encode()) for i in range(5)
+    ]
 
 
 @pytest.mark.parametrize("codec", [Codec.SNAPPY, Codec.ZSTD])

@@ -1,0 +1,61 @@
+import pytest
+
+from broker.log import LogConfig, LogManager
+from broker.log.manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE
+from tests.broker.log.util import make_batch
+
+
+def test_create_reload_and_checkpoints(tmp_path):
+    data = tmp_path / "data"
+    manager = LogManager(data, LogConfig(segment_bytes=500))
+    a = manager.create("web-logs", 0)
+    b = manager.create("web-logs", 1, LogConfig(segment_bytes=500, flush_messages=1))
+    assert manager.create("web-logs", 0) is a
+    for _ in range(10):
+        a.append(make_batch(2, size=100))
+        b.append(make_batch(1))
+    manager.checkpoint_recovery_points()
+    points = (data / RECOVERY_POINT_FILE).read_text().splitlines()
+    assert points[:2] == ["0", "2"] and "web-logs 1 10" in points
+    manager.flush_dirty()
+    manager.close()
+    assert (data / CLEAN_SHUTDOWN_FILE).exists()
+    manager = LogManager(data, LogConfig(segment_bytes=500))
+    assert not (data / CLEAN_SHUTDOWN_FILE).exists()
+    assert sorted((p.topic, p.partition, p.log_end_offset) for p in manager.all_logs()) == [
+        ("web-logs", 0, 20),
+        ("web-logs", 1, 10),
+    ]
+    manager.delete("web-logs", 1)
+    assert manager.get("web-logs", 1) is None
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["web-logs-0"]
+    manager.close()
+
+
+def test_flush_dirty_by_flush_ms_and_retention(tmp_path):
+    t = [1000.0]
+    manager = LogManager(
+        tmp_path,
+        LogConfig(flush_ms=5000, segment_bytes=300, retention_bytes=600),
+        clock=lambda: t[0],
+    )
+    log = manager.create("t", 0)
+    for _ in range(10):
+        log.append(make_batch(1, size=200))
+    manager.flush_dirty()
+    assert log.recovery_point < log.log_end_offset
+    t[0] += 6
+    manager.flush_dirty()
+    assert log.recovery_point == log.log_end_offset
+    assert manager.run_retention() > 0
+    assert log.log_start_offset > 0
+    manager.close()
+
+
+@pytest.mark.parametrize("topic", ["../evil", "a/b", "..", ".", "", "x\0y"])
+def test_refuses_escaping_names(tmp_path, topic):
+    manager = LogManager(tmp_path / "data", LogConfig())
+    with pytest.raises(ValueError):
+        manager.create(topic, 0)
+    manager.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]

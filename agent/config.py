@@ -233,11 +233,13 @@ def _run_validate(cls, config, node, path, errors: Errors) -> None:
         problems = cls.validate(config)
     except Exception as exc:  # a plugin bug is reported as a config error, not a crash
         problems = [f"validate() raised {type(exc).__name__}: {exc}"]
+    fields = {f.name for f in dataclasses.fields(config)}
     for message in problems:
         key, sep, rest = message.partition(":")
-        found = key_node(node, key.strip()) if sep else None
-        if found:
-            errors.add(found[1], f"{path}.{key.strip()}", rest.strip())
+        key = key.strip()
+        if sep and key in fields:
+            found = key_node(node, key)
+            errors.add(found[1] if found else node, f"{path}.{key}", rest.strip())
         else:
             errors.add(node, path, message)
 

@@ -22,3 +22,11 @@ def broker_factory(tmp_path):
 def broker(broker_factory):
     """One single-node broker subprocess with default settings."""
     return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory):
+    """One default broker shared by all tests of a module (tests use distinct topics)."""
+    b = BrokerProcess(tmp_path_factory.mktemp("module-broker") / "data").start()
+    yield b
+    b.stop()

@@ -17,7 +17,8 @@ Theory of operation (used by `logflume up`):
   restarted after a backoff that doubles from 1 s to 30 s on quick successive
   failures and resets once the child stayed up for `STABLE_AFTER` seconds.
 - `stop()` signals the children in reverse start order: SIGTERM to the process
-  group, up to `grace` seconds for the group to empty, then SIGKILL to what is left.
+  group (or to the child alone, see `ChildSpec.term_group`), up to `grace` seconds
+  for the group to empty, then SIGKILL to what is left of it.
 """
 
 from __future__ import annotations
@@ -88,11 +89,18 @@ def want_color(stream) -> bool:
 
 @dataclasses.dataclass
 class ChildSpec:
-    """What to run: a label, the command line, and whether to restart it on exit."""
+    """What to run: a label, the command line, and whether to restart it on exit.
+
+    `term_group`: on stop, SIGTERM the whole process group (default) or only the
+    child itself, for a child that shuts its own helpers down in order (Spark's
+    driver stops its queries, then its JVM). Either way, whatever is left of the
+    group when the grace period ends gets SIGKILL.
+    """
 
     name: str
     argv: list[str]
     restart: bool = True
+    term_group: bool = True
     env: dict[str, str] | None = None
     cwd: str | None = None
 
@@ -247,7 +255,10 @@ class Supervisor:
                 continue
             if proc.poll() is None:
                 self.say(f"stopping {child.spec.name} (pid {proc.pid})")
-            _signal_group(proc.pid, signal.SIGTERM)
+            if child.spec.term_group:
+                _signal_group(proc.pid, signal.SIGTERM)
+            elif proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + self.grace
             try:
                 proc.wait(self.grace)

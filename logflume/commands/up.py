@@ -251,7 +251,10 @@ class Demo:
             spark = self.py + ["etl", "realtime", "--bootstrap-server", self.bootstrap]
             spark += ["--topic", "nginx-access", "--output", str(data / "stats")]
             spark += ["--checkpoint", str(data / "checkpoints" / "realtime")]
-            sup.start(ChildSpec("spark", spark + ["--trigger-seconds", str(args.trigger_seconds)]))
+            spark += ["--trigger-seconds", str(args.trigger_seconds)]
+            # SIGTERM to the driver only: it stops its queries and then its JVM, which
+            # would otherwise abort the micro-batch in flight.
+            sup.start(ChildSpec("spark", spark, term_group=False))
         for name in config.agents():
             address = config.metrics_address(name)
             if address is not None:
@@ -293,9 +296,14 @@ class Demo:
         if not self.args.no_spark:
             lines.append(f"  {consume} nginx-stats --from-beginning")
             lines.append(f"  ls {stats}/")
+        offline = rel(self.data_dir / "offline")
+        checkpoint = rel(self.data_dir / "checkpoints" / "offline")
         lines.append(
-            f"  logflume etl offline --bootstrap-server {self.bootstrap} --topic nginx-access ..."
-            "  (scheduled batch job: see deploy/etl/)"
+            "  # the offline (scheduled) job: hourly tables of what arrived since its last run"
+        )
+        lines.append(
+            f"  logflume etl offline --bootstrap-server {self.bootstrap} --topic nginx-access"
+            f" --output {offline} --checkpoint {checkpoint}"
         )
         return "\n".join(lines)
 

@@ -103,6 +103,20 @@ def test_stop_takes_the_whole_process_group(sup):
     assert wait_gone(helpers, timeout=5) == set()
 
 
+def test_term_to_the_leader_only_then_kill_the_rest(sup, tmp_path):
+    log = tmp_path / "log"
+    helper = f"trap 'echo helper >> {log}' TERM; while :; do sleep 0.05; done"
+    leader = f"sh -c \"{helper}\" & trap 'echo leader >> {log}; exit 0' TERM; echo up; wait"
+    sup.start(ChildSpec("spark", ["sh", "-c", leader], term_group=False))
+    poll_until(sup, lambda: "up" in text(sup))
+    time.sleep(0.2)
+    helpers = descendants(sup.children[0].pid)
+    sup.grace = 0.5
+    sup.stop()
+    assert log.read_text().split() == ["leader"]
+    assert wait_gone(helpers, timeout=5) == set()
+
+
 SUPERVISOR_SCRIPT = textwrap.dedent(
     """
     import sys, time

@@ -242,9 +242,7 @@ class BrokerSink(Sink):
         while records:
             failed = await self._produce_round(records)
             records = []
-            for err, rtopic, value, key, headers in failed:
-                if err.fatal():
-                    raise RuntimeError(f"fatal producer error: {err}")
+            for err, rtopic, value, key, headers in await self._isolate(failed):
                 if err.name() not in PERMANENT:
                     records.append((rtopic, value, key, headers))
                 elif rtopic != self.dlq_topic:
@@ -252,17 +250,34 @@ class BrokerSink(Sink):
                 else:
                     self.counters.failed.inc()
                     self.context.log.error("dead-letter topic rejected a record: %s", err)
-            if any(r[0] == topic for r in records):
-                self.retried.inc(sum(1 for r in records if r[0] == topic))
+            retried = sum(1 for r in records if r[0] == topic)
+            if retried:
+                self.retried.inc(retried)
                 self.context.log.warning(
                     "%d records not acknowledged (%s); retrying in %.1fs",
-                    len(records),
+                    retried,
                     failed[0][0],
                     backoff,
                 )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, float(self.config.max_retry_backoff))
         self.ack_latency.observe(time.monotonic() - started)
+
+    async def _isolate(self, failed: list[tuple]) -> list[tuple]:
+        """A broker rejects a whole batch when one record in it is too large, and
+        librdkafka does not split batches: produce each permanently rejected record
+        again on its own, so only the guilty ones reach the dead-letter topic."""
+        for err, *_ in failed:
+            if err.fatal():
+                raise RuntimeError(f"fatal producer error: {err}")
+        suspects = [f for f in failed if f[0].name() in PERMANENT and f[1] != self.dlq_topic]
+        if len(suspects) < 2:
+            return failed
+        guilty = {id(f) for f in suspects}
+        out = [f for f in failed if id(f) not in guilty]
+        for _, topic, value, key, headers in suspects:
+            out += await self._produce_round([(topic, value, key, headers)])
+        return out
 
     def _dead_letter(self, err, topic, value, key) -> tuple:
         self.dead.inc()

@@ -1,0 +1,159 @@
+"""`http` source (aiohttp): POST lines or JSON arrays, with 503 when the channel is full.
+
+Theory of operation. `POST <path>` with `text/plain` (or anything not JSON) is
+split into lines; `application/json` must be an array: strings become lines,
+objects become events whose `record` is the object and whose `body` is its
+orjson encoding. The batch goes to `offer`, which never waits: on success the put
+has committed and the answer is 204; when the channel is full the answer is 503
+with `Retry-After`, and the client (which still holds the data) retries. Bodies over
+`max_body_bytes` get 413, bodies not read within `read_timeout` get 408.
+`GET /health` answers 200. Events carry no Ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import orjson
+from aiohttp import web
+
+from agent.api import Context, Emit, Event, Source, register
+from sources._lines import (
+    LineSplitter,
+    base_headers,
+    duration_errors,
+    parse_duration,
+    parse_hostport,
+)
+
+
+@dataclasses.dataclass
+class HttpConfig:
+    listen: str = "127.0.0.1:8280"
+    path: str = "/"
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_line_bytes: int = 1024 * 1024
+    read_timeout: float | str = 30.0
+    retry_after: int = 1  # seconds, sent with 503
+    add_host: bool = False
+
+
+@register("source", "http")
+class HttpSource(Source):
+    """An aiohttp server on the agent's loop; one instance per pipeline source."""
+
+    Config = HttpConfig
+
+    @classmethod
+    def validate(cls, config: HttpConfig) -> list[str]:
+        errors = duration_errors(config, "read_timeout")
+        try:
+            parse_hostport(config.listen, "listen")
+        except ValueError as exc:
+            errors.append(str(exc))
+        if not isinstance(config.path, str) or not config.path.startswith("/"):
+            errors.append(f"path: must start with /, got {config.path!r}")
+        elif config.path == "/health":
+            errors.append("path: /health is reserved for the health check")
+        for key in ("max_body_bytes", "max_line_bytes", "retry_after"):
+            value = getattr(config, key)
+            if not isinstance(value, int) or value < 1:
+                errors.append(f"{key}: must be a positive integer, got {value!r}")
+        return errors
+
+    @classmethod
+    def listen_ports(cls, config: HttpConfig) -> list[tuple[str, int]]:
+        return [("tcp", parse_hostport(config.listen, "listen")[1])]
+
+    def __init__(self, config: HttpConfig, context: Context):
+        super().__init__(config, context)
+        self._read_timeout = parse_duration(config.read_timeout, "read_timeout")
+        self._headers = base_headers(context.name, config.add_host)
+        self._offer = None
+        m, labels = context.metrics, {"component": context.name}
+        self._m_requests = m.counter(
+            "logflume_agent_http_requests_total", "POST requests accepted", **labels
+        )
+        self._m_events = m.counter("logflume_agent_http_events_total", "Events accepted", **labels)
+        self._m_rejected = m.counter(
+            "logflume_agent_http_rejected_total", "Requests answered 503: channel full", **labels
+        )
+        self._m_truncated = m.counter(
+            "logflume_agent_http_truncated_lines_total", "Lines cut to max_line_bytes", **labels
+        )
+
+    async def run(self, emit: Emit, offer) -> None:
+        self._offer = offer
+        host, port = parse_hostport(self.config.listen, "listen")
+        app = web.Application(client_max_size=self.config.max_body_bytes)
+        app.router.add_post(self.config.path, self._post)
+        app.router.add_get("/health", self._health)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+            await asyncio.Future()
+        finally:
+            await asyncio.wait_for(runner.cleanup(), 10.0)
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _post(self, request: web.Request) -> web.Response:
+        if (request.content_length or 0) > self.config.max_body_bytes:
+            raise web.HTTPRequestEntityTooLarge(
+                max_size=self.config.max_body_bytes, actual_size=request.content_length
+            )
+        try:
+            body = await asyncio.wait_for(request.read(), self._read_timeout)
+        except TimeoutError:
+            raise web.HTTPRequestTimeout() from None
+        if request.content_type == "application/json":
+            events = self._json_events(body)
+        else:
+            events = self._line_events(body)
+        if events:
+            if not self._offer(events):
+                self._m_rejected.inc()
+                return web.Response(
+                    status=503,
+                    text="channel full, retry later\n",
+                    headers={"Retry-After": str(self.config.retry_after)},
+                )
+            self._m_events.inc(len(events))
+        self._m_requests.inc()
+        return web.Response(status=204)
+
+    def _line_events(self, body: bytes) -> list[Event]:
+        splitter = LineSplitter(self.config.max_line_bytes)
+        lines = splitter.feed(body)
+        last = splitter.flush()
+        if last is not None:
+            lines.append(last)
+        if splitter.truncated:
+            self._m_truncated.inc(splitter.truncated)
+        headers = self._headers
+        return [Event(line, headers.copy()) for line in lines if line]
+
+    def _json_events(self, body: bytes) -> list[Event]:
+        try:
+            items = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise web.HTTPBadRequest(text=f"invalid JSON: {exc}\n") from None
+        if not isinstance(items, list):
+            raise web.HTTPBadRequest(text="expected a JSON array of strings or objects\n")
+        headers, cap = self._headers, self.config.max_line_bytes
+        events = []
+        for item in items:
+            if isinstance(item, str):
+                line = item.encode()
+                if len(line) > cap:
+                    line = line[:cap]
+                    self._m_truncated.inc()
+                events.append(Event(line, headers.copy()))
+            elif isinstance(item, dict):
+                events.append(Event(orjson.dumps(item), headers.copy(), item))
+            else:
+                raise web.HTTPBadRequest(text="array items must be strings or objects\n")
+        return events

@@ -4,7 +4,10 @@ Run by `logflume up` as `python -m logflume.demo --output FILE --rate N`. Lines 
 from `spark_etl.loggen` (the same generator the tests and benchmarks use) over
 windows of one hour starting now, so their timestamps follow the wall clock; line i
 of a window is written when the clock reaches it, in small batches every `TICK`
-seconds. After a stall the generator catches up at most one second of lines. When the
+seconds. After a stall the generator catches up at most one second of lines.
+`--backfill-seconds N` first writes the N seconds of traffic before now (only into a
+new, empty file, so a restart does not write history twice): the near-real-time job
+then has complete minutes to report as soon as it starts. When the
 file passes `--rotate-bytes` it is renamed to `FILE.1` (replacing an older one) and a
 new file is started, as logrotate would, so the agent's rotation handling runs too.
 """
@@ -59,9 +62,25 @@ class AccessLog:
         self.file.close()
 
 
-def run(output: Path, rate: float, seed: int, bad_ratio: float, rotate_bytes: int) -> None:
-    lines = _windows(rate, seed, bad_ratio)
+def backfill(log: AccessLog, seconds: int, rate: float, seed: int, bad_ratio: float) -> int:
+    end = datetime.now(UTC).replace(microsecond=0)
+    count = int(seconds * rate)
+    history = loggen.lines(
+        end - timedelta(seconds=seconds), end, count, seed=seed - 1, bad_ratio=bad_ratio
+    )
+    while chunk := list(itertools.islice(history, 10_000)):
+        log.write("".join(line + "\n" for line in chunk).encode())
+    return count
+
+
+def run(
+    output: Path, rate: float, seed: int, bad_ratio: float, rotate_bytes: int, backfill_seconds: int
+) -> None:
     log = AccessLog(output, rotate_bytes)
+    if backfill_seconds > 0 and log.file.tell() == 0:
+        count = backfill(log, backfill_seconds, rate, seed, bad_ratio)
+        print(f"wrote {count} lines of the last {backfill_seconds}s into {output}", flush=True)
+    lines = _windows(rate, seed, bad_ratio)
     print(f"appending ~{rate:g} nginx lines/s to {output}", flush=True)
     began = last_report = time.monotonic()
     written = 0
@@ -93,12 +112,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bad-ratio", type=float, default=0.002, help="share of unparsable lines")
     parser.add_argument("--rotate-bytes", type=int, default=64 << 20, help="0 = never rotate")
+    parser.add_argument(
+        "--backfill-seconds", type=int, default=0, help="history to write first, into a new file"
+    )
     args = parser.parse_args(argv)
     if args.rate <= 0:
         parser.error("--rate must be positive")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        run(args.output, args.rate, args.seed, args.bad_ratio, args.rotate_bytes)
+        run(
+            args.output,
+            args.rate,
+            args.seed,
+            args.bad_ratio,
+            args.rotate_bytes,
+            args.backfill_seconds,
+        )
     except KeyboardInterrupt:
         pass
     return 0

@@ -12,8 +12,11 @@ Theory of operation:
 2. Children start in order under `logflume.supervisor`: the broker (waited for on its
    port), then the topics are created (so consumers do not race auto-creation with
    default settings), the agents (waited for on /health), the traffic generator,
-   and the near-real-time Spark job unless `--no-spark`. Then a banner says what to
-   try, and from then on crashed children are restarted with backoff.
+   and the near-real-time Spark job unless `--no-spark`. The generator first writes
+   `--backfill-seconds` of history into a new access log and Spark starts a new
+   checkpoint at the earliest offsets, so complete minutes are reported as soon as
+   Spark runs. Then a banner says what to try, and from then on crashed children
+   are restarted with backoff.
 3. Ctrl-C, SIGTERM or SIGHUP stop everything in reverse start order (SIGTERM, a
    grace period, SIGKILL). A child exiting before the banner stops the demo with
    exit code 1: a demo that cannot start says so instead of restarting in a loop.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import shutil
 import signal
 import socket
 import sys
@@ -33,6 +37,8 @@ import urllib.request
 from pathlib import Path
 
 TOPICS = {"nginx-access": 3, "netcat": 1, "nginx-stats": 1}
+# A demo left running should not fill the disk: small segments, ~256 MiB per partition.
+BROKER_SETTINGS = {"log.segment.bytes": 64 << 20, "log.retention.bytes": 256 << 20}
 STARTUP_TIMEOUT = 90.0
 
 
@@ -46,6 +52,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--config", default="pipelines.yaml", help="the agents' pipelines file")
     p.add_argument("--no-spark", action="store_true", help="skip the near-real-time Spark job")
     p.add_argument("--rate", type=float, default=200.0, help="generated nginx lines per second")
+    p.add_argument(
+        "--backfill-seconds",
+        type=int,
+        default=180,
+        help="history the generator writes first into a new access log (default 180)",
+    )
     p.add_argument("--broker-port", type=int, default=9092, help="broker port on 127.0.0.1")
     p.add_argument("--udp-port", type=int, help="override the agents' UDP source port")
     p.add_argument("--metrics-port", type=int, help="override the agent's /metrics port")
@@ -226,13 +238,11 @@ class Demo:
         from logflume.supervisor import ChildSpec
 
         args, sup, data = self.args, self.sup, self.data_dir
-        sup.start(
-            ChildSpec(
-                "broker",
-                self.py
-                + ["broker", "--data-dir", str(data / "broker"), "--listen", self.bootstrap],
-            )
-        )
+        broker = self.py + ["broker", "--data-dir", str(data / "broker")]
+        broker += ["--listen", self.bootstrap]
+        for key, value in BROKER_SETTINGS.items():
+            broker += ["--set", f"{key}={value}"]
+        sup.start(ChildSpec("broker", broker))
         self.wait("broker", lambda: port_open("127.0.0.1", args.broker_port))
         created = create_topics(self.bootstrap, time.monotonic() + 30, self.stop)
         sup.say(f"topics ready ({', '.join(TOPICS)}; created now: {', '.join(created) or 'none'})")
@@ -244,14 +254,17 @@ class Demo:
             ChildSpec(
                 "loggen",
                 [sys.executable, "-m", "logflume.demo", "--output", str(access_log)]
-                + ["--rate", f"{args.rate:g}"],
+                + ["--rate", f"{args.rate:g}", "--backfill-seconds", str(args.backfill_seconds)],
             )
         )
         if not args.no_spark:
             spark = self.py + ["etl", "realtime", "--bootstrap-server", self.bootstrap]
             spark += ["--topic", "nginx-access", "--output", str(data / "stats")]
             spark += ["--checkpoint", str(data / "checkpoints" / "realtime")]
+            # earliest: a new checkpoint starts with the generator's backfill (complete
+            # minutes to report at once); later starts resume from the checkpoint.
             spark += ["--trigger-seconds", str(args.trigger_seconds)]
+            spark += ["--starting-offsets", "earliest"]
             # SIGTERM to the driver only: it stops its queries and then its JVM, which
             # would otherwise abort the micro-batch in flight.
             sup.start(ChildSpec("spark", spark, term_group=False))
@@ -290,7 +303,8 @@ class Demo:
         udp = config.udp_address()
         if udp:
             lines.append(f"  echo hello | nc -u -w0 {udp[0]} {udp[1]}")
-        consume = f"logflume consume --bootstrap-server {self.bootstrap} --topic"
+        cli = _cli()
+        consume = f"{cli} consume --bootstrap-server {self.bootstrap} --topic"
         lines.append(f"  {consume} netcat --from-beginning")
         lines.append(f"  {consume} nginx-access")
         if not self.args.no_spark:
@@ -302,10 +316,19 @@ class Demo:
             "  # the offline (scheduled) job: hourly tables of what arrived since its last run"
         )
         lines.append(
-            f"  logflume etl offline --bootstrap-server {self.bootstrap} --topic nginx-access"
+            f"  {cli} etl offline --bootstrap-server {self.bootstrap} --topic nginx-access"
             f" --output {offline} --checkpoint {checkpoint}"
         )
         return "\n".join(lines)
+
+
+def _cli() -> str:
+    """How the user runs `logflume`: plain if on PATH, else e.g. `.venv/bin/logflume`."""
+    script = Path(sys.executable).parent / "logflume"
+    found = shutil.which("logflume")
+    if found and Path(found).resolve() == script.resolve():
+        return "logflume"
+    return _relative(script) if script.exists() else f"{sys.executable} -m logflume"
 
 
 def _relative(path: Path) -> str:

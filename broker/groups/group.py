@@ -1,0 +1,331 @@
+"""One classic consumer group: its members, generation, state and committed offsets.
+
+States (Kafka's classic group state machine):
+
+    Empty ──join──> PreparingRebalance ──all joined / timeout──> CompletingRebalance
+      ^                 ^      |                                     |
+      |                 |      └──no members left──> Empty           | leader's SyncGroup
+      |                 └──join/leave/expiry──────── Stable <────────┘
+    Dead: the group was removed (offsets expired, partition unloaded); a coroutine
+    still holding the object sees Dead and answers COORDINATOR_NOT_AVAILABLE.
+
+This module is data plus pure decisions (protocol selection, summaries, conversion
+to and from `__consumer_offsets` records); the transitions are driven by
+`GroupCoordinator`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+from collections import Counter
+
+from broker.groups.offsets_topic import GroupValue, MemberRecord, OffsetValue
+from broker.protocol.errors import ErrorCode
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JoinMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JoinResult:
+    """The body of a JoinGroup response (protocol_name None is sent as "")."""
+
+    error: ErrorCode
+    member_id: str
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    members: tuple[JoinMember, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """DescribeGroups' view: metadata and assignments only while Stable, as Kafka."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberSummary, ...]
+
+
+class Member:
+    """A member of a group. Owned by its Group; used on the event loop only."""
+
+    __slots__ = (
+        "member_id",
+        "group_instance_id",
+        "client_id",
+        "client_host",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
+        "protocol_type",
+        "protocols",
+        "assignment",
+        "join_future",
+        "sync_future",
+        "heartbeat_deadline",
+        "joined_at",
+        "is_new",
+    )
+
+    def __init__(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ):
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = list(protocols)
+        self.assignment = b""
+        self.join_future: asyncio.Future | None = None
+        self.sync_future: asyncio.Future | None = None
+        self.heartbeat_deadline = 0
+        self.joined_at = 0
+        self.is_new = False
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_future is not None
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return [(n, bytes(m)) for n, m in protocols] == [(n, bytes(m)) for n, m in self.protocols]
+
+    def vote(self, candidates: set[str]) -> str:
+        return next(name for name in self.protocol_names() if name in candidates)
+
+
+def resolve(fut: asyncio.Future | None, value) -> None:
+    """Complete a pending response unless its requester already gave up."""
+    if fut is not None and not fut.done():
+        fut.set_result(value)
+
+
+class Group:
+    """Membership and offsets of one group id. Owned by the GroupCoordinator; used
+    on its event loop only, never across threads."""
+
+    def __init__(self, group_id: str, now_ms: int):
+        self.group_id = group_id
+        self.state = GroupState.EMPTY
+        self.state_timestamp = now_ms
+        self.generation = 0
+        self.protocol_type: str | None = None
+        self.protocol: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, Member] = {}
+        self.static_members: dict[str, str] = {}  # group.instance.id -> member id
+        self.pending_members: dict[str, int] = {}  # member id -> expiry (KIP-394)
+        self.offsets: dict[tuple[str, int], OffsetValue] = {}
+        # Rebalance timing: the join phase ends at `join_deadline`; while
+        # `initial_delay` is set, the group waits for more first members
+        # (group.initial.rebalance.delay.ms) with `initial_remaining` ms to go.
+        self.join_deadline = 0
+        self.initial_delay = False
+        self.initial_remaining = 0
+        self.new_member_added = False
+
+    def is_(self, state: GroupState) -> bool:
+        return self.state is state
+
+    def transition(self, state: GroupState, now_ms: int) -> None:
+        self.state = state
+        self.state_timestamp = now_ms
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def add(self, member: Member) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+
+    def remove(self, member_id: str) -> Member | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        if member.group_instance_id is not None:
+            self.static_members.pop(member.group_instance_id, None)
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def replace_static(self, instance_id: str, new_member_id: str) -> Member:
+        """Give the member holding `instance_id` a new member id (KIP-345); the old
+        id's waiting requests are fenced."""
+        old_id = self.static_members[instance_id]
+        member = self.members.pop(old_id)
+        resolve(member.join_future, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        resolve(member.sync_future, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        member.join_future = member.sync_future = None
+        member.member_id = new_member_id
+        self.members[new_member_id] = member
+        self.static_members[instance_id] = new_member_id
+        if self.leader_id == old_id:
+            self.leader_id = new_member_id
+        return member
+
+    def all_members_joined(self) -> bool:
+        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        names = {name for name, _ in protocols}
+        if not protocol_type or not names:
+            return False
+        if not self.members:
+            return True
+        if protocol_type != self.protocol_type:
+            return False
+        return bool(names & self.candidate_protocols())
+
+    def candidate_protocols(self) -> set[str]:
+        sets = [set(m.protocol_names()) for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def select_protocol(self) -> str:
+        """The protocol every member supports that most members prefer; ties go to
+        the leader's preference order."""
+        candidates = self.candidate_protocols()
+        votes = Counter(m.vote(candidates) for m in self.members.values())
+        leader = self.members.get(self.leader_id) or next(iter(self.members.values()))
+        order = {name: i for i, name in enumerate(leader.protocol_names())}
+        return max(votes, key=lambda name: (votes[name], -order.get(name, len(order))))
+
+    def join_members(self) -> tuple[JoinMember, ...]:
+        return tuple(
+            JoinMember(m.member_id, m.group_instance_id, m.metadata(self.protocol))
+            for m in self.members.values()
+        )
+
+    def summary(self) -> GroupSummary:
+        stable = self.is_(GroupState.STABLE)
+        members = tuple(
+            MemberSummary(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(self.protocol) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in self.members.values()
+        )
+        protocol = (self.protocol or "") if stable else ""
+        return GroupSummary(
+            self.group_id, self.state.value, self.protocol_type or "", protocol, members
+        )
+
+    # -- persistence --------------------------------------------------------------------
+
+    def to_record(self, assignments: dict[str, bytes] | None = None) -> GroupValue:
+        """The group as a GroupMetadataValue; `assignments` overrides the members'
+        current ones (the leader's SyncGroup, before it takes effect)."""
+        members = tuple(
+            MemberRecord(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata(self.protocol),
+                (assignments or {}).get(m.member_id, b"")
+                if assignments is not None
+                else m.assignment,
+            )
+            for m in self.members.values()
+        )
+        return GroupValue(
+            self.protocol_type or "",
+            self.generation,
+            self.protocol,
+            self.leader_id,
+            self.state_timestamp,
+            members,
+        )
+
+    def restore(self, value: GroupValue, now_ms: int) -> None:
+        """Take the membership from a stored record (coordinator load)."""
+        self.members.clear()
+        self.static_members.clear()
+        self.generation = value.generation
+        self.protocol_type = value.protocol_type or None
+        self.protocol = value.protocol
+        self.leader_id = value.leader
+        for r in value.members:
+            m = Member(
+                r.member_id,
+                r.group_instance_id,
+                r.client_id,
+                r.client_host,
+                r.rebalance_timeout,
+                r.session_timeout,
+                value.protocol_type,
+                [(value.protocol or "", r.subscription)],
+            )
+            m.assignment = r.assignment
+            m.heartbeat_deadline = now_ms + r.session_timeout
+            self.add(m)
+        self.leader_id = value.leader if value.leader in self.members else self.leader_id
+        self.state = GroupState.STABLE if self.members else GroupState.EMPTY
+        self.state_timestamp = (
+            value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms
+        )

@@ -1,0 +1,164 @@
+"""Committed offsets of classic groups: OffsetCommit, OffsetFetch, retention, deletion.
+
+A commit is validated against the group as Kafka does: a group that does not use
+group management (simple consumers, `generation_id` -1 on an Empty group) may commit
+freely; otherwise the member must belong to the group's current generation and the
+group must not be waiting for its assignment (CompletingRebalance). Accepted offsets
+are appended to the group's `__consumer_offsets` partition and only then visible to
+OffsetFetch; a commit counts as a heartbeat.
+
+Retention (KIP-211): offsets of a group that uses group management expire
+`offsets_retention_ms` after the group became Empty; offsets of a group that does not
+expire that long after their commit. Expired offsets and groups left Empty without
+offsets are removed with tombstones.
+
+`OffsetsMixin` is part of `GroupCoordinator` (same owner, same event loop).
+"""
+
+from __future__ import annotations
+
+from broker.groups.group import Group, GroupState
+from broker.groups.offsets_topic import (
+    GroupKey,
+    OffsetKey,
+    OffsetValue,
+    encode_group_key,
+    encode_offset_key,
+    encode_offset_value,
+)
+from broker.protocol.errors import ErrorCode
+
+TopicPartition = tuple[str, int]
+
+
+class OffsetsMixin:
+    """Offset handling of GroupCoordinator; see the module docstring."""
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, tuple[int, int, str | None]],
+        now_ms: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """OffsetCommit of {(topic, partition): (offset, leader_epoch, metadata)};
+        returns the error of each partition."""
+        err = self._commit_error(group_id, member_id, group_instance_id, generation_id, now_ms)
+        if err:
+            return {tp: err for tp in offsets}
+        group = self.groups[group_id]
+        results: dict[TopicPartition, ErrorCode] = {}
+        values: dict[TopicPartition, OffsetValue] = {}
+        for tp, (offset, leader_epoch, metadata) in offsets.items():
+            metadata = metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                values[tp] = OffsetValue(offset, metadata, now_ms, leader_epoch)
+        if values:
+            records = [
+                (encode_offset_key(OffsetKey(group_id, *tp)), encode_offset_value(v))
+                for tp, v in values.items()
+            ]
+            err = await self._store(self.partition_for(group_id), records, now_ms)
+            if not err and group.is_(GroupState.DEAD):
+                err = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if not err:
+                group.offsets.update(values)
+            for tp in values:
+                results[tp] = err
+        return results
+
+    def _commit_error(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int, now_ms
+    ) -> ErrorCode:
+        err = self.coordinator_error(group_id)
+        if err:
+            return err
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return ErrorCode.ILLEGAL_GENERATION
+            self.groups[group_id] = Group(group_id, now_ms)
+            return ErrorCode.NONE
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if instance_id is not None and instance_id in group.static_members:
+            if group.static_members[instance_id] != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if generation < 0 and group.is_(GroupState.EMPTY):
+            return ErrorCode.NONE
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        member.heartbeat_deadline = now_ms + member.session_timeout_ms
+        return ErrorCode.NONE
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None]]:
+        """OffsetFetch: None for a partition without a commit (sent as offset -1,
+        error NONE); `partitions` None means every committed partition."""
+        err = self.coordinator_error(group_id)
+        if err:
+            return err, {}
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if partitions is None:
+            return ErrorCode.NONE, dict(offsets)
+        return ErrorCode.NONE, {tp: offsets.get(tp) for tp in partitions}
+
+    async def expire_offsets(self, now_ms: int) -> int:
+        """Remove offsets past retention and groups left with nothing; returns the
+        number of offsets removed."""
+        removed = 0
+        retention = self.config.offsets_retention_ms
+        for group in list(self.groups.values()):
+            if group.protocol_type and not group.is_(GroupState.EMPTY):
+                continue
+            expired = []
+            for tp, v in group.offsets.items():
+                if v.expire_timestamp >= 0:
+                    gone = now_ms >= v.expire_timestamp
+                else:
+                    base = group.state_timestamp if group.protocol_type else v.commit_timestamp
+                    gone = now_ms - base >= retention
+                if gone:
+                    expired.append(tp)
+            records = [(encode_offset_key(OffsetKey(group.group_id, *tp)), None) for tp in expired]
+            for tp in expired:
+                del group.offsets[tp]
+            removed += len(expired)
+            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
+                records.append((encode_group_key(GroupKey(group.group_id)), None))
+                self._drop_group(group, now_ms)
+            if records:
+                self._outbox.append((self.partition_for(group.group_id), records))
+        await self._flush(now_ms)
+        return removed
+
+    async def delete_group(self, group_id: str, now_ms: int) -> ErrorCode:
+        """DeleteGroups for one group: only an Empty group can be deleted."""
+        err = self.coordinator_error(group_id)
+        if err:
+            return err
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if not group.is_(GroupState.EMPTY):
+            return ErrorCode.NON_EMPTY_GROUP
+        records = [(encode_offset_key(OffsetKey(group_id, *tp)), None) for tp in group.offsets]
+        records.append((encode_group_key(GroupKey(group_id)), None))
+        self._drop_group(group, now_ms)
+        return await self._store(self.partition_for(group_id), records, now_ms)
+
+    def _drop_group(self, group: Group, now_ms: int) -> None:
+        group.offsets.clear()
+        group.transition(GroupState.DEAD, now_ms)
+        self.groups.pop(group.group_id, None)

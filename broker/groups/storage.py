@@ -1,0 +1,87 @@
+"""Where the group coordinator keeps `__consumer_offsets`: a small storage interface.
+
+The coordinator needs two operations per offsets-topic partition: append one record
+batch (and wait until it is durable as the topic's acks require), and read back every
+(key, value) record on load. `OffsetsStore` is that interface;
+`PartitionOffsetsStore` implements it over the broker's partitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.records import iter_batches
+
+
+class StoreError(Exception):
+    """An append to `__consumer_offsets` failed with `code` (an ErrorCode)."""
+
+    def __init__(self, code: ErrorCode, message: str = ""):
+        super().__init__(message or code.name)
+        self.code = code
+
+
+class OffsetsStore(Protocol):
+    async def append(self, partition: int, records: bytes) -> int:
+        """Append one record batch; return its base offset once durable.
+        Raises StoreError."""
+
+    def read_all(self, partition: int) -> Iterable[tuple[bytes, bytes | None]]:
+        """Every (key, value) record of the partition in offset order."""
+
+
+def records_of(batches: Iterable) -> Iterator[tuple[bytes, bytes | None]]:
+    """(key, value) of every keyed data record in RecordBatch views."""
+    for batch in batches:
+        if batch.is_control:
+            continue
+        for r in batch.records():
+            if r.key is not None:
+                yield r.key, r.value
+
+
+def records_in(buf) -> Iterator[tuple[bytes, bytes | None]]:
+    """(key, value) of every keyed record in a buffer of concatenated batches."""
+    return records_of(iter_batches(buf))
+
+
+class PartitionOffsetsStore:
+    """OffsetsStore over the broker's partitions of `__consumer_offsets`.
+
+    `get_partition(index)` returns the hosted Partition (broker/cluster/partition.py)
+    or None; `wait_replicated(partition, end_offset)` is awaited after each append
+    (acks=all: the delayed-produce purgatory in the server) and returns an ErrorCode.
+    Owned by the broker; use on its event loop only.
+    """
+
+    def __init__(
+        self,
+        get_partition: Callable[[int], object | None],
+        wait_replicated: Callable[[object, int], object] | None = None,
+    ):
+        self._get_partition = get_partition
+        self._wait_replicated = wait_replicated
+
+    async def append(self, partition: int, records: bytes) -> int:
+        p = self._get_partition(partition)
+        if p is None:
+            raise StoreError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"partition {partition} not here")
+        from broker.cluster.partition import PartitionError
+
+        try:
+            info = p.append_as_leader(records, required_acks=-1)
+        except PartitionError as e:
+            raise StoreError(e.code, str(e)) from None
+        if self._wait_replicated is not None:
+            code = await self._wait_replicated(p, info.last_offset + 1)
+            if code != ErrorCode.NONE:
+                raise StoreError(ErrorCode(code))
+        return info.first_offset
+
+    def read_all(self, partition: int) -> Iterable[tuple[bytes, bytes | None]]:
+        p = self._get_partition(partition)
+        if p is None:
+            return ()
+        return records_of(p.log.read_batches(p.log.log_start_offset))

@@ -5,12 +5,14 @@ The bundled broker has no InitProducerId yet, so these pipelines set
 prove, no loss across SIGKILL and outages, does not depend on it.
 """
 
+import subprocess
 import threading
 import time
 
 import pytest
 
 from tests.agent.agentproc import AgentProcess, read_topic
+from tests.procs import free_port
 
 PIPELINE = """
 agents:
@@ -94,5 +96,29 @@ def test_broker_outage_keeps_memory_bounded_then_delivers_everything(tmp_path, b
         broker.start()
         assert_all_delivered(broker.bootstrap, 20_000)
         assert agent.proc.poll() is None
+    finally:
+        agent.stop()
+
+
+def test_udp_lines_from_netcat_arrive(tmp_path, broker):
+    port = free_port()
+    text = f"""
+agents:
+  a:
+    metrics: {{listen: "{{metrics}}"}}
+    sources:
+      netcat: {{type: udp, listen: "127.0.0.1:{port}", channels: [c]}}
+    channels:
+      c: {{type: memory}}
+    sinks:
+      k: {{type: broker, channel: c, topic: netcat, format: raw, bootstrap_servers: "{broker.bootstrap}",
+          enable_idempotence: false}}
+"""
+    agent = AgentProcess(tmp_path, text).start()
+    try:
+        for word in ("hello", "world"):
+            subprocess.run(f"echo {word} | nc -u -w0 127.0.0.1 {port}", shell=True, check=True)
+        got = read_topic(broker.bootstrap, "netcat", lambda m: len(m) >= 2, 30)
+        assert sorted(m.value() for m in got) == [b"hello", b"world"]
     finally:
         agent.stop()

@@ -1,4 +1,4 @@
-"""Helpers shared by the agent's sources: line framing and small config parsers.
+"""Helpers shared by the agent's sources: line framing, listen addresses, headers.
 
 `LineSplitter` turns a byte stream into lines in bulk (one `rfind` and one `split`
 per chunk, not a loop per byte), caps line length and keeps track of the stream
@@ -8,27 +8,7 @@ it may acknowledge. Modules whose name starts with `_` are helpers, not plugins.
 
 from __future__ import annotations
 
-import re
 import socket
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(value: float | int | str, key: str) -> float:
-    """`1.5`, `"250ms"`, `"1s"`, `"5m"`, `"1h"` -> seconds; ValueError naming `key`."""
-    if isinstance(value, bool):
-        raise ValueError(f"{key}: expected a duration such as 1s or 250ms, got {value!r}")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        m = _DURATION.match(str(value))
-        if not m:
-            raise ValueError(f"{key}: expected a duration such as 1s or 250ms, got {value!r}")
-        seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if seconds < 0:
-        raise ValueError(f"{key}: must not be negative, got {value!r}")
-    return seconds
 
 
 def parse_hostport(value: str, key: str) -> tuple[str, int]:
@@ -38,16 +18,6 @@ def parse_hostport(value: str, key: str) -> tuple[str, int]:
         raise ValueError(f"{key}: expected host:port, got {value!r}")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)
-
-
-def duration_errors(config: object, *keys: str) -> list[str]:
-    errors = []
-    for key in keys:
-        try:
-            parse_duration(getattr(config, key), key)
-        except ValueError as exc:
-            errors.append(str(exc))
-    return errors
 
 
 def base_headers(source_name: str, add_host: bool) -> dict[str, str]:

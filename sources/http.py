@@ -18,23 +18,17 @@ import dataclasses
 import orjson
 from aiohttp import web
 
-from agent.api import Context, Emit, Event, Source, register
-from sources._lines import (
-    LineSplitter,
-    base_headers,
-    duration_errors,
-    parse_duration,
-    parse_hostport,
-)
+from agent.api import Context, Duration, Emit, Event, Size, Source, register
+from sources._lines import LineSplitter, base_headers, parse_hostport
 
 
 @dataclasses.dataclass
 class HttpConfig:
     listen: str = "127.0.0.1:8280"
     path: str = "/"
-    max_body_bytes: int = 10 * 1024 * 1024
-    max_line_bytes: int = 1024 * 1024
-    read_timeout: float | str = 30.0
+    max_body_bytes: Size = Size(10 * 1024 * 1024)
+    max_line_bytes: Size = Size(1024 * 1024)
+    read_timeout: Duration = Duration(30.0)
     retry_after: int = 1  # seconds, sent with 503
     add_host: bool = False
 
@@ -47,7 +41,7 @@ class HttpSource(Source):
 
     @classmethod
     def validate(cls, config: HttpConfig) -> list[str]:
-        errors = duration_errors(config, "read_timeout")
+        errors = [] if config.read_timeout > 0 else ["read_timeout: must be more than 0"]
         try:
             parse_hostport(config.listen, "listen")
         except ValueError as exc:
@@ -68,7 +62,7 @@ class HttpSource(Source):
 
     def __init__(self, config: HttpConfig, context: Context):
         super().__init__(config, context)
-        self._read_timeout = parse_duration(config.read_timeout, "read_timeout")
+        self._read_timeout = float(config.read_timeout)
         self._headers = base_headers(context.name, config.add_host)
         self._offer = None
         m, labels = context.metrics, {"component": context.name}

@@ -40,10 +40,10 @@ import os
 import re
 import stat
 import time
-from typing import Any
+from typing import Any, Literal
 
-from agent.api import Ack, Context, Emit, Event, Source, register
-from sources._lines import LineSplitter, base_headers, duration_errors, parse_duration
+from agent.api import Ack, Context, Duration, Emit, Event, Size, Source, register
+from sources._lines import LineSplitter, base_headers
 from sources._tail_state import (
     FP_MAX,
     MIN_CONTENT_MATCH,
@@ -54,20 +54,26 @@ from sources._tail_watch import Watcher
 
 
 @dataclasses.dataclass
+class Multiline:
+    start_pattern: str  # a line matching this (re.match, bytes) starts an event
+    timeout: Duration = Duration(1.0)  # an event with no new line this long is emitted
+
+
+@dataclasses.dataclass
 class TailConfig:
-    paths: list[str]
+    paths: list[str]  # globs (`**` allowed); relative ones are taken from the cwd
     exclude: list[str] = dataclasses.field(default_factory=list)
-    start_at: str = "end"  # end | beginning, for files found on the very first run
-    rescan_interval: float | str = 5.0
-    poll_interval: float | str = 0.25
-    close_grace: float | str = 1.0  # a rotated-away/deleted file at EOF this long is closed
-    close_inactive: float | str = 300.0  # an idle watched file is closed (reopened on growth)
-    forget_after: float | str = 86400.0  # positions of files unseen this long are dropped
-    persist_interval: float | str = 1.0
-    read_chunk_bytes: int = 256 * 1024
+    start_at: Literal["end", "beginning"] = "end"  # files found on the very first run
+    rescan_interval: Duration = Duration(5.0)
+    poll_interval: Duration = Duration(0.25)
+    close_grace: Duration = Duration(1.0)  # a rotated-away/deleted file at EOF this long closes
+    close_inactive: Duration = Duration(300.0)  # an idle watched file closes (reopens on growth)
+    forget_after: Duration = Duration(86400.0)  # positions of files unseen this long are dropped
+    persist_interval: Duration = Duration(1.0)
+    read_chunk_bytes: Size = Size(256 * 1024)
     batch_size: int = 1000
-    max_line_bytes: int = 1024 * 1024
-    multiline: dict[str, Any] | None = None  # {start_pattern: '^\S', timeout: 1s}
+    max_line_bytes: Size = Size(1024 * 1024)
+    multiline: Multiline | None = None  # {start_pattern: '^\S', timeout: 1s}
     gzip: bool = True  # read *.gz files that match the globs
     watch: bool = True  # use watchdog for prompt wake-ups (polling always runs too)
     add_host: bool = False
@@ -91,48 +97,40 @@ class TailSource(Source):
 
     @classmethod
     def validate(cls, config: TailConfig) -> list[str]:
-        errors = duration_errors(config, *_DURATIONS)
-        if not isinstance(config.paths, list) or not config.paths:
+        errors = []
+        if not config.paths:
             errors.append("paths: needs at least one glob")
-        elif not all(isinstance(p, str) and os.path.isabs(p) for p in config.paths):
-            errors.append("paths: every entry must be an absolute path or glob")
+        for key in _DURATIONS:
+            if float(getattr(config, key)) <= 0 and key != "forget_after":
+                errors.append(f"{key}: must be more than 0")
         if config.start_at not in ("end", "beginning"):
             errors.append(f"start_at: must be end or beginning, got {config.start_at!r}")
         for key in ("read_chunk_bytes", "batch_size", "max_line_bytes"):
             value = getattr(config, key)
             if not isinstance(value, int) or value < 1:
                 errors.append(f"{key}: must be a positive integer, got {value!r}")
-        ml = config.multiline
-        if ml is not None:
-            if not isinstance(ml, dict) or "start_pattern" not in ml:
-                errors.append("multiline: needs start_pattern (and optionally timeout)")
-            else:
-                unknown = set(ml) - {"start_pattern", "timeout"}
-                if unknown:
-                    errors.append(f"multiline: unknown keys {sorted(unknown)}")
-                try:
-                    re.compile(str(ml["start_pattern"]).encode())
-                except re.error as exc:
-                    errors.append(f"multiline.start_pattern: invalid regex ({exc})")
-                try:
-                    parse_duration(ml.get("timeout", 1.0), "multiline.timeout")
-                except ValueError as exc:
-                    errors.append(str(exc))
+        if config.multiline is not None:
+            try:
+                re.compile(config.multiline.start_pattern.encode())
+            except re.error as exc:
+                errors.append(f"multiline.start_pattern: invalid regex ({exc})")
         return errors
 
     def __init__(self, config: TailConfig, context: Context):
         super().__init__(config, context)
         c = config
         for key in _DURATIONS:
-            setattr(self, "_" + key, parse_duration(getattr(c, key), key))
-        self._chunk = c.read_chunk_bytes
+            setattr(self, "_" + key, float(getattr(c, key)))
+        self._paths = [os.path.abspath(p) for p in c.paths]
+        self._exclude = [os.path.abspath(p) for p in c.exclude]
+        self._chunk = int(c.read_chunk_bytes)
         self._batch = c.batch_size
-        self._max_line = c.max_line_bytes
+        self._max_line = int(c.max_line_bytes)
         self._ml_start = None
         self._ml_timeout = 0.0
-        if c.multiline:
-            self._ml_start = re.compile(str(c.multiline["start_pattern"]).encode())
-            self._ml_timeout = parse_duration(c.multiline.get("timeout", 1.0), "timeout")
+        if c.multiline is not None:
+            self._ml_start = re.compile(c.multiline.start_pattern.encode())
+            self._ml_timeout = float(c.multiline.timeout)
         self._base_headers = base_headers(context.name, c.add_host)
         self._store = PositionStore(context.state_dir, context.log)
         self._log = context.log
@@ -179,7 +177,7 @@ class TailSource(Source):
             self._scan(first_run=saved is None)
             self._persist()
             if self.config.watch:
-                watcher = Watcher(self.config.paths, self._on_fs_event, self._log)
+                watcher = Watcher(self._paths, self._on_fs_event, self._log)
                 watcher.start()
             persister = asyncio.create_task(self._persist_loop())
             await self._read_loop(emit)
@@ -192,6 +190,10 @@ class TailSource(Source):
             for f in list(self._files.values()):
                 self._close(f)
             self._m_open.set(0)
+
+    def flush_state(self) -> None:
+        """After `run` ended and the channels drained: save what the late acks delivered."""
+        self._persist()
 
     def _on_fs_event(self, structural: bool) -> None:
         """Called on the loop (via call_soon_threadsafe) for watchdog events."""
@@ -225,9 +227,9 @@ class TailSource(Source):
 
     def _glob(self) -> list[str]:
         found = []
-        for pattern in self.config.paths:
+        for pattern in self._paths:
             for path in glob.iglob(pattern, recursive=True):
-                if not any(fnmatch.fnmatch(path, ex) for ex in self.config.exclude):
+                if not any(fnmatch.fnmatch(path, ex) for ex in self._exclude):
                     found.append(path)
         return sorted(set(found))
 

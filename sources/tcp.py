@@ -15,15 +15,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+from typing import Literal
 
-from agent.api import Context, Emit, Event, Source, register
-from sources._lines import (
-    LineSplitter,
-    base_headers,
-    duration_errors,
-    parse_duration,
-    parse_hostport,
-)
+from agent.api import Context, Duration, Emit, Event, Size, Source, register
+from sources._lines import LineSplitter, base_headers, parse_hostport
 
 _OCTET_START = re.compile(rb"[1-9][0-9]{0,8} <")
 _UNDECIDED = re.compile(rb"[1-9][0-9]{0,8} ?\Z")
@@ -86,11 +81,11 @@ class OctetCounter:
 @dataclasses.dataclass
 class TcpConfig:
     listen: str = "127.0.0.1:5140"
-    framing: str = "auto"  # auto | newline | octet_counting
-    max_line_bytes: int = 1024 * 1024
-    idle_timeout: float | str = 300.0
+    framing: Literal["auto", "newline", "octet_counting"] = "auto"
+    max_line_bytes: Size = Size(1024 * 1024)
+    idle_timeout: Duration = Duration(300.0)
     max_connections: int = 256
-    read_bytes: int = 64 * 1024
+    read_bytes: Size = Size(64 * 1024)
     batch_size: int = 1000
     add_host: bool = False
 
@@ -103,7 +98,7 @@ class TcpSource(Source):
 
     @classmethod
     def validate(cls, config: TcpConfig) -> list[str]:
-        errors = duration_errors(config, "idle_timeout")
+        errors = [] if config.idle_timeout > 0 else ["idle_timeout: must be more than 0"]
         try:
             parse_hostport(config.listen, "listen")
         except ValueError as exc:
@@ -122,7 +117,7 @@ class TcpSource(Source):
 
     def __init__(self, config: TcpConfig, context: Context):
         super().__init__(config, context)
-        self._idle = parse_duration(config.idle_timeout, "idle_timeout")
+        self._idle = float(config.idle_timeout)
         self._headers = base_headers(context.name, config.add_host)
         self._conns: set[asyncio.Task] = set()
         m, labels = context.metrics, {"component": context.name}

@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import socket
 
-from agent.api import Context, Emit, Event, Source, register
+from agent.api import Context, Emit, Event, Size, Source, register
 from sources._lines import base_headers, parse_hostport
 
 MAX_DATAGRAM = 65535
@@ -25,8 +25,8 @@ SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 @dataclasses.dataclass
 class UdpConfig:
     listen: str = "127.0.0.1:8285"
-    rcvbuf_bytes: int = 8 * 1024 * 1024
-    max_line_bytes: int = MAX_DATAGRAM
+    rcvbuf_bytes: Size = Size(8 * 1024 * 1024)
+    max_line_bytes: Size = Size(MAX_DATAGRAM)
     batch_size: int = 1000  # datagrams drained per wake-up, offered as one batch
     add_host: bool = False
 

@@ -136,7 +136,7 @@ async def test_tcp_backpressure_stops_reading_socket(tmp_path):
 async def test_tcp_connection_limit_and_idle_timeout(tmp_path):
     port = free_port()
     metrics = FakeMetrics()
-    src = tcp_source(tmp_path, port, metrics, max_connections=1, idle_timeout="300ms")
+    src = tcp_source(tmp_path, port, metrics, max_connections=1, idle_timeout=0.3)
     h = await started(Harness(src), port, "tcp")
     r1, w1 = await asyncio.open_connection("127.0.0.1", port)
     w1.write(b"first\n")
@@ -189,6 +189,6 @@ async def test_validate_and_listen_ports(tmp_path):
     assert UdpSource.listen_ports(UdpSource.Config(listen="0.0.0.0:8285")) == [("udp", 8285)]
     assert TcpSource.listen_ports(TcpSource.Config(listen=":5140")) == [("tcp", 5140)]
     assert "listen" in UdpSource.validate(UdpSource.Config(listen="nope"))[0]
-    errors = TcpSource.validate(TcpSource.Config(framing="x", idle_timeout="later"))
+    errors = TcpSource.validate(TcpSource.Config(framing="x", idle_timeout=0))
     assert any("framing" in e for e in errors) and any("idle_timeout" in e for e in errors)
     assert any("path" in e for e in HttpSource.validate(HttpSource.Config(path="/health")))

@@ -7,6 +7,7 @@ import os
 import orjson
 
 from sources._tail_state import FP_MAX
+from sources.tail import Multiline
 from tests.sources.harness import FakeMetrics, Harness, build
 
 FAST = dict(poll_interval=0.02, rescan_interval=0.1, close_grace=0.2, persist_interval=0.1)
@@ -201,15 +202,13 @@ async def test_inode_reuse_is_read_from_zero(tmp_path):
 async def test_multiline_joins_by_start_pattern(tmp_path):
     log = logdir(tmp_path) / "app.log"
     log.write_bytes(b"ERROR boom\n  at a()\n  at b()\nINFO fine\nWARN x\n  detail\n")
-    h = Harness(
-        tail(tmp_path, multiline={"start_pattern": r"^\S", "timeout": "200ms"}, batch_size=2)
-    ).start()
+    h = Harness(tail(tmp_path, multiline=Multiline(r"^\S", 0.2), batch_size=2)).start()
     await h.wait_lines(3)
     await h.stop()
     assert h.bodies() == [b"ERROR boom\n  at a()\n  at b()", b"INFO fine", b"WARN x\n  detail"]
     # All settled, including the one flushed by the timeout: nothing is read again.
     append(log, b"NEXT\n")
-    h2 = Harness(tail(tmp_path, multiline={"start_pattern": r"^\S", "timeout": "100ms"})).start()
+    h2 = Harness(tail(tmp_path, multiline=Multiline(r"^\S", 0.1))).start()
     await h2.wait_lines(1)
     await h2.stop()
     assert h2.bodies() == [b"NEXT"]
@@ -218,7 +217,7 @@ async def test_multiline_joins_by_start_pattern(tmp_path):
 async def test_multiline_held_event_is_reread_after_restart(tmp_path):
     log = logdir(tmp_path) / "app.log"
     log.write_bytes(b"A one\n  more\nB two\n  more\n")
-    ml = {"start_pattern": r"^\S", "timeout": "1h"}
+    ml = Multiline(r"^\S", 3600)
     h = Harness(tail(tmp_path, multiline=ml)).start()
     await h.wait_lines(1)
     await asyncio.sleep(0.2)
@@ -231,26 +230,33 @@ async def test_multiline_held_event_is_reread_after_restart(tmp_path):
     assert h2.bodies() == [b"B two\n  more"]
 
 
-async def test_validate_names_keys(tmp_path):
+def test_validate_names_keys():
     from sources.tail import TailSource
 
     cfg = TailSource.Config(
-        paths=["relative/*.log"],
-        start_at="middle",
-        poll_interval="soon",
-        max_line_bytes=0,
-        multiline={"start_pattern": "(", "timeout": "x"},
+        paths=[], start_at="middle", poll_interval=0, max_line_bytes=0, multiline=Multiline("(")
     )
     errors = "\n".join(TailSource.validate(cfg))
-    for key in (
-        "paths",
-        "start_at",
-        "poll_interval",
-        "max_line_bytes",
-        "multiline.start_pattern",
-        "multiline.timeout",
-    ):
+    for key in ("paths", "start_at", "poll_interval", "max_line_bytes", "multiline.start_pattern"):
         assert key in errors
+
+
+def test_config_from_yaml_through_the_compiler_schema():
+    import yaml
+
+    from agent.schema import Errors, build
+    from sources.tail import TailSource
+
+    node = yaml.compose(
+        "paths: [logs/*.log]\nstart_at: beginning\nrescan_interval: 2s\n"
+        "max_line_bytes: 64KiB\nmultiline: {start_pattern: '^\\S', timeout: 250ms}\n"
+    )
+    errors = Errors("pipelines.yaml")
+    cfg = build(TailSource.Config, node, "sources.x", errors)
+    assert not errors.items, [str(e) for e in errors.items]
+    assert TailSource.validate(cfg) == []
+    assert cfg.max_line_bytes == 65536 and cfg.rescan_interval == 2.0
+    assert cfg.multiline.start_pattern == "^\\S" and cfg.multiline.timeout == 0.25
 
 
 async def test_metrics_lines_and_bytes_behind(tmp_path):

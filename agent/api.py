@@ -61,8 +61,9 @@ class Ack:
         """Called by the selector when an event fans out to `n` extra channels."""
         self._pending += n
 
-    def settle(self) -> None:
-        self._pending -= 1
+    def settle(self, n: int = 1) -> None:
+        """Settle `n` copies at once (default one)."""
+        self._pending -= n
         if self._pending == 0:
             self._callback()
 
@@ -88,6 +89,19 @@ class Event:
     def settle(self) -> None:
         if self.ack is not None:
             self.ack.settle()
+
+
+def settle_all(events: list[Event]) -> None:
+    """Settle every event of a batch, one call per run of events sharing an Ack."""
+    ack, run = None, 0
+    for e in events:
+        if e.ack is not ack:
+            if ack is not None:
+                ack.settle(run)
+            ack, run = e.ack, 0
+        run += 1
+    if ack is not None:
+        ack.settle(run)
 
 
 class Counter(Protocol):

@@ -233,24 +233,29 @@ class BrokerSink(Sink):
 
     async def _deliver(self, events) -> None:
         """Produce `events` until each one is acknowledged or dead-lettered."""
-        encode = encoder(self.config.format)
-        topic = self.config.topic
-        keyed = self.config.key_header is not None or self.config.key_field is not None
-        records = [(topic, encode(e), self._key(e) if keyed else None, None) for e in events]
-        backoff = float(self.config.retry_backoff)
+        cfg = self.config
+        if cfg.format == "raw":
+            values = [e.body for e in events]
+        else:
+            encode = encoder(cfg.format)
+            values = [encode(e) for e in events]
+        keys = None
+        if cfg.key_header is not None or cfg.key_field is not None:
+            keys = [self._key(e) for e in events]
+        backoff = float(cfg.retry_backoff)
         started = time.monotonic()
-        while records:
-            failed = await self._produce_round(records)
-            records = []
+        failed = await self._produce_round(cfg.topic, values, keys)
+        while failed:
+            retry: list[tuple] = []
             for err, rtopic, value, key, headers in await self._isolate(failed):
                 if err.name() not in PERMANENT:
-                    records.append((rtopic, value, key, headers))
+                    retry.append((rtopic, value, key, headers))
                 elif rtopic != self.dlq_topic:
-                    records.append(self._dead_letter(err, rtopic, value, key))
+                    retry.append(self._dead_letter(err, rtopic, value, key))
                 else:
                     self.counters.failed.inc()
                     self.context.log.error("dead-letter topic rejected a record: %s", err)
-            retried = sum(1 for r in records if r[0] == topic)
+            retried = sum(1 for r in retry if r[0] == cfg.topic)
             if retried:
                 self.retried.inc(retried)
                 self.context.log.warning(
@@ -260,7 +265,13 @@ class BrokerSink(Sink):
                     backoff,
                 )
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, float(self.config.max_retry_backoff))
+                backoff = min(backoff * 2, float(cfg.max_retry_backoff))
+            failed = []
+            for topic in {r[0] for r in retry}:
+                group = [r for r in retry if r[0] == topic]
+                failed += await self._produce_round(
+                    topic, [r[1] for r in group], [r[2] for r in group], [r[3] for r in group]
+                )
         self.ack_latency.observe(time.monotonic() - started)
 
     async def _isolate(self, failed: list[tuple]) -> list[tuple]:
@@ -276,7 +287,7 @@ class BrokerSink(Sink):
         guilty = {id(f) for f in suspects}
         out = [f for f in failed if id(f) not in guilty]
         for _, topic, value, key, headers in suspects:
-            out += await self._produce_round([(topic, value, key, headers)])
+            out += await self._produce_round(topic, [value], [key], [headers])
         return out
 
     def _dead_letter(self, err, topic, value, key) -> tuple:
@@ -293,25 +304,34 @@ class BrokerSink(Sink):
         headers.append(("x-size", str(len(value or b"")).encode()))
         return self.dlq_topic, (value or b"")[: self.config.dead_letter_max_bytes], key, headers
 
-    async def _produce_round(self, records: list[tuple]) -> list[tuple]:
-        """Produce once; wait for all reports; return the failures."""
+    async def _produce_round(self, topic, values, keys=None, headers=None) -> list[tuple]:
+        """Produce `values` (with optional parallel `keys`, `headers`) to `topic` once;
+        wait for every delivery report; return the failures as
+        (error, topic, value, key, headers)."""
         from confluent_kafka import KafkaException
 
         tracker = _Tracker(asyncio.get_running_loop())
         cb = tracker.on_delivery
         produce = self.producer.produce
         local_failures = []
-        i, n = 0, len(records)
+        i, n = 0, len(values)
         while i < n:
-            topic, value, key, headers = records[i]
             try:
-                produce(topic, value, key, headers=headers, on_delivery=cb)
+                if keys is None:  # the common case, kept lean: no key, no headers
+                    for i in range(i, n):  # noqa: B020 - resumes after a full queue
+                        produce(topic, values[i], on_delivery=cb)
+                else:
+                    for i in range(i, n):  # noqa: B020
+                        h = headers[i] if headers is not None else None
+                        produce(topic, values[i], keys[i], headers=h, on_delivery=cb)
+                i = n
             except BufferError:  # librdkafka's queue is full: let the poll thread drain it
                 await asyncio.sleep(0.005)
-                continue
             except KafkaException as exc:
-                local_failures.append((exc.args[0], topic, value, key, headers))
-            i += 1
+                key = keys[i] if keys is not None else None
+                h = headers[i] if headers is not None else None
+                local_failures.append((exc.args[0], topic, values[i], key, h))
+                i += 1
         tracker.seal(n - len(local_failures))
         await tracker.future
         return local_failures + tracker.failed

@@ -16,16 +16,18 @@ import asyncio
 import dataclasses
 from collections import deque
 
-from agent.api import Channel, Context, Event, Size, TakeBatch, register
+from agent.api import Channel, Context, Event, Size, TakeBatch, register, settle_all
 
 EVENT_OVERHEAD = 120  # bytes of Python objects per event beyond its body, roughly
 
 
 def event_bytes(events: list[Event]) -> int:
-    total = EVENT_OVERHEAD * len(events)
-    for e in events:
-        total += len(e.body) * (2 if e.record is not None else 1)
-    return total
+    """Approximate memory of a batch: bodies, plus as much again when the first event
+    has a parsed record (batches come from one source, so they are alike)."""
+    if not events:
+        return 0
+    body = sum([len(e.body) for e in events])
+    return EVENT_OVERHEAD * len(events) + (2 * body if events[0].record is not None else body)
 
 
 class ChannelMetrics:
@@ -76,7 +78,7 @@ class MemoryChannel(Channel):
 
     def __init__(self, config, context: Context):
         super().__init__(config, context)
-        self._queue: deque[Event] = deque()
+        self._queue: deque[tuple[list[Event], int]] = deque()  # (batch, bytes) chunks
         self._events = 0  # stored + taken, not committed
         self._bytes = 0
         self._space = asyncio.Event()
@@ -95,7 +97,7 @@ class MemoryChannel(Channel):
         )
 
     def _store(self, events: list[Event], size: int) -> None:
-        self._queue.extend(events)
+        self._queue.append((events, size))
         self._events += len(events)
         self._bytes += size
         self.metrics.put.inc(len(events))
@@ -133,9 +135,18 @@ class MemoryChannel(Channel):
             except TimeoutError:
                 return _MemoryTake(self, [], 0)
         queue = self._queue
-        n = min(max_events, len(queue))
-        events = [queue.popleft() for _ in range(n)]
-        return _MemoryTake(self, events, event_bytes(events))
+        events: list[Event] = []
+        size = 0
+        while queue and len(events) < max_events:
+            chunk, chunk_size = queue.popleft()
+            room = max_events - len(events)
+            if len(chunk) > room:  # split the chunk; sizes are shared out pro rata
+                part = chunk_size * room // len(chunk)
+                queue.appendleft((chunk[room:], chunk_size - part))
+                chunk, chunk_size = chunk[:room], part
+            events += chunk
+            size += chunk_size
+        return _MemoryTake(self, events, size)
 
     def _release(self, n: int, size: int) -> None:
         self._events -= n
@@ -143,8 +154,8 @@ class MemoryChannel(Channel):
         self._gauges()
         self._space.set()
 
-    def _return(self, events: list[Event]) -> None:
-        self._queue.extendleft(reversed(events))
+    def _return(self, events: list[Event], size: int) -> None:
+        self._queue.appendleft((events, size))
         self._data.set()
 
 
@@ -160,13 +171,11 @@ class _MemoryTake(TakeBatch):
         self.done = True
         self.channel._release(len(self.events), self.size)
         self.channel.metrics.committed.inc(len(self.events))
-        for e in self.events:
-            if e.ack is not None:
-                e.ack.settle()
+        settle_all(self.events)
 
     async def rollback(self) -> None:
         if self.done:
             return
         self.done = True
         self.channel.metrics.rolled_back.inc(len(self.events))
-        self.channel._return(self.events)
+        self.channel._return(self.events, self.size)

@@ -1,0 +1,63 @@
+"""`add_fields` interceptor: static fields, the host name and a timestamp.
+
+`target` chooses where they go: `headers` (values turned into strings), `record`
+(values as given; only events that already have a record, so an unparsed line does
+not grow a record that would hide its body), or `both`. The timestamp is the time
+of the batch, ISO 8601 in UTC with milliseconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import socket
+from typing import Any, Literal
+
+from agent.api import Context, Event, Interceptor, register
+
+
+@dataclasses.dataclass
+class AddFieldsConfig:
+    fields: dict[str, Any] = dataclasses.field(default_factory=dict)
+    host: bool = False
+    host_key: str = "host"
+    timestamp: bool = False
+    timestamp_key: str = "timestamp"
+    target: Literal["headers", "record", "both"] = "headers"
+
+
+@register("interceptor", "add_fields")
+class AddFields(Interceptor):
+    """Adds fields to every event; owned by one source's pipeline (single task)."""
+
+    Config = AddFieldsConfig
+
+    @classmethod
+    def validate(cls, config: AddFieldsConfig) -> list[str]:
+        if not (config.fields or config.host or config.timestamp):
+            return ["fields: nothing to add (set fields, host: true or timestamp: true)"]
+        return []
+
+    def __init__(self, config: AddFieldsConfig, context: Context):
+        super().__init__(config, context)
+        static = dict(config.fields)
+        if config.host:
+            static[config.host_key] = socket.gethostname()
+        self._static = static
+        self._static_headers = {k: v if isinstance(v, str) else str(v) for k, v in static.items()}
+        self._to_headers = config.target in ("headers", "both")
+        self._to_record = config.target in ("record", "both")
+
+    def intercept(self, events: list[Event]) -> list[Event]:
+        fields, headers = self._static, self._static_headers
+        if self.config.timestamp:
+            now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+            now = now.replace("+00:00", "Z")
+            fields = {**fields, self.config.timestamp_key: now}
+            headers = {**headers, self.config.timestamp_key: now}
+        for e in events:
+            if self._to_headers:
+                e.headers.update(headers)
+            if self._to_record and e.record is not None:
+                e.record.update(fields)
+        return events

@@ -1,0 +1,385 @@
+"""Broker core benchmark: produce, consume, end-to-end latency, and Redis Streams.
+
+    .venv/bin/python -m bench.bench_broker [--seconds 10] [--event-loop asyncio|uvloop|both]
+
+Everything runs on this machine over loopback, each party in its own process:
+the broker (`logflume broker`), a confluent-kafka producer, a confluent-kafka
+consumer, redis-server and redis-benchmark. Records are 100-byte log-like lines
+(a pool of 4096 distinct ones), lz4-compressed by the producer in large batches.
+
+1. produce, acks=1, one topic with 6 partitions, for --seconds (30 for the full run);
+   records/s counted over the whole run including the final flush, plus the
+   broker's CPU seconds per million records (utime+stime from /proc/<pid>/stat).
+2. consume everything from the beginning (assign, no group): records/s.
+3. end-to-end latency at 10,000 records/s with acks=all: producer stamps each
+   record with its send time, a consumer (long-polling) computes receive - send.
+4. the same produce workload as Redis Streams XADD (redis-benchmark, 100-byte field,
+   pipelined 64 deep, 4 connections) against a private redis-server with AOF.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RECORD_SIZE = 100
+PARTITIONS = 6
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def record_pool(n: int = 4096) -> list[bytes]:
+    """Log-like 100-byte lines: repetitive structure, varying fields (lz4 gets ~2-3x)."""
+    rng = random.Random(7)
+    paths = ["/api/v1/items", "/index.html", "/static/app.js", "/login", "/api/v2/search?q="]
+    out = []
+    for i in range(n):
+        line = (
+            f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(256)} - - "
+            f'[22/Nov/2026:10:{i % 60:02d}:{rng.randrange(60):02d}] "GET {rng.choice(paths)}'
+            f'{rng.randrange(10**6)} HTTP/1.1" {rng.choice([200, 200, 304, 404])} {rng.randrange(99999)}'
+        )
+        out.append(line.encode()[:RECORD_SIZE].ljust(RECORD_SIZE, b" "))
+    return out
+
+
+# -- roles (each runs in its own process) -------------------------------------------------
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def role_producer(args) -> dict:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "acks": args.acks,
+            "compression.type": "lz4",
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 100_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "enable.idempotence": False,
+        }
+    )
+    pool = record_pool()
+    chunk = 5000
+    batches = [
+        [{"value": pool[(i + j) % len(pool)]} for j in range(chunk)] for i in range(0, 4096, 512)
+    ]
+    sent = 0
+    k = 0
+    start = time.perf_counter()
+    deadline = start + args.seconds
+    while time.perf_counter() < deadline:
+        msgs = batches[k % len(batches)]
+        accepted = producer.produce_batch(args.topic, msgs, partition=k % PARTITIONS)
+        sent += accepted
+        k += 1
+        if accepted < len(msgs):
+            producer.poll(0.005)
+        else:
+            producer.poll(0)
+    left = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    return {
+        "records": sent - left,
+        "seconds": elapsed,
+        "rate": (sent - left) / elapsed,
+        "client_cpu_util": _own_cpu() / elapsed,
+    }
+
+
+def role_consumer(args) -> dict:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": "bench-unused",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 8_388_608,
+            "queued.max.messages.kbytes": 1_048_576,
+            "queued.min.messages": 5_000_000,
+            "fetch.queue.backoff.ms": 0,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    count = 0
+    start = time.perf_counter()
+    while count < args.expect and time.perf_counter() - start < 300:
+        msgs = consumer.consume(num_messages=100_000, timeout=1.0)
+        count += len(msgs)
+    elapsed = time.perf_counter() - start
+    cpu = _own_cpu()
+    consumer.close()
+    return {
+        "records": count,
+        "seconds": elapsed,
+        "rate": count / elapsed,
+        "client_cpu_util": cpu / elapsed,
+    }
+
+
+def role_latency_consumer(args) -> dict:
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": "bench-unused",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 500,
+            "fetch.min.bytes": 1,
+        }
+    )
+    consumer.assign([TopicPartition(args.topic, 0, OFFSET_END)])
+    consumer.consume(num_messages=1, timeout=1.0)
+    print("ready", flush=True)
+    lat = []
+    deadline = time.time() + args.seconds + 30
+    while len(lat) < args.expect and time.time() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            now = time.time()
+            (sent,) = struct.unpack_from(">d", msg.value())
+            lat.append(now - sent)
+    consumer.close()
+    return {"records": len(lat), "latencies_ms": [x * 1000 for x in lat]}
+
+
+def role_latency_producer(args) -> dict:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "acks": "all",
+            "compression.type": "lz4",
+            "linger.ms": 0,
+            "enable.idempotence": False,
+        }
+    )
+    pad = b"p" * (RECORD_SIZE - 8)
+    per_tick = max(1, args.rate // 1000)
+    total = args.rate * args.seconds
+    sent = 0
+    start = time.perf_counter()
+    while sent < total:
+        target = start + sent / args.rate
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        for _ in range(per_tick):
+            producer.produce(args.topic, struct.pack(">d", time.time()) + pad, partition=0)
+        sent += per_tick
+        producer.poll(0)
+    producer.flush(30)
+    return {"records": sent}
+
+
+ROLES = {
+    "producer": role_producer,
+    "consumer": role_consumer,
+    "latency-consumer": role_latency_consumer,
+    "latency-producer": role_latency_producer,
+}
+
+
+# -- orchestration ------------------------------------------------------------------------
+
+
+def spawn_role(role: str, **kw) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "bench.bench_broker", "--role", role]
+    for key, value in kw.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 600) -> dict:
+    out, _ = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench role failed with {proc.returncode}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+class Broker:
+    def __init__(self, event_loop: str, profile: Path | None = None):
+        self.dir = Path(tempfile.mkdtemp(prefix="bench-broker-"))
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        cmd = [sys.executable]
+        if profile is not None:
+            cmd += ["-m", "cProfile", "-o", str(profile)]
+        cmd += [
+            "-m",
+            "logflume",
+            "--log-level",
+            "WARNING",
+            "broker",
+            "--data-dir",
+            str(self.dir / "data"),
+        ]
+        cmd += ["--listen", self.bootstrap, "--event-loop", event_loop]
+        self.proc = subprocess.Popen(cmd)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("broker did not start")
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(60)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def bench_throughput(event_loop: str, seconds: float, profile: Path | None) -> dict:
+    broker = Broker(event_loop, profile)
+    try:
+        broker.create_topic("bench", PARTITIONS)
+        cpu0 = broker.cpu_seconds()
+        prod = finish(
+            spawn_role(
+                "producer", bootstrap=broker.bootstrap, topic="bench", seconds=seconds, acks=1
+            )
+        )
+        cpu = broker.cpu_seconds() - cpu0
+        prod["broker_cpu_s_per_million"] = cpu / (prod["records"] / 1e6)
+        prod["broker_cpu_util"] = cpu / prod["seconds"]
+        cpu0 = broker.cpu_seconds()
+        cons = finish(
+            spawn_role(
+                "consumer", bootstrap=broker.bootstrap, topic="bench", expect=prod["records"]
+            )
+        )
+        cons["broker_cpu_s_per_million"] = (broker.cpu_seconds() - cpu0) / (cons["records"] / 1e6)
+        return {"produce": prod, "consume": cons}
+    finally:
+        broker.stop()
+
+
+def bench_latency(event_loop: str, seconds: int, rate: int) -> dict:
+    broker = Broker(event_loop)
+    try:
+        broker.create_topic("lat", 1)
+        consumer = spawn_role(
+            "latency-consumer",
+            bootstrap=broker.bootstrap,
+            topic="lat",
+            seconds=seconds,
+            expect=rate * seconds,
+        )
+        assert consumer.stdout.readline().strip() == "ready"
+        finish(
+            spawn_role(
+                "latency-producer",
+                bootstrap=broker.bootstrap,
+                topic="lat",
+                seconds=seconds,
+                rate=rate,
+            )
+        )
+        res = finish(consumer)
+        lat = sorted(res.pop("latencies_ms"))
+        q = statistics.quantiles(lat, n=1000)
+        res.update(p50_ms=q[499], p99_ms=q[989], p999_ms=q[998], max_ms=lat[-1])
+        return res
+    finally:
+        broker.stop()
+
+
+def bench_redis(records: int) -> float:
+    from bench.peers.redis import RedisServer
+
+    with RedisServer() as redis:
+        return redis.xadd_rate(records)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--role", choices=sorted(ROLES))
+    ap.add_argument("--bootstrap")
+    ap.add_argument("--topic")
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--acks", default="1")
+    ap.add_argument("--expect", type=int, default=0)
+    ap.add_argument("--rate", type=int, default=10_000)
+    ap.add_argument("--latency-seconds", type=int, default=10)
+    ap.add_argument("--event-loop", choices=("asyncio", "uvloop", "both"), default="both")
+    ap.add_argument("--profile", type=Path, default=None, help="cProfile the broker into this file")
+    ap.add_argument("--skip-redis", action="store_true")
+    args = ap.parse_args()
+    if args.role:
+        args.seconds = int(args.seconds) if args.role.startswith("latency") else args.seconds
+        print(json.dumps(ROLES[args.role](args)))
+        return
+    loops = ["asyncio", "uvloop"] if args.event_loop == "both" else [args.event_loop]
+    results = {}
+    for loop in loops:
+        results[loop] = bench_throughput(
+            loop, args.seconds, args.profile if loop == loops[0] else None
+        )
+        p, c = results[loop]["produce"], results[loop]["consume"]
+        print(
+            f"[{loop}] produce acks=1 6 partitions: {p['rate']:,.0f} records/s "
+            f"({p['records']:,} in {p['seconds']:.1f}s), broker CPU {p['broker_cpu_s_per_million']:.2f} s per M "
+            f"records ({p['broker_cpu_util']:.0%} of a core; producer process {p['client_cpu_util']:.0%})"
+        )
+        print(
+            f"[{loop}] consume from beginning: {c['rate']:,.0f} records/s "
+            f"(broker CPU {c['broker_cpu_s_per_million']:.3f} s per M records; "
+            f"consumer process {c['client_cpu_util']:.0%})"
+        )
+    lat = bench_latency(loops[0], args.latency_seconds, args.rate)
+    print(
+        f"[{loops[0]}] e2e latency acks=all at {args.rate:,}/s ({lat['records']:,} records): "
+        f"p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms, p99.9 {lat['p999_ms']:.2f} ms, max {lat['max_ms']:.1f} ms"
+    )
+    if not args.skip_redis:
+        best = max(results.values(), key=lambda r: r["produce"]["rate"])["produce"]
+        redis_rate = bench_redis(max(200_000, int(best["records"])))
+        print(f"redis XADD 100 B, pipelined 64: {redis_rate:,.0f} records/s")
+        print(f"logflume / redis produce ratio: {best['rate'] / redis_rate:.2f}")
+
+
+if __name__ == "__main__":
+    main()

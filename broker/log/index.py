@@ -143,6 +143,15 @@ class OffsetIndex(_Index):
             raise CorruptIndexError(f"offset {offset} is not above the last indexed offset")
         self._append_entry(rel, position)
 
+    def append_unchecked(self, offset: int, position: int) -> None:
+        """Append for callers that guarantee increasing offsets (the segment)."""
+        pos = self.entries * 8
+        if self.entries >= self.max_entries or pos + 8 > self._mapped_length:
+            self._append_entry(offset - self.base_offset, position)
+            return
+        self.ENTRY.pack_into(self._mm, pos, offset - self.base_offset, position)
+        self.entries += 1
+
     def last_entry(self) -> tuple[int, int]:
         if not self.entries:
             return self.base_offset, 0
@@ -191,14 +200,27 @@ class TimeIndex(_Index):
         ts, rel = self.entry(self.entries - 1)
         return ts, self.base_offset + rel
 
+    last_timestamp = -1  # cache of the last entry's timestamp, -1 when unknown
+
+    def truncate_to_entries(self, n: int) -> None:
+        super().truncate_to_entries(n)
+        self.last_timestamp = -1
+
+    def reset(self) -> None:
+        super().reset()
+        self.last_timestamp = -1
+
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Append when `timestamp` is above the last entry's and there is room."""
         if self.entries:
+            if timestamp <= self.last_timestamp:
+                return
             last_ts, last_rel = self.entry(self.entries - 1)
             if timestamp <= last_ts or offset - self.base_offset < last_rel:
                 return
         if self.entries < self.max_entries:
             self._append_entry(timestamp, offset - self.base_offset)
+            self.last_timestamp = timestamp
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the last entry with timestamp <= `timestamp`."""

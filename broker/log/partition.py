@@ -39,6 +39,7 @@ from broker.log.epoch import LeaderEpochCache
 from broker.log.loader import load_segments, new_segment
 from broker.log.segment import LogSegment
 from broker.protocol.records import (
+    HEADER_SIZE,
     CorruptRecordError,
     RecordBatch,
     UnsupportedCodecError,
@@ -131,7 +132,14 @@ class PartitionLog:
 
     def append(self, records, leader_epoch: int = 0) -> AppendInfo:
         """Leader append: validate, assign offsets from the log end, write. A bytearray
-        argument is rewritten in place."""
+        argument is rewritten in place, except for the single-batch fast path, which
+        writes the new 16-byte prefix and the rest of the caller's buffer with one
+        pwritev and copies nothing."""
+        if len(records) >= HEADER_SIZE and self.config.message_timestamp_type == "CreateTime":
+            batch = RecordBatch(records)
+            if batch.size == len(records):
+                batch.validate()
+                return self._append_one(records, batch, leader_epoch)
         buf = records if isinstance(records, bytearray) else bytearray(records)
         batches = list(iter_batches(buf))
         if not batches:
@@ -163,6 +171,30 @@ class PartitionLog:
             self.leader_epoch_cache.assign(leader_epoch, first)
         self._write(buf, batches, first, offset - 1, max_ts)
         return AppendInfo(first, offset - 1, max_ts, log_append_time, len(batches), len(buf))
+
+    def _append_one(self, records, b: RecordBatch, leader_epoch: int) -> AppendInfo:
+        size = b.size
+        if size > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
+            )
+        if b.records_count <= 0 or b.last_offset_delta != b.records_count - 1:
+            raise CorruptRecordError("batch record count does not match its last offset delta")
+        first = self.log_end_offset
+        last = first + b.last_offset_delta
+        b.base_offset = first
+        b.partition_leader_epoch = leader_epoch
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first)
+        seg = self._maybe_roll(size, b.max_timestamp, first, last)
+        seg.append_one(
+            _PREFIX.pack(first, b.batch_length, leader_epoch), memoryview(records)[16:], b
+        )
+        self.log_end_offset = last + 1
+        self.size_bytes += size
+        if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(first, last, b.max_timestamp, -1, 1, size)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Replica append: offsets kept as given; they must start at or after the log

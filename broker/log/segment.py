@@ -102,30 +102,48 @@ class LogSegment:
 
     def append(self, data, batches: list[RecordBatch]) -> None:
         """Write `data` (the bytes of `batches`, offsets already final) at the end."""
-        view = memoryview(data)
         pos = self.size
         fd = self.file.fileno()
-        while view:
-            n = os.pwrite(fd, view, pos)
-            view = view[n:]
-            pos += n
-        pos = self.size
+        n = os.pwrite(fd, data, pos)
+        if n < len(data):
+            view = memoryview(data)[n:]
+            while view:
+                written = os.pwrite(fd, view, pos + n)
+                view = view[written:]
+                n += written
         for b in batches:
             self._index_batch(b.base_offset, b.last_offset, b.max_timestamp, pos, b.size)
             pos += b.size
         self.size = pos
 
+    def append_one(self, prefix: bytes, rest, b: RecordBatch) -> None:
+        """Write one batch given as its new 16-byte prefix and the bytes after it."""
+        pos = self.size
+        n = os.pwritev(self.file.fileno(), [prefix, rest], pos)
+        if n < b.size:
+            tail = (bytes(prefix) + bytes(rest))[n:]
+            while tail:
+                written = os.pwrite(self.file.fileno(), tail, pos + n)
+                tail = tail[written:]
+                n += written
+        self._index_batch(b.base_offset, b.last_offset, b.max_timestamp, pos, b.size)
+        self.size = pos + b.size
+
     def _index_batch(self, base: int, last: int, max_ts: int, position: int, size: int) -> None:
-        if self._first_batch_timestamp is None and position == 0:
+        if position == 0 and self._first_batch_timestamp is None:
             self._first_batch_timestamp = max_ts
-        if max_ts > self.max_timestamp:
+        if max_ts > (
+            self._max_timestamp if self._max_timestamp is not None else self.max_timestamp
+        ):
             self._max_timestamp = max_ts
             self._offset_of_max_timestamp = base
-        if self._bytes_since_index > self.index_interval_bytes:
-            self.index.append(base, position)
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-            self._bytes_since_index = 0
-        self._bytes_since_index += size
+        since = self._bytes_since_index
+        if since > self.index_interval_bytes:
+            self.index.append_unchecked(base, position)
+            if self._max_timestamp > self.time_index.last_timestamp:
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            since = 0
+        self._bytes_since_index = since + size
         self.next_offset = last + 1
 
     def finish(self) -> None:

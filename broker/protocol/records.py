@@ -222,21 +222,27 @@ class RecordBatch:
 
     def validate(self) -> None:
         """Check magic, length and CRC-32C; raise CorruptRecordError on any mismatch."""
-        if self.magic != MAGIC:
-            raise CorruptRecordError(f"unsupported record batch magic {self.magic}")
-        if self.batch_length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"record batch length {self.batch_length} is too small")
-        end = self.position + self.size
-        if end > len(self.buf):
-            raise CorruptRecordError("record batch is truncated")
+        length = self.batch_length
+        start = self.position
+        end = start + length + LOG_OVERHEAD
+        if self.magic != MAGIC or length < MIN_BATCH_LENGTH or end > len(self.buf):
+            self._explain_bad_header()
         if self.last_offset_delta < 0 or self.records_count < 0:
             raise CorruptRecordError("record batch has a negative count or offset delta")
-        actual = crc32c.crc32c(memoryview(self.buf)[self.position + CRC_FROM : end])
+        with memoryview(self.buf) as view:
+            actual = crc32c.crc32c(view[start + CRC_FROM : end])
         if actual != self.crc:
             raise CorruptRecordError(
                 f"record batch at offset {self.base_offset} has crc {actual:#010x}, "
                 f"header says {self.crc:#010x}"
             )
+
+    def _explain_bad_header(self):
+        if self.magic != MAGIC:
+            raise CorruptRecordError(f"unsupported record batch magic {self.magic}")
+        if self.batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch length {self.batch_length} is too small")
+        raise CorruptRecordError("record batch is truncated")
 
     def records(self) -> list[Record]:
         """Decode every record (decompressing if needed); UnsupportedCodecError for

@@ -148,7 +148,7 @@ class GroupCoordinator(OffsetsMixin):
             else:
                 group.restore(v, now_ms)
         self.owned.add(partition)
-        log.info("loaded __consumer_offsets-%d", partition)
+        log.debug("loaded __consumer_offsets-%d", partition)
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating `partition` (leadership moved): waiting requests get
@@ -361,10 +361,9 @@ class GroupCoordinator(OffsetsMixin):
         resolve(member.sync_future, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         member.join_future = member.sync_future = None
         group.remove(member.member_id)
-        if group.is_(PREPARING):
-            self._try_complete_join(group, now_ms)
-        elif group.state in (STABLE, COMPLETING):
+        if group.state in (STABLE, COMPLETING):
             self._prepare_rebalance(group, now_ms)
+        self._try_complete_join(group, now_ms)
 
     # -- SyncGroup, Heartbeat, LeaveGroup ---------------------------------------------------
 
@@ -422,6 +421,7 @@ class GroupCoordinator(OffsetsMixin):
                 resolve(m.sync_future, SyncResult(err))
                 m.sync_future = None
             self._prepare_rebalance(group, now_ms)
+            self._try_complete_join(group, now_ms)
             return
         for m in group.members.values():
             m.assignment = assignments.get(m.member_id, b"")

@@ -8,11 +8,13 @@ batch (and wait until it is durable as the topic's acks require), and read back 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Protocol
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.records import iter_batches
+
+_READ_CHUNK = 8 << 20
 
 
 class StoreError(Exception):
@@ -51,37 +53,43 @@ class PartitionOffsetsStore:
     """OffsetsStore over the broker's partitions of `__consumer_offsets`.
 
     `get_partition(index)` returns the hosted Partition (broker/cluster/partition.py)
-    or None; `wait_replicated(partition, end_offset)` is awaited after each append
-    (acks=all: the delayed-produce purgatory in the server) and returns an ErrorCode.
+    or None. Appends are acks=all: `wait_replicated(partition, end_offset)` is awaited
+    after each one (the server's delayed-produce purgatory) and returns an ErrorCode.
     Owned by the broker; use on its event loop only.
     """
 
     def __init__(
         self,
         get_partition: Callable[[int], object | None],
-        wait_replicated: Callable[[object, int], object] | None = None,
+        wait_replicated: Callable[[object, int], Awaitable[ErrorCode]],
     ):
         self._get_partition = get_partition
         self._wait_replicated = wait_replicated
 
     async def append(self, partition: int, records: bytes) -> int:
+        from broker.cluster.partition import PartitionError
+
         p = self._get_partition(partition)
         if p is None:
             raise StoreError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"partition {partition} not here")
-        from broker.cluster.partition import PartitionError
-
         try:
             info = p.append_as_leader(records, required_acks=-1)
         except PartitionError as e:
             raise StoreError(e.code, str(e)) from None
-        if self._wait_replicated is not None:
-            code = await self._wait_replicated(p, info.last_offset + 1)
-            if code != ErrorCode.NONE:
-                raise StoreError(ErrorCode(code))
+        code = await self._wait_replicated(p, info.last_offset + 1)
+        if code != ErrorCode.NONE:
+            raise StoreError(ErrorCode(code))
         return info.first_offset
 
-    def read_all(self, partition: int) -> Iterable[tuple[bytes, bytes | None]]:
+    def read_all(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
         p = self._get_partition(partition)
         if p is None:
-            return ()
-        return records_of(p.log.read_batches(p.log.log_start_offset))
+            return
+        plog = p.log
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            batches = plog.read_batches(offset, _READ_CHUNK)
+            if not batches:
+                break
+            yield from records_of(batches)
+            offset = batches[-1].next_offset

@@ -54,6 +54,16 @@ async def test_leave_triggers_rebalance_and_heartbeat_says_so():
 
 
 @async_test
+async def test_last_member_leaving_empties_the_group_at_once():
+    d = Driver()
+    r = await d.join()
+    await d.sync("g", r.member_id, 1, {r.member_id: b"A"})
+    assert await d.coord.leave_group("g", [(r.member_id, None)], 100) == (E.NONE, [E.NONE])
+    group = d.coord.groups["g"]
+    assert (group.state, group.generation, group.leader_id) == (GroupState.EMPTY, 2, None)
+
+
+@async_test
 async def test_leave_batch_v3_and_unknown_members():
     d = Driver()
     leader, follower = await d.stable_pair()

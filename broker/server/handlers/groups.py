@@ -1,0 +1,339 @@
+"""Consumer-group APIs: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, OffsetCommit,
+OffsetFetch, DescribeGroups, ListGroups, all answered by `broker.groups`.
+
+The `GroupCoordinator` lives in `core.extensions["groups"]`. Its state is the
+compacted internal topic `__consumer_offsets`, created on the first FindCoordinator
+as Kafka does (so brokers that never see a group carry no such topic), with
+`offsets.topic.num.partitions` partitions; at start-up an existing one is loaded.
+This single-node broker leads every partition, so it coordinates every group.
+
+Version details handled here: JoinGroup v0 has no rebalance timeout (the session
+timeout is used), v4+ requires a known member id (KIP-394); LeaveGroup v0-2 carries
+one member and reports its error at the top level; OffsetCommit v0 and commits with
+generation -1 come from simple consumers; `retention_time_ms` (v2-4) is ignored as
+in Kafka 2.1+ (retention follows offsets.retention.minutes); OffsetFetch v2+ null
+topics means every committed partition; client hosts are shown as "/<ip>" like Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from broker.groups.offsets_topic import TOPIC
+from broker.groups.storage import PartitionOffsetsStore
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.dispatch import handles
+from broker.server.purgatory import DelayedOperation
+
+log = logging.getLogger(__name__)
+
+_AUTHORIZED_OPS_UNKNOWN = -(2**31)
+_GROUP_KEY_TYPE = 0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class DelayedOffsetsAppend(DelayedOperation):
+    """An acks=all append to __consumer_offsets waiting for the high watermark.
+    Owned by the produce purgatory; event-loop only."""
+
+    def __init__(self, timeout_s: float, partition, required: int, future: asyncio.Future):
+        super().__init__(timeout_s)
+        self.partition = partition
+        self.required = required
+        self.future = future
+        self.error = ErrorCode.REQUEST_TIMED_OUT
+
+    def try_complete(self) -> bool:
+        done, error = self.partition.enough_replicas_for(self.required)
+        if not done:
+            return False
+        self.error = error
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        if not self.future.done():
+            self.future.set_result(self.error)
+
+
+def _wait_replicated(core):
+    timeout_s = core.config["offsets.commit.timeout.ms"] / 1000
+
+    async def wait(partition, required: int) -> ErrorCode:
+        future = asyncio.get_running_loop().create_future()
+        op = DelayedOffsetsAppend(timeout_s, partition, required, future)
+        core.produce_purgatory.try_complete_else_watch(op, [partition.key])
+        return await future
+
+    return wait
+
+
+def setup(core) -> None:
+    store = PartitionOffsetsStore(
+        lambda i: core.replicas.get_partition(TOPIC, i), _wait_replicated(core)
+    )
+    coordinator = GroupCoordinator(store, CoordinatorConfig.from_broker_config(core.config))
+    core.extensions["groups"] = coordinator
+    if core.replicas.topic(TOPIC) is not None:
+        _load_all(core, coordinator)
+    core.extensions["groups-timer"] = asyncio.get_running_loop().create_task(coordinator.run())
+
+
+async def teardown(core) -> None:
+    task = core.extensions.pop("groups-timer", None)
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        if asyncio.current_task().cancelling():
+            raise
+
+
+def _load_all(core, coordinator: GroupCoordinator) -> None:
+    meta = core.replicas.topic(TOPIC)
+    now = _now_ms()
+    before = len(coordinator.owned)
+    for index in range(meta.partitions):
+        p = core.replicas.get_partition(TOPIC, index)
+        if p is not None and p.is_leader and index not in coordinator.owned:
+            coordinator.load_partition(index, now)
+    if len(coordinator.owned) > before:
+        log.info(
+            "coordinating %d partition(s) of %s: %d group(s) loaded",
+            len(coordinator.owned),
+            TOPIC,
+            len(coordinator.groups),
+        )
+
+
+def _ensure_offsets_topic(core) -> ErrorCode:
+    coordinator: GroupCoordinator = core.extensions["groups"]
+    if core.replicas.topic(TOPIC) is None:
+        cfg = core.config
+        from broker.cluster.replica_manager import TopicError
+
+        try:
+            core.replicas.create_topic(
+                TOPIC,
+                coordinator.config.num_partitions,
+                cfg["offsets.topic.replication.factor"],
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+                    "compression.type": "producer",
+                },
+            )
+        except TopicError as e:
+            log.error("cannot create %s: %s", TOPIC, e)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    _load_all(core, coordinator)
+    return ErrorCode.NONE
+
+
+def _coordinator(ctx) -> GroupCoordinator:
+    return ctx.core.extensions["groups"]
+
+
+@handles(ApiKey.FIND_COORDINATOR)
+def find_coordinator(ctx, body):
+    core = ctx.core
+    resp = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None}
+    if body.get("key_type", _GROUP_KEY_TYPE) != _GROUP_KEY_TYPE:
+        code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
+    else:
+        code, message = _ensure_offsets_topic(core), None
+    if code != ErrorCode.NONE:
+        resp.update(error_code=code, error_message=message, node_id=-1, host="", port=-1)
+        return resp
+    partition = core.replicas.get_partition(TOPIC, _coordinator(ctx).partition_for(body["key"]))
+    host, port = core.advertised
+    resp.update(node_id=partition.leader, host=host, port=port)
+    return resp
+
+
+@handles(ApiKey.JOIN_GROUP)
+async def join_group(ctx, body):
+    version = ctx.api_version
+    session = body["session_timeout_ms"]
+    rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
+    r = await _coordinator(ctx).join_group(
+        body["group_id"],
+        body["member_id"],
+        body.get("group_instance_id"),
+        ctx.header.client_id or "",
+        "/" + ctx.client_host,
+        session,
+        rebalance if rebalance >= 0 else session,
+        body["protocol_type"],
+        [(p["name"], p["metadata"]) for p in body["protocols"]],
+        version >= 4,
+        _now_ms(),
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": r.error,
+        "generation_id": r.generation_id,
+        "protocol_name": r.protocol_name or "",
+        "leader": r.leader,
+        "member_id": r.member_id,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata,
+            }
+            for m in r.members
+        ],
+    }
+
+
+@handles(ApiKey.SYNC_GROUP)
+async def sync_group(ctx, body):
+    r = await _coordinator(ctx).sync_group(
+        body["group_id"],
+        body["member_id"],
+        body.get("group_instance_id"),
+        body["generation_id"],
+        {a["member_id"]: a["assignment"] for a in body["assignments"]},
+        _now_ms(),
+    )
+    return {"throttle_time_ms": 0, "error_code": r.error, "assignment": r.assignment}
+
+
+@handles(ApiKey.HEARTBEAT)
+def heartbeat(ctx, body):
+    code = _coordinator(ctx).heartbeat(
+        body["group_id"],
+        body["member_id"],
+        body.get("group_instance_id"),
+        body["generation_id"],
+        _now_ms(),
+    )
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+@handles(ApiKey.LEAVE_GROUP)
+async def leave_group(ctx, body):
+    if ctx.api_version < 3:
+        members = [(body["member_id"], None)]
+    else:
+        members = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
+    top, results = await _coordinator(ctx).leave_group(body["group_id"], members, _now_ms())
+    if ctx.api_version < 3:
+        return {"throttle_time_ms": 0, "error_code": top or (results[0] if results else top)}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": top,
+        "members": [
+            {"member_id": m, "group_instance_id": i, "error_code": code}
+            for (m, i), code in zip(members, results, strict=False)
+        ],
+    }
+
+
+@handles(ApiKey.OFFSET_COMMIT)
+async def offset_commit(ctx, body):
+    offsets = {}
+    for t in body["topics"]:
+        for p in t["partitions"]:
+            offsets[(t["name"], p["partition_index"])] = (
+                p["committed_offset"],
+                p.get("committed_leader_epoch", -1),
+                p["committed_metadata"],
+            )
+    generation = body.get("generation_id_or_member_epoch", -1) if ctx.api_version >= 1 else -1
+    results = await _coordinator(ctx).commit_offsets(
+        body["group_id"],
+        body.get("member_id", "") if ctx.api_version >= 1 else "",
+        body.get("group_instance_id"),
+        generation,
+        offsets,
+        _now_ms(),
+    )
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": results[(t["name"], p["partition_index"])],
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in body["topics"]
+        ],
+    }
+
+
+@handles(ApiKey.OFFSET_FETCH)
+def offset_fetch(ctx, body):
+    requested = body["topics"]
+    wanted = None
+    if requested is not None:
+        wanted = [(t["name"], i) for t in requested for i in t["partition_indexes"]]
+    code, offsets = _coordinator(ctx).fetch_offsets(body["group_id"], wanted)
+    topics: dict[str, list] = {}
+    for tp in wanted if wanted is not None else sorted(offsets):
+        v = offsets.get(tp)
+        topics.setdefault(tp[0], []).append(
+            {
+                "partition_index": tp[1],
+                "committed_offset": v.offset if v is not None and not code else -1,
+                "committed_leader_epoch": v.leader_epoch if v is not None and not code else -1,
+                "metadata": v.metadata if v is not None and not code else "",
+                "error_code": code,
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+        "error_code": code,
+    }
+
+
+@handles(ApiKey.DESCRIBE_GROUPS)
+def describe_groups(ctx, body):
+    groups = []
+    for group_id in body["groups"]:
+        code, s = _coordinator(ctx).describe_group(group_id)
+        groups.append(
+            {
+                "error_code": code,
+                "group_id": group_id,
+                "group_state": s.state,
+                "protocol_type": s.protocol_type,
+                "protocol_data": s.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in s.members
+                ],
+                "authorized_operations": _AUTHORIZED_OPS_UNKNOWN,
+            }
+        )
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+@handles(ApiKey.LIST_GROUPS)
+def list_groups(ctx, body):
+    groups = [
+        {"group_id": gid, "protocol_type": ptype}
+        for gid, ptype, _state in _coordinator(ctx).list_groups()
+    ]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

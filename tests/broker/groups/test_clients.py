@@ -1,0 +1,213 @@
+"""Consumer groups and the idempotent producer with real clients against a broker
+subprocess: kafka-python (group rebalances on leave and on SIGKILL), confluent-kafka
+(offsets surviving a broker SIGKILL), aiokafka, kcat -G."""
+
+import asyncio
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.procs import BrokerProcess
+
+FAST = {"group.initial.rebalance.delay.ms": 0}
+
+
+@pytest.fixture(scope="module")
+def fast_broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", settings=FAST).start()
+    yield b
+    b.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+
+
+def produce(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(n):
+        p.produce(topic, b"v%d" % i, partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+class ConsumerProc:
+    """tests/broker/groups/consumer_proc.py in a subprocess; its assignments in a queue."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.broker.groups.consumer_proc", bootstrap, group, topic],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.getcwd()},
+        )
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.assignment: list[int] = []
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line.strip())
+
+    def wait_for(self, predicate, timeout: float = 30.0) -> list[int]:
+        deadline = time.monotonic() + timeout
+        while not predicate(self.assignment):
+            left = deadline - time.monotonic()
+            assert left > 0, f"assignment stuck at {self.assignment}"
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line != "closed":
+                self.assignment = json.loads(line)
+        return self.assignment
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(15)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(15)
+
+
+def test_kafka_python_group_rebalances_on_leave_and_on_sigkill(fast_broker):
+    from kafka import KafkaProducer
+
+    bootstrap = fast_broker.bootstrap
+    create_topic(bootstrap, "kp-group", 4)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    for f in [producer.send("kp-group", b"x%d" % i, partition=i % 4) for i in range(40)]:
+        assert f.get(timeout=30).offset >= 0
+    producer.close()
+
+    everything = [0, 1, 2, 3]
+    a = ConsumerProc(bootstrap, "kp-grp", "kp-group")
+    procs = [a]
+    try:
+        a.wait_for(lambda x: x == everything)
+        b = ConsumerProc(bootstrap, "kp-grp", "kp-group")
+        procs.append(b)
+        b.wait_for(lambda x: len(x) == 2)
+        a.wait_for(lambda x: len(x) == 2)
+        assert sorted(a.assignment + b.assignment) == everything
+        b.stop()  # clean close: LeaveGroup, an immediate rebalance
+        a.wait_for(lambda x: x == everything)
+        c = ConsumerProc(bootstrap, "kp-grp", "kp-group")
+        procs.append(c)
+        c.wait_for(lambda x: len(x) == 2)
+        a.wait_for(lambda x: len(x) == 2)
+        c.kill()  # no LeaveGroup: the 6 s session timeout has to expire
+        a.wait_for(lambda x: x == everything)
+    finally:
+        for p in procs:
+            if p.proc.poll() is None:
+                p.kill()
+
+
+def test_committed_offsets_survive_broker_sigkill(broker_factory):
+    broker = broker_factory(settings=FAST)
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "ck-commit", 2)
+    produce(bootstrap, "ck-commit", 20, 2)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "ck-grp",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["ck-commit"])
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < 20 and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got += 1
+    assert got == 20
+    consumer.commit(
+        offsets=[TopicPartition("ck-commit", 0, 7), TopicPartition("ck-commit", 1, 10)],
+        asynchronous=False,
+    )
+    consumer.close()
+    broker.kill()
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("ck-grp")])
+    result = futures["ck-grp"].result(20)
+    assert {(tp.partition, tp.offset) for tp in result.topic_partitions} == {(0, 7), (1, 10)}
+    described = admin.describe_consumer_groups(["ck-grp"])["ck-grp"].result(20)
+    assert described.state.name == "EMPTY"
+
+
+def test_aiokafka_group_consumer_commits(fast_broker):
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
+
+    bootstrap = fast_broker.bootstrap
+    create_topic(bootstrap, "aio-group", 3)
+    produce(bootstrap, "aio-group", 30, 3)
+
+    async def main():
+        consumer = AIOKafkaConsumer(
+            "aio-group",
+            bootstrap_servers=bootstrap,
+            group_id="aio-grp",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        try:
+            values = []
+            while len(values) < 30:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 20)
+                values += [m.value for msgs in batch.values() for m in msgs]
+            await consumer.commit()
+            committed = [await consumer.committed(ATP("aio-group", p)) for p in range(3)]
+            return values, committed
+        finally:
+            await consumer.stop()
+
+    values, committed = asyncio.run(asyncio.wait_for(main(), 60))
+    assert sorted(values) == sorted(b"v%d" % i for i in range(30))
+    assert committed == [10, 10, 10]
+
+
+def test_kcat_balanced_consumer(fast_broker):
+    bootstrap = fast_broker.bootstrap
+    create_topic(bootstrap, "kcat-group", 2)
+    produce(bootstrap, "kcat-group", 10, 2)
+    out = subprocess.run(
+        [
+            "kcat",
+            "-b",
+            bootstrap,
+            "-G",
+            "kcat-grp",
+            "-X",
+            "auto.offset.reset=earliest",
+            "-c",
+            "10",
+            "-q",
+            "kcat-group",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.split()) == sorted(f"v{i}" for i in range(10))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_groups().result(20)
+    assert "kcat-grp" in {g.group_id for g in listed.valid}

@@ -1,0 +1,115 @@
+"""`logflume etl offline|realtime`: the Spark jobs over the broker's nginx topic.
+
+`offline` processes what arrived since its last run (Trigger.AvailableNow over a
+checkpoint) into hourly Parquet tables, then exits: schedule it hourly
+(deploy/etl/). `realtime` runs until interrupted, emitting per-minute windows to
+Parquet and to a broker topic every few seconds. See spark_etl/jobs/.
+"""
+
+import signal
+import threading
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "etl",
+        help="Spark jobs: hourly offline aggregates, near-real-time minute windows",
+        description="Spark ETL over the broker's nginx access-log topic.",
+    )
+    jobs = p.add_subparsers(dest="job", metavar="JOB", required=True)
+    off = jobs.add_parser(
+        "offline",
+        help="process everything new since the last run into hourly tables, then exit",
+    )
+    _common(off, "/var/lib/logflume/etl/offline")
+    off.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=1_000_000,
+        help="records per micro-batch, spread over partitions by backlog (default 1000000)",
+    )
+    off.set_defaults(func=run_offline)
+    rt = jobs.add_parser("realtime", help="per-minute windows to Parquet and a topic, until ^C")
+    _common(rt, "/var/lib/logflume/etl/realtime")
+    rt.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval")
+    rt.add_argument("--stats-topic", default="nginx-stats", help="topic for the JSON windows")
+    rt.add_argument("--watermark", default="1 minute", help="allowed event-time lateness")
+    rt.add_argument(
+        "--starting-offsets",
+        default="latest",
+        help="earliest, latest or JSON, for a new checkpoint (default latest)",
+    )
+    rt.set_defaults(func=run_realtime)
+
+
+def _common(p, base: str) -> None:
+    p.add_argument("--bootstrap-server", default="127.0.0.1:9092", help="broker HOST:PORT list")
+    p.add_argument("--topic", default="nginx-access", help="topic(s) to read, comma-separated")
+    p.add_argument("--output", default=f"{base}/out", help="output directory or URI")
+    p.add_argument("--checkpoint", default=f"{base}/checkpoint", help="checkpoint directory")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument(
+        "--no-fail-on-data-loss",
+        dest="fail_on_data_loss",
+        action="store_false",
+        help="skip offsets deleted by retention (with a warning) instead of failing",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark setting (repeatable)",
+    )
+
+
+def _spark(args, app: str):
+    from spark_etl.session import spark_session
+
+    conf = dict(kv.split("=", 1) for kv in args.conf)
+    return spark_session(args.master, app=app, conf=conf)
+
+
+def run_offline(args) -> int:
+    from spark_etl.jobs.offline import run_offline as job
+
+    spark = _spark(args, "logflume-etl-offline")
+    try:
+        job(
+            spark,
+            bootstrap=args.bootstrap_server,
+            topic=args.topic,
+            output=args.output,
+            checkpoint=args.checkpoint,
+            max_offsets_per_trigger=args.max_offsets_per_trigger,
+            fail_on_data_loss=args.fail_on_data_loss,
+        )
+    finally:
+        spark.stop()
+    return 0
+
+
+def run_realtime(args) -> int:
+    from spark_etl.jobs.realtime import run_realtime as job
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    spark = _spark(args, "logflume-etl-realtime")
+    try:
+        job(
+            spark,
+            stop=stop,
+            bootstrap=args.bootstrap_server,
+            topic=args.topic,
+            output=args.output,
+            checkpoint=args.checkpoint,
+            stats_topic=args.stats_topic,
+            trigger_seconds=args.trigger_seconds,
+            watermark=args.watermark,
+            starting_offsets=args.starting_offsets,
+            fail_on_data_loss=args.fail_on_data_loss,
+        )
+    finally:
+        spark.stop()
+    return 0

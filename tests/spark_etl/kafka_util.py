@@ -1,0 +1,74 @@
+"""Test helpers: topics, producing and consuming through confluent-kafka."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+    futures[name].result(30)
+
+
+def produce(
+    bootstrap: str, topic: str, values, partition: int | None = None, key=None, headers=None
+):
+    """Send `values` (bytes or str) with acks=all; raise unless all were acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    errors = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors.append(err)
+
+    kwargs = {} if partition is None else {"partition": partition}
+    for v in values:
+        while True:
+            try:
+                producer.produce(
+                    topic, value=v, key=key, headers=headers, on_delivery=on_delivery, **kwargs
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+    if errors:
+        raise KafkaException(errors[0])
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 30.0) -> list:
+    """Every record of `topic` from offset 0 to its current end."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "tests", "enable.partition.eof": True}
+    )
+    try:
+        out = []
+        for p in range(partitions):
+            _, high = c.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=timeout, cached=False
+            )
+            if high == 0:
+                continue
+            c.assign([TopicPartition(topic, p, 0)])
+            deadline = time.monotonic() + timeout
+            got = []
+            while len(got) < high and time.monotonic() < deadline:
+                for m in c.consume(1000, timeout=1.0):
+                    if m.error() is None:
+                        got.append(m)
+            out += got
+        return out
+    finally:
+        c.close()
+
+
+def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tests"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30, cached=False)
+    finally:
+        c.close()

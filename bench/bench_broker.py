@@ -120,14 +120,18 @@ def role_consumer(args) -> dict:
             "group.id": "bench-unused",
             "enable.auto.commit": False,
             "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 8_388_608,
+            "max.partition.fetch.bytes": 2_097_152,
             "queued.max.messages.kbytes": 1_048_576,
-            "queued.min.messages": 5_000_000,
-            "fetch.queue.backoff.ms": 0,
+            # librdkafka >= 2.4 backs a partition off for fetch.queue.backoff.ms (1 s)
+            # once the consumer's queue holds queued.min.messages (100k); one fetch of
+            # 6 x 1 MB lz4 batches of 100-byte records already exceeds that.
+            "queued.min.messages": 1_000_000,
+            "fetch.queue.backoff.ms": 10,
             "fetch.wait.max.ms": 100,
         }
     )
-    consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    partitions = [int(p) for p in args.partitions.split(",")]
+    consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in partitions])
     count = 0
     start = time.perf_counter()
     while count < args.expect and time.perf_counter() - start < 300:
@@ -264,13 +268,25 @@ class Broker:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
 
+    def partition_ends(self, topic: str) -> dict[int, int]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-unused"})
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in range(PARTITIONS)
+        }
+        c.close()
+        return ends
+
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(60)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def bench_throughput(event_loop: str, seconds: float, profile: Path | None) -> dict:
+def bench_throughput(
+    event_loop: str, seconds: float, profile: Path | None, consumers: list[int]
+) -> dict:
     broker = Broker(event_loop, profile)
     try:
         broker.create_topic("bench", PARTITIONS)
@@ -283,14 +299,33 @@ def bench_throughput(event_loop: str, seconds: float, profile: Path | None) -> d
         cpu = broker.cpu_seconds() - cpu0
         prod["broker_cpu_s_per_million"] = cpu / (prod["records"] / 1e6)
         prod["broker_cpu_util"] = cpu / prod["seconds"]
-        cpu0 = broker.cpu_seconds()
-        cons = finish(
-            spawn_role(
-                "consumer", bootstrap=broker.bootstrap, topic="bench", expect=prod["records"]
-            )
-        )
-        cons["broker_cpu_s_per_million"] = (broker.cpu_seconds() - cpu0) / (cons["records"] / 1e6)
-        return {"produce": prod, "consume": cons}
+        out = {"produce": prod}
+        for n in consumers:
+            cpu0 = broker.cpu_seconds()
+            expect = broker.partition_ends("bench")
+            procs = []
+            for i in range(n):
+                mine = [p for p in range(PARTITIONS) if p % n == i]
+                procs.append(
+                    spawn_role(
+                        "consumer",
+                        bootstrap=broker.bootstrap,
+                        topic="bench",
+                        partitions=",".join(map(str, mine)),
+                        expect=sum(expect[p] for p in mine),
+                    )
+                )
+            parts = [finish(p) for p in procs]
+            records = sum(p["records"] for p in parts)
+            seconds = max(p["seconds"] for p in parts)
+            out[f"consume x{n}"] = {
+                "records": records,
+                "seconds": seconds,
+                "rate": records / seconds,
+                "client_cpu_util": sum(p["client_cpu_util"] for p in parts),
+                "broker_cpu_s_per_million": (broker.cpu_seconds() - cpu0) / (records / 1e6),
+            }
+        return out
     finally:
         broker.stop()
 
@@ -342,6 +377,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--acks", default="1")
     ap.add_argument("--expect", type=int, default=0)
+    ap.add_argument("--partitions", default="0,1,2,3,4,5")
+    ap.add_argument(
+        "--consumers", default="1,2", help="consumer process counts to measure (comma list)"
+    )
     ap.add_argument("--rate", type=int, default=10_000)
     ap.add_argument("--latency-seconds", type=int, default=10)
     ap.add_argument("--event-loop", choices=("asyncio", "uvloop", "both"), default="both")
@@ -355,20 +394,22 @@ def main() -> None:
     loops = ["asyncio", "uvloop"] if args.event_loop == "both" else [args.event_loop]
     results = {}
     for loop in loops:
-        results[loop] = bench_throughput(
-            loop, args.seconds, args.profile if loop == loops[0] else None
-        )
-        p, c = results[loop]["produce"], results[loop]["consume"]
+        consumers = [int(n) for n in args.consumers.split(",")]
+        profile = args.profile if loop == loops[0] else None
+        results[loop] = bench_throughput(loop, args.seconds, profile, consumers)
+        p = results[loop]["produce"]
         print(
             f"[{loop}] produce acks=1 6 partitions: {p['rate']:,.0f} records/s "
             f"({p['records']:,} in {p['seconds']:.1f}s), broker CPU {p['broker_cpu_s_per_million']:.2f} s per M "
             f"records ({p['broker_cpu_util']:.0%} of a core; producer process {p['client_cpu_util']:.0%})"
         )
-        print(
-            f"[{loop}] consume from beginning: {c['rate']:,.0f} records/s "
-            f"(broker CPU {c['broker_cpu_s_per_million']:.3f} s per M records; "
-            f"consumer process {c['client_cpu_util']:.0%})"
-        )
+        for n in consumers:
+            c = results[loop][f"consume x{n}"]
+            print(
+                f"[{loop}] consume from beginning, {n} consumer process(es): {c['rate']:,.0f} records/s "
+                f"(broker CPU {c['broker_cpu_s_per_million']:.3f} s per M records; "
+                f"consumer processes {c['client_cpu_util']:.0%})"
+            )
     lat = bench_latency(loops[0], args.latency_seconds, args.rate)
     print(
         f"[{loops[0]}] e2e latency acks=all at {args.rate:,}/s ({lat['records']:,} records): "

@@ -1,11 +1,17 @@
 """Pure parts of the broker: config parsing, topic names, the metadata store, the purgatory."""
 
+import asyncio
+
 import pytest
 
 from broker.cluster.metadata_store import LocalMetadataStore, TopicMeta
 from broker.cluster.names import InvalidTopicName, validate_topic_name
+from broker.cluster.partition import Partition, PartitionError
 from broker.cluster.replica_manager import default_log_config
 from broker.config import BrokerConfig, ConfigError, parse_listener, parse_properties
+from broker.log import AppendInfo
+from broker.protocol import ErrorCode
+from broker.server.handlers.produce import DelayedProduce
 from broker.server.purgatory import DelayedOperation, Purgatory
 
 # -- config ---------------------------------------------------------------------------
@@ -190,3 +196,65 @@ def test_purgatory_complete_all():
         purgatory.try_complete_else_watch(op, [i % 2])
     assert purgatory.complete_all() == 3
     assert all(op.completions == 1 for op in ops)
+
+
+# -- partition state and delayed produce (the seams replication will use) ---------------
+
+
+class FakeLog:
+    def __init__(self):
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+
+    def append(self, records, leader_epoch=0):
+        first = self.log_end_offset
+        self.log_end_offset += len(records)
+        return AppendInfo(first, self.log_end_offset - 1, -1, -1, 1, len(records))
+
+
+def test_high_watermark_is_min_leo_of_isr():
+    changes = []
+    p = Partition("t", 0, FakeLog(), 0, [0, 1], min_insync_replicas=2, on_change=changes.append)
+    p.isr = {0, 1}
+    p.append_as_leader(b"abc", required_acks=-1)
+    assert p.log_end_offset == 3 and p.high_watermark == 0
+    assert p.enough_replicas_for(3) == (False, ErrorCode.NONE)
+    p.update_follower_leo(1, 2)
+    assert p.high_watermark == 2
+    p.update_follower_leo(1, 3)
+    assert p.high_watermark == 3 and p.enough_replicas_for(3) == (True, ErrorCode.NONE)
+    assert len(changes) == 3
+    p.isr = {0}
+    with pytest.raises(PartitionError) as e:
+        p.append_as_leader(b"x", required_acks=-1)
+    assert e.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+    p.append_as_leader(b"x", required_acks=1)
+    assert p.high_watermark == 4
+
+
+def test_delayed_produce_waits_for_hw_then_times_out():
+    loop = asyncio.new_event_loop()
+    try:
+        clock = FakeClock()
+        purgatory = Purgatory("produce", clock.call_later)
+        parts = []
+        for i in range(2):
+            p = Partition("t", i, FakeLog(), 0, [0, 1])
+            p.isr = {0, 1}
+            p.on_change = lambda part: purgatory.check_and_complete(part.key)
+            p.append_as_leader(b"ab", required_acks=-1)
+            parts.append(p)
+        resp = [{"error_code": 0, "base_offset": 0}, {"error_code": 0, "base_offset": 0}]
+        future = loop.create_future()
+        op = DelayedProduce(
+            5.0, [(parts[0], 2, resp[0]), (parts[1], 2, resp[1])], {"r": resp}, future
+        )
+        assert not purgatory.try_complete_else_watch(op, [p.key for p in parts])
+        parts[0].update_follower_leo(1, 2)
+        assert not future.done()
+        clock.fire_all()
+        assert future.result() == {"r": resp}
+        assert resp[0]["error_code"] == 0
+        assert resp[1]["error_code"] == ErrorCode.REQUEST_TIMED_OUT
+    finally:
+        loop.close()

@@ -264,6 +264,9 @@ class Demo:
             # minutes to report at once); later starts resume from the checkpoint.
             spark += ["--trigger-seconds", str(args.trigger_seconds)]
             spark += ["--starting-offsets", "earliest"]
+            # Spark's 200 shuffle partitions make each stateful micro-batch crawl on a
+            # laptop; a few suit one machine (fixed in the checkpoint once created).
+            spark += ["--conf", "spark.sql.shuffle.partitions=4"]
             # SIGTERM to the driver only: it stops its queries and then its JVM, which
             # would otherwise abort the micro-batch in flight.
             sup.start(ChildSpec("spark", spark, term_group=False))

@@ -133,3 +133,18 @@ def _append(partition, index: int, records, acks: int) -> tuple[dict, int]:
     resp["log_append_time_ms"] = info.log_append_time
     resp["log_start_offset"] = partition.log_start_offset
     return resp, info.last_offset + 1
+
+
+async def wait_replicated(core, partition, end_offset: int, timeout_s: float) -> ErrorCode:
+    """Wait until `partition`'s high watermark reaches `end_offset` (acks=all).
+
+    For broker-internal writers (e.g. the group coordinator appending to
+    `__consumer_offsets` with `partition.append_as_leader(records, -1)`): returns
+    NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND or NOT_LEADER_OR_FOLLOWER.
+    """
+    resp = {"error_code": ErrorCode.NONE, "base_offset": 0}
+    future = asyncio.get_running_loop().create_future()
+    op = DelayedProduce(timeout_s, [(partition, end_offset, resp)], resp, future)
+    if not core.produce_purgatory.try_complete_else_watch(op, [partition.key]):
+        await future
+    return ErrorCode(resp["error_code"])

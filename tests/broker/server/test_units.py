@@ -258,3 +258,24 @@ def test_delayed_produce_waits_for_hw_then_times_out():
         assert resp[1]["error_code"] == ErrorCode.REQUEST_TIMED_OUT
     finally:
         loop.close()
+
+
+def test_wait_replicated_for_internal_writers():
+    from broker.server.handlers.produce import wait_replicated
+
+    class Core:
+        produce_purgatory = Purgatory("produce")
+
+    async def main():
+        p = Partition("__consumer_offsets", 0, FakeLog(), 0, [0, 1])
+        p.isr = {0, 1}
+        p.on_change = lambda part: Core.produce_purgatory.check_and_complete(part.key)
+        p.append_as_leader(b"abc", required_acks=-1)
+        waiter = asyncio.create_task(wait_replicated(Core, p, 3, 5.0))
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        p.update_follower_leo(1, 3)
+        assert await waiter == ErrorCode.NONE
+        assert await wait_replicated(Core, p, 4, 0.01) == ErrorCode.REQUEST_TIMED_OUT
+
+    asyncio.run(main())

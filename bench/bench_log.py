@@ -3,6 +3,7 @@ cost against log size, random reads, recovery after SIGKILL.
 
     .venv/bin/python -m bench.bench_log                 # 0.5 GiB, a couple of minutes
     .venv/bin/python -m bench.bench_log --size-gib 4    # the full run (needs ~10 GB free)
+    .venv/bin/python -m bench.bench_log --size-gib 4 --flat   # per-tenth append cost only
 
 A child process writes a raw file and the log in alternating 64 MiB blocks (so
 both see the same page-cache and writeback state), deletes the raw file, measures reads,
@@ -60,6 +61,31 @@ def index_append_cost(dir: Path, n: int = 200_000) -> dict:
     os.close(fd)
     os.unlink(dir / "bench.append")
     return {"index_entry_mmap_us": mm * 1e6, "index_entry_write_us": wr * 1e6}
+
+
+def flat(dir: Path, size_gib: float) -> None:
+    """Append-only run with an untimed sync before each tenth: per-tenth medians of
+    wall and thread-CPU time per append, free of other writers' page-cache pressure."""
+    from broker.log import LogConfig, PartitionLog
+
+    batch = make_batch()
+    log = PartitionLog(dir / "flat-0", LogConfig(retention_ms=-1))
+    tenth = int(size_gib * 1024**3) // len(batch) // 10
+    rows = []
+    for _ in range(10):
+        os.sync()
+        wall, cpu = [], []
+        for _ in range(tenth):
+            a, c = time.perf_counter_ns(), time.thread_time_ns()
+            log.append(batch)
+            wall.append(time.perf_counter_ns() - a)
+            cpu.append(time.thread_time_ns() - c)
+        rows.append((statistics.median(wall) / 1000, statistics.median(cpu) / 1000))
+    log.delete()
+    print("tenth  wall_median_us  cpu_median_us")
+    for i, (w, c) in enumerate(rows):
+        print(f"{i + 1:5}  {w:14.2f}  {c:13.2f}")
+    print(f"last/first wall {rows[-1][0] / rows[0][0]:.3f}  cpu {rows[-1][1] / rows[0][1]:.3f}")
 
 
 def child(dir: Path, size_gib: float, segment_bytes: int, reads: int) -> None:
@@ -156,6 +182,7 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--reads", type=int, default=20_000)
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir in /tmp)")
+    parser.add_argument("--flat", action="store_true", help="only the per-tenth append cost run")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     segment_bytes = (args.segment_mib or min(1024, max(16, int(args.size_gib * 1024 / 4)))) * 2**20
@@ -165,6 +192,12 @@ def main(argv=None) -> None:
     from broker.log import LogConfig, LogManager
 
     dir = Path(tempfile.mkdtemp(prefix="bench-log-", dir=args.dir))
+    if args.flat:
+        try:
+            flat(dir, args.size_gib)
+        finally:
+            shutil.rmtree(dir, ignore_errors=True)
+        return
     try:
         cmd = [
             sys.executable,

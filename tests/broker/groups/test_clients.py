@@ -211,3 +211,83 @@ def test_kcat_balanced_consumer(fast_broker):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     listed = admin.list_consumer_groups().result(20)
     assert "kcat-grp" in {g.group_id for g in listed.valid}
+
+
+def test_groups_cli_list_and_describe(fast_broker):
+    bootstrap = fast_broker.bootstrap
+    create_topic(bootstrap, "cli-group", 2)
+    produce(bootstrap, "cli-group", 10, 2)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "cli-grp",
+            "client.id": "cli-client",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["cli-group"])
+    try:
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        consumer.commit(offsets=[TopicPartition("cli-group", 0, 3)], asynchronous=False)
+
+        def cli(*args):
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "logflume",
+                    "groups",
+                    "--bootstrap-server",
+                    bootstrap,
+                    *args,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert out.returncode == 0, out.stderr
+            return out.stdout
+
+        assert "cli-grp" in cli("--list").split()
+        lines = cli("--describe", "--group", "cli-grp").strip().splitlines()
+        assert lines[0].split() == [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ]
+        rows = [line.split() for line in lines[1:]]
+        assert [r[:6] for r in rows] == [
+            ["cli-grp", "cli-group", "0", "3", "5", "2"],
+            ["cli-grp", "cli-group", "1", "-", "5", "-"],
+        ]
+        assert all(r[7] == "/127.0.0.1" and r[8] == "cli-client" for r in rows)
+        members = cli("--describe", "--group", "cli-grp", "--members").strip().splitlines()
+        assert members[1].split()[-2:] == ["2", "cli-group(0,1)"]
+    finally:
+        consumer.close()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logflume",
+            "groups",
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--group",
+            "no-such-group",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1 and "does not exist" in out.stderr

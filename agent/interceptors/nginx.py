@@ -40,7 +40,7 @@ def _combined(quoted: str) -> re.Pattern:
         + " "
         + quoted
         # optional $request_time and $upstream_response_time ("0.004, 0.002" or "-")
-        + r"(?: ([\d.]+|-)(?: (.+?))?)?\s*\Z"
+        + r"(?: ([\d.]+|-)(?: ([-\d.]+(?:(?:, | : )[-\d.]+)*))?)?[ \t\r]*\Z"
     )
 
 
@@ -126,7 +126,7 @@ class NginxParser(Interceptor):
     def intercept(self, events: list[Event]) -> list[Event]:
         if self._custom is not None:
             return self._intercept_custom(events)
-        match, timed, errors = COMBINED.match, self._timed, 0
+        match, timed, times, errors = COMBINED.match, self._timed, self._times, 0
         for e in events:
             line = e.body.decode("utf-8", "backslashreplace")
             m = match(line) or COMBINED_ESCAPED.match(line)
@@ -140,7 +140,7 @@ class NginxParser(Interceptor):
                 errors += 1
                 continue
             try:
-                iso, ts = self._time(time_local)
+                iso, ts = times[time_local] if time_local in times else self._time(time_local)
             except (ValueError, KeyError):
                 flag(e, "nginx: bad time_local")
                 errors += 1

@@ -134,3 +134,22 @@ def test_generated_valid_lines_parse(client, agent, status, size):
     assert r is not None
     assert (r["client"], r["status"], r["bytes"]) == (client, status, size)
     assert r["user_agent"] == (None if agent == "-" else agent)
+
+
+def test_matches_the_traffic_generator_ground_truth():
+    from datetime import UTC, datetime, timedelta
+
+    from spark_etl.loggen import Access, generate
+
+    start = datetime(2024, 10, 10, 13, 0, tzinfo=UTC)
+    items = list(
+        generate(
+            start, start + timedelta(hours=1), 3000, seed=7, bad_ratio=0.05, tz_offset_minutes=330
+        )
+    )
+    out = parser().intercept([Event(item.line().encode()) for item in items])
+    for item, e in zip(items, out, strict=True):
+        if isinstance(item, Access):
+            assert e.record == item.record(), item.line()
+        else:
+            assert e.record is None and "parse_error" in e.headers, item.line()

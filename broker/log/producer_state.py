@@ -35,6 +35,12 @@ at or below the log end, then every batch of the log after it; snapshots above t
 log end (left over from a truncation) are deleted. `truncate_to` is the same reload
 after the log was truncated.
 
+Wiring into PartitionLog: `check` before the leader append (a duplicate returns the
+original offsets without writing; an error raises `ProducerStateError`), `update`
+after it, `replay` for each follower-appended batch, `take_snapshot` at rolls and
+close, `load` when the log opens and `truncate_to` after a truncation, both with
+`batch_headers_from(log, offset)` as the replay source.
+
 Snapshot file format (big-endian), written atomically (temp file, fsync, rename):
 
     magic   4s  b"LFPS"
@@ -47,12 +53,13 @@ Snapshot file format (big-endian), written atomically (temp file, fsync, rename)
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import logging
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -146,6 +153,31 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 def snapshot_name(offset: int) -> str:
     return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+class ProducerStateError(Exception):
+    """A batch refused by producer state: `code` is OUT_OF_ORDER_SEQUENCE_NUMBER or
+    INVALID_PRODUCER_EPOCH, for the partition's produce response."""
+
+    def __init__(self, code: ErrorCode, message: str = ""):
+        super().__init__(message or code.name)
+        self.code = code
+
+
+def batch_headers_from(log, offset: int) -> Iterator[ProducerBatch]:
+    """Headers of a PartitionLog's batches from the one holding `offset` to the end,
+    read 61 bytes at a time (producer state needs no records): the `batches_from`
+    argument of `load` and `truncate_to`."""
+    segments = log.segments
+    i = max(0, bisect.bisect_right([s.base_offset for s in segments], offset) - 1)
+    for seg in segments[i:]:
+        found = seg.find_batch(max(offset, seg.base_offset))
+        if found is None:
+            continue
+        pos = found[0]
+        while (header := seg.read_header(pos)) is not None:
+            yield header
+            pos += header.size
 
 
 class CorruptSnapshotError(ValueError):

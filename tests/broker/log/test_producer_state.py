@@ -1,15 +1,20 @@
 import dataclasses
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.log import LogConfig, PartitionLog
 from broker.log.producer_state import (
     APPEND,
     INT32_MAX,
+    ProducerStateError,
     ProducerStateManager,
+    batch_headers_from,
     snapshot_name,
 )
 from broker.protocol.errors import ErrorCode
+from broker.protocol.records import BatchBuilder, RecordBatch
 
 DAY = 86_400_000
 
@@ -251,3 +256,51 @@ def test_model_no_batch_is_appended_twice(tmp_path_factory, ops):
             else:
                 assert b.base_sequence == 0
         last[b.producer_id] = (b.producer_epoch, b.last_sequence)
+
+
+def idempotent_append(plog, state, records: bytes, now: int = 1000):
+    """The produce path as wired into PartitionLog: check, append, update."""
+    batch = RecordBatch(records)
+    verdict = state.check(batch)
+    if verdict.duplicate is not None:
+        return verdict.duplicate[0]
+    if not verdict.append:
+        raise ProducerStateError(verdict.error)
+    info = plog.append(records)
+    state.update(batch, info.first_offset, info.last_offset, now)
+    return info.first_offset
+
+
+def test_with_a_real_partition_log_across_rolls_and_reopen(tmp_path):
+    def batch(pid, epoch, seq, n=2):
+        b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+        for i in range(n):
+            b.append(b"v%d" % (seq + i), timestamp_ms=1000)
+        return b.build()
+
+    config = LogConfig(segment_bytes=300)
+    plog = PartitionLog(tmp_path / "t-0", config)
+    state = ProducerStateManager(plog.dir)
+    offsets = [idempotent_append(plog, state, batch(5, 0, seq)) for seq in range(0, 20, 2)]
+    assert offsets == list(range(0, 20, 2))
+    assert len(plog.segments) > 2
+    assert idempotent_append(plog, state, batch(5, 0, 16)) == 16  # a retry: not appended
+    assert plog.log_end_offset == 20
+    with pytest.raises(ProducerStateError) as e:
+        idempotent_append(plog, state, batch(5, 0, 30))
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    state.take_snapshot(plog.segments[2].base_offset)  # as at a roll, mid-log
+    plog.close()
+
+    plog = PartitionLog(tmp_path / "t-0", config, clean_shutdown=True)
+    fresh = ProducerStateManager(plog.dir)
+    fresh.load(
+        plog.log_start_offset,
+        plog.log_end_offset,
+        lambda o: batch_headers_from(plog, o),
+        now_ms=2000,
+    )
+    assert idempotent_append(plog, fresh, batch(5, 0, 18)) == 18
+    assert idempotent_append(plog, fresh, batch(5, 0, 20)) == 20
+    assert plog.log_end_offset == 22
+    plog.close()

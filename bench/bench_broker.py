@@ -325,9 +325,26 @@ def bench_throughput(
                 "client_cpu_util": sum(p["client_cpu_util"] for p in parts),
                 "broker_cpu_s_per_million": (broker.cpu_seconds() - cpu0) / (records / 1e6),
             }
+        if shutil.which("kcat"):
+            out["consume kcat"] = kcat_consume(broker.bootstrap, "bench", prod["records"])
         return out
     finally:
         broker.stop()
+
+
+def kcat_consume(bootstrap: str, topic: str, expect: int) -> dict:
+    """The C client (kcat/librdkafka) reading everything, one newline per record."""
+    start = time.perf_counter()
+    out = subprocess.run(
+        ["kcat", "-b", bootstrap, "-C", "-t", topic, "-e", "-o", "beginning", "-q", "-f", "\\n"]
+        + ["-X", "queued.min.messages=1000000"],
+        capture_output=True,
+        check=True,
+        timeout=600,
+    ).stdout
+    elapsed = time.perf_counter() - start
+    records = out.count(b"\n")
+    return {"records": records, "seconds": elapsed, "rate": records / elapsed}
 
 
 def bench_latency(event_loop: str, seconds: int, rate: int) -> dict:
@@ -410,6 +427,9 @@ def main() -> None:
                 f"(broker CPU {c['broker_cpu_s_per_million']:.3f} s per M records; "
                 f"consumer processes {c['client_cpu_util']:.0%})"
             )
+        if "consume kcat" in results[loop]:
+            k = results[loop]["consume kcat"]
+            print(f"[{loop}] consume from beginning, kcat (C client): {k['rate']:,.0f} records/s")
     lat = bench_latency(loops[0], args.latency_seconds, args.rate)
     print(
         f"[{loops[0]}] e2e latency acks=all at {args.rate:,}/s ({lat['records']:,} records): "

@@ -39,9 +39,15 @@ Wiring into PartitionLog: `check` before the leader append (a duplicate returns 
 original offsets without writing; an error raises `ProducerStateError`), `update`
 after it, `replay` for each follower-appended batch, `take_snapshot` at rolls and
 close, `load` when the log opens and `truncate_to` after a truncation, both with
-`batch_headers_from(log, offset)` as the replay source.
+`batch_headers_from(log, offset)` as the replay source, `truncate_fully` when the
+log is emptied, `delete_snapshots_below` after retention, and `remove_expired`
+periodically.
 
-Snapshot file format (big-endian), written atomically (temp file, fsync, rename):
+Snapshots are written to a temp file and renamed, without fsync (they are taken on
+the event loop at every roll): one lost or torn by a power cut fails its CRC or lies
+above the recovered log end, and `load` falls back to an older one plus replay.
+
+Snapshot file format (big-endian):
 
     magic   4s  b"LFPS"
     version u16 = 1
@@ -264,16 +270,8 @@ class ProducerStateManager:
         data = _HEADER.pack(_MAGIC, _VERSION, crc32c.crc32c(bytes(body))) + body
         path = self.dir / snapshot_name(offset)
         tmp = path.with_suffix(".snapshot.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        tmp.write_bytes(data)
         os.replace(tmp, path)
-        dir_fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
         return path
 
     def delete_snapshots_below(self, offset: int) -> None:
@@ -365,6 +363,13 @@ class ProducerStateManager:
     ) -> None:
         """After the log was truncated to end at `offset`: drop later snapshots, reload."""
         self.load(log_start, offset, batches_from, now_ms)
+
+    def truncate_fully(self) -> None:
+        """The log was emptied (restarts at a new offset): forget every producer and
+        delete every snapshot."""
+        self.producers = {}
+        for offset in self.snapshot_offsets():
+            (self.dir / snapshot_name(offset)).unlink(missing_ok=True)
 
     def replay(self, batch: ProducerBatch) -> None:
         """Apply a batch already in the log (recovery, or a follower copying the

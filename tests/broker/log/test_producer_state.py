@@ -202,6 +202,14 @@ def test_truncation_drops_later_state_and_snapshots(tmp_path):
     assert log.state.check(Batch(1, 0, 4)).append
 
 
+def test_truncate_fully_forgets_everything(tmp_path):
+    log = make(tmp_path)
+    log.produce(Batch(1, 0, 0))
+    log.state.take_snapshot(1)
+    log.state.truncate_fully()
+    assert log.state.producers == {} and log.state.snapshot_offsets() == []
+
+
 def test_expiry(tmp_path):
     state = ProducerStateManager(tmp_path, expiration_ms=DAY)
     log = FakeLog(state)

@@ -1,6 +1,5 @@
-"""The broker sink against a real broker: dead-letter topic for oversize records.
-
-`enable_idempotence: false`: the bundled broker has no InitProducerId yet."""
+"""The broker sink against a real broker (idempotent producer, the default):
+dead-letter topic for oversize records."""
 
 import os
 import time
@@ -17,7 +16,7 @@ agents:
       c: {{type: memory}}
     sinks:
       k: {{type: broker, channel: c, topic: lines, bootstrap_servers: "{bootstrap}",
-          enable_idempotence: false, dead_letter_max_bytes: 1000, linger_ms: 50}}
+          dead_letter_max_bytes: 1000, linger_ms: 50}}
 """
 
 

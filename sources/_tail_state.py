@@ -101,6 +101,7 @@ class TailedFile:
         "gz",
         "sealed",
         "emitted_end",
+        "path_checked",
     )
 
     def __init__(self, dev: int, ino: int, fp_len: int, fp_crc: int, path: str, offset: int):
@@ -121,6 +122,7 @@ class TailedFile:
         self.gz = None  # gzip.GzipFile for a compressed rotated file
         self.sealed = False  # a compressed file read to its end: never reopened
         self.emitted_end = offset  # end offset of the last batch handed to emit
+        self.path_checked = 0.0  # monotonic time of the last "still at its path?" check
 
     @property
     def key(self) -> tuple[int, int]:

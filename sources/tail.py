@@ -447,7 +447,8 @@ class TailSource(Source):
             if st.st_nlink == 0:
                 f.gone = True
                 self._m_rotations.inc()
-            else:
+            elif now - f.path_checked >= self._poll_interval:
+                f.path_checked = now
                 try:
                     pst = os.stat(f.path)
                     moved = (pst.st_dev, pst.st_ino) != f.key

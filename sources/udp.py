@@ -25,7 +25,7 @@ SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 @dataclasses.dataclass
 class UdpConfig:
     listen: str = "127.0.0.1:8285"
-    rcvbuf_bytes: Size = Size(8 * 1024 * 1024)
+    rcvbuf_bytes: Size = Size(32 * 1024 * 1024)  # kernel buffer for bursts while the loop is busy
     max_line_bytes: Size = Size(MAX_DATAGRAM)
     batch_size: int = 1000  # datagrams drained per wake-up, offered as one batch
     add_host: bool = False
@@ -74,14 +74,15 @@ class UdpSource(Source):
         host, port = parse_hostport(self.config.listen, "listen")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_DGRAM)
+        size = int(self.config.rcvbuf_bytes)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.rcvbuf_bytes)
-            if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) < self.config.rcvbuf_bytes:
-                try:  # root may exceed net.core.rmem_max
-                    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.config.rcvbuf_bytes)
-                except OSError:
+            try:  # privileged: may exceed net.core.rmem_max
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
+            except OSError:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) < size:
                     self.context.log.warning(
-                        "udp: receive buffer capped at %d bytes (net.core.rmem_max)",
+                        "udp: receive buffer capped at %d bytes (raise net.core.rmem_max)",
                         sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
                     )
             sock.bind((host, port))

@@ -86,10 +86,15 @@ async def test_positions_advance_only_on_ack_in_order(tmp_path):
     await h.wait_lines(100)
     assert len(h.held) == 10
     h.release([h.held[0], h.held[1], h.held[2], h.held[4], h.held[9]])
-    await asyncio.sleep(0.3)
+    state = tmp_path / "state" / "positions.json"
+    delivered = 30 * len(b"l 000000\n")
+    # The periodic save (what a SIGKILL would leave behind) holds the delivered offset.
+    await h.wait_for(
+        lambda: orjson.loads(state.read_bytes())["files"][0]["offset"] == delivered,
+        what="periodic save of the delivered position",
+    )
     await h.stop()
-    saved = orjson.loads((tmp_path / "state" / "positions.json").read_bytes())
-    assert saved["files"][0]["offset"] == 30 * len(b"l 000000\n")
+    assert orjson.loads(state.read_bytes())["files"][0]["offset"] == delivered
     h2 = Harness(tail(tmp_path, batch_size=10)).start()
     await h2.wait_lines(70)
     await h2.stop()

@@ -67,7 +67,7 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import crc32c
 
@@ -116,8 +116,7 @@ class Verdict:
 APPEND = Verdict()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     first_seq: int
     last_seq: int
     first_offset: int
@@ -216,13 +215,13 @@ class ProducerStateManager:
         if epoch < entry.epoch:
             return Verdict(ErrorCode.INVALID_PRODUCER_EPOCH)
         if epoch == entry.epoch:
+            last = entry.last_seq
+            if last is None or in_sequence(last, seq):
+                return APPEND  # the next batch cannot repeat a remembered one
             dup = entry.find_duplicate(seq, batch.last_sequence)
             if dup is not None:
                 return Verdict(duplicate=(dup.first_offset, dup.last_offset))
-            last = entry.last_seq
-            if last is not None and not in_sequence(last, seq):
-                return Verdict(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-            return APPEND
+            return Verdict(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
         return APPEND if seq == 0 else Verdict(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
 
     def update(

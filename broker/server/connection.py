@@ -37,6 +37,7 @@ import time
 
 from broker.protocol import (
     ApiKey,
+    EncodeError,
     InvalidRequest,
     UnsupportedVersion,
     api_versions_fallback,
@@ -197,7 +198,12 @@ class Connection(asyncio.Protocol):
             self._pending.popleft()
             if body is None:
                 continue
-            parts = body if isinstance(body, list) else encode_response(slot.header, body)
+            try:
+                parts = body if isinstance(body, list) else encode_response(slot.header, body)
+            except EncodeError:
+                log.exception("cannot encode the response to %s", slot.header)
+                self.close("response encoding failed")
+                return
             self._write_parts(parts)
         self.last_active = time.monotonic()
         self._update_reading()

@@ -291,3 +291,45 @@ def test_groups_cli_list_and_describe(fast_broker):
         timeout=60,
     )
     assert out.returncode == 1 and "does not exist" in out.stderr
+
+
+def test_static_member_restart_keeps_assignment_without_rebalance(fast_broker):
+    bootstrap = fast_broker.bootstrap
+    create_topic(bootstrap, "static-group", 4)
+    revoked = []
+
+    def member(instance, on_revoke=None):
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "static-grp",
+                "group.instance.id": instance,
+                "session.timeout.ms": 10000,
+                "enable.auto.commit": False,
+            }
+        )
+        kwargs = {"on_revoke": on_revoke} if on_revoke else {}
+        c.subscribe(["static-group"], **kwargs)
+        return c
+
+    def poll_until(done, *consumers):
+        deadline = time.monotonic() + 30
+        while not done() and time.monotonic() < deadline:
+            for c in consumers:
+                c.poll(0.05)
+        assert done()
+
+    a = member("a")
+    b = member("b", on_revoke=lambda c, parts: revoked.append(list(parts)))
+    poll_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, a, b)
+    before_a, before_b = a.assignment(), b.assignment()
+    revoked.clear()
+    a.close()  # a static member does not leave the group on close
+    a = member("a")
+    poll_until(lambda: len(a.assignment()) == 2, a, b)
+    for _ in range(20):  # give a rebalance, if any, time to reach b
+        b.poll(0.05)
+    assert a.assignment() == before_a and b.assignment() == before_b
+    assert revoked == []
+    a.close()
+    b.close()

@@ -5,11 +5,11 @@ reads at most one chunk (`read_chunk_bytes`) from each open file, splits it into
 lines in bulk, and awaits `emit` for each batch: when the channel is full, `emit`
 waits and the whole loop simply stops reading (backpressure, bounded memory). When
 no file had data it sleeps until watchdog reports a change or `poll_interval`
-passes. Discovery (`_scan`) globs the paths on start, every `rescan_interval`, and
-when watchdog reports a file created, moved or deleted.
+passes. Discovery (`FileTable.scan`) globs the paths on start, every
+`rescan_interval`, and when watchdog reports a file created, moved or deleted.
 
-Identity and rotation (see `_tail_state`). An open file is followed by its file
-descriptor, so renaming it (logrotate's default) changes nothing: the renamed file
+Identity and rotation (see `_tail_state` and `_tail_files`). An open file is
+followed by its descriptor, so renaming it (logrotate's default) changes nothing: the renamed file
 keeps its identity and position and is read on to EOF. Only once a file is no
 longer at any watched path (or deleted) and has stayed at EOF for `close_grace`
 without growing is it closed: nothing unread is abandoned. A file whose size drops
@@ -33,20 +33,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import fnmatch
-import glob
 import gzip
 import os
 import re
-import stat
 import time
-from typing import Any, Literal
+from typing import Literal
 
 from agent.api import Ack, Context, Duration, Emit, Event, Size, Source, register
-from sources._lines import LineSplitter, base_headers
+from sources._lines import base_headers
+from sources._tail_files import FileTable
 from sources._tail_state import (
     FP_MAX,
-    MIN_CONTENT_MATCH,
     PositionStore,
     TailedFile,
 )
@@ -121,8 +118,6 @@ class TailSource(Source):
         c = config
         for key in _DURATIONS:
             setattr(self, "_" + key, float(getattr(c, key)))
-        self._paths = [os.path.abspath(p) for p in c.paths]
-        self._exclude = [os.path.abspath(p) for p in c.exclude]
         self._chunk = int(c.read_chunk_bytes)
         self._batch = c.batch_size
         self._max_line = int(c.max_line_bytes)
@@ -131,11 +126,21 @@ class TailSource(Source):
         if c.multiline is not None:
             self._ml_start = re.compile(c.multiline.start_pattern.encode())
             self._ml_timeout = float(c.multiline.timeout)
-        self._base_headers = base_headers(context.name, c.add_host)
         self._store = PositionStore(context.state_dir, context.log)
         self._log = context.log
-        self._files: dict[tuple[int, int], TailedFile] = {}  # open files by (dev, ino)
-        self._ghosts: list[TailedFile] = []  # closed files whose positions are kept
+        self._table = FileTable(
+            c.paths,
+            c.exclude,
+            start_at=c.start_at,
+            gzip_files=c.gzip,
+            max_line=self._max_line,
+            close_grace=self._close_grace,
+            forget_after=self._forget_after,
+            headers=base_headers(context.name, c.add_host),
+            log=context.log,
+            metrics=context.metrics,
+            component=context.name,
+        )
         self._wake: asyncio.Event | None = None
         self._rescan = False
         self._saved: list[dict] | None = None
@@ -147,37 +152,25 @@ class TailSource(Source):
             "Lines cut to max_line_bytes",
             **labels,
         )
-        self._m_rotations = m.counter(
-            "logflume_agent_tail_rotations_total",
-            "Files renamed or deleted away from the watched paths",
-            **labels,
-        )
-        self._m_truncations = m.counter(
-            "logflume_agent_tail_truncations_total",
-            "Files truncated or replaced in place (copytruncate)",
-            **labels,
-        )
-        self._m_open = m.gauge("logflume_agent_tail_files_open", "Files held open", **labels)
         self._m_persist_errors = m.counter(
             "logflume_agent_tail_position_write_errors_total",
             "Failed writes of the position file",
             **labels,
         )
-        self._behind: dict[str, Any] = {}
 
     # ----------------------------------------------------------------- main loop
 
     async def run(self, emit: Emit, offer) -> None:
         self._wake = asyncio.Event()
         saved = self._store.load()
-        self._ghosts = saved or []
+        self._table.ghosts = saved or []
         watcher = None
         persister = None
         try:
-            self._scan(first_run=saved is None)
+            self._table.scan(first_run=saved is None)
             self._persist()
             if self.config.watch:
-                watcher = Watcher(self._paths, self._on_fs_event, self._log)
+                watcher = Watcher(self._table.paths, self._on_fs_event, self._log)
                 watcher.start()
             persister = asyncio.create_task(self._persist_loop())
             await self._read_loop(emit)
@@ -187,9 +180,7 @@ class TailSource(Source):
             if watcher is not None:
                 watcher.stop()
             self._persist()
-            for f in list(self._files.values()):
-                self._close(f)
-            self._m_open.set(0)
+            self._table.close_all()
 
     def flush_state(self) -> None:
         """After `run` ended and the channels drained: save what the late acks delivered."""
@@ -207,13 +198,13 @@ class TailSource(Source):
         while True:
             self._wake.clear()
             progressed = False
-            for f in list(self._files.values()):
+            for f in list(self._table.files.values()):
                 if await self._service(f, emit):
                     progressed = True
             now = loop.time()
             if self._rescan or now >= next_scan:
                 self._rescan = False
-                self._scan(first_run=False)
+                self._table.scan(first_run=False)
                 next_scan = now + self._rescan_interval
             if progressed:
                 await asyncio.sleep(0)
@@ -223,166 +214,23 @@ class TailSource(Source):
             except TimeoutError:
                 pass
 
-    # ----------------------------------------------------------------- discovery
-
-    def _glob(self) -> list[str]:
-        found = []
-        for pattern in self._paths:
-            for path in glob.iglob(pattern, recursive=True):
-                if not any(fnmatch.fnmatch(path, ex) for ex in self._exclude):
-                    found.append(path)
-        return sorted(set(found))
-
-    def _scan(self, first_run: bool) -> None:
-        now = time.time()
-        seen: set[tuple[int, int]] = set()
-        for path in self._glob():
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            key = (st.st_dev, st.st_ino)
-            if not stat.S_ISREG(st.st_mode) or key in seen:
-                continue
-            seen.add(key)
-            f = self._files.get(key)
-            if f is not None:
-                f.gone, f.path, f.last_seen = False, path, now
-            else:
-                self._discover(path, st, first_run)
-        for f in self._files.values():
-            if f.key not in seen and not f.gone:
-                f.gone = True
-                self._m_rotations.inc()
-        self._ghosts = [
-            g for g in self._ghosts if g.tracker.in_flight or now - g.last_seen < self._forget_after
-        ]
-        self._m_open.set(len(self._files))
-
-    def _discover(self, path: str, st: os.stat_result, first_run: bool) -> None:
-        key = (st.st_dev, st.st_ino)
-        compressed = path.endswith(".gz")
-        if compressed and not self.config.gzip:
-            return
-        if compressed and time.time() - st.st_mtime < self._close_grace:
-            return  # possibly still being written by the compressor
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            self._log.warning("tail: cannot open %s: %s", path, exc)
-            return
-        gz = None
-        try:
-            if compressed:
-                gz = gzip.GzipFile(fileobj=open(fd, "rb", closefd=False))
-                head = gz.read(FP_MAX)
-                gz.seek(0)
-            else:
-                head = os.pread(fd, FP_MAX, 0)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            self._log.warning("tail: cannot read %s: %s", path, exc)
-            if gz is not None:
-                gz.close()
-            os.close(fd)
-            return
-        now = time.time()
-        for g in self._ghosts:
-            if g.key == key:
-                if g.matches_head(head):
-                    g.last_seen = now
-                    if g.sealed or (
-                        g.idle_closed and not compressed and st.st_size <= g.read_offset
-                    ):
-                        if gz is not None:
-                            gz.close()
-                        os.close(fd)
-                        return
-                    self._ghosts.remove(g)
-                    self._open(g, fd, gz, path, head)
-                    return
-                self._log.info(
-                    "tail: %s reuses the inode of a forgotten file; reading from 0", path
-                )
-                self._ghosts.remove(g)
-                break
-        if len(head) >= MIN_CONTENT_MATCH:
-            for g in self._ghosts:
-                if g.fp_len >= MIN_CONTENT_MATCH and g.matches_head(head):
-                    self._log.info("tail: %s continues %s (same content)", path, g.path)
-                    self._ghosts.remove(g)
-                    g.dev, g.ino = key
-                    g.sealed = g.idle_closed = False
-                    self._open(g, fd, gz, path, head)
-                    return
-            for orig in self._files.values():
-                if (
-                    orig.copy_of is None
-                    and orig.fp_len >= MIN_CONTENT_MATCH
-                    and orig.matches_head(head)
-                ):
-                    f = TailedFile(*key, 0, 0, path, 0)
-                    f.copy_of = orig
-                    f.fd, f.gz = fd, gz
-                    self._files[key] = f
-                    return
-        offset = 0
-        if first_run and self.config.start_at == "end" and not compressed:
-            offset = st.st_size
-        f = TailedFile(*key, 0, 0, path, offset)
-        self._open(f, fd, gz, path, head)
-        if compressed and first_run and self.config.start_at == "end":
-            self._close(f)
-            f.sealed = True
-
-    def _open(self, f: TailedFile, fd: int, gz, path: str, head: bytes) -> None:
-        f.fd, f.gz, f.path = fd, gz, path
-        f.firm_up(head)
-        f.gone = f.idle_closed = False
-        f.eof_since = None
-        f.last_seen = time.time()
-        f.splitter = LineSplitter(self._max_line, f.read_offset)
-        f.emitted_end = f.read_offset
-        f.headers = dict(self._base_headers, path=path)
-        if gz is not None and f.read_offset:
-            gz.seek(f.read_offset)
-        self._files[f.key] = f
-
-    def _close(self, f: TailedFile) -> None:
-        """Close `f`'s descriptor and keep it as a ghost resuming at a line start."""
-        if self._files.get(f.key) is f:
-            del self._files[f.key]
-        if f.gz is not None:
-            f.gz.close()
-            f.gz = None
-        if f.fd is not None:
-            os.close(f.fd)
-            f.fd = None
-        if f.copy_of is not None:
-            return
-        f.read_offset = f.held[1] if f.held else f.splitter.offset
-        f.splitter, f.held = None, None
-        self._ghosts.append(f)
-        gauge = self._behind.pop(f.headers.get("path", f.path), None)
-        if gauge is not None:
-            gauge.set(0)
-
     # ------------------------------------------------------------------- reading
 
     async def _service(self, f: TailedFile, emit: Emit) -> bool:
         """Read one chunk of `f` if it has one; handle EOF, truncation, closing."""
         if f.copy_of is not None:
-            return self._settle_copy(f)
+            return self._table.settle_copy(f)
         if f.gz is not None:
             return await self._read_gz(f, emit)
         try:
             st = os.fstat(f.fd)
         except OSError:
-            self._close(f)
+            self._table.close(f)
             return False
         if st.st_size != f.read_offset:
             head = os.pread(f.fd, FP_MAX, 0)
             if st.st_size < f.read_offset or not f.matches_head(head):
-                self._new_generation(f, head)
+                self._table.new_generation(f, head)
                 return True
             f.firm_up(head)
             data = os.pread(f.fd, self._chunk, f.read_offset)
@@ -408,33 +256,6 @@ class TailSource(Source):
         f.sealed = True
         return False
 
-    def _settle_copy(self, copy: TailedFile) -> bool:
-        """A copy (copytruncate) waits until its original is truncated or closed,
-        then takes over the original's identity and read position."""
-        orig = copy.copy_of
-        if self._files.get(orig.key) is orig:
-            return False
-        del self._files[copy.key]
-        if orig in self._ghosts:
-            self._ghosts.remove(orig)
-        self._log.info(
-            "tail: %s continues %s from offset %d", copy.path, orig.path, orig.read_offset
-        )
-        fd, gz, path = copy.fd, copy.gz, copy.path
-        orig.dev, orig.ino = copy.dev, copy.ino
-        self._open(orig, fd, gz, path, b"")
-        return True
-
-    def _new_generation(self, f: TailedFile, head: bytes) -> None:
-        """`f` was truncated or replaced in place: read the new content from 0."""
-        self._m_truncations.inc()
-        self._log.info("tail: %s was truncated or replaced; reading it from 0", f.path)
-        fd, path = f.fd, f.headers.get("path", f.path)
-        f.fd = None
-        self._close(f)
-        g = TailedFile(f.dev, f.ino, 0, 0, f.path, 0)
-        self._open(g, fd, None, path, head)
-
     async def _at_eof(self, f: TailedFile, st: os.stat_result, emit: Emit) -> None:
         now = time.monotonic()
         if f.eof_since is None:
@@ -445,8 +266,7 @@ class TailSource(Source):
             await self._emit(f, [body], f.splitter.offset, emit)
         if not f.gone:
             if st.st_nlink == 0:
-                f.gone = True
-                self._m_rotations.inc()
+                self._table.rotated(f)
             elif now - f.path_checked >= self._poll_interval:
                 f.path_checked = now
                 try:
@@ -461,7 +281,7 @@ class TailSource(Source):
             await self._finish(f, emit)
         elif not f.gone and idle >= self._close_inactive:
             f.idle_closed = True
-            self._close(f)
+            self._table.close(f)
 
     async def _finish(self, f: TailedFile, emit: Emit) -> None:
         """The file is done (rotated away or deleted, read to EOF): emit what is
@@ -476,8 +296,7 @@ class TailSource(Source):
         if bodies:
             self._m_lines.inc(1 if last is not None else 0)
             await self._emit(f, bodies, f.splitter.offset, emit)
-        self._close(f)
-        self._m_open.set(len(self._files))
+        self._table.close(f)
 
     async def _feed(self, f: TailedFile, data: bytes, emit: Emit) -> None:
         """Split one chunk into lines and emit them. `base`, the offset before the
@@ -549,8 +368,7 @@ class TailSource(Source):
 
     def _entries(self) -> list[dict] | None:
         """Delivered positions to save, or None when unchanged since the last save."""
-        entries = [f.to_json() for f in self._files.values() if f.copy_of is None]
-        entries += [g.to_json() for g in self._ghosts]
+        entries = self._table.entries()
         if entries == self._saved:
             return None
         self._saved = entries
@@ -573,28 +391,8 @@ class TailSource(Source):
     async def _persist_loop(self) -> None:
         while True:
             await asyncio.sleep(self._persist_interval)
-            self._update_behind()
+            self._table.update_behind()
             entries = self._entries()
             if entries is not None:
                 self._seq += 1
                 await asyncio.to_thread(self._save, entries, self._seq)
-
-    def _update_behind(self) -> None:
-        for f in self._files.values():
-            if f.fd is None or f.gz is not None or f.copy_of is not None:
-                continue
-            try:
-                size = os.fstat(f.fd).st_size
-            except OSError:
-                continue
-            path = f.headers["path"]
-            gauge = self._behind.get(path)
-            if gauge is None:
-                gauge = self.context.metrics.gauge(
-                    "logflume_agent_tail_bytes_behind",
-                    "Bytes of the file not yet delivered",
-                    component=self.context.name,
-                    path=path,
-                )
-                self._behind[path] = gauge
-            gauge.set(max(0, size - f.tracker.delivered))

@@ -281,3 +281,23 @@ async def test_metrics_lines_and_bytes_behind(tmp_path):
     )
     await h.stop()
     assert metrics.value("logflume_agent_tail_lines_total", component="src") == 40
+
+
+async def test_exclude_and_directory_created_later(tmp_path):
+    d = logdir(tmp_path)
+    (d / "app.log").write_bytes(b"kept\n")
+    (d / "debug.log").write_bytes(b"excluded\n")
+    h = Harness(
+        tail(
+            tmp_path,
+            paths=[str(d / "*.log"), str(tmp_path / "later" / "**" / "*.log")],
+            exclude=[str(d / "debug*")],
+        )
+    ).start()
+    await h.wait_lines(1)
+    (tmp_path / "later" / "sub").mkdir(parents=True)
+    (tmp_path / "later" / "sub" / "x.log").write_bytes(b"from a new directory\n")
+    await h.wait_lines(2)
+    await asyncio.sleep(0.2)
+    await h.stop()
+    assert h.bodies() == [b"kept", b"from a new directory"]

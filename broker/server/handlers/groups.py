@@ -26,7 +26,7 @@ from broker.groups.offsets_topic import TOPIC
 from broker.groups.storage import PartitionOffsetsStore
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.dispatch import handles
-from broker.server.purgatory import DelayedOperation
+from broker.server.handlers.produce import wait_replicated
 
 log = logging.getLogger(__name__)
 
@@ -38,37 +38,11 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class DelayedOffsetsAppend(DelayedOperation):
-    """An acks=all append to __consumer_offsets waiting for the high watermark.
-    Owned by the produce purgatory; event-loop only."""
-
-    def __init__(self, timeout_s: float, partition, required: int, future: asyncio.Future):
-        super().__init__(timeout_s)
-        self.partition = partition
-        self.required = required
-        self.future = future
-        self.error = ErrorCode.REQUEST_TIMED_OUT
-
-    def try_complete(self) -> bool:
-        done, error = self.partition.enough_replicas_for(self.required)
-        if not done:
-            return False
-        self.error = error
-        return self.force_complete()
-
-    def on_complete(self) -> None:
-        if not self.future.done():
-            self.future.set_result(self.error)
-
-
 def _wait_replicated(core):
     timeout_s = core.config["offsets.commit.timeout.ms"] / 1000
 
-    async def wait(partition, required: int) -> ErrorCode:
-        future = asyncio.get_running_loop().create_future()
-        op = DelayedOffsetsAppend(timeout_s, partition, required, future)
-        core.produce_purgatory.try_complete_else_watch(op, [partition.key])
-        return await future
+    async def wait(partition, end_offset: int) -> ErrorCode:
+        return await wait_replicated(core, partition, end_offset, timeout_s)
 
     return wait
 

@@ -154,17 +154,19 @@ def trimmed(tmp_path_factory):
     """A broker whose retention has already deleted the start of topic `trimmed`."""
     settings = {"log.retention.check.interval.ms": 200}
     b = BrokerProcess(tmp_path_factory.mktemp("trim") / "broker", settings=settings).start()
-    config = {"segment.bytes": "2048", "retention.bytes": "4096"}
-    create_topic(b.bootstrap, "trimmed", 1, config)
-    for chunk in range(40):  # one record batch each: segments roll between batches
-        values = [f"record {i:04d} ".encode() * 4 for i in range(chunk * 10, chunk * 10 + 10)]
-        produce(b.bootstrap, "trimmed", values)
-    deadline = time.monotonic() + 30
-    while watermarks(b.bootstrap, "trimmed")[0] == 0:
-        assert time.monotonic() < deadline, "retention never deleted a segment"
-        time.sleep(0.2)
-    yield b
-    b.stop()
+    try:
+        config = {"segment.bytes": "2048", "retention.bytes": "4096"}
+        create_topic(b.bootstrap, "trimmed", 1, config)
+        for chunk in range(40):  # one record batch each: segments roll between batches
+            values = [f"record {i:04d} ".encode() * 4 for i in range(chunk * 10, chunk * 10 + 10)]
+            produce(b.bootstrap, "trimmed", values)
+        deadline = time.monotonic() + 30
+        while watermarks(b.bootstrap, "trimmed")[0] == 0:
+            assert time.monotonic() < deadline, "retention never deleted a segment"
+            time.sleep(0.2)
+        yield b
+    finally:
+        b.stop()
 
 
 def test_offsets_removed_by_retention_fail_with_a_clear_error(spark, trimmed):

@@ -1,0 +1,64 @@
+"""Independent pure-Python computation of the offline job's figures (ground truth).
+
+Works from `loggen.Access` objects (the values each generated line encodes), not
+from parsing, so it shares nothing with the Spark code under test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from datetime import UTC
+
+from spark_etl import loggen
+from spark_etl.transforms import PERCENTILE_ACCURACY, UNIQUE_RSD
+
+
+def key_of(a: loggen.Access, with_host: bool) -> tuple:
+    t = a.time.astimezone(UTC)
+    return (t.strftime("%Y-%m-%d"), t.hour, a.host if with_host else None)
+
+
+def hourly(sent: list[tuple[loggen.Access | loggen.Garbage, bool]]) -> dict:
+    """{(date, hour, host): figures} for (item, sent_as_json) pairs; garbage skipped.
+    Host is known only for records sent as JSON (raw lines carry none)."""
+    groups = defaultdict(list)
+    for item, as_json in sent:
+        if isinstance(item, loggen.Access):
+            groups[key_of(item, as_json)].append(item)
+    out = {}
+    for k, items in groups.items():
+        classes = Counter(a.status // 100 for a in items)
+        out[k] = {
+            "requests": len(items),
+            **{f"status_{c}xx": classes.get(c, 0) for c in (2, 3, 4, 5)},
+            "bytes": sum(a.bytes for a in items),
+            "clients": len({a.client for a in items}),
+            "rt": sorted(a.request_time for a in items),
+        }
+    return out
+
+
+def top_paths(sent, n: int = 20) -> dict:
+    counts = defaultdict(Counter)
+    for item, as_json in sent:
+        if isinstance(item, loggen.Access):
+            counts[key_of(item, as_json)][item.path.split("?")[0]] += 1
+    return {k: sorted(c.items(), key=lambda pc: (-pc[1], pc[0]))[:n] for k, c in counts.items()}
+
+
+def assert_hourly_matches(rows, expected: dict) -> None:
+    """Exact counts; unique clients within the rsd; percentiles within the rank error."""
+    got = {(str(r.date), r.hour, r.host): r for r in rows}
+    assert set(got) == set(expected)
+    for k, e in expected.items():
+        r = got[k]
+        for f in ("requests", "status_2xx", "status_3xx", "status_4xx", "status_5xx", "bytes"):
+            assert getattr(r, f) == e[f], (k, f)
+        assert abs(r.unique_clients - e["clients"]) <= max(1, UNIQUE_RSD * e["clients"]), k
+        rt, n = e["rt"], len(e["rt"])
+        err = math.ceil(n / PERCENTILE_ACCURACY)
+        for p, v in ((0.5, r.rt_p50), (0.95, r.rt_p95), (0.99, r.rt_p99)):
+            rank = max(1, math.ceil(p * n)) - 1
+            lo, hi = rt[max(0, rank - err)], rt[min(n - 1, rank + err)]
+            assert lo <= v <= hi, (k, p, v, lo, hi)

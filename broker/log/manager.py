@@ -140,6 +140,8 @@ class LogManager:
         write_offsets(self.data_dir / CLEANER_FILE, points)
 
     def run_retention(self) -> int:
+        for p in self._logs.values():
+            p.remove_expired_producers()
         return sum(p.delete_old_segments() for p in self._logs.values())
 
     def run_cleaner(self) -> None:

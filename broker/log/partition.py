@@ -37,6 +37,7 @@ from broker.log.common import (
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
 from broker.log.loader import load_segments, new_segment
+from broker.log.producer_state import ProducerStateError, ProducerStateManager, batch_headers_from
 from broker.log.segment import LogSegment
 from broker.protocol.records import (
     HEADER_SIZE,
@@ -112,6 +113,16 @@ class PartitionLog:
         self.leader_epoch_cache = LeaderEpochCache(self.dir, lambda: self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state = ProducerStateManager(self.dir)
+        self._reload_producer_state()
+
+    def _reload_producer_state(self) -> None:
+        self.producer_state.truncate_to(
+            self.log_start_offset,
+            self.log_end_offset,
+            lambda offset: batch_headers_from(self, offset),
+            self._now_ms(),
+        )
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -148,6 +159,13 @@ class PartitionLog:
         log_append_time = -1
         if self.config.message_timestamp_type == "LogAppendTime":
             log_append_time = self._now_ms()
+        for b in batches:
+            if b.producer_id >= 0:
+                if len(batches) > 1:
+                    raise CorruptRecordError("idempotent batches must come one per partition")
+                duplicate = self._check_producer(b)
+                if duplicate is not None:
+                    return duplicate
         offset = first = self.log_end_offset
         max_ts = -1
         pack = _PREFIX.pack_into
@@ -170,7 +188,20 @@ class PartitionLog:
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
         self._write(buf, batches, first, offset - 1, max_ts)
+        for b in batches:
+            if b.producer_id >= 0:
+                self.producer_state.update(b, b.base_offset, b.last_offset, self._now_ms())
         return AppendInfo(first, offset - 1, max_ts, log_append_time, len(batches), len(buf))
+
+    def _check_producer(self, b: RecordBatch) -> AppendInfo | None:
+        """Producer-state check of an idempotent batch: None to append it, the original
+        AppendInfo for a retried duplicate; raises ProducerStateError."""
+        verdict = self.producer_state.check(b)
+        if verdict.duplicate is not None:
+            return AppendInfo(verdict.duplicate[0], verdict.duplicate[1], -1, -1, 0, 0)
+        if not verdict.append:
+            raise ProducerStateError(verdict.error)
+        return None
 
     def _append_one(self, records, b: RecordBatch, leader_epoch: int) -> AppendInfo:
         size = b.size
@@ -180,6 +211,10 @@ class PartitionLog:
             )
         if b.records_count <= 0 or b.last_offset_delta != b.records_count - 1:
             raise CorruptRecordError("batch record count does not match its last offset delta")
+        if b.producer_id >= 0:
+            duplicate = self._check_producer(b)
+            if duplicate is not None:
+                return duplicate
         first = self.log_end_offset
         last = first + b.last_offset_delta
         b.base_offset = first
@@ -194,6 +229,8 @@ class PartitionLog:
         self.size_bytes += size
         if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
             self.flush()
+        if b.producer_id >= 0:
+            self.producer_state.update(b, first, last, self._now_ms())
         return AppendInfo(first, last, b.max_timestamp, -1, 1, size)
 
     def append_as_follower(self, records) -> AppendInfo:
@@ -217,6 +254,8 @@ class PartitionLog:
                 cache.assign(b.partition_leader_epoch, b.base_offset)
         first = batches[0].base_offset
         self._write(buf, batches, first, expected - 1, max_ts)
+        for b in batches:
+            self.producer_state.replay(b)
         return AppendInfo(first, expected - 1, max_ts, -1, len(batches), len(buf))
 
     def _write(self, buf, batches: list[RecordBatch], first: int, last: int, max_ts: int) -> None:
@@ -266,6 +305,7 @@ class PartitionLog:
         seg = new_segment(self.dir, base, self.config, self._now_ms())
         self.segments.append(seg)
         self._bases.append(base)
+        self.producer_state.take_snapshot(base)
         return seg
 
     # -- flush ---------------------------------------------------------------------
@@ -391,6 +431,11 @@ class PartitionLog:
         self._recovery_point = max(self._recovery_point, self.log_start_offset)
         self.cleaner_checkpoint = max(self.cleaner_checkpoint, self.log_start_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.delete_snapshots_below(self.log_start_offset)
+
+    def remove_expired_producers(self) -> int:
+        """Forget idempotent producers idle past producer.id.expiration.ms."""
+        return self.producer_state.remove_expired(self._now_ms())
 
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after `offset` (follower divergence)."""
@@ -414,6 +459,7 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, new_end)
         self.cleaner_checkpoint = min(self.cleaner_checkpoint, new_end)
         self.leader_epoch_cache.truncate_from_end(new_end)
+        self._reload_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log; it restarts at `offset`."""
@@ -426,6 +472,7 @@ class PartitionLog:
         self.log_start_offset = self.log_end_offset = offset
         self._recovery_point = self.cleaner_checkpoint = offset
         self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully()
 
     # -- config, compaction, lifecycle -----------------------------------------------
 
@@ -445,6 +492,7 @@ class PartitionLog:
         self.segments[i] = seg
 
     def close(self) -> None:
+        self.producer_state.take_snapshot(self.log_end_offset)
         self._reap_flushes(wait=True)
         self.active.finish()
         self.flush()

@@ -23,6 +23,7 @@ import asyncio
 
 from broker.cluster.partition import PartitionError
 from broker.log.common import RecordTooLargeError
+from broker.log.producer_state import ProducerStateError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.records import CorruptRecordError
 from broker.server.dispatch import CloseConnection, handles
@@ -128,6 +129,8 @@ def _append(partition, index: int, records, acks: int) -> tuple[dict, int]:
         return _partition_response(index, ErrorCode.CORRUPT_MESSAGE, str(e)), -1
     except RecordTooLargeError as e:
         return _partition_response(index, ErrorCode.MESSAGE_TOO_LARGE, str(e)), -1
+    except ProducerStateError as e:
+        return _partition_response(index, e.code, str(e)), -1
     resp = _partition_response(index, ErrorCode.NONE)
     resp["base_offset"] = info.first_offset
     resp["log_append_time_ms"] = info.log_append_time

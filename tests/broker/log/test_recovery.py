@@ -149,6 +149,7 @@ def test_leftover_files_are_removed(tmp_path):
         "00000000000000000000.index",
         "00000000000000000000.log",
         "00000000000000000000.timeindex",
+        "00000000000000000015.snapshot",
         "leader-epoch-checkpoint",
     ]
     log.close()

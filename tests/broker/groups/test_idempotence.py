@@ -22,13 +22,19 @@ def send(c: WireClient, records: bytes, acks: int = -1) -> dict:
 def test_retries_are_deduplicated_across_a_broker_sigkill(broker_factory):
     broker = broker_factory(settings={"log.segment.bytes": 400})
     with WireClient(broker.port) as c:
-        init = c.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 60000})
+        init = c.request(
+            ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 60000}
+        )
         assert init["error_code"] == 0
         pid = init["producer_id"]
-        assert [send(c, idem_batch(pid, 0, s))["base_offset"] for s in range(0, 20, 2)] == list(range(0, 20, 2))
+        assert [send(c, idem_batch(pid, 0, s))["base_offset"] for s in range(0, 20, 2)] == list(
+            range(0, 20, 2)
+        )
         dup = send(c, idem_batch(pid, 0, 16))
         assert (dup["error_code"], dup["base_offset"]) == (0, 16)
-        assert send(c, idem_batch(pid, 0, 40))["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert (
+            send(c, idem_batch(pid, 0, 40))["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        )
         assert send(c, idem_batch(pid, 1, 0))["base_offset"] == 20  # epoch bump restarts at 0
         assert send(c, idem_batch(pid, 0, 20))["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
     assert list(broker.data_dir.glob("idem-0/*.snapshot"))
@@ -38,5 +44,7 @@ def test_retries_are_deduplicated_across_a_broker_sigkill(broker_factory):
         dup = send(c, idem_batch(pid, 1, 0))
         assert (dup["error_code"], dup["base_offset"]) == (0, 20)
         assert send(c, idem_batch(pid, 1, 2))["base_offset"] == 22
-        init = c.request(ApiKey.INIT_PRODUCER_ID, 0, {"transactional_id": None, "transaction_timeout_ms": 60000})
+        init = c.request(
+            ApiKey.INIT_PRODUCER_ID, 0, {"transactional_id": None, "transaction_timeout_ms": 60000}
+        )
         assert init["producer_id"] > pid  # ids stay unique across restarts

@@ -120,6 +120,15 @@ class DemoConfig:
             )
         return out
 
+    def listeners(self, agent: str) -> list[tuple[str, int]]:
+        """(udp|tcp, port) of the sources of `agent` that listen on a port."""
+        out = []
+        for source in _mappings(self.raw["agents"][agent].get("sources")):
+            address = _connect_to(source.get("listen"))
+            if address is not None:
+                out.append(("udp" if source.get("type") == "udp" else "tcp", address[1]))
+        return out
+
     def udp_address(self) -> tuple[str, int] | None:
         for agent in self.agents():
             for source, _ in self.routes(agent):
@@ -170,6 +179,19 @@ def port_open(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def udp_bound(port: int) -> bool:
+    """Whether some socket is bound to UDP `port` (Linux: /proc/net/udp and udp6)."""
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        if any(int(row.split()[1].rsplit(":", 1)[1], 16) == port for row in rows):
+            return True
+    return False
 
 
 def healthy(host: str, port: int) -> bool:
@@ -270,15 +292,21 @@ class Demo:
             # SIGTERM to the driver only: it stops its queries and then its JVM, which
             # would otherwise abort the micro-batch in flight.
             sup.start(ChildSpec("spark", spark, term_group=False))
+        # /health turns 200 when the agent's components are started, which may be a
+        # moment before a source has bound its port: wait for the ports too, so that
+        # a line sent right after the banner is not lost.
         for name in config.agents():
             address = config.metrics_address(name)
             if address is not None:
                 self.wait(f"agent {name} /health", lambda a=address: healthy(*a))
+            for proto, port in config.listeners(name):
+                check = udp_bound if proto == "udp" else lambda p: port_open("127.0.0.1", p)
+                self.wait(f"agent {name} {proto} port {port}", lambda c=check, p=port: c(p))
 
     def banner(self, config: DemoConfig, config_path: Path) -> str:
         rel = _relative
         lines = [
-            "ready: the demo pipeline is running. Ctrl-C stops everything.",
+            "ready: the demo pipeline is running.",
             f"  broker   {self.bootstrap}, data in {rel(self.data_dir / 'broker')}",
         ]
         for name in config.agents():
@@ -321,6 +349,7 @@ class Demo:
             f"  {cli} etl offline --bootstrap-server {self.bootstrap} --topic nginx-access"
             f" --output {offline} --checkpoint {checkpoint}"
         )
+        lines += ["", "Ctrl-C stops everything."]
         return "\n".join(lines)
 
 

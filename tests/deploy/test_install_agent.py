@@ -1,0 +1,132 @@
+"""deploy/install-agent.sh and deploy/systemd/: lint, a real trial install, unit checks.
+
+The trial install reuses this virtualenv's site-packages (`--reuse-site-packages`) so
+that pip resolves every dependency as already present and only builds logflume
+itself: a real install, in seconds rather than the minutes pyspark's wheel takes.
+"""
+
+import configparser
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "deploy" / "install-agent.sh"
+UNITS = REPO / "deploy" / "systemd"
+
+
+def run(cmd, **kwargs):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def install(prefix: Path):
+    cmd = ["bash", str(SCRIPT), "--prefix", str(prefix), "--python", sys.executable]
+    cmd += ["--reuse-site-packages", sysconfig.get_path("purelib")]
+    result = run(cmd)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def parse_unit(path: Path) -> configparser.ConfigParser:
+    """systemd unit files are INI-like; keys may repeat (ExecReload), values are kept."""
+    parser = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
+    parser.optionxform = str
+    parser.read_string(path.read_text())
+    return parser
+
+
+@pytest.fixture(scope="module")
+def trial(tmp_path_factory):
+    prefix = tmp_path_factory.mktemp("trial") / "logflume"
+    out = install(prefix)
+    return prefix, out
+
+
+def test_script_is_valid_bash_and_shellcheck_clean():
+    assert run(["bash", "-n", str(SCRIPT)]).returncode == 0
+    result = run(["shellcheck", str(SCRIPT)])
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize(
+    "unit, expected",
+    [
+        (
+            "logflume-agent@.service",
+            {"User": "logflume", "Restart": "on-failure", "KillSignal": "SIGTERM"},
+        ),
+        (
+            "logflume-broker@.service",
+            {"User": "logflume", "Restart": "on-failure", "KillSignal": "SIGTERM"},
+        ),
+    ],
+)
+def test_units_have_the_service_basics(unit, expected):
+    service = parse_unit(UNITS / unit)["Service"]
+    for key, value in expected.items():
+        assert service[key] == value
+    assert int(service["LimitNOFILE"]) >= 65536
+    assert int(service["TimeoutStopSec"]) > 10
+    assert service["ProtectSystem"] == "strict" and service["NoNewPrivileges"] == "yes"
+    assert "/opt/logflume/bin/logflume" in service["ExecStart"]
+
+
+def test_agent_unit_reloads_with_sighup_and_broker_unit_is_per_id():
+    agent = (UNITS / "logflume-agent@.service").read_text()
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in agent
+    assert "--name %i" in agent
+    broker = parse_unit(UNITS / "logflume-broker@.service")["Service"]["ExecStart"]
+    assert "--config /etc/logflume/broker-%i.properties" in broker
+    assert "--data-dir /var/lib/logflume/broker-%i" in broker
+
+
+def test_trial_install_gives_a_working_agent_validate(trial, tmp_path):
+    prefix, _ = trial
+    config = prefix / "etc" / "logflume" / "pipelines.yaml"
+    assert config.read_text() == (REPO / "pipelines.yaml").read_text()
+    validate = [str(prefix / "bin" / "logflume"), "agent", "validate", "--config", str(config)]
+    result = run(validate, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # the installed code is a copy, not a link back into the source tree
+    code = run(
+        [str(prefix / "bin" / "python"), "-c", "import agent; print(agent.__file__)"],
+        cwd=tmp_path,
+    )
+    assert code.stdout.strip().startswith(str(prefix))
+
+
+def test_trial_units_point_into_the_prefix_and_verify(trial, tmp_path):
+    prefix, _ = trial
+    unit_dir = prefix / "etc" / "systemd" / "system"
+    for template, instance in [
+        ("logflume-agent@.service", "web"),
+        ("logflume-broker@.service", "1"),
+    ]:
+        service = parse_unit(unit_dir / template)["Service"]
+        exe = service["ExecStart"].split()[0]
+        assert exe == str(prefix / "bin" / "logflume") and os.access(exe, os.X_OK)
+        assert "/opt/logflume" not in (unit_dir / template).read_text()
+        shutil.copy(unit_dir / template, tmp_path / template.replace("@", f"@{instance}"))
+    units = sorted(str(p) for p in tmp_path.glob("*.service"))
+    result = run(["systemd-analyze", "verify", "--man=no", *units])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_second_install_keeps_the_operators_pipelines(trial):
+    prefix, _ = trial
+    config = prefix / "etc" / "logflume" / "pipelines.yaml"
+    edited = config.read_text() + "# edited by the operator\n"
+    config.write_text(edited)
+    out = install(prefix)
+    assert "keeping existing" in out
+    assert config.read_text() == edited
+
+
+def test_unknown_option_is_refused():
+    result = run(["bash", str(SCRIPT), "--bogus"])
+    assert result.returncode != 0 and "unknown option: --bogus" in result.stderr

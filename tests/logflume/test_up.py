@@ -1,0 +1,211 @@
+"""`logflume up`, driven as a user would: wait for the banner, send lines with nc, read
+them back with `logflume consume`, stop it, and check that no process is left.
+
+The demo runs with --no-spark (Spark's start alone would take most of the budget) on
+free ports, from the repository's own pipelines.yaml.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from logflume.commands.up import DemoConfig
+from tests.logflume.proc_scan import descendants, in_groups, pgid, wait_gone
+from tests.procs import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Up:
+    """A `logflume up` subprocess (in its own session) whose output is collected."""
+
+    def __init__(self, tmp_path: Path, *extra: str, config="pipelines.yaml", spark=False):
+        self.broker_port, self.udp_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{self.broker_port}"
+        self.data_dir = tmp_path / "data"
+        cmd = [sys.executable, "-m", "logflume", "up", "--config", config]
+        cmd += [] if spark else ["--no-spark"]
+        cmd += ["--data-dir", str(self.data_dir), "--broker-port", str(self.broker_port)]
+        cmd += ["--udp-port", str(self.udp_port), "--metrics-port", str(self.metrics_port)]
+        cmd += ["--rate", "200", *extra]
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.lines.append(line)
+            if line.startswith("[up]") and "Ctrl-C stops everything" in line:  # banner's end
+                self.ready.set()
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_ready(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.2):
+            assert self.proc.poll() is None, f"logflume up exited early:\n{self.output}"
+            assert time.monotonic() < deadline, f"no ready banner:\n{self.output}"
+
+    def tree(self) -> tuple[set[int], set[int]]:
+        """The processes under `logflume up`, and their process groups."""
+        pids = descendants(self.proc.pid)
+        return pids, {g for g in map(pgid, pids) if g is not None}
+
+    def cleanup(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def up_factory(tmp_path):
+    started = []
+
+    def make(*extra, **kwargs):
+        up = Up(tmp_path, *extra, **kwargs)
+        started.append(up)
+        return up
+
+    yield make
+    for up in started:
+        pids, groups = up.tree()
+        up.cleanup()
+        for pid in pids | in_groups(groups):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def consume(bootstrap: str, topic: str, count: int, timeout_ms: int = 20000) -> list[str]:
+    cmd = [sys.executable, "-m", "logflume", "consume", "--bootstrap-server", bootstrap]
+    cmd += ["--topic", topic, "--from-beginning", "--max-messages", str(count)]
+    cmd += ["--timeout-ms", str(timeout_ms)]
+    result = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout_ms / 1000 + 30, cwd=REPO
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_demo_end_to_end_then_clean_stop(up_factory):
+    up = up_factory()
+    up.wait_ready()
+    out = up.output
+    assert f"echo hello | nc -u -w0 127.0.0.1 {up.udp_port}" in out
+    assert f"logflume consume --bootstrap-server {up.bootstrap} --topic netcat" in out
+    pids, groups = up.tree()
+    assert len(pids) >= 3  # broker, agent, generator
+
+    # stdin from a file, not a pipe: `nc -w0` gives up at once if its stdin has
+    # nothing to read yet, which a busy machine makes likely with a pipe
+    tokens = [f"hello-{uuid.uuid4().hex[:8]}" for _ in range(3)]
+    for token in tokens:
+        line = up.data_dir / "line.txt"
+        line.write_text(f"{token}\n")
+        with open(line) as stdin:
+            subprocess.run(
+                ["nc", "-u", "-w0", "127.0.0.1", str(up.udp_port)],
+                stdin=stdin,
+                check=True,
+                timeout=10,
+            )
+    assert consume(up.bootstrap, "netcat", 3) == tokens
+
+    records = [json.loads(v) for v in consume(up.bootstrap, "nginx-access", 20)]
+    assert all(r["method"] and r["status"] >= 100 and r["path"].startswith("/") for r in records)
+
+    up.proc.send_signal(signal.SIGTERM)
+    assert up.proc.wait(60) == 0, up.output
+    up.reader.join(5)
+    assert up.lines[-1].endswith("stopped")
+    assert wait_gone(pids | in_groups(groups), timeout=5) == set()
+
+
+def test_demo_with_spark_reports_minute_stats(up_factory):
+    up = up_factory("--rate", "30", "--trigger-seconds", "2", spark=True)
+    up.wait_ready()
+    # the generator's backfill holds complete minutes: the first windows close as soon
+    # as Spark has read them, without waiting for the wall clock
+    stats = [json.loads(v) for v in consume(up.bootstrap, "nginx-stats", 1, timeout_ms=100000)]
+    assert stats[0]["window_start"] < stats[0]["window_end"]
+    deadline = time.monotonic() + 30
+    while not list((up.data_dir / "stats" / "minute").rglob("*.parquet")):
+        assert time.monotonic() < deadline, "no Parquet minute stats"
+        time.sleep(0.5)
+    pids, groups = up.tree()
+    up.proc.send_signal(signal.SIGTERM)
+    assert up.proc.wait(90) == 0, up.output
+    assert wait_gone(pids | in_groups(groups), timeout=10) == set()
+
+
+def test_killed_supervisor_takes_its_children_along(up_factory):
+    up = up_factory()
+    up.wait_ready()
+    pids, groups = up.tree()
+    up.proc.send_signal(signal.SIGKILL)
+    up.proc.wait(10)
+    assert wait_gone(pids | in_groups(groups), timeout=10) == set()
+
+
+def test_startup_failure_is_reported_and_cleaned_up(up_factory, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents:\n  web:\n    sources:\n      x: {type: no-such-source}\n")
+    up = up_factory(config=str(bad))
+    assert up.proc.wait(60) == 1, up.output
+    up.reader.join(5)
+    assert "startup failed: web exited with code 1" in up.output
+    assert "unknown source type 'no-such-source'" in up.output
+    assert descendants(up.proc.pid) == set()
+
+
+def test_busy_broker_port_is_refused_before_starting_anything(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "logflume", "up", "--no-spark", "--broker-port", str(port)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert result.returncode == 2
+    assert f"port {port} is in use" in result.stderr
+
+
+def test_derived_config_points_the_demo_at_its_own_ports_and_data_dir(tmp_path):
+    import yaml
+
+    raw = yaml.safe_load((REPO / "pipelines.yaml").read_text())
+    data = tmp_path / "d"
+    config = DemoConfig(raw, data, "127.0.0.1:4567", udp_port=5678, metrics_port=6789)
+    web = config.raw["agents"]["web"]
+    assert web["sources"]["nginx"]["paths"] == [str(data / "demo" / "access.log")]
+    assert all(s["bootstrap_servers"] == "127.0.0.1:4567" for s in web["sinks"].values())
+    assert config.udp_address() == ("127.0.0.1", 5678)
+    assert config.metrics_address("web") == ("127.0.0.1", 6789)
+    routes = {s["type"]: topics for s, topics in config.routes("web")}
+    assert routes == {"tail": ["nginx-access"], "udp": ["netcat"]}
+    assert raw["agents"]["web"]["sources"]["nginx"]["paths"] == ["data/demo/access.log"]

@@ -147,7 +147,7 @@ def test_demo_with_spark_reports_minute_stats(up_factory):
     up.wait_ready()
     # the generator's backfill holds complete minutes: the first windows close as soon
     # as Spark has read them, without waiting for the wall clock
-    stats = [json.loads(v) for v in consume(up.bootstrap, "nginx-stats", 1, timeout_ms=100000)]
+    stats = [json.loads(v) for v in consume(up.bootstrap, "nginx-stats", 1, timeout_ms=150000)]
     assert stats[0]["window_start"] < stats[0]["window_end"]
     deadline = time.monotonic() + 30
     while not list((up.data_dir / "stats" / "minute").rglob("*.parquet")):

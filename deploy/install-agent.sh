@@ -117,14 +117,21 @@ if [ "$trial" -eq 0 ]; then
   chown logflume:logflume "$state_dir"
 fi
 
-# 4. systemd units, with their paths rewritten for a trial prefix.
+# 4. systemd units, with their paths rewritten for a trial prefix: the agent and
+#    broker templates, and the offline Spark job's service and timer (deploy/etl/).
+#    Installing a unit does not enable it.
 install -d -m 0755 "$unit_dir"
-for unit in logflume-agent@.service logflume-broker@.service; do
+installed=()
+for path in "$source_dir"/deploy/systemd/*.service "$source_dir"/deploy/etl/*.service \
+  "$source_dir"/deploy/etl/*.timer; do
+  [ -e "$path" ] || continue
+  unit="$(basename "$path")"
   sed -e "s|/opt/logflume|$prefix|g" -e "s|/etc/logflume|$etc_dir|g" \
-    -e "s|/var/lib/logflume|$state_dir|g" "$source_dir/deploy/systemd/$unit" >"$build/$unit"
+    -e "s|/var/lib/logflume|$state_dir|g" "$path" >"$build/$unit"
   install -m 0644 "$build/$unit" "$unit_dir/$unit"
+  installed+=("$unit")
 done
-say "installed units logflume-agent@.service and logflume-broker@.service in $unit_dir"
+say "installed units ${installed[*]} in $unit_dir"
 
 if [ "$trial" -eq 0 ] && [ -d /run/systemd/system ]; then
   systemctl daemon-reload

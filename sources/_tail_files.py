@@ -12,6 +12,8 @@ original's position (`settle_copy`), so lines the original had not reached are r
 from the copy and lines it had are not read twice. Content matches need at least
 MIN_CONTENT_MATCH bytes of fingerprint, and a copy whose original is never
 truncated (a plain `cp` of a live file) waits as long as the original stays open.
+A new file whose first bytes are still a strict prefix of a known file's (a copy
+caught while being written, or an empty file) is left for a later scan.
 
 Owned by the tail source's read loop (one task); not thread-safe.
 """
@@ -62,6 +64,7 @@ class FileTable:
         self._component = component
         self.files: dict[tuple[int, int], TailedFile] = {}  # open files
         self.ghosts: list[TailedFile] = []  # closed files whose positions are kept
+        self.deferred = False  # a file was left for a later scan (see _may_be_partial_copy)
         self._behind: dict[str, Any] = {}
         labels = {"component": component}
         self._m_rotations = metrics.counter(
@@ -90,6 +93,17 @@ class FileTable:
             self.close(f)
         self._m_open.set(0)
 
+    def _may_be_partial_copy(self, head: bytes) -> bool:
+        """True when `head` (shorter than FP_MAX) is a strict prefix of a known file's
+        first bytes: probably a copy still being written (copytruncate). Deciding now
+        would take it for a new file and read it again from 0."""
+        for known in (*self.files.values(), *self.ghosts):
+            h = known.head
+            if h is not None and len(h) >= MIN_CONTENT_MATCH and len(head) < len(h):
+                if h.startswith(head):
+                    return True
+        return False
+
     def entries(self) -> list[dict]:
         """Delivered positions of every known file, for the position store."""
         out = [f.to_json() for f in self.files.values() if f.copy_of is None]
@@ -104,6 +118,7 @@ class FileTable:
         return sorted(set(found))
 
     def scan(self, first_run: bool) -> None:
+        self.deferred = False
         now = time.time()
         seen: set[tuple[int, int]] = set()
         for path in self.glob():
@@ -175,6 +190,12 @@ class FileTable:
                 )
                 self.ghosts.remove(g)
                 break
+        if len(head) < FP_MAX and self._may_be_partial_copy(head):
+            self.deferred = True  # decided at a later scan, once it has more bytes
+            if gz is not None:
+                gz.close()
+            os.close(fd)
+            return
         if len(head) >= MIN_CONTENT_MATCH:
             for g in self.ghosts:
                 if g.fp_len >= MIN_CONTENT_MATCH and g.matches_head(head):

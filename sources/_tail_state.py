@@ -102,6 +102,7 @@ class TailedFile:
         "sealed",
         "emitted_end",
         "path_checked",
+        "head",
     )
 
     def __init__(self, dev: int, ino: int, fp_len: int, fp_crc: int, path: str, offset: int):
@@ -123,6 +124,7 @@ class TailedFile:
         self.sealed = False  # a compressed file read to its end: never reopened
         self.emitted_end = offset  # end offset of the last batch handed to emit
         self.path_checked = 0.0  # monotonic time of the last "still at its path?" check
+        self.head: bytes | None = None  # first bytes seen in this run (None if loaded)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -133,6 +135,8 @@ class TailedFile:
 
     def firm_up(self, head: bytes) -> None:
         """Extend a provisional fingerprint once the file is longer."""
+        if self.head is None or len(head) > len(self.head):
+            self.head = head[:FP_MAX]
         if len(head) > self.fp_len:
             self.fp_len = min(len(head), FP_MAX)
             self.fp_crc = zlib.crc32(head[: self.fp_len])

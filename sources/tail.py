@@ -188,7 +188,7 @@ class TailSource(Source):
 
     def _on_fs_event(self, structural: bool) -> None:
         """Called on the loop (via call_soon_threadsafe) for watchdog events."""
-        if structural:
+        if structural or self._table.deferred:
             self._rescan = True
         self._wake.set()
 

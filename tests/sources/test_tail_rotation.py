@@ -256,3 +256,22 @@ async def test_gzip_rotated_file_is_not_read_twice(tmp_path):
     await h.stop()
     assert len(h.bodies()) == 315
     assert sorted(h.bodies())[:5] == [b"old %06d" % i for i in range(5)]
+
+
+async def test_copy_seen_while_being_written_is_not_read_from_zero(tmp_path):
+    """copytruncate's copy found when it holds only part of the original's first KiB."""
+    d = logdir(tmp_path)
+    log = d / "app.log"
+    content = lines("w", 100, width=40)  # ~5 KiB
+    log.write_bytes(content)
+    h = Harness(tail(tmp_path, paths=[str(d / "app.log*")])).start()
+    await h.wait_lines(100)
+    (d / "app.log.1").write_bytes(content[:300])  # the copy, still being written
+    await asyncio.sleep(0.3)  # a few scans see it in that state
+    append(d / "app.log.1", content[300:])
+    os.truncate(log, 0)
+    append(log, lines("w", 10, start=100, width=40))
+    await h.wait_lines(110)
+    await asyncio.sleep(0.3)
+    await h.stop()
+    assert sorted(h.bodies()) == sorted(content.splitlines() + lines("w", 10, 100, 40).splitlines())

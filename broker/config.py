@@ -86,6 +86,19 @@ _KEYS = [
     Key("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),
     Key("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
     Key("producer.id.expiration.ms", "int", 86400000, "Idle producer state expiry."),
+    Key("zookeeper.connect", "string", None, "HOST:PORT[/chroot]: join a cluster."),
+    Key("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout."),
+    Key("zookeeper.connection.timeout.ms", "int", 18000, "ZooKeeper connect timeout."),
+    Key("broker.rack", "string", None, "Rack of this broker (rack-aware assignment)."),
+    Key("replica.fetch.wait.max.ms", "int", 500, "Follower fetch long-poll wait."),
+    Key("replica.fetch.max.bytes", "int", 1048576, "Follower fetch bytes per partition."),
+    Key("replica.fetch.response.max.bytes", "int", 10485760, "Follower fetch bytes."),
+    Key("replica.socket.timeout.ms", "int", 30000, "Follower request timeout."),
+    Key("controlled.shutdown.enable", "bool", True, "Move leaders away on SIGTERM."),
+    Key("controlled.shutdown.timeout.ms", "int", 15000, "Wait for leaders to move."),
+    Key("auto.leader.rebalance.enable", "bool", True, "Give leaders back to preferred."),
+    Key("leader.imbalance.check.interval.seconds", "long", 300, "Rebalance check period."),
+    Key("leader.imbalance.per.broker.percentage", "int", 10, "Allowed imbalance."),
 ]
 KEYS: dict[str, Key] = {k.name: k for k in _KEYS}
 

@@ -13,11 +13,16 @@ declare -A wanted=(
   [redis-benchmark]=redis-tools
   [shellcheck]=shellcheck
   [systemd-analyze]=systemd
+  [/usr/share/zookeeper/bin/zkServer.sh]=zookeeper
 )
 
 missing=()
 for cmd in "${!wanted[@]}"; do
-  command -v "$cmd" >/dev/null 2>&1 || missing+=("${wanted[$cmd]}")
+  if [[ $cmd == /* ]]; then
+    [ -e "$cmd" ] || missing+=("${wanted[$cmd]}")  # a package with no command on PATH
+  else
+    command -v "$cmd" >/dev/null 2>&1 || missing+=("${wanted[$cmd]}")
+  fi
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 

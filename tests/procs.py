@@ -83,3 +83,39 @@ class BrokerProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def zookeeper_process(data_dir: Path):
+    """A standalone ZooKeeper (Debian's package) on a free loopback port; `.stop()` it."""
+    from broker.cluster.launcher import ZooKeeperProcess
+
+    return ZooKeeperProcess(Path(data_dir)).start()
+
+
+class BrokerCluster:
+    """`count` BrokerProcess-es joined through ZooKeeper at `zookeeper` (with a chroot
+    per cluster, so clusters of one module share one ZooKeeper); broker ids 0..n-1."""
+
+    def __init__(self, root: Path, zookeeper: str, count: int = 3, settings: dict | None = None):
+        self.root = Path(root)
+        self.zookeeper = zookeeper
+        self.brokers: dict[int, BrokerProcess] = {}
+        for i in range(count):
+            cfg = {"zookeeper.connect": zookeeper, "broker.id": i, **(settings or {})}
+            self.brokers[i] = BrokerProcess(self.root / f"broker-{i}", settings=cfg)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def start(self) -> "BrokerCluster":
+        for b in self.brokers.values():
+            b.start()
+        return self
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            if b.proc is not None and b.proc.poll() is None:
+                b.proc.send_signal(signal.SIGTERM)
+        for b in self.brokers.values():
+            b.stop(30)

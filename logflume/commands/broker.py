@@ -14,6 +14,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--listen", default=None, help="HOST:PORT to listen on (default 127.0.0.1:9092)")
     p.add_argument("--advertised", default=None, help="HOST:PORT published to clients")
     p.add_argument("--config", default=None, help="broker properties file (key=value)")
+    p.add_argument("--zookeeper", default=None, help="HOST:PORT[/chroot]: join a ZooKeeper cluster")
+    p.add_argument("--broker-id", type=int, default=None, help="this broker's id (broker.id)")
     p.add_argument(
         "--set",
         action="append",
@@ -35,8 +37,13 @@ def run(args) -> int:
     from broker.server.server import run as serve
 
     try:
+        overrides = list(args.set)
+        if args.zookeeper is not None:
+            overrides.append(f"zookeeper.connect={args.zookeeper}")
+        if args.broker_id is not None:
+            overrides.append(f"broker.id={args.broker_id}")
         config = BrokerConfig.load(
-            args.config, args.set, args.data_dir, args.listen, args.advertised
+            args.config, overrides, args.data_dir, args.listen, args.advertised
         )
     except ConfigError as e:
         print(f"logflume broker: configuration error: {e}", file=sys.stderr)

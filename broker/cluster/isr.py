@@ -1,0 +1,134 @@
+"""ISR maintenance by partition leaders: shrink lagging followers, expand caught-up ones.
+
+The leader decides, ZooKeeper commits. A follower has caught up at time t if its fetch
+at t asked for the leader's log end offset (or for at least the log end the leader had
+at that follower's previous fetch, which then is its caught-up time; see
+`Partition.update_follower_leo`). Every `replica.lag.time.max.ms / 2` the leader
+removes ISR followers not caught up for `replica.lag.time.max.ms`; a follower outside
+the ISR whose log end reaches the high watermark and the start of the current leader
+epoch is added back (checked on each of its fetches).
+
+Each change is a compare-and-set of the partition state znode against the version the
+leader last saw, with the leader and leader epoch unchanged. The leader applies the
+new ISR only once the write succeeded, so its in-memory ISR never holds fewer
+replicas than ZooKeeper's: the high watermark never counts on a replica the
+controller would not elect. On a version conflict (the controller moved leadership or
+removed a dead follower) the state is re-read and handed to the cluster node like any
+watch event, which also fences a deposed leader: its writes fail and it learns the new
+leader. One write per partition at a time. Event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+
+from broker.cluster import zk
+from broker.cluster.zk import PartitionState
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class IsrManager:
+    """Owned by the cluster node; event-loop only."""
+
+    def __init__(self, node, config):
+        self.node = node
+        self.broker_id = config.broker_id
+        self.lag_ms = config["replica.lag.time.max.ms"]
+        self._pending: set[tuple[str, int]] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._timer: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._timer = asyncio.create_task(self._shrink_loop())
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks) + ([self._timer] if self._timer else [])
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():
+                    raise
+
+    async def _shrink_loop(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, self.lag_ms / 2000))
+            try:
+                self.check_shrink(_now_ms())
+            except Exception:
+                log.exception("ISR shrink check failed")
+
+    def check_shrink(self, now_ms: int) -> None:
+        for partition in list(self.node.core.replicas.partitions.values()):
+            if not partition.is_leader or partition.key in self._pending:
+                continue
+            lagging = partition.lagging_followers(now_ms, self.lag_ms)
+            if lagging:
+                new_isr = [r for r in partition.isr_list() if r not in lagging]
+                log.info(
+                    "%s-%d: shrinking ISR %s -> %s (lagging %s)",
+                    *partition.key,
+                    partition.isr_list(),
+                    new_isr,
+                    sorted(lagging),
+                )
+                self._submit(partition, new_isr)
+
+    def maybe_expand(self, partition, replica_id: int) -> None:
+        """A follower outside the ISR fetched; add it if it has caught up."""
+        if partition.key in self._pending or not partition.is_leader:
+            return
+        if replica_id in partition.isr or not partition.can_join_isr(replica_id):
+            return
+        new_isr = partition.isr_list() + [replica_id]
+        log.info("%s-%d: expanding ISR %s -> %s", *partition.key, partition.isr_list(), new_isr)
+        self._submit(partition, new_isr)
+
+    def _submit(self, partition, new_isr: list[int]) -> None:
+        self._pending.add(partition.key)
+        task = asyncio.create_task(self._write(partition, new_isr))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, partition, new_isr: list[int]) -> None:
+        key = partition.key
+        epoch = partition.leader_epoch
+        state = PartitionState(
+            self.broker_id, epoch, tuple(new_isr), self.node.controller_epoch, partition.zk_version
+        )
+        path = zk.state_path(*key)
+        try:
+            stat = await self.node.zk.call(
+                "set", path, zk.encode_state(state), version=partition.zk_version
+            )
+        except BadVersionError:
+            log.info("%s-%d: ISR update lost a race; re-reading the state", *key)
+            await self._reread(key)
+            return
+        except NoNodeError:
+            return
+        except (TimeoutError, OSError, Exception) as e:  # connection trouble: retry later
+            log.warning("%s-%d: ISR update failed: %s", *key, e)
+            return
+        finally:
+            self._pending.discard(key)
+        if partition.is_leader and partition.leader_epoch == epoch:
+            self.node.on_state(key[0], key[1], state.replace(version=stat.version))
+
+    async def _reread(self, key: tuple[str, int]) -> None:
+        try:
+            data, stat = await self.node.zk.call("get", zk.state_path(*key))
+        except NoNodeError:
+            return
+        self.node.on_state(key[0], key[1], zk.decode_state(data, stat.version))

@@ -1,0 +1,207 @@
+"""Local cluster launcher: one ZooKeeper and N brokers on loopback.
+
+ZooKeeper comes from Debian's `zookeeper` package (jars under /usr/share/java) and
+is started directly as `java -cp <jars> org.apache.zookeeper.server.quorum.QuorumPeerMain
+<zoo.cfg>` with a generated standalone config (dataDir under the cluster's data
+directory, client port on 127.0.0.1, admin server off). Brokers are
+`python -m logflume broker --zookeeper ... --broker-id N` subprocesses, each with
+its own data directory. `LocalCluster` writes pid files so `logflume cluster down`
+can stop a cluster started elsewhere. Used by `logflume cluster` and by the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+JAR_DIRS = (Path("/usr/share/java"), Path("/usr/share/zookeeper/lib"))
+ZK_JARS = ("zookeeper.jar", "zookeeper-jute.jar")
+ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+class LauncherError(RuntimeError):
+    """ZooKeeper or a broker could not be started."""
+
+
+def zookeeper_classpath() -> str:
+    for d in JAR_DIRS:
+        if (d / ZK_JARS[0]).exists():
+            jars = [d / j for j in ZK_JARS if (d / j).exists()]
+            return ":".join(str(j) for j in jars)
+    raise LauncherError(
+        "ZooKeeper jars not found (install the Debian package: apt-get install zookeeper)"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise LauncherError(f"process exited with {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise LauncherError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
+
+
+def _stop(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+class ZooKeeperProcess:
+    """A standalone ZooKeeper server subprocess; owned by one thread."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, tick_ms: int = 500):
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.tick_ms = tick_ms
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir / "zookeeper.log"
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> ZooKeeperProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cfg = self.data_dir / "zoo.cfg"
+        cfg.write_text(
+            f"tickTime={self.tick_ms}\n"
+            f"dataDir={self.data_dir / 'data'}\n"
+            f"clientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            "admin.enableServer=false\n"
+            f"minSessionTimeout={2 * self.tick_ms}\n"
+            "maxSessionTimeout=60000\n"
+            "maxClientCnxns=0\n"
+            "4lw.commands.whitelist=*\n"
+        )
+        cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", zookeeper_classpath()]
+        cmd += ["-Dzookeeper.jmx.log4j.disable=true", ZK_MAIN, str(cfg)]
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        wait_for_port(self.port, timeout_s, self.proc)
+        return self
+
+    def stop(self) -> None:
+        _stop(self.proc)
+        if getattr(self, "_log", None):
+            self._log.close()
+
+
+def broker_command(
+    data_dir: Path, port: int, zookeeper: str, broker_id: int, settings: dict | None = None
+) -> list[str]:
+    cmd = [sys.executable, "-m", "logflume", "broker", "--data-dir", str(data_dir)]
+    cmd += ["--listen", f"127.0.0.1:{port}", "--zookeeper", zookeeper]
+    cmd += ["--broker-id", str(broker_id)]
+    for key, value in (settings or {}).items():
+        cmd += ["--set", f"{key}={value}"]
+    return cmd
+
+
+class LocalCluster:
+    """ZooKeeper plus `brokers` broker processes under `data_dir`; one owner thread."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        brokers: int = 3,
+        base_port: int | None = None,
+        settings: dict | None = None,
+    ):
+        self.data_dir = Path(data_dir)
+        self.count = brokers
+        self.base_port = base_port
+        self.settings = dict(settings or {})
+        self.zookeeper = ZooKeeperProcess(self.data_dir / "zookeeper")
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.ports: dict[int, int] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.ports[i]}" for i in sorted(self.ports))
+
+    def start(self) -> LocalCluster:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.zookeeper.start()
+        self._write_pid("zookeeper", self.zookeeper.proc.pid)
+        for i in range(self.count):
+            port = self.base_port + i if self.base_port else free_port()
+            self.ports[i] = port
+            log = open(self.data_dir / f"broker-{i}.log", "ab")
+            proc = subprocess.Popen(
+                broker_command(
+                    self.data_dir / f"broker-{i}", port, self.zookeeper.connect, i, self.settings
+                ),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
+            self.procs[i] = proc
+            self._write_pid(f"broker-{i}", proc.pid)
+        for i, proc in self.procs.items():
+            wait_for_port(self.ports[i], 30, proc)
+        return self
+
+    def _write_pid(self, name: str, pid: int) -> None:
+        (self.data_dir / f"{name}.pid").write_text(f"{pid}\n")
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for i, proc in self.procs.items():
+            _stop(proc, 30)
+            (self.data_dir / f"broker-{i}.pid").unlink(missing_ok=True)
+        self.zookeeper.stop()
+        (self.data_dir / "zookeeper.pid").unlink(missing_ok=True)
+
+
+def stop_from_pid_files(data_dir: Path, timeout_s: float = 30.0) -> list[str]:
+    """Stop a cluster started in the background: SIGTERM brokers, then ZooKeeper."""
+    data_dir = Path(data_dir)
+    stopped = []
+    files = sorted(data_dir.glob("broker-*.pid")) + sorted(data_dir.glob("zookeeper.pid"))
+    for path in files:
+        try:
+            pid = int(path.read_text().strip())
+            os.kill(pid, signal.SIGTERM)
+        except (ValueError, ProcessLookupError):
+            path.unlink(missing_ok=True)
+            continue
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        path.unlink(missing_ok=True)
+        stopped.append(path.stem)
+    return stopped

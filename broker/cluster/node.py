@@ -1,0 +1,379 @@
+"""ClusterNode: a broker's membership in a ZooKeeper-coordinated cluster.
+
+Started by `BrokerCore` when `zookeeper.connect` is set. It keeps the cluster view
+every request handler needs (`brokers`, `topics`, `states`, `controller_id`) and
+turns partition state changes into role changes of the local partitions.
+
+Who watches what (all callbacks run on the event loop, see `zk.ZkSession`):
+
+- `/brokers/ids` children -> `brokers` (live brokers and their addresses).
+- `/controller` data -> `controller_id`; when absent, try to become the controller
+  (`controller.elect_controller`), then run a `Controller`.
+- `/brokers/topics` children -> for each new topic, its assignment and config are
+  read, the topic is stored locally and logs are created for the partitions this
+  broker replicates (`ReplicaManager.apply_topic`); a data watch is set on every
+  partition's state znode. Topics that disappear are removed with their logs.
+- each `/brokers/topics/<t>/partitions/<p>/state` -> `states` and `on_state`:
+  leader == this broker -> `become_leader` (stop fetching; the ISR and the znode
+  version for compare-and-set come from the znode; `__consumer_offsets` partitions
+  are loaded by the group coordinator); otherwise `become_follower` (delayed produces
+  fail with NOT_LEADER_OR_FOLLOWER, coordinator partitions are unloaded, the replica
+  fetcher of the new leader takes the partition, truncating first). States with an
+  older leader epoch than the partition's are ignored.
+
+Registration: `/brokers/ids/<id>` is created (ephemeral) once the previous session's
+registration of the same id, if any, has expired; until then the broker already
+follows and serves, it is just not counted as live. Session loss (LOST): every
+partition this broker leads steps down at once (so nothing more can complete as
+committed here); on reconnection the watches re-read everything and the broker
+registers again.
+
+Controlled shutdown (SIGTERM): `/admin/controlled_shutdown/<id>` asks the controller
+to move leadership away and drop this broker from ISRs; the broker waits (bounded)
+until it leads no partition that another in-sync replica could lead, then stops
+fetching and exits. Event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from broker.cluster import zk
+from broker.cluster.controller import Controller, elect_controller
+from broker.cluster.isr import IsrManager
+from broker.cluster.metadata_store import TopicMeta
+from broker.cluster.replica_fetcher import ReplicaFetcherManager
+from broker.cluster.zk import BrokerInfo, PartitionState, ZkSession
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class ClusterNode:
+    """Owned by the BrokerCore; event-loop only."""
+
+    def __init__(self, core):
+        self.core = core
+        self.config = core.config
+        self.broker_id = core.broker_id
+        session_s = self.config["zookeeper.session.timeout.ms"] / 1000
+        self.zk = ZkSession(self.config["zookeeper.connect"], session_s)
+        self.connect_timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.controller_id = -1
+        self.controller_epoch = 0
+        self.topics: dict[str, TopicMeta] = {}
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.fetchers = ReplicaFetcherManager(self, self.config)
+        self.isr = IsrManager(self, self.config)
+        self.controller: Controller | None = None
+        self.registered = False
+        self._state_stops: dict[str, list] = {}
+        self._stops: list = []
+        self._tasks: set[asyncio.Task] = set()
+        self._topic_lock = asyncio.Lock()
+        self._broker_gen = 0
+        self._stopping = False
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.zk.start(self.connect_timeout_s)
+        for path in zk.BASE_PATHS:
+            await self.zk.call("ensure_path", path)
+        await self._cluster_id()
+        self.zk.add_state_listener(self._on_session)
+        self._stops = [
+            self.zk.watch_children(zk.BROKER_IDS, self._brokers_changed),
+            self.zk.watch_children(zk.TOPICS, self._topics_changed),
+            self.zk.watch_data(zk.CONTROLLER, self._controller_changed),
+        ]
+        self.isr.start()
+        self._spawn(self._register())
+        log.info("broker %d joined ZooKeeper at %s", self.broker_id, self.zk.connect)
+
+    async def _cluster_id(self) -> None:
+        store = self.core.store
+        try:
+            payload = b'{"version":"1","id":"%s"}' % store.cluster_id.encode()
+            await self.zk.call("create", zk.CLUSTER_ID, payload)
+        except NodeExistsError:
+            import orjson
+
+            data, _ = await self.zk.call("get", zk.CLUSTER_ID)
+            store.cluster_id = str(orjson.loads(data)["id"])
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for stop in self._stops:
+            stop()
+        for stops in self._state_stops.values():
+            for stop in stops:
+                stop()
+        if self.controller is not None:
+            await self.controller.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            try:
+                await task
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():
+                    raise
+        await self.isr.stop()
+        await self.fetchers.stop()
+        try:
+            await self.zk.close()
+        except TimeoutError:
+            log.warning("ZooKeeper client did not close in time")
+
+    async def controlled_shutdown(self, timeout_s: float) -> None:
+        """Ask the controller to move leadership away; wait until it did (bounded)."""
+        path = f"{zk.CONTROLLED_SHUTDOWN}/{self.broker_id}"
+        try:
+            await self.zk.call("create", path, b"", ephemeral=True)
+        except NodeExistsError:
+            pass
+        except Exception as e:
+            log.warning("controlled shutdown request failed: %s", e)
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self._leads_movable():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        moved = not self._leads_movable()
+        log.info("controlled shutdown: leadership %s", "moved" if moved else "NOT fully moved")
+        self.fetchers.remove_all()
+
+    def _leads_movable(self) -> bool:
+        for p in self.core.replicas.partitions.values():
+            if p.is_leader and any(r != self.broker_id and r in self.brokers for r in p.isr):
+                return True
+        return False
+
+    # -- session, registration, controller ---------------------------------------------
+
+    def _on_session(self, state: str) -> None:
+        if self._stopping:
+            return
+        if state == "LOST":
+            log.warning("ZooKeeper session expired: stepping down as leader everywhere")
+            self.registered = False
+            for p in self.core.replicas.partitions.values():
+                if p.is_leader:
+                    self._step_down(p)
+            if self.controller is not None:
+                controller, self.controller = self.controller, None
+                self._spawn(controller.stop())
+        elif state == "CONNECTED" and not self.registered:
+            self._spawn(self._register())
+
+    async def _register(self) -> None:
+        host, port = self.core.advertised
+        info = BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
+        path = zk.broker_path(self.broker_id)
+        while not self.registered:
+            try:
+                await self.zk.call("create", path, zk.encode_broker(info), ephemeral=True)
+                self.registered = True
+                log.info("registered as broker %d (%s:%d)", self.broker_id, host, port)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = await self.zk.call("exists", path)
+                except NoNodeError:
+                    continue
+                if stat is not None and stat.ephemeralOwner == self.zk.session_id:
+                    self.registered = True
+                    return
+            except Exception as e:
+                log.debug("registration failed: %s", e)
+            await asyncio.sleep(0.25)
+
+    def _controller_changed(self, data, stat) -> None:
+        self.controller_id = zk.decode_controller(data)
+        if self.controller is not None and self.controller_id != self.broker_id:
+            controller, self.controller = self.controller, None
+            self._spawn(controller.stop())
+        if data is None and not self._stopping:
+            self._spawn(self._try_control())
+
+    async def _try_control(self) -> None:
+        try:
+            epoch = await elect_controller(self.zk, self.broker_id)
+        except Exception as e:
+            log.warning("controller election failed: %s", e)
+            return
+        if epoch is None or self._stopping or self.controller is not None:
+            return
+        self.controller_id = self.broker_id
+        self.controller_epoch = epoch
+        self.controller = Controller(self.zk, self.broker_id, self.config, epoch)
+        self.controller.start()
+
+    # -- live brokers ---------------------------------------------------------------------
+
+    def _brokers_changed(self, children: list[str]) -> None:
+        self._broker_gen += 1
+        self._spawn(self._read_brokers(self._broker_gen, [int(c) for c in children if c.isdigit()]))
+
+    async def _read_brokers(self, gen: int, ids: list[int]) -> None:
+        results = await asyncio.gather(
+            *(self.zk.call("get", zk.broker_path(i)) for i in ids), return_exceptions=True
+        )
+        if gen != self._broker_gen:
+            return
+        brokers = {}
+        for broker_id, res in zip(ids, results, strict=True):
+            if isinstance(res, BaseException):
+                continue
+            brokers[broker_id] = zk.decode_broker(broker_id, res[0])
+        self.brokers = brokers
+
+    # -- topics -------------------------------------------------------------------------
+
+    def _topics_changed(self, children: list[str]) -> None:
+        self._spawn(self._sync_topics(set(children)))
+
+    async def _sync_topics(self, names: set[str]) -> None:
+        async with self._topic_lock:
+            for name in sorted(set(self.core.replicas.topics()) - names):
+                self._remove_topic(name)
+            for name in sorted(names - set(self.topics)):
+                try:
+                    data, _ = await self.zk.call("get", zk.topic_path(name))
+                    cfg = await self.zk.call("get", zk.config_path(name))
+                except NoNodeError:
+                    continue
+                assignments, topic_id = zk.decode_assignment(data)
+                meta = TopicMeta(
+                    name=name,
+                    partitions=len(assignments),
+                    replication_factor=len(assignments[0]) if assignments else 0,
+                    configs=zk.decode_config(cfg[0]),
+                    assignments=assignments,
+                    topic_id=topic_id or name,
+                )
+                self.topics[name] = meta
+                self.core.replicas.apply_topic(meta)
+                self._state_stops[name] = [
+                    self.zk.watch_data(
+                        zk.state_path(name, p),
+                        lambda data, stat, t=name, i=p: self._state_changed(t, i, data, stat),
+                    )
+                    for p in range(meta.partitions)
+                ]
+
+    def _remove_topic(self, name: str) -> None:
+        for stop in self._state_stops.pop(name, []):
+            stop()
+        meta = self.topics.pop(name, None) or self.core.replicas.topic(name)
+        for p in range(meta.partitions if meta else 0):
+            self.states.pop((name, p), None)
+            self.fetchers.remove((name, p))
+        self.core.replicas.remove_topic(name)
+        log.info("topic %s removed", name)
+
+    # -- partition states ---------------------------------------------------------------
+
+    def _state_changed(self, topic: str, p: int, data, stat) -> None:
+        if data is None:
+            return
+        self.on_state(topic, p, zk.decode_state(data, stat.version))
+
+    def on_state(self, topic: str, p: int, state: PartitionState) -> None:
+        """A partition state read from ZooKeeper (watch, re-read or own write)."""
+        key = (topic, p)
+        known = self.states.get(key)
+        if known is not None and known.leader_epoch > state.leader_epoch:
+            return
+        if known is not None and known.leader_epoch == state.leader_epoch:
+            if known.version > state.version:
+                return
+        self.states[key] = state
+        part = self.core.replicas.get_partition(topic, p)
+        if part is None or state.leader_epoch < part.leader_epoch:
+            return
+        if state.leader == self.broker_id:
+            if not part.is_leader or state.leader_epoch != part.leader_epoch:
+                self.fetchers.remove(key)
+                part.become_leader(state.leader_epoch, state.isr, state.version, _now_ms())
+                log.info("%s-%d: leader in epoch %d", topic, p, state.leader_epoch)
+                self._coordinator_hook(topic, p, True)
+            else:
+                part.update_isr(state.isr, state.version)
+            return
+        changed = part.leader != state.leader or part.leader_epoch != state.leader_epoch
+        was_leader = part.is_leader
+        part.become_follower(state.leader, state.leader_epoch, state.isr, state.version)
+        if was_leader:
+            self._coordinator_hook(topic, p, False)
+        if changed or was_leader:
+            self.fetchers.remove(key)
+            if state.leader >= 0:
+                self.fetchers.add(part, state.leader)
+            log.info(
+                "%s-%d: follower of %d in epoch %d", topic, p, state.leader, state.leader_epoch
+            )
+
+    def _step_down(self, part) -> None:
+        part.become_follower(-1, part.leader_epoch, part.isr_list(), part.zk_version)
+        self._coordinator_hook(part.topic, part.index, False)
+
+    def _coordinator_hook(self, topic: str, p: int, leader: bool) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        coordinator = self.core.extensions.get("groups")
+        if coordinator is None:
+            return
+        if leader:
+            coordinator.load_partition(p, int(time.time() * 1000))
+        else:
+            coordinator.unload_partition(p)
+
+    def on_follower_fetch(self, partition, replica_id: int) -> None:
+        """Fetch handler hook: a follower's fetch may let it rejoin the ISR."""
+        if replica_id not in partition.isr:
+            self.isr.maybe_expand(partition, replica_id)
+
+    # -- views for request handlers -------------------------------------------------------
+
+    def leader_of(self, topic: str, p: int) -> int:
+        state = self.states.get((topic, p))
+        if state is None or state.leader not in self.brokers:
+            return -1
+        return state.leader
+
+    # -- topic creation and deletion (any broker writes, the controller acts) ------------
+
+    async def create_topic(self, meta: TopicMeta) -> None:
+        """Write a new topic's config and assignment (raises NodeExistsError)."""
+        await self.zk.call(
+            "create", zk.config_path(meta.name), zk.encode_config(meta.configs), makepath=True
+        )
+        await self.zk.call(
+            "create",
+            zk.topic_path(meta.name),
+            zk.encode_assignment(meta.assignments, meta.topic_id),
+            makepath=True,
+        )
+
+    async def delete_topic(self, name: str) -> None:
+        try:
+            await self.zk.call("create", f"{zk.DELETE_TOPICS}/{name}", b"", makepath=True)
+        except NodeExistsError:
+            pass
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)

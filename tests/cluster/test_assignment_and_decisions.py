@@ -1,0 +1,75 @@
+"""Pure unit tests: replica assignment and the controller's election decisions."""
+
+import pytest
+
+from broker.cluster.assignment import AssignmentError, assign_replicas
+from broker.cluster.controller import decide, initial_state, preferred_moves
+from broker.cluster.zk import PartitionState
+
+
+def test_round_robin_like_kafka():
+    brokers = {0: None, 1: None, 2: None}
+    assert assign_replicas(brokers, 4, 3) == [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]
+    assert assign_replicas(brokers, 2, 2, start=1) == [[1, 2], [2, 0]]
+
+
+def test_rack_aware_spreads_replicas_over_racks():
+    brokers = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
+    for replicas in assign_replicas(brokers, 12, 3):
+        assert len({brokers[b] for b in replicas}) == 3
+        assert len(set(replicas)) == 3
+    leaders = [r[0] for r in assign_replicas(brokers, 6, 3)]
+    assert sorted(leaders) == [0, 1, 2, 3, 4, 5]
+
+
+def test_assignment_errors():
+    with pytest.raises(AssignmentError):
+        assign_replicas({0: None, 1: None}, 1, 3)
+    with pytest.raises(AssignmentError):
+        assign_replicas({0: "a", 1: None}, 1, 2)
+
+
+def st(leader, epoch, isr, version=3):
+    return PartitionState(leader, epoch, tuple(isr), 1, version)
+
+
+def test_leader_loss_elects_first_live_isr_replica_and_bumps_epoch():
+    new = decide([0, 1, 2], st(0, 4, [0, 2, 1]), live={1, 2}, leaving=set(), unclean=False)
+    assert (new.leader, new.leader_epoch, new.isr, new.version) == (1, 5, (2, 1), 3)
+
+
+def test_dead_follower_leaves_isr_without_epoch_bump():
+    new = decide([0, 1, 2], st(0, 4, [0, 1, 2]), live={0, 1}, leaving=set(), unclean=False)
+    assert (new.leader, new.leader_epoch, new.isr) == (0, 4, (0, 1))
+    assert decide([0, 1, 2], st(0, 4, [0, 1]), live={0, 1}, leaving=set(), unclean=False) is None
+
+
+def test_no_isr_replica_left_goes_offline_unless_unclean():
+    state = st(0, 4, [0])
+    offline = decide([0, 1, 2], state, live={1, 2}, leaving=set(), unclean=False)
+    assert (offline.leader, offline.isr, offline.leader_epoch) == (-1, (0,), 5)
+    assert decide([0, 1, 2], offline, live={1, 2}, leaving=set(), unclean=False) is None
+    unclean = decide([0, 1, 2], offline, live={1, 2}, leaving=set(), unclean=True)
+    assert (unclean.leader, unclean.isr) == (1, (1,))
+    back = decide([0, 1, 2], offline, live={0, 1, 2}, leaving=set(), unclean=False)
+    assert (back.leader, back.isr) == (0, (0,))
+
+
+def test_controlled_shutdown_moves_leader_unless_alone():
+    moved = decide([0, 1, 2], st(0, 1, [0, 1, 2]), live={0, 1, 2}, leaving={0}, unclean=False)
+    assert (moved.leader, moved.isr, moved.leader_epoch) == (1, (1, 2), 2)
+    assert decide([0, 1, 2], st(0, 1, [0]), live={0, 1, 2}, leaving={0}, unclean=False) is None
+
+
+def test_initial_state_and_preferred_leader_moves():
+    assert initial_state([2, 0, 1], {0, 1, 2}, 7) == PartitionState(2, 0, (2, 0, 1), 7)
+    assert initial_state([2, 0], {0}, 7).leader == 0
+    states = {
+        ("t", 0): ([0, 1, 2], st(1, 3, [1, 2, 0])),
+        ("t", 1): ([1, 2, 0], st(1, 0, [1, 2, 0])),
+        ("t", 2): ([2, 0, 1], st(1, 2, [1, 0])),
+    }
+    moves = dict(preferred_moves(states, {0, 1, 2}, set(), 10))
+    assert moves[("t", 0)].leader == 0 and moves[("t", 0)].leader_epoch == 4
+    assert ("t", 2) not in moves  # broker 2 is not in the ISR
+    assert ("t", 1) not in moves

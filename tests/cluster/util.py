@@ -1,0 +1,104 @@
+"""Helpers for cluster tests: reading ZooKeeper state, waiting on conditions, clients."""
+
+import time
+
+import orjson
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+
+class ZkView:
+    """A kazoo client on a cluster's chroot, for assertions about znodes."""
+
+    def __init__(self, connect: str):
+        hosts, _, chroot = connect.partition("/")
+        self.client = KazooClient(hosts=hosts)
+        self.client.start(timeout=10)
+        self.client.ensure_path("/" + chroot)
+        self.client.chroot = "/" + chroot
+
+    def state(self, topic: str, partition: int = 0) -> dict | None:
+        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+        if not self.client.exists(path):
+            return None
+        return orjson.loads(self.client.get(path)[0])
+
+    def controller(self) -> int:
+        if not self.client.exists("/controller"):
+            return -1
+        return orjson.loads(self.client.get("/controller")[0])["brokerid"]
+
+    def live(self) -> list[int]:
+        return sorted(int(c) for c in self.client.get_children("/brokers/ids"))
+
+    def close(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+
+def wait_until(check, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def create_topic(cluster, name: str, partitions: int = 1, rf: int = 3, config=None) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, rf, config=config or {})], operation_timeout=10
+    )
+    futures[name].result(20)
+    for p in range(partitions):
+        wait_until(
+            lambda p=p: (
+                (s := cluster.zk.state(name, p)) and s["leader"] >= 0 and len(s["isr"]) == rf
+            ),
+            what=f"{name}-{p} to get a leader and a full ISR",
+        )
+
+
+def producer(cluster, **conf) -> Producer:
+    base = {
+        "bootstrap.servers": cluster.bootstrap,
+        "linger.ms": 5,
+        "topic.metadata.refresh.interval.ms": 1000,
+        "retry.backoff.ms": 100,
+        "reconnect.backoff.max.ms": 500,
+    }
+    return Producer({**base, **conf})
+
+
+def consume_all(cluster, topic: str, expected_at_least: int, timeout: float = 60.0, group=None):
+    """Every value of `topic` from the start (a fresh group), as a list of bytes."""
+    c = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group or f"reader-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    c.subscribe([topic])
+    values = []
+    deadline = time.monotonic() + timeout
+    idle_since = None
+    try:
+        while time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is None or msg.error():
+                if len(values) >= expected_at_least:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since > 2:
+                        break
+                continue
+            idle_since = None
+            values.append(msg.value())
+    finally:
+        c.close()
+    return values

@@ -64,7 +64,7 @@ class FileTable:
         self._component = component
         self.files: dict[tuple[int, int], TailedFile] = {}  # open files
         self.ghosts: list[TailedFile] = []  # closed files whose positions are kept
-        self.deferred = False  # a file was left for a later scan (see _may_be_partial_copy)
+        self.deferred = False  # a fresh file was left for a later scan (_may_be_partial_copy)
         self._behind: dict[str, Any] = {}
         labels = {"component": component}
         self._m_rotations = metrics.counter(
@@ -191,7 +191,8 @@ class FileTable:
                 self.ghosts.remove(g)
                 break
         if len(head) < FP_MAX and self._may_be_partial_copy(head):
-            self.deferred = True  # decided at a later scan, once it has more bytes
+            # decided at a later scan, once it has more bytes; soon if it is fresh
+            self.deferred |= now - st.st_mtime < self._close_grace
             if gz is not None:
                 gz.close()
             os.close(fd)

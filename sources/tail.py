@@ -188,13 +188,13 @@ class TailSource(Source):
 
     def _on_fs_event(self, structural: bool) -> None:
         """Called on the loop (via call_soon_threadsafe) for watchdog events."""
-        if structural or self._table.deferred:
+        if structural:
             self._rescan = True
         self._wake.set()
 
     async def _read_loop(self, emit: Emit) -> None:
         loop = asyncio.get_running_loop()
-        next_scan = loop.time() + self._rescan_interval
+        last_scan = loop.time()
         while True:
             self._wake.clear()
             progressed = False
@@ -202,10 +202,15 @@ class TailSource(Source):
                 if await self._service(f, emit):
                     progressed = True
             now = loop.time()
-            if self._rescan or now >= next_scan:
+            since = now - last_scan
+            if (
+                self._rescan
+                or since >= self._rescan_interval
+                or (self._table.deferred and since >= self._poll_interval)
+            ):
                 self._rescan = False
                 self._table.scan(first_run=False)
-                next_scan = now + self._rescan_interval
+                last_scan = now
             if progressed:
                 await asyncio.sleep(0)
                 continue

@@ -26,8 +26,9 @@ PERCENTILE_ACCURACY = 10_000
 TOP_PATHS = 20
 
 # nginx combined + optional "$request_time $upstream_response_time"; anything after
-# them (custom trailing fields) is ignored.
-_Q = r'"((?:[^"\\]|\\.)*)"'
+# them (custom trailing fields) is ignored. nginx writes a `"` inside a field as \x22,
+# so a quoted field never contains one.
+_Q = r'"([^"]*)"'
 LINE_RE = (
     r"^(\S+) \S+ (\S+) \[([^\]]+)\] "
     + _Q
@@ -73,10 +74,23 @@ def parse_access(df: DataFrame) -> DataFrame:
     `raw` (the original text, kept only when parse_ok is false). Host comes from the
     JSON `host`, else from a record header named `host`.
     """
-    text = F.col("value").cast("string")
-    is_json = F.ltrim(text).startswith("{")
-    j = F.when(is_json, F.from_json(text, _JSON_SCHEMA))
-    parts = F.when(~is_json, F.split(F.regexp_replace(text, LINE_RE, _REPLACEMENT), _SEP))
+    # Three projections, so that each costly expression (from_json, the regex) runs
+    # once per row: Spark does not merge projections that would repeat them.
+    keep = [c for c in KAFKA_COLUMNS if c in df.columns]
+    if "timestamp" in df.columns:
+        keep.append(F.col("timestamp").alias("ingest_time"))
+    if "headers" in df.columns:
+        keep.append("headers")
+    staged = df.select(*keep, F.col("value").cast("string").alias("_text"))
+    staged = staged.withColumn("_is_json", F.ltrim("_text").startswith("{"))
+    staged = staged.select(
+        "*",
+        F.when(F.col("_is_json"), F.from_json("_text", _JSON_SCHEMA)).alias("_j"),
+        F.when(
+            ~F.col("_is_json"), F.split(F.regexp_replace("_text", LINE_RE, _REPLACEMENT), _SEP)
+        ).alias("_parts"),
+    )
+    is_json, j, parts = F.col("_is_json"), F.col("_j"), F.col("_parts")
     line_ok = F.size(parts) == len(_FIELDS)
 
     def part(name: str) -> Column:
@@ -94,9 +108,8 @@ def parse_access(df: DataFrame) -> DataFrame:
     line_time = F.try_to_timestamp(part("time_local"), F.lit(TIME_LOCAL_FORMAT))
     header_host = F.lit(None).cast("string")
     if "headers" in df.columns:
-        header_host = F.get(F.filter("headers", lambda h: h["key"] == "host"), 0)["value"].cast(
-            "string"
-        )
+        host_header = F.filter("headers", lambda h: h["key"] == "host")
+        header_host = F.get(host_header, 0)["value"].cast("string")
     cols = {
         "time": F.when(is_json, json_time).otherwise(line_time),
         "client": pick("client", part("client")),
@@ -114,10 +127,8 @@ def parse_access(df: DataFrame) -> DataFrame:
         ).try_cast("double"),
         "host": F.coalesce(F.when(is_json, _dash_null(j["host"])), header_host),
     }
-    keep = [c for c in KAFKA_COLUMNS if c in df.columns]
-    if "timestamp" in df.columns:
-        keep.append(F.col("timestamp").alias("ingest_time"))
-    out = df.select(*keep, text.alias("_text"), *[v.alias(k) for k, v in cols.items()])
+    passthrough = [c for c in (*KAFKA_COLUMNS, "ingest_time") if c in staged.columns]
+    out = staged.select(*passthrough, "_text", *[v.alias(k) for k, v in cols.items()])
     ok = F.col("time").isNotNull() & F.col("status").between(100, 599)
     return (
         out.withColumn("parse_ok", F.coalesce(ok, F.lit(False)))
@@ -187,6 +198,7 @@ def top_paths(parsed: DataFrame, n: int = TOP_PATHS) -> DataFrame:
     """
     counts = (
         with_hour(accepted(parsed))
+        .where(F.col("path").isNotNull())
         .withColumn("path", F.regexp_replace("path", r"\?.*$", ""))
         .groupBy("date", "hour", "host", "path")
         .agg(F.count(F.lit(1)).alias("requests"))

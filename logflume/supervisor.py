@@ -54,13 +54,28 @@ def _die_with_parent(parent_pid: int):
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether process group `pgid` has a live member. Zombies do not count: an
+    orphan whose reaper is slow (PID 1 of a container) must not hold up a stop."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _signal_group(pgid: int, sig: int) -> None:

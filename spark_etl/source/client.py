@@ -11,6 +11,7 @@ pyarrow.RecordBatch in the Kafka-source schema, column by column.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Iterator
@@ -76,7 +77,6 @@ def watermarks(opts: SourceOptions, tps: list[TP]) -> dict[TP, tuple[int, int]]:
 
 def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) -> Iterator:
     """Yield pyarrow.RecordBatches with the records of `tp` in [start, end)."""
-    import pyarrow as pa
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     topic, partition = tp
@@ -87,53 +87,35 @@ def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) 
         last_progress = time.monotonic()
         while pos < end:
             msgs = consumer.consume(num_messages=CONSUME_BATCH, timeout=1.0)
-            keys, values, offsets, stamps, types, headers = [], [], [], [], [], []
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    code = err.code()
-                    if code == KafkaError._PARTITION_EOF:
-                        if m.offset() < end:
-                            _truncated(opts, tp, m.offset(), end)
-                            pos = end
-                        continue
-                    if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                        low, high = consumer.get_watermark_offsets(
-                            TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S
-                        )
-                        pos = check_start(tp, pos, low, high, opts.fail_on_data_loss, log)
-                        consumer.assign([TopicPartition(topic, partition, pos)])
-                        break
-                    raise KafkaException(err)
-                off = m.offset()
-                if off >= end:
-                    pos = end
+            # Records come in runs between (rare) error events: EOF, offset reset.
+            errors = [i for i, m in enumerate(msgs) if m.error() is not None]
+            run_start, got = 0, 0
+            for i in [*errors, len(msgs)]:
+                run = msgs[run_start:i]
+                run_start = i + 1
+                if run and pos < end:
+                    batch, pos = _to_arrow(run, topic, partition, end, arrow_schema)
+                    got += batch.num_rows
+                    if batch.num_rows:
+                        yield batch
+                if i == len(msgs) or pos >= end:
+                    continue
+                err = msgs[i].error()
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if msgs[i].offset() < end:
+                        _truncated(opts, tp, msgs[i].offset(), end)
+                        pos = end
+                elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S
+                    )
+                    pos = check_start(tp, pos, low, high, opts.fail_on_data_loss, log)
+                    consumer.assign([TopicPartition(topic, partition, pos)])
                     break
-                ts_type, ts = m.timestamp()
-                keys.append(m.key())
-                values.append(m.value())
-                offsets.append(off)
-                stamps.append(ts * 1000 if ts_type else None)
-                types.append(_TS_TYPE.get(ts_type, -1))
-                h = m.headers()
-                headers.append([{"key": k, "value": v} for k, v in h] if h else None)
-                pos = off + 1
-            if offsets:
+                else:
+                    raise KafkaException(err)
+            if got:
                 last_progress = time.monotonic()
-                n = len(offsets)
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array(keys, pa.binary()),
-                        pa.array(values, pa.binary()),
-                        pa.array([topic] * n, pa.string()),
-                        pa.array([partition] * n, pa.int32()),
-                        pa.array(offsets, pa.int64()),
-                        pa.array(stamps, pa.int64()).cast(arrow_schema.field("timestamp").type),
-                        pa.array(types, pa.int32()),
-                        pa.array(headers, arrow_schema.field("headers").type),
-                    ],
-                    schema=arrow_schema,
-                )
             elif time.monotonic() - last_progress > opts.poll_timeout_s:
                 raise TimeoutError(
                     f"logflume: no records from {topic}-{partition} at offset {pos} "
@@ -141,6 +123,41 @@ def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) 
                 )
     finally:
         consumer.close()
+
+
+def _to_arrow(run: list, topic: str, partition: int, end: int, arrow_schema):
+    """(RecordBatch of the records of `run` below `end`, next position). Column-wise
+    list comprehensions: the per-record cost is a few C calls."""
+    import pyarrow as pa
+
+    offsets = [m.offset() for m in run]
+    nxt = offsets[-1] + 1
+    if offsets[-1] >= end:
+        cut = bisect.bisect_left(offsets, end)
+        run, offsets, nxt = run[:cut], offsets[:cut], end
+    n = len(run)
+    if not n:
+        return pa.RecordBatch.from_pylist([], schema=arrow_schema), nxt
+    stamps = [m.timestamp() for m in run]
+    headers = [m.headers() for m in run]
+    if any(headers):
+        headers = [[{"key": k, "value": v} for k, v in h] if h else None for h in headers]
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([m.key() for m in run], pa.binary()),
+            pa.array([m.value() for m in run], pa.binary()),
+            pa.array([topic] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array([ts * 1000 if t else None for t, ts in stamps], pa.int64()).cast(
+                arrow_schema.field("timestamp").type
+            ),
+            pa.array([_TS_TYPE.get(t, -1) for t, _ in stamps], pa.int32()),
+            pa.array(headers, arrow_schema.field("headers").type),
+        ],
+        schema=arrow_schema,
+    )
+    return batch, nxt
 
 
 def _truncated(opts: SourceOptions, tp: TP, high: int, end: int) -> None:

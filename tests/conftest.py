@@ -5,11 +5,12 @@ from tests.procs import BrokerProcess
 
 @pytest.fixture
 def broker_factory(tmp_path):
-    """Start brokers on loopback: `broker_factory(settings={...})`; all stopped at the end."""
+    """Start brokers on loopback: `broker_factory(settings={...}, args=[...])`; all
+    stopped at the end."""
     started = []
 
-    def make(settings=None, name="broker"):
-        b = BrokerProcess(tmp_path / name, settings=settings).start()
+    def make(settings=None, name="broker", args=None):
+        b = BrokerProcess(tmp_path / name, settings=settings, args=args).start()
         started.append(b)
         return b
 

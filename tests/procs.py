@@ -35,10 +35,17 @@ def wait_for_port(port: int, timeout: float = 20.0, proc: subprocess.Popen | Non
 class BrokerProcess:
     """A `logflume broker` subprocess with its own data dir and port; restartable."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, settings: dict | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        settings: dict | None = None,
+        args: list[str] | None = None,
+    ):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.settings = dict(settings or {})
+        self.args = list(args or [])  # extra `logflume broker` options, e.g. --event-loop
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
 
@@ -51,6 +58,7 @@ class BrokerProcess:
         cmd += ["--listen", self.bootstrap]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
+        cmd += self.args
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy()

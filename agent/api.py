@@ -167,6 +167,23 @@ class Component(abc.ABC):
 
 
 class Source(Component):
+    """Readiness: a source that accepts input from outside (a socket) sets
+    `signals_ready = True` and calls `self.ready()` once it can accept it (right
+    after binding). Until then the runtime reports it "starting" and `/health`
+    answers 503, so a client that waits for health loses nothing sent before the
+    bind. Other sources count as ready as soon as their task starts."""
+
+    signals_ready: ClassVar[bool] = False
+
+    def __init__(self, config: Any, context: Context):
+        super().__init__(config, context)
+        self.on_ready: Callable[[], None] | None = None  # set by the runtime
+
+    def ready(self) -> None:
+        """Tell the runtime the source accepts input now (idempotent)."""
+        if self.on_ready is not None:
+            self.on_ready()
+
     @abc.abstractmethod
     async def run(self, emit: Emit, offer: Callable[[list[Event]], bool]) -> None:
         """Produce events until cancelled. `await emit(batch)` waits for channel room;

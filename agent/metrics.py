@@ -6,8 +6,9 @@ so a restarted component keeps counting where its predecessor stopped. `render()
 writes the Prometheus text exposition format 0.0.4.
 
 `MetricsServer` serves `/metrics` and `/health` with aiohttp. Health is a dict of
-component name -> state ("running", "restarting", "stopped") kept by the runtime;
-`/health` answers 200 when every component is running, 503 otherwise.
+component name -> state ("starting", "running", "restarting", "stopped") kept by
+the runtime; `/health` answers 200 when every component is running (a network
+source only once its socket is bound), 503 otherwise.
 """
 
 from __future__ import annotations

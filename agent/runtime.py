@@ -84,11 +84,14 @@ class AgentRuntime:
 
         async def start() -> None:
             source = spec.cls(spec.config, self._context("source", name))
+            source.on_ready = sup.ready
             self.source_objects[name] = source
             emit, offer = self._pipeline(spec, counters)
             await source.run(emit, offer)
 
-        sup = Supervised(f"source.{name}", start, self.registry.health, log)
+        sup = Supervised(
+            f"source.{name}", start, self.registry.health, log, needs_ready=spec.cls.signals_ready
+        )
         self.sources[name] = sup
         sup.start()
 

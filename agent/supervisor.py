@@ -5,6 +5,9 @@ its run coroutine) in a task. An exception is logged with its traceback, the
 component's health turns "restarting", and it is started again after a backoff
 that doubles from 0.5 s up to 30 s (reset after a minute of healthy running). A
 clean return marks it "stopped". `stop()` cancels the task and waits for it.
+
+A component started with `needs_ready` is "starting" (not yet healthy) on each
+(re)start until it calls `ready()`: sources that bind sockets do so after binding.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ class Supervised:
         health: dict[str, str],
         log: logging.Logger,
         on_crash: Callable[[], None] | None = None,
+        needs_ready: bool = False,
     ):
         self.name = name
         self._start = start
         self._health = health
         self._log = log
         self._on_crash = on_crash
+        self._needs_ready = needs_ready
         self.task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -42,7 +47,7 @@ class Supervised:
         backoff = MIN_BACKOFF
         while True:
             started = time.monotonic()
-            self._health[self.name] = "running"
+            self._health[self.name] = "starting" if self._needs_ready else "running"
             try:
                 await self._start()
             except asyncio.CancelledError:
@@ -60,6 +65,11 @@ class Supervised:
             self._health[self.name] = "restarting"
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)
+
+    def ready(self) -> None:
+        """The component accepts input now: "starting" turns "running"."""
+        if self._health.get(self.name) == "starting":
+            self._health[self.name] = "running"
 
     async def stop(self, wait_seconds: float | None = None) -> None:
         """Cancel and wait (up to `wait_seconds`); the health entry is removed."""

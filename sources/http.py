@@ -38,6 +38,7 @@ class HttpSource(Source):
     """An aiohttp server on the agent's loop; one instance per pipeline source."""
 
     Config = HttpConfig
+    signals_ready = True  # after binding its socket
 
     @classmethod
     def validate(cls, config: HttpConfig) -> list[str]:
@@ -87,6 +88,7 @@ class HttpSource(Source):
         await runner.setup()
         try:
             await web.TCPSite(runner, host, port).start()
+            self.ready()
             await asyncio.Future()
         finally:
             await asyncio.wait_for(runner.cleanup(), 10.0)

@@ -95,6 +95,7 @@ class TcpSource(Source):
     """A TCP listener; one task per connection, all on the agent's loop."""
 
     Config = TcpConfig
+    signals_ready = True  # after binding its socket
 
     @classmethod
     def validate(cls, config: TcpConfig) -> list[str]:
@@ -154,6 +155,7 @@ class TcpSource(Source):
                 writer.close()
 
         server = await asyncio.start_server(on_connect, host, port, limit=self.config.read_bytes)
+        self.ready()
         try:
             await asyncio.Future()
         finally:

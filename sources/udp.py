@@ -36,6 +36,7 @@ class UdpSource(Source):
     """Receives datagrams; one instance per pipeline source, all on the agent's loop."""
 
     Config = UdpConfig
+    signals_ready = True  # after binding its socket
 
     @classmethod
     def validate(cls, config: UdpConfig) -> list[str]:
@@ -96,6 +97,7 @@ class UdpSource(Source):
         loop = asyncio.get_running_loop()
         self._sock = sock = self._open()
         loop.add_reader(sock.fileno(), self._on_readable, offer)
+        self.ready()
         try:
             await asyncio.Future()
         finally:

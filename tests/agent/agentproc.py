@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -34,7 +35,27 @@ class AgentProcess:
                 cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()
             )
         wait_for_port(self.metrics_port, proc=self.proc)
+        self.wait_healthy()
         return self
+
+    def health(self) -> int:
+        """The status code of GET /health."""
+        url = f"http://127.0.0.1:{self.metrics_port}/health"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return resp.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        """Until /health answers 200: every source is running, sockets bound."""
+        deadline = time.monotonic() + timeout
+        while self.health() != 200:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"agent exited with {self.proc.returncode}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"agent not healthy after {timeout}s:\n{self.log_text()}")
+            time.sleep(0.05)
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:

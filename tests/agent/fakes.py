@@ -102,3 +102,23 @@ class CollectSink(Sink):
             out.extend(e.body for e in events)
 
         await simple_loop(channel, self.config.batch, deliver, SinkCounters(self.context))
+
+
+GATES: dict[str, asyncio.Event] = {}
+
+
+@register("source", "test-late-ready")
+class LateReadySource(Source):
+    """Signals readiness only once GATES[name] is set (as a socket source does after
+    its bind), then idles."""
+
+    signals_ready = True
+
+    @dataclasses.dataclass
+    class Config:
+        pass
+
+    async def run(self, emit, offer) -> None:
+        await GATES.setdefault(self.context.name, asyncio.Event()).wait()
+        self.ready()
+        await asyncio.Event().wait()

@@ -80,3 +80,31 @@ async def test_reload_restarts_only_what_changed_and_rejects_bad_files(tmp_path,
     assert rt.sources["g2"].task is not source_task  # writes to the changed m2
     assert type(rt.channels["m2"]).__name__ == "FileChannel"
     await rt.shutdown()
+
+
+@run_async
+async def test_health_waits_for_sources_that_signal_readiness(tmp_path):
+    text = """
+agents:
+  a:
+    sources:
+      late: {type: test-late-ready, channels: [m]}
+      gen: {type: test-gen, count: 1, channels: [m]}
+    channels:
+      m: {type: memory}
+    sinks:
+      k5: {type: test-collect, channel: m}
+"""
+    agents, errors = compile_text(text, "inline.yaml")
+    assert errors == []
+    rt = AgentRuntime(agents["a"], tmp_path / "state", None)
+    gate = fakes.GATES.setdefault("late", asyncio.Event())
+    await rt.start()
+    await wait_for(lambda: fakes.SETTLED.get("gen") == 1)
+    assert rt.registry.health["source.late"] == "starting"
+    assert rt.registry.health["source.gen"] == "running"
+    assert not rt.registry.healthy()
+    gate.set()
+    await wait_for(lambda: rt.registry.health["source.late"] == "running")
+    assert rt.registry.healthy()
+    await rt.shutdown()

@@ -17,17 +17,19 @@ def udp_source(tmp_path, port, metrics=None, **config):
 
 
 async def started(h: Harness, port: int, kind: str) -> Harness:
-    """Start the source and wait until its socket is bound."""
+    """Start the source and wait for its readiness signal, which must come only
+    once its socket is bound (a probe can no longer bind the port)."""
+    ready = asyncio.Event()
+    h.source.on_ready = ready.set
     h.start()
+    await h.wait_for(ready.is_set, what="ready")
     family_type = socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM
-    for _ in range(500):
-        await asyncio.sleep(0.01)
-        with socket.socket(socket.AF_INET, family_type) as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                return h
-    raise AssertionError(f"{kind} port {port} never bound")
+    with socket.socket(socket.AF_INET, family_type) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return h
+    raise AssertionError(f"{kind} source signalled ready before binding port {port}")
 
 
 def nc_send(path, port: int) -> None:

@@ -96,3 +96,27 @@ def test_broker_rejects_bad_config(tmp_path):
     conf.write_text("message.max.bytes=lots\n")
     r = lf("broker", "--data-dir", str(tmp_path), "--config", str(conf), timeout=30)
     assert r.returncode == 2 and b"message.max.bytes" in r.stderr
+
+
+def test_consume_with_group_resumes_after_commit(module_broker):
+    b = ["--bootstrap-server", module_broker.bootstrap]
+    assert lf("topics", *b, "--create", "--topic", "cli-g", "--partitions", "2").returncode == 0
+    lines = b"".join(b"g%d\n" % i for i in range(100))
+    assert lf("produce", *b, "--topic", "cli-g", input=lines).returncode == 0
+    first = lf(
+        "consume",
+        *b,
+        "--topic",
+        "cli-g",
+        "--group",
+        "cli-grp",
+        "--from-beginning",
+        "--max-messages",
+        "100",
+    )
+    assert first.returncode == 0, first.stderr
+    assert sorted(first.stdout.splitlines()) == sorted(b"g%d" % i for i in range(100))
+    assert lf("produce", *b, "--topic", "cli-g", input=b"later\n").returncode == 0
+    second = lf("consume", *b, "--topic", "cli-g", "--group", "cli-grp", "--max-messages", "1")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines() == [b"later"]

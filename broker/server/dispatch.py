@@ -12,11 +12,9 @@ with Kafka's snake_case field names) and returns:
 A handler raises `CloseConnection` to drop the client's connection (e.g. a failed
 acks=0 produce, which has no other way to report errors).
 
-Adding an area later (consumer groups, InitProducerId) = dropping a new module in
-`handlers/` that registers its keys. `@handles(..., fallback=True)` marks a
-stand-in (e.g. "coordinator not available" until groups exist): a regular
-registration of the same key replaces it, whatever the import order. Two regular
-registrations of one key are a programming error.
+Adding an area (consumer groups, InitProducerId, replication) = dropping a new module
+in `handlers/` that registers its keys; two registrations of one key are a
+programming error.
 
 A handler module may also define `setup(core)` and `teardown(core)` (plain or async
 functions): `BrokerCore` calls every `setup` once the logs and partitions are loaded
@@ -61,19 +59,17 @@ class RequestContext:
 
 
 _handlers: dict[int, Handler] = {}
-_fallbacks: dict[int, Handler] = {}
 _modules: list[ModuleType] = []
 
 
-def handles(*api_keys: int, fallback: bool = False) -> Callable[[Handler], Handler]:
+def handles(*api_keys: int) -> Callable[[Handler], Handler]:
     """Register the decorated function for `api_keys`."""
 
     def register(fn: Handler) -> Handler:
         for key in api_keys:
-            table = _fallbacks if fallback else _handlers
-            if not fallback and key in _handlers and _handlers[key] is not fn:
+            if key in _handlers and _handlers[key] is not fn:
                 raise RuntimeError(f"two handlers for api key {key}: {_handlers[key]} and {fn}")
-            table[int(key)] = fn
+            _handlers[int(key)] = fn
         return fn
 
     return register
@@ -90,4 +86,4 @@ def load_handlers() -> list[ModuleType]:
 
 
 def lookup(api_key: int) -> Handler | None:
-    return _handlers.get(api_key) or _fallbacks.get(api_key)
+    return _handlers.get(api_key)

@@ -6,8 +6,8 @@
     fetch.py         Fetch (long poll via DelayedFetch, sendfile slices)
     offsets.py       ListOffsets, OffsetForLeaderEpoch
     admin.py         CreateTopics, DeleteTopics, DescribeConfigs
-    unavailable.py   stand-ins (fallback=True) for the consumer-group APIs and
-                     InitProducerId until their real modules exist
+    groups.py        consumer-group APIs on the group coordinator (broker/groups)
+    producer_id.py   InitProducerId (idempotent producers)
 
 See `broker.server.dispatch` for the handler contract and the setup/teardown hooks.
 """

@@ -49,7 +49,7 @@ agents:
   a:
     metrics: {{listen: "{{metrics}}"}}
     sources:
-      udp: {{type: udp, listen: "127.0.0.1:{port}", channels: [c], rcvbuf_bytes: 64MiB}}
+      udp: {{type: udp, listen: "127.0.0.1:{port}", channels: [c]}}  # default rcvbuf_bytes
     channels:
       c: {{type: memory, capacity: 200000}}
     sinks:

@@ -1,6 +1,7 @@
 """UDP, TCP and HTTP sources on real loopback sockets."""
 
 import asyncio
+import logging
 import socket
 import subprocess
 
@@ -69,6 +70,20 @@ async def test_udp_counts_drops_when_full(tmp_path):
     await h.stop()
     assert h.bodies() == [b"kept"]
     assert metrics.value("logflume_agent_udp_lines_total") == 21
+
+
+async def test_udp_receive_buffer_default_is_64_mib_and_reported(tmp_path, caplog):
+    port = free_port()
+    metrics = FakeMetrics()
+    src = udp_source(tmp_path, port, metrics)
+    assert src.config.rcvbuf_bytes == 64 * 1024 * 1024
+    with caplog.at_level(logging.WARNING):
+        h = await started(Harness(src), port, "udp")
+    granted = metrics.value("logflume_agent_udp_rcvbuf_bytes")
+    await h.stop()
+    # Linux doubles the value asked for (bookkeeping); a capped buffer is warned about
+    assert granted > 0
+    assert (granted < 64 * 1024 * 1024) == ("receive buffer capped" in caplog.text)
 
 
 def tcp_source(tmp_path, port, metrics=None, **config):

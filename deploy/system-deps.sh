@@ -13,7 +13,9 @@ declare -A wanted=(
   [redis-benchmark]=redis-tools
   [shellcheck]=shellcheck
   [systemd-analyze]=systemd
+  [/usr/sbin/syslog-ng]=syslog-ng-core
   [/usr/share/zookeeper/bin/zkServer.sh]=zookeeper
+  [/usr/lib/syslog-ng/3.38/libkafka.so]=syslog-ng-mod-rdkafka  # Debian 12's module dir
 )
 
 missing=()

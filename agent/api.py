@@ -75,6 +75,10 @@ class Event:
     body:    the raw bytes, without the trailing newline.
     headers: small string metadata (source name, file path, host, `parse_error`...),
              used by the multiplexing selector and by sinks (e.g. as record key).
+             SHARED: a source gives the events of a batch (often of many batches)
+             one and the same dict, so never change it in place: replace it
+             (`set_header`, or `e.headers = {**e.headers, ...}`). That saves a
+             dict copy per line, most of the tail's per-line cost.
     record:  the parsed form when a parser ran (JSON-serialisable dict); sinks that
              write JSON serialise it instead of `body`. Unparsable lines keep
              `record=None`, get header `parse_error`, and travel on: never dropped.
@@ -89,6 +93,10 @@ class Event:
     def settle(self) -> None:
         if self.ack is not None:
             self.ack.settle()
+
+    def set_header(self, key: str, value: str) -> None:
+        """Set one header on this event only (copy on write: see `headers`)."""
+        self.headers = {**self.headers, key: value}
 
 
 def settle_all(events: list[Event]) -> None:
@@ -200,7 +208,8 @@ class Interceptor(Component):
     @abc.abstractmethod
     def intercept(self, events: list[Event]) -> list[Event]:
         """Pure, synchronous transformation of a batch (parse, filter, add fields).
-        An event removed by a filter must be settled by the interceptor."""
+        An event removed by a filter must be settled by the interceptor. Headers
+        are shared between events: replace an event's dict, never update it."""
 
 
 class TakeBatch(abc.ABC):

@@ -130,7 +130,7 @@ class HttpSource(Source):
         if splitter.truncated:
             self._m_truncated.inc(splitter.truncated)
         headers = self._headers
-        return [Event(line, headers.copy()) for line in lines if line]
+        return [Event(line, headers) for line in lines if line]
 
     def _json_events(self, body: bytes) -> list[Event]:
         try:
@@ -147,9 +147,9 @@ class HttpSource(Source):
                 if len(line) > cap:
                     line = line[:cap]
                     self._m_truncated.inc()
-                events.append(Event(line, headers.copy()))
+                events.append(Event(line, headers))
             elif isinstance(item, dict):
-                events.append(Event(orjson.dumps(item), headers.copy(), item))
+                events.append(Event(orjson.dumps(item), headers, item))
             else:
                 raise web.HTTPBadRequest(text="array items must be strings or objects\n")
         return events

@@ -367,7 +367,7 @@ class TailSource(Source):
                 start += sum(map(len, part)) + len(part)
                 f.emitted_end = max(f.emitted_end, start)
             ack = Ack(tracker.slot(f.emitted_end), len(part))
-            await emit([Event(body, headers.copy(), None, ack) for body in part])
+            await emit([Event(body, headers, None, ack) for body in part])
 
     # --------------------------------------------------------------- persistence
 

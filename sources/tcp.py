@@ -216,4 +216,4 @@ class TcpSource(Source):
         self._m_lines.inc(len(lines))
         size = self.config.batch_size
         for i in range(0, len(lines), size):
-            await emit([Event(line, headers.copy()) for line in lines[i : i + size]])
+            await emit([Event(line, headers) for line in lines[i : i + size]])

@@ -140,12 +140,12 @@ class UdpSource(Source):
                         if len(line) > cap:
                             line = line[:cap]
                             truncated += 1
-                        events.append(Event(line, headers.copy()))
+                        events.append(Event(line, headers))
             elif data:
                 if len(data) > cap:
                     data = data[:cap]
                     truncated += 1
-                events.append(Event(data, headers.copy()))
+                events.append(Event(data, headers))
         self._m_datagrams.inc(datagrams)
         if truncated:
             self._m_truncated.inc(truncated)

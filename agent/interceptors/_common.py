@@ -1,7 +1,8 @@
 """Shared by the parsing interceptors: the parse-error rule and its counter.
 
 A line that fails to parse is never dropped: it keeps `record=None`, gets the
-header `parse_error` (a short reason) and is counted in
+header `parse_error` (a short reason; set copy-on-write, as headers are shared
+between events) and is counted in
 `logflume_agent_parse_errors_total{component, parser}`.
 """
 
@@ -21,4 +22,4 @@ def parse_error_counter(context: Context, parser: str) -> Counter:
 
 def flag(event: Event, reason: str) -> None:
     event.record = None
-    event.headers["parse_error"] = reason
+    event.set_header("parse_error", reason)

@@ -4,6 +4,10 @@
 (values as given; only events that already have a record, so an unparsed line does
 not grow a record that would hide its body), or `both`. The timestamp is the time
 of the batch, ISO 8601 in UTC with milliseconds.
+
+Headers are shared between events (agent/api.py), so they are never updated in
+place: each distinct headers dict of a batch (usually one) is merged once into a
+new dict, and the events that shared the old one share the new one.
 """
 
 from __future__ import annotations
@@ -55,9 +59,15 @@ class AddFields(Interceptor):
             now = now.replace("+00:00", "Z")
             fields = {**fields, self.config.timestamp_key: now}
             headers = {**headers, self.config.timestamp_key: now}
-        for e in events:
-            if self._to_headers:
-                e.headers.update(headers)
-            if self._to_record and e.record is not None:
-                e.record.update(fields)
+        if self._to_headers:
+            merged: dict[int, dict[str, str]] = {}
+            for e in events:
+                new = merged.get(id(e.headers))
+                if new is None:
+                    new = merged[id(e.headers)] = {**e.headers, **headers}
+                e.headers = new
+        if self._to_record:
+            for e in events:
+                if e.record is not None:
+                    e.record.update(fields)
         return events

@@ -56,3 +56,17 @@ def test_regex_filter_include_exclude_settles_dropped():
     )
     assert [e.body for e in out] == [b"1"]
     assert RegexFilter.validate(RegexFilter.Config(pattern="("))
+
+
+def test_shared_headers_are_never_changed_in_place():
+    # sources give all events of a batch one headers dict
+    shared = {"source": "s", "path": "/var/log/a.log"}
+    batch = [Event(b'{"ok": 1}', shared), Event(b"not json", shared), Event(b"{}", shared)]
+    JsonParser(JsonParser.Config(), ctx()).intercept(batch)
+    assert "parse_error" in batch[1].headers
+    assert "parse_error" not in batch[0].headers and "parse_error" not in batch[2].headers
+    out = AddFields(AddFields.Config(fields={"env": "prod"}), ctx()).intercept(batch)
+    assert shared == {"source": "s", "path": "/var/log/a.log"}
+    assert all(e.headers["env"] == "prod" for e in out)
+    assert out[0].headers is out[2].headers  # still one dict for the unflagged ones
+    assert out[1].headers["parse_error"] == "json: invalid JSON"

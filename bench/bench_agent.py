@@ -1,15 +1,25 @@
-"""Agent throughput: tail -> memory channel -> broker, and UDP loss at a fixed rate.
+"""Agent throughput: tail -> memory channel -> broker (raw, nginx->JSON), the same
+raw workload through syslog-ng, and UDP loss at a fixed rate.
 
-    .venv/bin/python -m bench.bench_agent                 # 1M lines, 10 s of UDP
+    .venv/bin/python -m bench.bench_agent                 # 1M lines x 3 runs, 10 s of UDP
     .venv/bin/python -m bench.bench_agent --lines 3000000 --udp-seconds 30
+    .venv/bin/python -m bench.bench_agent --cases raw,syslog-ng
 
-Starts a local broker (tests.procs.BrokerProcess) and `logflume agent run`
-subprocesses. Tail cases: the log file (realistic nginx combined lines from
-spark_etl.loggen, ~200 bytes) is written before the agent starts with
-`start_at: beginning`; the clock runs from agent start until the sink's
-`events_out` counter reaches the line count (so every line was acknowledged by the
-broker). Agent CPU seconds and peak RSS come from /proc. UDP: a sender process
-paces datagrams at `--udp-rate`; loss = sent - delivered to the broker.
+Starts a local broker (tests.procs.BrokerProcess). One log file of realistic nginx
+combined lines (spark_etl.loggen, ~190 bytes) is written once, before anything
+starts, and read by every tail case from its beginning: `logflume agent run`
+(`start_at: beginning`) and syslog-ng (bench/peers/syslog_ng.py, file source to
+its kafka-c destination, same producer settings). Each run does the cases one
+after the other (interleaved, so a load change hits all of them); figures are
+medians over runs.
+
+Clock: the topic's high watermark, polled every 20 ms, i.e. records the broker
+has acknowledged (acks=all). "lines/s" is the steady rate from the first poll
+that sees records to the one that sees all of them (startup excluded: Python
+imports take ~1 s); "wall" counts from process start. CPU seconds per million
+lines are the process's own (all threads, from /proc) over the same steady
+window; peak RSS is VmHWM. UDP: a sender process paces datagrams at
+`--udp-rate`; loss = sent - delivered to the broker.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.peers.syslog_ng import SyslogNg, high_watermark  # noqa: E402
 from tests.agent.agentproc import AgentProcess  # noqa: E402
 from tests.procs import BrokerProcess, free_port  # noqa: E402
 
@@ -35,7 +46,7 @@ agents:
   a:
     metrics: {{listen: "{{metrics}}"}}
     sources:
-      logs: {{type: tail, paths: ["{logs}/*.log"], start_at: beginning, channels: [c],
+      logs: {{type: tail, paths: ["{log}"], start_at: beginning, channels: [c],
              read_chunk_bytes: 1048576, batch_size: 5000{interceptors}}}
     channels:
       c: {{type: memory, capacity: 200000, byte_capacity: 256MiB}}
@@ -82,43 +93,66 @@ def write_log(path: Path, n: int) -> int:
     return size
 
 
-def wait_out(agent: AgentProcess, n: int, limit: float) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < limit:
-        if (agent.metric("logflume_agent_sink_events_out_total", component="k") or 0) >= n:
-            return time.monotonic() - start
-        time.sleep(0.05)
-    raise TimeoutError(f"not all {n} lines delivered in {limit}s")
+def measure(pid: int, count, n: int, started: float, limit: float = 600) -> dict:
+    """Poll `count()` (records delivered) until `n`; rates and CPU of process `pid`."""
+    first = None
+    while True:
+        c = count()
+        now = time.monotonic()
+        if first is None and c > 0:
+            first = (now, c, proc_stats(pid)[0])
+        if c >= n:
+            break
+        if now - started > limit:
+            raise TimeoutError(f"{c} of {n} lines delivered in {limit}s")
+        time.sleep(0.02)
+    cpu, rss = proc_stats(pid)
+    t_first, c_first, cpu_first = first
+    steady = max(n - c_first, 1)
+    return {
+        "lines/s": steady / max(now - t_first, 1e-3),
+        "wall lines/s": n / (now - started),
+        "cpu_s_per_M": (cpu - cpu_first) / steady * 1e6,
+        "cpu_s": cpu,
+        "rss_mib": rss / 2**20,
+    }
 
 
-def tail_case(tmp: Path, broker: BrokerProcess, n: int, parsed: bool, idem: str, run: int):
+def tail_case(tmp: Path, log: Path, n: int, broker: BrokerProcess, parsed: bool, idem: str, run):
     case = tmp / f"tail-{'json' if parsed else 'raw'}-{run}"
-    logs = case / "logs"
-    logs.mkdir(parents=True)
-    size = write_log(logs / "access.log", n)
+    case.mkdir(parents=True)
+    topic = f"bench-{case.name}"
     text = TAIL.format(
-        logs=logs,
-        topic=f"bench-{case.name}",
+        log=log,
+        topic=topic,
         bootstrap=broker.bootstrap,
         idem=idem,
         fmt="json" if parsed else "raw",
         interceptors=", interceptors: [{type: nginx}]" if parsed else "",
     )
     agent = AgentProcess(case, text)
-    t0 = time.monotonic()
+    count = high_watermark(broker.bootstrap, topic)
+    started = time.monotonic()
     agent.start()
     try:
-        wait_out(agent, n, 600)
-        elapsed = time.monotonic() - t0
-        cpu, rss = proc_stats(agent.proc.pid)
+        return measure(agent.proc.pid, count, n, started)
     finally:
         agent.stop()
-    return {
-        "lines/s": n / elapsed,
-        "MiB/s": size / elapsed / 2**20,
-        "cpu_s": cpu,
-        "rss_mib": rss / 2**20,
-    }
+        count.close()
+
+
+def peer_case(log: Path, n: int, broker: BrokerProcess, topic: str, idem: bool) -> dict:
+    count = high_watermark(broker.bootstrap, topic)
+    try:
+        with SyslogNg(log, broker.bootstrap, topic, linger_ms=20, idempotence=idem) as peer:
+            started = time.monotonic()
+            try:
+                return measure(peer.proc.pid, count, n, started)
+            except TimeoutError:
+                print(peer.output()[-2000:])
+                raise
+    finally:
+        count.close()
 
 
 def udp_sender(port: int, rate: int, seconds: float, out) -> None:
@@ -169,40 +203,60 @@ def udp_case(tmp: Path, broker: BrokerProcess, rate: int, seconds: float, idem: 
     }
 
 
+def report(name: str, results: list[dict], line_bytes: float) -> dict:
+    med = {k: statistics.median(r[k] for r in results) for k in results[0]}
+    print(
+        f"{name:>10}: {med['lines/s']:>9,.0f} lines/s {med['lines/s'] * line_bytes / 2**20:6.1f} MiB/s"
+        f" | wall {med['wall lines/s']:>9,.0f} lines/s | CPU {med['cpu_s_per_M']:5.2f} s per M lines"
+        f" | peak RSS {med['rss_mib']:5.0f} MiB | runs: "
+        + ", ".join(f"{r['lines/s']:,.0f}" for r in results)
+    )
+    return med
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--udp-rate", type=int, default=50_000)
     parser.add_argument("--udp-seconds", type=float, default=10)
-    parser.add_argument("--idempotence", default="false", help="true needs InitProducerId")
-    parser.add_argument("--cases", default="raw,json,udp")
+    parser.add_argument("--idempotence", default="true", choices=("true", "false"))
+    parser.add_argument("--cases", default="raw,syslog-ng,json,udp")
     args = parser.parse_args()
     cases = args.cases.split(",")
+    n, idem = args.lines, args.idempotence
+    print(f"load average at start: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp_s:
         tmp = Path(tmp_s)
+        log = tmp / "access.log"
+        size = write_log(log, n)
+        line_bytes = size / n
+        print(
+            f"{n:,} lines, {size / 2**20:.1f} MiB ({line_bytes:.0f} bytes/line), {args.runs} runs"
+        )
         broker = BrokerProcess(tmp / "broker").start()
+        results: dict[str, list[dict]] = {c: [] for c in cases if c != "udp"}
         try:
-            for parsed, name in ((False, "raw"), (True, "json")):
-                if name not in cases:
-                    continue
-                results = [
-                    tail_case(tmp, broker, args.lines, parsed, args.idempotence, r)
-                    for r in range(args.runs)
-                ]
-                med = {k: statistics.median(r[k] for r in results) for k in results[0]}
+            for run in range(args.runs):
+                for case in results:
+                    if case == "syslog-ng":
+                        r = peer_case(log, n, broker, f"bench-syslog-ng-{run}", idem == "true")
+                    else:
+                        r = tail_case(tmp, log, n, broker, case == "json", idem, run)
+                    results[case].append(r)
+            med = {case: report(case, rs, line_bytes) for case, rs in results.items()}
+            if "raw" in med and "syslog-ng" in med:
+                ours, peer = med["raw"], med["syslog-ng"]
                 print(
-                    f"tail {name}: {args.lines} lines x {args.runs} runs, median: "
-                    f"{med['lines/s']:,.0f} lines/s, {med['MiB/s']:.1f} MiB/s, "
-                    f"agent CPU {med['cpu_s']:.1f} s ({med['cpu_s'] / args.lines * 1e6:.1f} s per M lines), "
-                    f"peak RSS {med['rss_mib']:.0f} MiB; all: "
-                    + ", ".join(f"{r['lines/s']:,.0f}" for r in results)
+                    f"logflume/syslog-ng: {ours['lines/s'] / peer['lines/s']:.2f}x lines/s, "
+                    f"{ours['cpu_s_per_M'] / peer['cpu_s_per_M']:.2f}x CPU s per M lines"
                 )
             if "udp" in cases:
-                r = udp_case(tmp, broker, args.udp_rate, args.udp_seconds, args.idempotence)
+                r = udp_case(tmp, broker, args.udp_rate, args.udp_seconds, idem)
                 print(f"udp {args.udp_rate}/s for {args.udp_seconds:.0f} s: {r}")
         finally:
             broker.stop()
+        print(f"load average at end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

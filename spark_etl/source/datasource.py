@@ -14,6 +14,9 @@ Theory of operation
   read limit and is spread across partitions in proportion to their backlog.
   `Trigger.AvailableNow` calls `prepareForTriggerAvailableNow`, which pins the
   current high watermarks as the target the query drains and then stops at.
+  A partition whose log now ends below the checkpointed offset (truncated by an
+  unclean election, or the topic recreated) fails the query (failOnDataLoss), or
+  with failOnDataLoss=false is read again from its earliest offset, with a warning.
 - Writing: rows with `value` (and optional `key`) go to option `topic` through a
   producer with acks=all (add `kafka.enable.idempotence=true` where the broker
   supports it), flushed before the task reports success
@@ -184,6 +187,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         target = {}
         for tp, (low, high) in marks.items():
             begin.setdefault(tp, low)  # a partition added since the query started
+            if begin[tp] > high:
+                # The log now ends below the checkpoint (truncated, or the topic was
+                # recreated): fail, or end this batch at `high` and let `partitions`
+                # read the partition again from its start.
+                if self.opts.fail_on_data_loss:
+                    check_start(tp, begin[tp], low, high, True, log)
+                target[tp] = high
+                continue
             end = min(high, pinned.get(tp, low)) if self._target is not None else high
             target[tp] = max(end, begin[tp])
         if isinstance(limit, ReadMaxRows):
@@ -199,7 +210,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp, (low, high) in marks.items():
             if tp not in begin:
                 begin[tp] = low
-            if begin[tp] < finish[tp]:
+            if begin[tp] < finish[tp] or begin[tp] > high:
                 begin[tp] = check_start(tp, begin[tp], low, high, self.opts.fail_on_data_loss, log)
         return _plan(self.opts, begin, {tp: max(begin[tp], e) for tp, e in finish.items()})
 

@@ -168,7 +168,8 @@ def limit_offsets(
     proportion to their backlog (so event time advances evenly everywhere).
 
     Every partition with a backlog gets its share (largest remainders first); a
-    partition never passes its target.
+    partition never passes its target (nor moves back from a target below its start:
+    the caller handles that data loss).
     """
     backlog = {tp: max(0, target[tp] - start.get(tp, target[tp])) for tp in target}
     total = sum(backlog.values())
@@ -179,7 +180,10 @@ def limit_offsets(
     left = max_rows - sum(alloc.values())
     for tp in sorted(shares, key=lambda tp: (alloc[tp] - shares[tp], tp))[:left]:
         alloc[tp] += 1
-    return {tp: start.get(tp, target[tp]) + min(alloc[tp], backlog[tp]) for tp in target}
+    return {
+        tp: min(target[tp], start.get(tp, target[tp]) + min(alloc[tp], backlog[tp]))
+        for tp in target
+    }
 
 
 def split_ranges(

@@ -213,3 +213,37 @@ def test_streaming_from_deleted_offsets_fails_unless_told_otherwise(spark, trimm
         run("true", str(tmp_path / "a"))
     low, high = watermarks(trimmed.bootstrap, "trimmed")
     assert sum(run("false", str(tmp_path / "b"))) >= high - low
+
+
+def test_streaming_detects_a_log_that_ends_below_the_checkpoint(spark, bk, trimmed, tmp_path):
+    """The checkpoint says offset 30, but the topic (recreated, here on another
+    broker) now ends at 5: fail, or with failOnDataLoss=false read it from the start."""
+    for broker, count in ((bk, 30), (trimmed, 5)):
+        create_topic(broker.bootstrap, "moved", 1)
+        produce(broker.bootstrap, "moved", [f"m{i}" for i in range(count)])
+
+    def run(broker, fail: str):
+        got = []
+        stream = (
+            spark.readStream.format("logflume")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", "moved")
+            .option("startingOffsets", "earliest")
+            .option("failOnDataLoss", fail)
+            .load()
+        )
+        q = (
+            stream.writeStream.foreachBatch(
+                lambda df, _: got.append(sorted(r.offset for r in df.select("offset").collect()))
+            )
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination()
+        return got
+
+    assert run(bk, "true") == [list(range(30))]
+    with pytest.raises(Exception, match="offset 30 is beyond the latest offset 5"):
+        run(trimmed, "true")
+    assert run(trimmed, "false") == [list(range(5))]

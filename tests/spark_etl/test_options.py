@@ -26,6 +26,8 @@ def test_limit_spreads_rows_by_backlog_and_never_passes_target():
     assert limit_offsets(start, target, 10_000) == target
     odd = limit_offsets({A0: 0, A1: 0, B0: 0}, {A0: 1, A1: 1, B0: 1}, 2)
     assert sum(odd.values()) == 2 and all(v <= 1 for v in odd.values())
+    # A target below its start (log truncated) stays where it is.
+    assert limit_offsets({A0: 0, A1: 50}, {A0: 300, A1: 20}, 100) == {A0: 100, A1: 20}
 
 
 def test_split_ranges_min_partitions_and_max_records():

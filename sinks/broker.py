@@ -33,6 +33,7 @@ from typing import Literal
 from agent.api import Channel, Duration, Sink, Size, register
 from agent.delivery import Format, SinkCounters, encoder
 
+PARTITION_ANY = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
 PERMANENT = {
     "MSG_SIZE_TOO_LARGE",
     "_MSG_SIZE_TOO_LARGE",
@@ -318,8 +319,10 @@ class BrokerSink(Sink):
         while i < n:
             try:
                 if keys is None:  # the common case, kept lean: no key, no headers
+                    # positional (value, key, partition, on_delivery): ~0.25 us less
+                    # per record than keywords; partition -1 lets the partitioner pick
                     for i in range(i, n):  # noqa: B020 - resumes after a full queue
-                        produce(topic, values[i], on_delivery=cb)
+                        produce(topic, values[i], None, PARTITION_ANY, cb)
                 else:
                     for i in range(i, n):  # noqa: B020
                         h = headers[i] if headers is not None else None

@@ -32,6 +32,17 @@ def encoder(fmt: str) -> Callable[[Event], bytes]:
     return lambda e: e.body if e.record is None else dumps(e.record)
 
 
+def encode_all(fmt: str, events: list[Event]) -> list[bytes]:
+    """`encoder(fmt)` over a batch, inlined for the common formats (no call per event)."""
+    if fmt == "raw":
+        return [e.body for e in events]
+    if fmt == "auto":
+        dumps = orjson.dumps
+        return [e.body if e.record is None else dumps(e.record) for e in events]
+    encode = encoder(fmt)
+    return [encode(e) for e in events]
+
+
 class SinkCounters:
     def __init__(self, context: Context):
         m, c = context.metrics, context.name

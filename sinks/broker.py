@@ -31,7 +31,7 @@ from collections import deque
 from typing import Literal
 
 from agent.api import Channel, Duration, Sink, Size, register
-from agent.delivery import Format, SinkCounters, encoder
+from agent.delivery import Format, SinkCounters, encode_all
 
 PARTITION_ANY = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
 PERMANENT = {
@@ -235,11 +235,7 @@ class BrokerSink(Sink):
     async def _deliver(self, events) -> None:
         """Produce `events` until each one is acknowledged or dead-lettered."""
         cfg = self.config
-        if cfg.format == "raw":
-            values = [e.body for e in events]
-        else:
-            encode = encoder(cfg.format)
-            values = [encode(e) for e in events]
+        values = encode_all(cfg.format, events)
         keys = None
         if cfg.key_header is not None or cfg.key_field is not None:
             keys = [self._key(e) for e in events]

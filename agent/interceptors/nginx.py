@@ -147,7 +147,12 @@ class NginxParser(Interceptor):
                 continue
             try:
                 request_time = None if rt is None or rt == "-" else float(rt)
-                upstream = None if urt is None else parse_seconds(urt)
+                if urt is None or urt == "-":
+                    upstream = None
+                elif "," in urt or ":" in urt:
+                    upstream = parse_seconds(urt)
+                else:
+                    upstream = float(urt)
             except ValueError:
                 flag(e, "nginx: bad request_time or upstream_response_time")
                 errors += 1

@@ -49,7 +49,7 @@ agents:
       logs: {{type: tail, paths: ["{log}"], start_at: beginning, channels: [c],
              read_chunk_bytes: 1048576, batch_size: 5000{interceptors}}}
     channels:
-      c: {{type: memory, capacity: 200000, byte_capacity: 256MiB}}
+      c: {{type: memory, capacity: 200000, byte_capacity: 128MiB}}
     sinks:
       k: {{type: broker, channel: c, topic: {topic}, bootstrap_servers: "{bootstrap}",
           enable_idempotence: {idem}, format: {fmt}, batch_events: 20000, linger_ms: 20}}

@@ -7,7 +7,9 @@ the broker (`logflume broker`), a confluent-kafka producer, a confluent-kafka
 consumer, redis-server and redis-benchmark. Records are 100-byte log-like lines
 (a pool of 4096 distinct ones), lz4-compressed by the producer in large batches.
 
-1. produce, acks=1, one topic with 6 partitions, for --seconds (30 for the full run);
+1. produce, acks=1, one topic with 6 partitions, for --seconds (30 for the full run),
+   from --producers processes (default 2, each `produce_batch` of --chunk records,
+   linger.ms --linger-ms, batch.size 1 MB, all 6 partitions);
    records/s counted over the whole run including the final flush, plus the
    broker's CPU seconds per million records (utime+stime from /proc/<pid>/stat).
 2. consume everything from the beginning (assign, no group): records/s.
@@ -75,7 +77,7 @@ def role_producer(args) -> dict:
             "bootstrap.servers": args.bootstrap,
             "acks": args.acks,
             "compression.type": "lz4",
-            "linger.ms": 20,
+            "linger.ms": args.linger_ms,
             "batch.size": 1_000_000,
             "batch.num.messages": 100_000,
             "queue.buffering.max.messages": 2_000_000,
@@ -84,7 +86,7 @@ def role_producer(args) -> dict:
         }
     )
     pool = record_pool()
-    chunk = 5000
+    chunk = args.chunk
     batches = [
         [{"value": pool[(i + j) % len(pool)]} for j in range(chunk)] for i in range(0, 4096, 512)
     ]
@@ -285,17 +287,39 @@ class Broker:
 
 
 def bench_throughput(
-    event_loop: str, seconds: float, profile: Path | None, consumers: list[int]
+    event_loop: str,
+    seconds: float,
+    profile: Path | None,
+    consumers: list[int],
+    producers: int = 2,
+    linger_ms: int = 50,
+    chunk: int = 10_000,
 ) -> dict:
     broker = Broker(event_loop, profile)
     try:
         broker.create_topic("bench", PARTITIONS)
         cpu0 = broker.cpu_seconds()
-        prod = finish(
+        procs = [
             spawn_role(
-                "producer", bootstrap=broker.bootstrap, topic="bench", seconds=seconds, acks=1
+                "producer",
+                bootstrap=broker.bootstrap,
+                topic="bench",
+                seconds=seconds,
+                acks=1,
+                linger_ms=linger_ms,
+                chunk=chunk,
             )
-        )
+            for _ in range(producers)
+        ]
+        parts = [finish(p) for p in procs]
+        records = sum(p["records"] for p in parts)
+        elapsed = max(p["seconds"] for p in parts)
+        prod = {
+            "records": records,
+            "seconds": elapsed,
+            "rate": records / elapsed,
+            "client_cpu_util": sum(p["client_cpu_util"] for p in parts),
+        }
         cpu = broker.cpu_seconds() - cpu0
         prod["broker_cpu_s_per_million"] = cpu / (prod["records"] / 1e6)
         prod["broker_cpu_util"] = cpu / prod["seconds"]
@@ -395,6 +419,9 @@ def main() -> None:
     ap.add_argument("--acks", default="1")
     ap.add_argument("--expect", type=int, default=0)
     ap.add_argument("--partitions", default="0,1,2,3,4,5")
+    ap.add_argument("--linger-ms", type=int, default=50)
+    ap.add_argument("--chunk", type=int, default=10_000, help="records per produce_batch call")
+    ap.add_argument("--producers", type=int, default=2, help="producer processes")
     ap.add_argument(
         "--consumers", default="1,2", help="consumer process counts to measure (comma list)"
     )
@@ -413,12 +440,15 @@ def main() -> None:
     for loop in loops:
         consumers = [int(n) for n in args.consumers.split(",")]
         profile = args.profile if loop == loops[0] else None
-        results[loop] = bench_throughput(loop, args.seconds, profile, consumers)
+        results[loop] = bench_throughput(
+            loop, args.seconds, profile, consumers, args.producers, args.linger_ms, args.chunk
+        )
         p = results[loop]["produce"]
         print(
-            f"[{loop}] produce acks=1 6 partitions: {p['rate']:,.0f} records/s "
+            f"[{loop}] produce acks=1 6 partitions, {args.producers} producer process(es): "
+            f"{p['rate']:,.0f} records/s "
             f"({p['records']:,} in {p['seconds']:.1f}s), broker CPU {p['broker_cpu_s_per_million']:.2f} s per M "
-            f"records ({p['broker_cpu_util']:.0%} of a core; producer process {p['client_cpu_util']:.0%})"
+            f"records ({p['broker_cpu_util']:.0%} of a core; producer processes {p['client_cpu_util']:.0%})"
         )
         for n in consumers:
             c = results[loop][f"consume x{n}"]

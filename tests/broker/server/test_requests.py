@@ -311,3 +311,29 @@ def test_unsupported_version_closes_connection(module_broker):
         raw[6:8] = (40).to_bytes(2, "big")
         c.send_raw(bytes(raw))
         assert c.is_closed_by_peer()
+
+
+def test_auto_create_uses_num_partitions_and_config_file(broker_factory, tmp_path):
+    conf = tmp_path / "server.properties"
+    conf.write_text("# broker settings\nnum.partitions = 3\nlog.retention.hours=2\n")
+    b = broker_factory(args=["--config", str(conf)])
+    with WireClient(b.port) as c:
+        r = c.request(ApiKey.PRODUCE, 8, produce_body("auto3", batch(b"x")))
+        assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
+        md = c.request(ApiKey.METADATA, 1, {"topics": [{"name": "auto3"}]})
+        assert len(md["topics"][0]["partitions"]) == 3
+        body = {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "auto3",
+                    "configuration_keys": ["retention.ms"],
+                }
+            ],
+            "include_synonyms": True,
+            "include_documentation": False,
+        }
+        (entry,) = c.request(ApiKey.DESCRIBE_CONFIGS, 1, body)["results"][0]["configs"]
+        assert entry["value"] == str(2 * 3_600_000)
+        assert entry["config_source"] == 4  # static broker config
+        assert [s["name"] for s in entry["synonyms"]] == ["log.retention.hours", "log.retention.ms"]

@@ -117,6 +117,7 @@ class BrokerCluster:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
     def start(self) -> "BrokerCluster":
+        self.root.mkdir(parents=True, exist_ok=True)
         for b in self.brokers.values():
             b.start()
         return self

@@ -78,6 +78,7 @@ class ClusterNode:
         self._tasks: set[asyncio.Task] = set()
         self._topic_lock = asyncio.Lock()
         self._broker_gen = 0
+        self.leaving: set[int] = set()
         self._stopping = False
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -92,6 +93,7 @@ class ClusterNode:
             self.zk.watch_children(zk.BROKER_IDS, self._brokers_changed),
             self.zk.watch_children(zk.TOPICS, self._topics_changed),
             self.zk.watch_data(zk.CONTROLLER, self._controller_changed),
+            self.zk.watch_children(zk.CONTROLLED_SHUTDOWN, self._leaving_changed),
         ]
         self.isr.start()
         self._spawn(self._register())
@@ -156,10 +158,11 @@ class ClusterNode:
         self.fetchers.remove_all()
 
     def _leads_movable(self) -> bool:
-        for p in self.core.replicas.partitions.values():
-            if p.is_leader and any(r != self.broker_id and r in self.brokers for r in p.isr):
-                return True
-        return False
+        usable = set(self.brokers) - self.leaving - {self.broker_id}
+        return any(p.is_leader and usable & p.isr for p in self.core.replicas.partitions.values())
+
+    def _leaving_changed(self, children: list[str]) -> None:
+        self.leaving = {int(c) for c in children if c.isdigit()}
 
     # -- session, registration, controller ---------------------------------------------
 
@@ -337,14 +340,10 @@ class ClusterNode:
         if coordinator is None:
             return
         if leader:
-            coordinator.load_partition(p, int(time.time() * 1000))
+            if p not in coordinator.owned:
+                coordinator.load_partition(p, int(time.time() * 1000))
         else:
             coordinator.unload_partition(p)
-
-    def on_follower_fetch(self, partition, replica_id: int) -> None:
-        """Fetch handler hook: a follower's fetch may let it rejoin the ISR."""
-        if replica_id not in partition.isr:
-            self.isr.maybe_expand(partition, replica_id)
 
     # -- views for request handlers -------------------------------------------------------
 
@@ -367,6 +366,22 @@ class ClusterNode:
             zk.encode_assignment(meta.assignments, meta.topic_id),
             makepath=True,
         )
+
+    def submit_create(self, meta: TopicMeta) -> None:
+        """CreateTopics/auto-creation: write the topic in the background."""
+        self._spawn(self._create(meta))
+
+    async def _create(self, meta: TopicMeta) -> None:
+        try:
+            await self.create_topic(meta)
+            log.info("created topic %s: %s", meta.name, meta.assignments)
+        except NodeExistsError:
+            pass
+        except Exception as e:
+            log.warning("creating topic %s failed: %s", meta.name, e)
+
+    def submit_delete(self, name: str) -> None:
+        self._spawn(self.delete_topic(name))
 
     async def delete_topic(self, name: str) -> None:
         try:

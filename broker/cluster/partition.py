@@ -18,6 +18,7 @@ replica manager uses it to re-check delayed produce and fetch operations.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from broker.protocol.errors import ErrorCode
@@ -62,6 +63,12 @@ class Partition:
         self.on_change = on_change
         self._replica_leos: dict[int, int] = {}
         self.high_watermark = log.log_end_offset
+        # Replication (cluster mode): the state znode version for compare-and-set,
+        # per-follower (last fetch time, leader LEO then) and last caught-up time.
+        self.zk_version = -1
+        self.epoch_start_offset = 0
+        self._last_fetch: dict[int, tuple[int, int]] = {}
+        self._caught_up_ms: dict[int, int] = {}
 
     @property
     def is_leader(self) -> bool:
@@ -97,7 +104,19 @@ class Partition:
         return info
 
     def update_follower_leo(self, replica_id: int, log_end_offset: int) -> None:
-        """Record a follower's position (from its fetch offset) and re-check the HW."""
+        """Record a follower's position (from its fetch offset) and re-check the HW.
+
+        Caught-up time (for the ISR, Kafka's rule): now if the follower asked for the
+        leader's log end, else the time of its previous fetch if it asked for at least
+        the log end the leader had then."""
+        now = _now_ms()
+        leader_leo = self.log.log_end_offset
+        previous = self._last_fetch.get(replica_id)
+        if log_end_offset >= leader_leo:
+            self._caught_up_ms[replica_id] = now
+        elif previous is not None and log_end_offset >= previous[1]:
+            self._caught_up_ms[replica_id] = max(self._caught_up_ms.get(replica_id, 0), previous[0])
+        self._last_fetch[replica_id] = (now, leader_leo)
         self._replica_leos[replica_id] = log_end_offset
         if self.maybe_advance_high_watermark() and self.on_change is not None:
             self.on_change(self)
@@ -131,3 +150,64 @@ class Partition:
         """
         max_offset = self.high_watermark if committed_only else None
         return self.log.read(offset, max_bytes, max_offset=max_offset)
+
+    # -- replication roles (cluster mode; driven by broker.cluster.node) ----------------
+
+    def isr_list(self) -> list[int]:
+        return sorted(self.isr)
+
+    def become_leader(self, epoch: int, isr, zk_version: int, now_ms: int) -> None:
+        """Lead from now on in `epoch`; followers get a full lag period to show up."""
+        self.leader = self.broker_id
+        self.leader_epoch = epoch
+        self.isr = set(isr)
+        self.zk_version = zk_version
+        self._replica_leos = {}
+        self._last_fetch = {}
+        self._caught_up_ms = {r: now_ms for r in self.replicas}
+        leo = self.log.log_end_offset
+        self.epoch_start_offset = leo
+        if epoch > self.log.leader_epoch_cache.latest_epoch:
+            self.log.leader_epoch_cache.assign(epoch, leo)
+        self.high_watermark = min(self.high_watermark, leo)
+        self.maybe_advance_high_watermark()
+        if self.on_change is not None:
+            self.on_change(self)
+
+    def become_follower(self, leader: int, epoch: int, isr, zk_version: int) -> None:
+        """Follow `leader` (-1: none known). Waiting acks=all produces fail now."""
+        self.leader = leader
+        self.leader_epoch = epoch
+        self.isr = set(isr)
+        self.zk_version = zk_version
+        self._replica_leos = {}
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        if self.on_change is not None:
+            self.on_change(self)
+
+    def update_isr(self, isr, zk_version: int) -> None:
+        """The ISR changed in ZooKeeper (own write, or the controller's)."""
+        self.isr = set(isr)
+        self.zk_version = zk_version
+        if self.is_leader and self.on_change is not None:
+            self.maybe_advance_high_watermark()
+            self.on_change(self)
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        self.high_watermark = max(0, min(leader_high_watermark, self.log.log_end_offset))
+
+    def lagging_followers(self, now_ms: int, lag_ms: int) -> set[int]:
+        """ISR followers not caught up for more than `lag_ms`."""
+        return {
+            r
+            for r in self.isr
+            if r != self.broker_id and now_ms - self._caught_up_ms.get(r, 0) > lag_ms
+        }
+
+    def can_join_isr(self, replica_id: int) -> bool:
+        leo = self._replica_leos.get(replica_id, -1)
+        return leo >= self.high_watermark and leo >= self.epoch_start_offset
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from broker.cluster.assignment import AssignmentError, assign_replicas
 from broker.cluster.metadata_store import LocalMetadataStore, TopicMeta
 from broker.cluster.names import InvalidTopicName, validate_topic_name
 from broker.cluster.partition import Partition
@@ -61,6 +62,11 @@ class ReplicaManager:
         self.on_partition_change = on_partition_change
         self.default_log_config = default_log_config(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Cluster mode (zookeeper.connect set): the ClusterNode, set by the core. Topics
+        # then live in ZooKeeper; the local store mirrors them, logs exist only for
+        # the partitions this broker replicates, and roles come from state znodes.
+        self.cluster = None
+        self.cluster_mode = config["zookeeper.connect"] is not None
 
     def load(self) -> None:
         """Attach the partitions of every stored topic; drop orphan logs."""
@@ -73,8 +79,13 @@ class ReplicaManager:
         for meta in topics.values():
             cfg = self.log_config(meta.configs)
             for index in range(meta.partitions):
+                if not self._hosts(meta, index):
+                    continue
                 plog = self.logs.get(meta.name, index) or self.logs.create(meta.name, index, cfg)
                 self._attach(meta, index, plog, cfg)
+
+    def _hosts(self, meta: TopicMeta, index: int) -> bool:
+        return not self.cluster_mode or self.broker_id in meta.assignments[index]
 
     def _attach(self, meta: TopicMeta, index: int, plog, cfg: LogConfig) -> Partition:
         partition = Partition(
@@ -86,8 +97,41 @@ class ReplicaManager:
             min_insync_replicas=cfg.min_insync_replicas,
             on_change=self.on_partition_change,
         )
+        if self.cluster_mode:  # no role until the partition's state znode is read
+            partition.leader = -1
+            partition.isr = set()
+            partition.high_watermark = plog.log_start_offset
         self.partitions[partition.key] = partition
         return partition
+
+    # -- cluster mode: topics as ZooKeeper has them -------------------------------------
+
+    def apply_topic(self, meta: TopicMeta) -> None:
+        """Mirror a topic read from ZooKeeper; create logs for the hosted partitions."""
+        known = self.store.get(meta.name)
+        if known is None or (known.assignments, known.configs, known.topic_id) != (
+            meta.assignments,
+            meta.configs,
+            meta.topic_id,
+        ):
+            if known is not None and known.topic_id != meta.topic_id:
+                self.remove_topic(meta.name)  # deleted and re-created while we were away
+            self.store.put(meta)
+        cfg = self.log_config(meta.configs)
+        for index in range(meta.partitions):
+            if (meta.name, index) in self.partitions or not self._hosts(meta, index):
+                continue
+            plog = self.logs.get(meta.name, index) or self.logs.create(meta.name, index, cfg)
+            self._attach(meta, index, plog, cfg)
+
+    def remove_topic(self, name: str) -> None:
+        """A topic gone from ZooKeeper: drop it and its local logs."""
+        meta = self.store.get(name)
+        self.store.delete(name)
+        for index in range(meta.partitions if meta else 0):
+            self.partitions.pop((name, index), None)
+            if self.logs.get(name, index) is not None:
+                self.logs.delete(name, index)
 
     def log_config(self, overrides: dict[str, str]) -> LogConfig:
         return LogConfig.from_props(overrides, base=self.default_log_config)
@@ -131,10 +175,14 @@ class ReplicaManager:
             )
         if replication_factor == -1:
             replication_factor = self.config["default.replication.factor"]
-        if replication_factor != 1:
+        available = len(self.cluster.brokers) if self.cluster is not None else 1
+        if not 1 <= replication_factor <= available or (
+            self.cluster is None and replication_factor != 1
+        ):
             raise TopicError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Replication factor: {replication_factor} larger than available brokers: 1.",
+                f"Replication factor: {replication_factor} larger than available brokers: "
+                f"{available}.",
             )
         overrides: dict[str, str] = {}
         for key, value in configs.items():
@@ -158,14 +206,25 @@ class ReplicaManager:
         partitions, rf, overrides = self.validate_new_topic(
             name, num_partitions, replication_factor, configs or {}
         )
+        if self.cluster is not None:
+            brokers = {b: info.rack for b, info in self.cluster.brokers.items()}
+            try:
+                assignments = assign_replicas(brokers, partitions, rf, start=_start(name, brokers))
+            except AssignmentError as e:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+        else:
+            assignments = [[self.broker_id] for _ in range(partitions)]
         meta = TopicMeta(
             name=name,
             partitions=partitions,
             replication_factor=rf,
             configs=overrides,
-            assignments=[[self.broker_id] for _ in range(partitions)],
+            assignments=assignments,
         )
         if validate_only:
+            return meta
+        if self.cluster is not None:
+            self.cluster.submit_create(meta)
             return meta
         cfg = self.log_config(overrides)
         logs = []
@@ -190,6 +249,9 @@ class ReplicaManager:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not self.config["delete.topic.enable"]:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED)
+        if self.cluster is not None:
+            self.cluster.submit_delete(name)
+            return
         self.store.delete(name)
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
@@ -211,3 +273,10 @@ class ReplicaManager:
         except TopicError as e:
             return e.code
         return ErrorCode.NONE
+
+
+def _start(name: str, brokers: dict) -> int:
+    """First broker of partition 0: spread by topic name (Kafka picks it at random)."""
+    import zlib
+
+    return zlib.crc32(name.encode()) % max(1, len(brokers))

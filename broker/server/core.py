@@ -53,6 +53,7 @@ class BrokerCore:
         self.store: LocalMetadataStore | None = None
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
+        self.cluster = None  # broker.cluster.node.ClusterNode when zookeeper.connect is set
         self._tasks: list[asyncio.Task] = []
         self._modules = load_handlers()
 
@@ -85,6 +86,12 @@ class BrokerCore:
         self.replicas.load()
         for module in self._modules:
             await _maybe_await(getattr(module, "setup", None), self)
+        if self.config["zookeeper.connect"] is not None:
+            from broker.cluster.node import ClusterNode
+
+            self.cluster = ClusterNode(self)
+            self.replicas.cluster = self.cluster
+            await self.cluster.start()
         cfg = self.config
         flush_every = min(cfg["log.flush.scheduler.interval.ms"], 1000)
         duties: list[tuple[str, int, Callable[[], object]]] = [
@@ -125,8 +132,17 @@ class BrokerCore:
         self.produce_purgatory.complete_all()
         self.fetch_purgatory.complete_all()
 
+    async def controlled_shutdown(self) -> None:
+        """Before the listener closes: hand leadership to other brokers (cluster mode)."""
+        if self.cluster is not None and self.config["controlled.shutdown.enable"]:
+            await self.cluster.controlled_shutdown(
+                self.config["controlled.shutdown.timeout.ms"] / 1000
+            )
+
     async def stop(self) -> None:
         """Stop duties, let handler areas shut down, flush and close logs cleanly."""
+        if self.cluster is not None:
+            await self.cluster.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -78,6 +78,7 @@ class BrokerServer:
                     conn.close(f"idle for more than {idle_s * 1000:.0f} ms")
 
     async def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        await self.core.controlled_shutdown()
         log.info("shutting down: %d connection(s) open", len(self.connections))
         if self._server is not None:
             self._server.close()

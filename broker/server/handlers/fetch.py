@@ -102,6 +102,8 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
             if code == ErrorCode.NONE and follower:
                 if replica_id in partition.replicas and replica_id != partition.broker_id:
                     partition.update_follower_leo(replica_id, req["fetch_offset"])
+                    if core.cluster is not None and replica_id not in partition.isr:
+                        core.cluster.isr.maybe_expand(partition, replica_id)
                 else:
                     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if code != ErrorCode.NONE:

@@ -107,6 +107,8 @@ def _ensure_offsets_topic(core) -> ErrorCode:
         except TopicError as e:
             log.error("cannot create %s: %s", TOPIC, e)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if core.replicas.topic(TOPIC) is None:  # cluster mode: created in the background
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
     _load_all(core, coordinator)
     return ErrorCode.NONE
 
@@ -126,7 +128,22 @@ def find_coordinator(ctx, body):
     if code != ErrorCode.NONE:
         resp.update(error_code=code, error_message=message, node_id=-1, host="", port=-1)
         return resp
-    partition = core.replicas.get_partition(TOPIC, _coordinator(ctx).partition_for(body["key"]))
+    index = _coordinator(ctx).partition_for(body["key"])
+    if core.cluster is not None:
+        leader = core.cluster.leader_of(TOPIC, index)
+        info = core.cluster.brokers.get(leader)
+        if info is None:
+            resp.update(
+                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                error_message="the coordinator's partition has no leader yet",
+                node_id=-1,
+                host="",
+                port=-1,
+            )
+        else:
+            resp.update(node_id=leader, host=info.host, port=info.port)
+        return resp
+    partition = core.replicas.get_partition(TOPIC, index)
     host, port = core.advertised
     resp.update(node_id=partition.leader, host=host, port=port)
     return resp

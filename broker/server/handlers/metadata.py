@@ -36,9 +36,84 @@ def topic_entry(core, name: str) -> dict:
     }
 
 
+def cluster_topic_entry(core, name: str) -> dict:
+    """A topic as the cluster sees it: leaders, ISRs and offline replicas from ZooKeeper."""
+    node = core.cluster
+    meta = node.topics[name]
+    partitions = []
+    for index in range(meta.partitions):
+        state = node.states.get((name, index))
+        replicas = list(meta.assignments[index])
+        leader = node.leader_of(name, index)
+        partitions.append(
+            {
+                "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                "partition_index": index,
+                "leader_id": leader,
+                "leader_epoch": state.leader_epoch if state is not None else -1,
+                "replica_nodes": replicas,
+                "isr_nodes": list(state.isr) if state is not None else [],
+                "offline_replicas": [r for r in replicas if r not in node.brokers],
+            }
+        )
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": name,
+        "is_internal": is_internal(name),
+        "partitions": partitions,
+    }
+
+
+def _cluster_metadata(ctx, body) -> dict:
+    core = ctx.core
+    node = core.cluster
+    requested = body["topics"]
+    if requested is None or (ctx.api_version == 0 and not requested):
+        topics = [cluster_topic_entry(core, n) for n in sorted(node.topics)]
+    else:
+        allow_create = ctx.api_version < 4 or body["allow_auto_topic_creation"]
+        topics = []
+        for item in requested:
+            name = item["name"]
+            if name in node.topics:
+                topics.append(cluster_topic_entry(core, name))
+                continue
+            code = core.replicas.auto_create(name) if allow_create else None
+            if code in (None, ErrorCode.NONE):
+                code = (
+                    ErrorCode.LEADER_NOT_AVAILABLE
+                    if code is not None
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+            topics.append(
+                {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+            )
+    brokers = {
+        b.broker_id: {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in node.brokers.values()
+    }
+    if core.broker_id not in brokers:
+        host, port = core.advertised
+        brokers[core.broker_id] = {
+            "node_id": core.broker_id,
+            "host": host,
+            "port": port,
+            "rack": None,
+        }
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [brokers[b] for b in sorted(brokers)],
+        "cluster_id": core.cluster_id,
+        "controller_id": node.controller_id,
+        "topics": topics,
+    }
+
+
 @handles(ApiKey.METADATA)
 def metadata(ctx, body):
     core = ctx.core
+    if core.cluster is not None:
+        return _cluster_metadata(ctx, body)
     version = ctx.api_version
     requested = body["topics"]
     if requested is None or (version == 0 and not requested):

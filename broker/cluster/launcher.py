@@ -103,7 +103,21 @@ class ZooKeeperProcess:
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
         wait_for_port(self.port, timeout_s, self.proc)
+        deadline = time.monotonic() + timeout_s
+        while not self.is_serving():
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise LauncherError(f"ZooKeeper on port {self.port} does not answer ruok")
+            time.sleep(0.1)
         return self
+
+    def is_serving(self) -> bool:
+        """True once the server answers the `ruok` four-letter word with `imok`."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                s.sendall(b"ruok")
+                return s.recv(4) == b"imok"
+        except OSError:
+            return False
 
     def stop(self) -> None:
         _stop(self.proc)

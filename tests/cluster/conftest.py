@@ -2,7 +2,7 @@ import uuid
 
 import pytest
 
-from tests.cluster.util import ZkView
+from tests.cluster.util import ZkView, wait_until
 from tests.procs import BrokerCluster, zookeeper_process
 
 # Short timeouts so failures are detected within seconds (production uses Kafka's).
@@ -41,7 +41,9 @@ def cluster_factory(zookeeper, tmp_path):
         )
         made.append(cluster)
         cluster.zk = ZkView(chroot)
-        return cluster.start()
+        cluster.start()
+        wait_until(lambda: len(cluster.zk.live()) == count, what="every broker to register")
+        return cluster
 
     yield make
     for c in made:

@@ -14,7 +14,7 @@ class ZkView:
     def __init__(self, connect: str):
         hosts, _, chroot = connect.partition("/")
         self.client = KazooClient(hosts=hosts)
-        self.client.start(timeout=10)
+        self.client.start(timeout=30)
         self.client.ensure_path("/" + chroot)
         self.client.chroot = "/" + chroot
 

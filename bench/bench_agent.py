@@ -141,10 +141,15 @@ def tail_case(tmp: Path, log: Path, n: int, broker: BrokerProcess, parsed: bool,
         count.close()
 
 
-def peer_case(log: Path, n: int, broker: BrokerProcess, topic: str, idem: bool) -> dict:
+def peer_case(
+    log: Path, n: int, broker: BrokerProcess, topic: str, idem: bool, workers: int = 1
+) -> dict:
     count = high_watermark(broker.bootstrap, topic)
     try:
-        with SyslogNg(log, broker.bootstrap, topic, linger_ms=20, idempotence=idem) as peer:
+        peer = SyslogNg(
+            log, broker.bootstrap, topic, linger_ms=20, idempotence=idem, workers=workers
+        )
+        with peer:
             started = time.monotonic()
             try:
                 return measure(peer.proc.pid, count, n, started)

@@ -50,6 +50,7 @@ destination d_kafka {{
     bootstrap-servers("{bootstrap}")
     topic("{topic}")
     message("$MSG")
+    workers({workers})
     config(
 {producer}
     )
@@ -84,6 +85,7 @@ class SyslogNg:
         linger_ms: int = 20,
         idempotence: bool = True,
         window: int = 100_000,
+        workers: int = 1,
     ):
         for needed, package in (
             (SYSLOG_NG, "syslog-ng-core"),
@@ -107,6 +109,7 @@ class SyslogNg:
                 fetch=min(window, 10_000),
                 window=window,
                 fifo=window,
+                workers=workers,
             )
         )
         self.log_path = self.dir / "syslog-ng.out"
@@ -175,6 +178,7 @@ def high_watermark(bootstrap: str, topic: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=1, help="kafka-c worker threads")
     args = parser.parse_args()
     from bench.bench_agent import peer_case, write_log  # bench_agent imports this module
     from tests.procs import BrokerProcess
@@ -184,7 +188,8 @@ def main() -> None:
         broker = BrokerProcess(tmp / "broker").start()
         try:
             write_log(tmp / "access.log", args.lines)
-            print(peer_case(tmp / "access.log", args.lines, broker, "syslog-ng-solo", True))
+            log, n = tmp / "access.log", args.lines
+            print(peer_case(log, n, broker, "syslog-ng-solo", True, args.workers))
         finally:
             broker.stop()
 

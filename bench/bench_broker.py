@@ -79,10 +79,11 @@ def role_producer(args) -> dict:
             "compression.type": "lz4",
             "linger.ms": args.linger_ms,
             "batch.size": 1_000_000,
-            "batch.num.messages": 100_000,
+            "batch.num.messages": args.batch_messages,
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 1_048_576,
-            "enable.idempotence": False,
+            "enable.idempotence": args.idempotence == "true",
+            "max.in.flight.requests.per.connection": args.max_in_flight,
         }
     )
     pool = record_pool()
@@ -286,6 +287,28 @@ class Broker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def produce_run(broker: Broker, topic: str, seconds: float, producers: int, **opts) -> dict:
+    """`producers` producer processes for `seconds` into `topic` (role options in
+    `opts`): total records/s, their CPU, and the broker's CPU per million records."""
+    cpu0 = broker.cpu_seconds()
+    procs = [
+        spawn_role("producer", bootstrap=broker.bootstrap, topic=topic, seconds=seconds, **opts)
+        for _ in range(producers)
+    ]
+    parts = [finish(p) for p in procs]
+    records = sum(p["records"] for p in parts)
+    elapsed = max(p["seconds"] for p in parts)
+    cpu = broker.cpu_seconds() - cpu0
+    return {
+        "records": records,
+        "seconds": elapsed,
+        "rate": records / elapsed,
+        "client_cpu_util": sum(p["client_cpu_util"] for p in parts),
+        "broker_cpu_s_per_million": cpu / (records / 1e6),
+        "broker_cpu_util": cpu / elapsed,
+    }
+
+
 def bench_throughput(
     event_loop: str,
     seconds: float,
@@ -298,31 +321,9 @@ def bench_throughput(
     broker = Broker(event_loop, profile)
     try:
         broker.create_topic("bench", PARTITIONS)
-        cpu0 = broker.cpu_seconds()
-        procs = [
-            spawn_role(
-                "producer",
-                bootstrap=broker.bootstrap,
-                topic="bench",
-                seconds=seconds,
-                acks=1,
-                linger_ms=linger_ms,
-                chunk=chunk,
-            )
-            for _ in range(producers)
-        ]
-        parts = [finish(p) for p in procs]
-        records = sum(p["records"] for p in parts)
-        elapsed = max(p["seconds"] for p in parts)
-        prod = {
-            "records": records,
-            "seconds": elapsed,
-            "rate": records / elapsed,
-            "client_cpu_util": sum(p["client_cpu_util"] for p in parts),
-        }
-        cpu = broker.cpu_seconds() - cpu0
-        prod["broker_cpu_s_per_million"] = cpu / (prod["records"] / 1e6)
-        prod["broker_cpu_util"] = cpu / prod["seconds"]
+        prod = produce_run(
+            broker, "bench", seconds, producers, acks=1, linger_ms=linger_ms, chunk=chunk
+        )
         out = {"produce": prod}
         for n in consumers:
             cpu0 = broker.cpu_seconds()
@@ -395,7 +396,7 @@ def bench_latency(event_loop: str, seconds: int, rate: int) -> dict:
         res = finish(consumer)
         lat = sorted(res.pop("latencies_ms"))
         q = statistics.quantiles(lat, n=1000)
-        res.update(p50_ms=q[499], p99_ms=q[989], p999_ms=q[998], max_ms=lat[-1])
+        res.update(p50_ms=q[499], p90_ms=q[899], p99_ms=q[989], p999_ms=q[998], max_ms=lat[-1])
         return res
     finally:
         broker.stop()
@@ -406,6 +407,141 @@ def bench_redis(records: int) -> float:
 
     with RedisServer() as redis:
         return redis.xadd_rate(records)
+
+
+def batch_sweep(seconds: float, sizes: list[int], producers: int = 2) -> list[tuple[int, dict]]:
+    """Produce acks=1 at each producer batch.num.messages in `sizes` (linger 50 ms,
+    batch.size 1 MB), one broker, a fresh 6-partition topic per point."""
+    broker = Broker("asyncio")
+    out = []
+    try:
+        for size in sizes:
+            topic = f"sweep-{size}"
+            broker.create_topic(topic, PARTITIONS)
+            r = produce_run(broker, topic, seconds, producers, acks=1, batch_messages=size)
+            print(f"  batch.num.messages={size}: {r['rate']:,.0f} records/s", flush=True)
+            out.append((size, r))
+    finally:
+        broker.stop()
+    return out
+
+
+MODES = {
+    # seconds, event loops, consumer counts, latency seconds, sweep seconds, sweep sizes
+    "quick": (5, ["asyncio"], [1], 3, 2, [100, 1000, 10_000, 100_000]),
+    "default": (30, ["asyncio"], [1], 10, 5, [100, 500, 2000, 10_000, 100_000]),
+    "full": (30, ["asyncio", "uvloop"], [1, 2], 30, 10, [100, 500, 2000, 10_000, 100_000]),
+}
+KAFKA_2014 = "Kafka 2014 reference run: 821,557 records/s on three 6-core brokers"
+
+
+def figures(mode: str) -> list[dict]:
+    seconds, loops, consumers, lat_seconds, sweep_seconds, sizes = MODES[mode]
+    out: list[dict] = []
+    best = None
+    for loop in loops:
+        print(f"produce {seconds}s + consume, {loop} loop", flush=True)
+        r = bench_throughput(loop, seconds, None, consumers)
+        p = r["produce"]
+        print(f"  produce {p['rate']:,.0f} records/s", flush=True)
+        best = p if best is None or p["rate"] > best["rate"] else best
+        out.append(
+            {
+                "area": "broker",
+                "metric": f"produce acks=1, 6 partitions, 2 producer processes, {seconds} s ({loop})",
+                "value": p["rate"],
+                "unit": "records/s",
+                "target": ">= 1000000",
+                "reference": KAFKA_2014,
+                "detail": f"broker CPU {p['broker_cpu_s_per_million']:.3f} s per million records"
+                f" ({p['broker_cpu_util']:.0%} of a core); producers {p['client_cpu_util']:.0%}",
+            }
+        )
+        out.append(
+            {
+                "area": "broker",
+                "metric": f"broker CPU per million records produced ({loop})",
+                "value": p["broker_cpu_s_per_million"],
+                "unit": "s",
+            }
+        )
+        for n in consumers:
+            c = r[f"consume x{n}"]
+            out.append(
+                {
+                    "area": "broker",
+                    "metric": f"consume from beginning, {n} confluent-kafka (Python) consumer(s) ({loop})",
+                    "value": c["rate"],
+                    "unit": "records/s",
+                    "target": ">= 2000000",
+                    "reference": "issue 3",
+                    "detail": f"broker CPU {c['broker_cpu_s_per_million']:.3f} s per million records",
+                }
+            )
+        if "consume kcat" in r:
+            out.append(
+                {
+                    "area": "broker",
+                    "metric": f"consume from beginning, kcat (C client) ({loop})",
+                    "value": r["consume kcat"]["rate"],
+                    "unit": "records/s",
+                    "target": ">= 2000000",
+                    "reference": "issue 3",
+                }
+            )
+    print(f"e2e latency, {lat_seconds}s at 10,000 records/s", flush=True)
+    lat = bench_latency(loops[0], lat_seconds, 10_000)
+    title = f"end-to-end latency, acks=all, 10,000 records/s, {lat['records']:,} records"
+    for label, key in (
+        ("p50", "p50_ms"),
+        ("p90", "p90_ms"),
+        ("p99", "p99_ms"),
+        ("p99.9", "p999_ms"),
+    ):
+        out.append(
+            {
+                "area": "broker",
+                "metric": f"e2e latency acks=all @ 10k records/s, {label}",
+                "value": lat[key],
+                "unit": "ms",
+                "target": "<= 5" if label == "p99" else "",
+                "reference": "issue 3" if label == "p99" else "",
+                "plot": "latency",
+                "x": label,
+                "plot_title": title,
+            }
+        )
+    print("Redis Streams XADD", flush=True)
+    redis = bench_redis(max(200_000, int(best["records"])))
+    peer = f"Redis Streams XADD 100 B, -P 64, AOF everysec: {redis:,.0f} records/s"
+    for f in out:
+        if f["metric"].startswith("produce acks=1"):
+            f["peer"] = peer
+    out.append(
+        {
+            "area": "broker",
+            "metric": "logflume / Redis Streams produce (best loop)",
+            "value": best["rate"] / redis,
+            "unit": "ratio",
+            "target": ">= 2",
+            "reference": "issue 3",
+            "peer": peer,
+        }
+    )
+    print(f"producer batch size sweep, {sweep_seconds}s per point", flush=True)
+    for size, r in batch_sweep(sweep_seconds, sizes):
+        out.append(
+            {
+                "area": "broker",
+                "metric": f"produce acks=1, batch.num.messages={size}, linger 50 ms, {sweep_seconds} s",
+                "value": r["rate"],
+                "unit": "records/s",
+                "plot": "batch",
+                "x": size,
+                "plot_title": f"produce acks=1, 6 partitions, 2 producer processes, {sweep_seconds} s per point",
+            }
+        )
+    return out
 
 
 def main() -> None:
@@ -420,6 +556,9 @@ def main() -> None:
     ap.add_argument("--expect", type=int, default=0)
     ap.add_argument("--partitions", default="0,1,2,3,4,5")
     ap.add_argument("--linger-ms", type=int, default=50)
+    ap.add_argument("--batch-messages", type=int, default=100_000, help="batch.num.messages")
+    ap.add_argument("--idempotence", choices=("true", "false"), default="false")
+    ap.add_argument("--max-in-flight", type=int, default=1_000_000)
     ap.add_argument("--chunk", type=int, default=10_000, help="records per produce_batch call")
     ap.add_argument("--producers", type=int, default=2, help="producer processes")
     ap.add_argument(

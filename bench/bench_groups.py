@@ -17,6 +17,7 @@ Cases (each repeated, cases interleaved, medians quoted):
 
 import argparse
 import asyncio
+import re
 import shutil
 import statistics
 import sys
@@ -196,23 +197,234 @@ def bench_broker_commits(seconds: float) -> float:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--appends", type=int, default=20_000)
-    ap.add_argument("--no-broker", action="store_true")
-    args = ap.parse_args(argv)
+class _Member:
+    """One confluent-kafka group consumer polled by its own thread; on_assign
+    callbacks are timestamped (time.monotonic) into `assignments`. The thread owns
+    the consumer; other threads only read `assignments` and set `leave`."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, settings: dict):
+        import threading
+
+        from confluent_kafka import Consumer
+
+        self.assignments: list[tuple[float, frozenset[int]]] = []
+        self.leave = threading.Event()
+        self.left_at = self.closed_at = 0.0
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+            | settings
+        )
+        self.consumer.subscribe([topic], on_assign=self._on_assign)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _on_assign(self, consumer, partitions) -> None:
+        self.assignments.append((time.monotonic(), frozenset(p.partition for p in partitions)))
+
+    def current(self) -> frozenset[int]:
+        return self.assignments[-1][1] if self.assignments else frozenset()
+
+    def _run(self) -> None:
+        while not self.leave.is_set():
+            self.consumer.poll(0.05)
+        self.left_at = time.monotonic()
+        self.consumer.close()  # LeaveGroup
+        self.closed_at = time.monotonic()
+
+
+def _wait(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"rebalance bench: {what} after {timeout:.0f}s")
+        time.sleep(0.005)
+
+
+def _stable(members: list[_Member], everything: frozenset[int]) -> bool:
+    owned = [m.current() for m in members]
+    return all(owned) and frozenset().union(*owned) == everything
+
+
+def _one_rebalance(bootstrap: str, group: str, partitions: int, settings: dict) -> float:
+    """Four members join; once settled, member 0 close()s; seconds from the close()
+    call until the other three each got a new assignment and together own all."""
+    everything = frozenset(range(partitions))
+    members = [_Member(bootstrap, group, "bench-rebalance", settings) for _ in range(4)]
+    try:
+        _wait(lambda: _stable(members, everything), 60, "4 members never shared the partitions")
+        time.sleep(1.0)  # no rebalance left in flight
+        _wait(lambda: _stable(members, everything), 60, "the group did not settle")
+        leaver, rest = members[0], members[1:]
+        leaver.leave.set()
+        _wait(lambda: leaver.left_at > 0, 10, "the leaving member did not stop polling")
+        t0 = leaver.left_at
+
+        def reassigned() -> bool:
+            fresh = [m.assignments[-1] for m in rest if m.assignments[-1][0] > t0]
+            return len(fresh) == 3 and frozenset().union(*(a for _, a in fresh)) == everything
+
+        _wait(reassigned, 60, "the remaining 3 members were not reassigned")
+        return max(m.assignments[-1][0] for m in rest) - t0
+    finally:
+        for m in members:
+            m.leave.set()
+        for m in members:
+            m.thread.join(30)
+
+
+def bench_rebalance(repeats: int, partitions: int, settings: dict) -> list[float]:
+    """Seconds from a member's close() to the other three covering every partition,
+    one fresh group per repeat, against a broker subprocess."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.procs import BrokerProcess
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-rebalance-"))
+    broker = BrokerProcess(tmp / "data", settings={"group.initial.rebalance.delay.ms": 0})
+    broker.start()
+    times = []
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        new = NewTopic("bench-rebalance", partitions, 1)
+        admin.create_topics([new])["bench-rebalance"].result(10)
+        for rep in range(repeats):
+            times.append(_one_rebalance(broker.bootstrap, f"rebalance-{rep}", partitions, settings))
+            print(f"  rebalance rep {rep + 1}/{repeats}: {times[-1] * 1000:.0f} ms", flush=True)
+    finally:
+        broker.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return times
+
+
+IDEMPOTENCE_VARIANTS = {
+    "acks=1, max.in.flight 1M, not idempotent (the core benchmark)": {
+        "acks": "1",
+        "idempotence": "false",
+        "max_in_flight": 1_000_000,
+    },
+    "acks=all, max.in.flight 5, not idempotent": {
+        "acks": "all",
+        "idempotence": "false",
+        "max_in_flight": 5,
+    },
+    "enable.idempotence=true (acks=all, max.in.flight 5)": {
+        "acks": "all",
+        "idempotence": "true",
+        "max_in_flight": 5,
+    },
+}
+
+
+def bench_idempotence(seconds: float, repeats: int) -> dict[str, list[float]]:
+    """records/s of each variant on the broker core's produce benchmark (2 producer
+    processes, produce_batch of 10k 100-byte records, lz4, linger 50 ms, 6 partitions),
+    variants alternating within each repeat, one broker for all."""
+    from bench.bench_broker import PARTITIONS, Broker, produce_run
+
+    broker = Broker("asyncio")
+    rates: dict[str, list[float]] = {k: [] for k in IDEMPOTENCE_VARIANTS}
+    try:
+        for rep in range(repeats):
+            for name, opts in IDEMPOTENCE_VARIANTS.items():
+                topic = f"idem-{rep}-{len(rates[name])}-{opts['idempotence']}-{opts['acks']}"
+                broker.create_topic(topic, PARTITIONS)
+                r = produce_run(broker, topic, seconds, 2, **opts)
+                rates[name].append(r["rate"])
+                print(f"  rep {rep + 1}/{repeats} {name}: {r['rate']:,.0f} records/s", flush=True)
+    finally:
+        broker.stop()
+    return rates
+
+
+REBALANCE_SETTINGS = {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000}
+
+
+def figures(mode: str) -> list[dict]:
+    idem_seconds, idem_repeats, rebalance_repeats, repeats = {
+        "quick": (3, 1, 2, 1),
+        "default": (8, 3, 5, 3),
+        "full": (15, 5, 9, 5),
+    }[mode]
+    median = statistics.median
+    out = []
+    print(f"idempotent vs plain produce, {idem_repeats} x {idem_seconds}s per variant", flush=True)
+    rates = bench_idempotence(idem_seconds, idem_repeats)
+    names = list(IDEMPOTENCE_VARIANTS)
+    acks1, acks_all, idem = (median(rates[n]) for n in names)
+    for name in names:
+        out.append(
+            {
+                "area": "groups",
+                "metric": f"produce {name}",
+                "value": median(rates[name]),
+                "unit": "records/s",
+                "detail": "runs " + ", ".join(f"{r:,.0f}" for r in rates[name]),
+            }
+        )
+    out.append(
+        {
+            "area": "groups",
+            "metric": "idempotent / non-idempotent produce, both acks=all max.in.flight 5",
+            "value": idem / acks_all,
+            "unit": "ratio",
+            "target": ">= 0.9",
+            "reference": "issue 4: idempotence costs at most 10 %",
+            "detail": f"medians of {idem_repeats} alternating {idem_seconds} s runs, 2 producer"
+            " processes, confluent-kafka, otherwise identical settings",
+        }
+    )
+    out.append(
+        {
+            "area": "groups",
+            "metric": "idempotent / acks=1 non-idempotent produce (the core benchmark's settings)",
+            "value": idem / acks1,
+            "unit": "ratio",
+        }
+    )
+    print(f"group of 4 consumers, one leaves, {rebalance_repeats} repeats", flush=True)
+    times = bench_rebalance(rebalance_repeats, 12, REBALANCE_SETTINGS)
+    out.append(
+        {
+            "area": "groups",
+            "metric": "rebalance of 4 confluent-kafka consumers after one close()s: until the"
+            " other 3 own all 12 partitions, median",
+            "value": median(times) * 1000,
+            "unit": "ms",
+            "reference": "issue 4 (no number given)",
+            "detail": f"{rebalance_repeats} repeats: "
+            + ", ".join(f"{t * 1000:.0f}" for t in times)
+            + " ms; group.initial.rebalance.delay.ms=0 on the broker, session.timeout.ms"
+            f" {REBALANCE_SETTINGS['session.timeout.ms']}, heartbeat.interval.ms"
+            f" {REBALANCE_SETTINGS['heartbeat.interval.ms']}, eager range assignor"
+            " (librdkafka default); timed from the close() call to the last on_assign",
+        }
+    )
+    print(f"coordinator and producer-state micro-benchmarks, {repeats} repeats", flush=True)
+    rows = micro(repeats, 20_000 if mode != "quick" else 5_000)
+    rows["broker: sync commits/s, confluent-kafka (4 partitions)"] = [bench_broker_commits(3.0)]
+    for name, values in rows.items():
+        unit = re.search(r"\((µs|ms|ratio)\)$", name)
+        out.append(
+            {
+                "area": "groups",
+                "metric": re.sub(r" \((µs|ms|ratio)\)$", "", name),
+                "value": median(values),
+                "unit": unit.group(1) if unit else "commits/s",
+            }
+        )
+    return out
+
+
+def micro(repeats: int, appends: int) -> dict[str, list[float]]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-groups-"))
     rows: dict[str, list[float]] = {}
     try:
-        for _ in range(args.repeats):
-            plain, idem = bench_append(tmp, args.appends)
+        for _ in range(repeats):
+            plain, idem = bench_append(tmp, appends)
             rows.setdefault("append 1 KiB batch, plain (µs)", []).append(plain)
             rows.setdefault("append with producer state (µs)", []).append(idem)
             rows.setdefault("producer-state overhead (ratio)", []).append(idem / plain)
-            rows.setdefault("check + update alone (µs)", []).append(
-                bench_check_update(args.appends)
-            )
+            rows.setdefault("check + update alone (µs)", []).append(bench_check_update(appends))
             w, ld = bench_snapshot(tmp, 10_000)
             rows.setdefault("snapshot write, 10k producers (ms)", []).append(w)
             rows.setdefault("snapshot load, 10k producers (ms)", []).append(ld)
@@ -221,8 +433,30 @@ def main(argv=None) -> int:
             rows.setdefault("coordinator 100-member rebalance (ms)", []).append(rebalance_ms)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--appends", type=int, default=20_000)
+    ap.add_argument("--no-broker", action="store_true", help="skip the broker subprocess cases")
+    ap.add_argument("--rebalance-repeats", type=int, default=5)
+    ap.add_argument(
+        "--idempotence-seconds",
+        type=float,
+        default=0,
+        help="seconds per idempotent/plain produce run (0: skip; 8 in `make bench`)",
+    )
+    args = ap.parse_args(argv)
+    rows = micro(args.repeats, args.appends)
     if not args.no_broker:
         rows["broker: sync commits/s, confluent-kafka (4 partitions)"] = [bench_broker_commits(3.0)]
+        times = bench_rebalance(args.rebalance_repeats, 12, REBALANCE_SETTINGS)
+        rows["rebalance of 4 consumers after one leaves (ms)"] = [t * 1000 for t in times]
+    if args.idempotence_seconds > 0:
+        for name, rates in bench_idempotence(args.idempotence_seconds, args.repeats).items():
+            rows[f"produce {name} (records/s)"] = rates
     width = max(len(k) for k in rows)
     for name, values in rows.items():
         print(f"{name:<{width}}  median {statistics.median(values):10.2f}  (n={len(values)})")

@@ -63,7 +63,7 @@ def index_append_cost(dir: Path, n: int = 200_000) -> dict:
     return {"index_entry_mmap_us": mm * 1e6, "index_entry_write_us": wr * 1e6}
 
 
-def flat(dir: Path, size_gib: float) -> None:
+def flat(dir: Path, size_gib: float) -> list[tuple[float, float]]:
     """Append-only run with an untimed sync before each tenth: per-tenth medians of
     wall and thread-CPU time per append, free of other writers' page-cache pressure."""
     from broker.log import LogConfig, PartitionLog
@@ -86,6 +86,7 @@ def flat(dir: Path, size_gib: float) -> None:
     for i, (w, c) in enumerate(rows):
         print(f"{i + 1:5}  {w:14.2f}  {c:13.2f}")
     print(f"last/first wall {rows[-1][0] / rows[0][0]:.3f}  cpu {rows[-1][1] / rows[0][1]:.3f}")
+    return rows
 
 
 def child(dir: Path, size_gib: float, segment_bytes: int, reads: int) -> None:
@@ -189,8 +190,6 @@ def main(argv=None) -> None:
     if args.child:
         child(Path(args.child), args.size_gib, segment_bytes, args.reads)
         return
-    from broker.log import LogConfig, LogManager
-
     dir = Path(tempfile.mkdtemp(prefix="bench-log-", dir=args.dir))
     if args.flat:
         try:
@@ -198,17 +197,19 @@ def main(argv=None) -> None:
         finally:
             shutil.rmtree(dir, ignore_errors=True)
         return
+    result = interleaved(dir, args.size_gib, segment_bytes, args.reads)
+    for key, value in result.items():
+        print(f"{key:32} {value:.3f}" if isinstance(value, float) else f"{key:32} {value}")
+
+
+def interleaved(dir: Path, size_gib: float, segment_bytes: int, reads: int) -> dict:
+    """The child's run (raw vs log, reads), then SIGKILL and timed recovery; removes `dir`."""
+    from broker.log import LogConfig, LogManager
+
     try:
-        cmd = [
-            sys.executable,
-            "-m",
-            "bench.bench_log",
-            "--child",
-            str(dir),
-            "--size-gib",
-            str(args.size_gib),
-        ]
-        cmd += ["--segment-mib", str(segment_bytes // 2**20), "--reads", str(args.reads)]
+        cmd = [sys.executable, "-m", "bench.bench_log", "--child", str(dir)]
+        cmd += ["--size-gib", str(size_gib)]
+        cmd += ["--segment-mib", str(segment_bytes // 2**20), "--reads", str(reads)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         result = json.loads(proc.stdout.readline())
         proc.send_signal(signal.SIGKILL)
@@ -226,10 +227,65 @@ def main(argv=None) -> None:
         manager.close()
     finally:
         shutil.rmtree(dir, ignore_errors=True)
-    result["size_gib"] = args.size_gib
+    result["size_gib"] = size_gib
     result["segment_bytes"] = segment_bytes
-    for key, value in result.items():
-        print(f"{key:32} {value:.3f}" if isinstance(value, float) else f"{key:32} {value}")
+    return result
+
+
+def figures(mode: str) -> list[dict]:
+    size = {"quick": 0.25, "default": 1.0, "full": 4.0}[mode]
+    segment_bytes = min(1024, max(16, int(size * 1024 / 4))) * 2**20
+    print(f"interleaved raw/log run, {size:g} GiB each", flush=True)
+    r = interleaved(Path(tempfile.mkdtemp(prefix="bench-log-")), size, segment_bytes, 20_000)
+    print(f"flat append-only run, {size:g} GiB", flush=True)
+    dir = Path(tempfile.mkdtemp(prefix="bench-log-"))
+    try:
+        rows = flat(dir, size)
+    finally:
+        shutil.rmtree(dir, ignore_errors=True)
+    issue = "issue 2" + ("" if size >= 4 else f" (over 4 GiB; this run {size:g} GiB, --full for 4)")
+    return [
+        {
+            "area": "log",
+            "metric": f"append throughput / raw os.write, 16 KiB batches, {size:g} GiB",
+            "value": r["append_vs_raw_throughput"],
+            "unit": "ratio",
+            "target": ">= 0.7",
+            "reference": "issue 2",
+            "peer": f"log {r['append_mib_s']:,.0f} MiB/s vs raw os.write {r['raw_mib_s']:,.0f} MiB/s",
+        },
+        {
+            "area": "log",
+            "metric": "per-append median, last 10 % / first 10 % (log alone, sync per tenth)",
+            "value": rows[-1][0] / rows[0][0],
+            "unit": "ratio",
+            "target": "<= 1.2",
+            "reference": issue,
+            "detail": "tenth medians "
+            + ", ".join(f"{w:.1f}" for w, _ in rows)
+            + f" µs; inside the interleaved run {r['append_last_over_first']:.2f}"
+            f" (raw os.write alongside {r['raw_last_over_first']:.2f})",
+        },
+        {
+            "area": "log",
+            "metric": "random read(offset, 1 MiB), median",
+            "value": r["read_slice_1MiB_median_us"],
+            "unit": "µs",
+            "target": "< 50",
+            "reference": issue,
+            "detail": f"p99 {r['read_slice_1MiB_p99_us']:.0f} µs; with a 64 KiB copy"
+            f" {r['read_copy_64KiB_median_us']:.0f} µs",
+        },
+        {
+            "area": "log",
+            "metric": "recovery after SIGKILL",
+            "value": r["recovery_s"],
+            "unit": "s",
+            "target": "<= 2",
+            "reference": issue,
+            "detail": f"rescanned {r['rescanned_bytes'] / 2**20:,.0f} MiB (the active segment)",
+        },
+    ]
 
 
 if __name__ == "__main__":

@@ -87,12 +87,8 @@ def rate(fn, seconds: float) -> float:
             return n / elapsed
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=1.0, help="duration of one repeat")
-    ap.add_argument("--repeats", type=int, default=5)
-    args = ap.parse_args()
-
+def measure(seconds: float, repeats: int) -> dict[str, tuple[float, float, float]]:
+    """{case: (median, min, max) requests/s}, cases interleaved over the repeats."""
     frame = produce_frame()
     header = RequestHeader(ApiKey.FETCH, 11, 7, "consumer")
     slices = fetch_body(lambda i: FetchSlice(len(BATCH)))
@@ -103,15 +99,40 @@ def main() -> None:
         "encode Fetch v11 (6 partitions, bytes)": lambda: encode_response(header, in_memory),
     }
     results = {name: [] for name in cases}
-    for _ in range(args.repeats):  # interleave cases so they share machine conditions
+    for _ in range(repeats):  # interleave cases so they share machine conditions
         for name, fn in cases.items():
-            results[name].append(rate(fn, args.seconds))
+            results[name].append(rate(fn, seconds))
+    return {k: (statistics.median(v), min(v), max(v)) for k, v in results.items()}
+
+
+def figures(mode: str) -> list[dict]:
+    seconds, repeats = {"quick": (0.3, 3), "default": (1.0, 5), "full": (2.0, 7)}[mode]
     records = PARTITIONS * RECORDS_PER_BATCH
-    for name, rates in results.items():
-        median = statistics.median(rates)
+    out = []
+    for name, (median, low, high) in measure(seconds, repeats).items():
+        out.append(
+            {
+                "area": "protocol",
+                "metric": f"{name}, ~16 KB batch per partition",
+                "value": median,
+                "unit": "requests/s",
+                "detail": f"median of {repeats} x {seconds:g} s (min {low:,.0f}, max {high:,.0f});"
+                f" ~{median * records / 1e6:.0f} M records/s of 100 B",
+            }
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=1.0, help="duration of one repeat")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    records = PARTITIONS * RECORDS_PER_BATCH
+    for name, (median, low, high) in measure(args.seconds, args.repeats).items():
         print(
             f"{name:48s} {median:10,.0f} req/s  (~{median * records / 1e6:6.1f} M records/s "
-            f"of 100 B; min {min(rates):,.0f}, max {max(rates):,.0f})"
+            f"of 100 B; min {low:,.0f}, max {high:,.0f})"
         )
 
 

@@ -46,6 +46,7 @@ from broker.cluster import zk
 from broker.cluster.controller import Controller, elect_controller
 from broker.cluster.isr import IsrManager
 from broker.cluster.metadata_store import TopicMeta
+from broker.cluster.producer_ids import ZkProducerIds
 from broker.cluster.replica_fetcher import ReplicaFetcherManager
 from broker.cluster.zk import BrokerInfo, PartitionState, ZkSession
 
@@ -71,6 +72,7 @@ class ClusterNode:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.fetchers = ReplicaFetcherManager(self, self.config)
         self.isr = IsrManager(self, self.config)
+        self.producer_ids = ZkProducerIds(self.zk, self.broker_id)
         self.controller: Controller | None = None
         self.registered = False
         self._state_stops: dict[str, list] = {}

@@ -12,7 +12,8 @@ from tests.cluster.util import consume_all, create_topic, producer, wait_until
 
 
 def test_frozen_leader_is_replaced_fenced_and_truncated(cluster_factory):
-    cluster = cluster_factory(settings={"auto.leader.rebalance.enable": "false"})
+    # Rebalance on: the frozen leader is the preferred one and gets leadership back.
+    cluster = cluster_factory(settings={"auto.leader.rebalance.enable": "true"})
     topic = "frozen"
     create_topic(cluster, topic)
     p = producer(cluster, acks="all", **{"enable.idempotence": True})
@@ -28,9 +29,10 @@ def test_frozen_leader_is_replaced_fenced_and_truncated(cluster_factory):
         # A write queued on the deposed leader's socket while it is frozen.
         client.send(ApiKey.PRODUCE, 7, produce_body(topic, batch(b"divergent"), acks=-1))
         p2 = producer(cluster, acks="all", **{"enable.idempotence": True})
+        errors = []
         for i in range(50):
-            p2.produce(topic, f"b{i}".encode())
-        assert p2.flush(30) == 0
+            p2.produce(topic, f"b{i}".encode(), callback=lambda e, m: e and errors.append(e))
+        assert p2.flush(30) == 0 and errors == []
     finally:
         old_proc.proc.send_signal(signal.SIGCONT)
     _, resp = client.recv(ApiKey.PRODUCE, 7)
@@ -38,6 +40,7 @@ def test_frozen_leader_is_replaced_fenced_and_truncated(cluster_factory):
     code = resp["responses"][0]["partition_responses"][0]["error_code"]
     assert code != ErrorCode.NONE, "a deposed leader acknowledged an acks=all write"
     wait_until(lambda: sorted(cluster.zk.state(topic)["isr"]) == [0, 1, 2], what="rejoin")
+    wait_until(lambda: cluster.zk.state(topic)["leader"] == old, what="the preferred leader back")
     values = consume_all(cluster, topic, 100)
     assert b"divergent" not in values
     assert values == [f"a{i}".encode() for i in range(50)] + [f"b{i}".encode() for i in range(50)]
@@ -131,3 +134,21 @@ def test_controlled_shutdown_and_preferred_leader_return(cluster_factory):
         stop.set()
         thread.join(60)
     assert errors == []
+
+
+def test_producer_ids_are_unique_across_brokers(cluster_factory):
+    """Every broker answers InitProducerId; two brokers must never hand out one id (a
+    second producer's batches would pass for retries of the first one's and be
+    acknowledged without being written)."""
+    cluster = cluster_factory(count=2)
+    ids = []
+    for b in (*cluster.brokers.values(), *cluster.brokers.values()):
+        with WireClient(b.port) as client:
+            resp = client.request(ApiKey.INIT_PRODUCER_ID, 1, _init_pid_body())
+        assert resp["error_code"] == ErrorCode.NONE
+        ids.append(resp["producer_id"])
+    assert len(set(ids)) == len(ids), ids
+
+
+def _init_pid_body() -> dict:
+    return {"transactional_id": None, "transaction_timeout_ms": 60000}

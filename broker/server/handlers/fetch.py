@@ -100,12 +100,14 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
             if code == ErrorCode.NONE and not partition.is_leader:
                 code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if code == ErrorCode.NONE and follower:
-                if replica_id in partition.replicas and replica_id != partition.broker_id:
+                if replica_id not in partition.replicas or replica_id == partition.broker_id:
+                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                elif req["fetch_offset"] <= partition.log_end_offset:
                     partition.update_follower_leo(replica_id, req["fetch_offset"])
                     if core.cluster is not None and replica_id not in partition.isr:
                         core.cluster.isr.maybe_expand(partition, replica_id)
-                else:
-                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                # else: a follower past our log end (a tail it must truncate first) is
+                # not a position: the read below answers OFFSET_OUT_OF_RANGE.
             if code != ErrorCode.NONE:
                 parts.append(_empty(index, code, partition))
                 errors = True

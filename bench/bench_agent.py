@@ -219,30 +219,22 @@ def report(name: str, results: list[dict], line_bytes: float) -> dict:
     return med
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=1_000_000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--udp-rate", type=int, default=50_000)
-    parser.add_argument("--udp-seconds", type=float, default=10)
-    parser.add_argument("--idempotence", default="true", choices=("true", "false"))
-    parser.add_argument("--cases", default="raw,syslog-ng,json,udp")
-    args = parser.parse_args()
-    cases = args.cases.split(",")
-    n, idem = args.lines, args.idempotence
-    print(f"load average at start: {os.getloadavg()}")
+def run_cases(
+    n: int, runs: int, udp_rate: int, udp_seconds: float, idem: str, cases: list[str]
+) -> tuple[dict[str, dict], dict | None, float]:
+    """(medians per tail case, the UDP result or None, bytes per line); prints as it goes."""
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    udp = None
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp_s:
         tmp = Path(tmp_s)
         log = tmp / "access.log"
         size = write_log(log, n)
         line_bytes = size / n
-        print(
-            f"{n:,} lines, {size / 2**20:.1f} MiB ({line_bytes:.0f} bytes/line), {args.runs} runs"
-        )
+        print(f"{n:,} lines, {size / 2**20:.1f} MiB ({line_bytes:.0f} bytes/line), {runs} runs")
         broker = BrokerProcess(tmp / "broker").start()
         results: dict[str, list[dict]] = {c: [] for c in cases if c != "udp"}
         try:
-            for run in range(args.runs):
+            for run in range(runs):
                 for case in results:
                     if case == "syslog-ng":
                         r = peer_case(log, n, broker, f"bench-syslog-ng-{run}", idem == "true")
@@ -257,11 +249,108 @@ def main() -> None:
                     f"{ours['cpu_s_per_M'] / peer['cpu_s_per_M']:.2f}x CPU s per M lines"
                 )
             if "udp" in cases:
-                r = udp_case(tmp, broker, args.udp_rate, args.udp_seconds, idem)
-                print(f"udp {args.udp_rate}/s for {args.udp_seconds:.0f} s: {r}")
+                udp = udp_case(tmp, broker, udp_rate, udp_seconds, idem)
+                print(f"udp {udp_rate}/s for {udp_seconds:.0f} s: {udp}")
         finally:
             broker.stop()
-        print(f"load average at end: {os.getloadavg()}")
+    print(f"load average at end: {os.getloadavg()}", flush=True)
+    return med, udp, line_bytes
+
+
+VECTOR = "Vector, file to TCP: 76.7 MiB/s on 2 vCPUs (published)"
+
+
+def figures(mode: str) -> list[dict]:
+    n, runs, udp_seconds = {
+        "quick": (200_000, 1, 3.0),
+        "default": (1_000_000, 3, 10.0),
+        "full": (1_000_000, 3, 30.0),
+    }[mode]
+    cases = ["raw", "syslog-ng", "json", "udp"]
+    med, udp, line_bytes = run_cases(n, runs, 50_000, udp_seconds, "true", cases)
+    peer = med["syslog-ng"]
+    peer_text = (
+        f"syslog-ng file → kafka-c: {peer['lines/s']:,.0f} lines/s,"
+        f" {peer['cpu_s_per_M']:.2f} CPU s per M lines"
+    )
+    setup = f"{n:,} nginx lines of {line_bytes:.0f} B, median of {runs}, acks=all, lz4, idempotent"
+    raw, js = med["raw"], med["json"]
+    out = [
+        {
+            "area": "agent",
+            "metric": "tail → memory channel → broker, raw lines",
+            "value": raw["lines/s"],
+            "unit": "lines/s",
+            "target": ">= 250000",
+            "reference": "issue 5",
+            "peer": peer_text,
+            "detail": f"{setup}; CPU {raw['cpu_s_per_M']:.2f} s per M lines,"
+            f" peak RSS {raw['rss_mib']:.0f} MiB",
+        },
+        {
+            "area": "agent",
+            "metric": "tail → broker, raw, in MiB/s",
+            "value": raw["lines/s"] * line_bytes / 2**20,
+            "unit": "MiB/s",
+            "reference": VECTOR,
+        },
+        {
+            "area": "agent",
+            "metric": "logflume / syslog-ng, lines/s (raw tail, same file, same run)",
+            "value": raw["lines/s"] / peer["lines/s"],
+            "unit": "ratio",
+            "peer": peer_text,
+        },
+        {
+            "area": "agent",
+            "metric": "logflume / syslog-ng, CPU seconds per million lines",
+            "value": raw["cpu_s_per_M"] / peer["cpu_s_per_M"],
+            "unit": "ratio",
+        },
+        {
+            "area": "agent",
+            "metric": "tail → nginx parser → broker, JSON",
+            "value": js["lines/s"],
+            "unit": "lines/s",
+            "target": ">= 100000",
+            "reference": "issue 5",
+            "detail": f"CPU {js['cpu_s_per_M']:.2f} s per M lines, peak RSS {js['rss_mib']:.0f} MiB",
+        },
+    ]
+    if udp is not None:
+        out.append(
+            {
+                "area": "agent",
+                "metric": f"UDP 50,000 datagrams/s for {udp_seconds:g} s: lost"
+                + ("" if udp_seconds >= 30 else " (issue: 30 s; --full)"),
+                "value": udp["lost"],
+                "unit": "datagrams",
+                "target": "== 0",
+                "reference": "issue 5",
+                "detail": f"{udp['sent']:,} sent, {udp['delivered']:,} delivered,"
+                f" {udp['dropped_by_channel']:,} dropped by the channel",
+            }
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--udp-rate", type=int, default=50_000)
+    parser.add_argument("--udp-seconds", type=float, default=10)
+    parser.add_argument("--idempotence", default="true", choices=("true", "false"))
+    parser.add_argument("--cases", default="raw,syslog-ng,json,udp")
+    args = parser.parse_args()
+    run_cases(
+        args.lines,
+        args.runs,
+        args.udp_rate,
+        args.udp_seconds,
+        args.idempotence,
+        args.cases.split(","),
+    )
 
 
 if __name__ == "__main__":

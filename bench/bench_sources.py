@@ -175,6 +175,38 @@ async def bench_udp(rate: int, seconds: float, line: bytes) -> dict[str, float]:
         }
 
 
+def figures(mode: str) -> list[dict]:
+    n, repeat, udp_seconds = {
+        "quick": (200_000, 1, 2.0),
+        "default": (1_000_000, 3, 5.0),
+        "full": (1_000_000, 3, 30.0),
+    }[mode]
+    lines = sample_lines(n)
+    print(f"{n:,} lines, median of {repeat}", flush=True)
+    results = {**bench_tail(lines, repeat), **bench_nginx(lines, repeat)}
+    out = [
+        {
+            "area": "agent",
+            "metric": f"in isolation (no channel, no broker): {name}",
+            "value": wall,
+            "unit": "lines/s",
+            "detail": f"{cpu:,.0f} lines per CPU-second",
+        }
+        for name, (wall, cpu) in results.items()
+    ]
+    udp = asyncio.run(bench_udp(50_000, udp_seconds, lines[0]))
+    out.append(
+        {
+            "area": "agent",
+            "metric": f"in isolation: UDP source at 50,000/s for {udp_seconds:g} s, lost",
+            "value": udp["lost"],
+            "unit": "datagrams",
+            "detail": f"{udp['sent']:,} sent, kernel RcvbufErrors +{udp['kernel_rcvbuf_errors']}",
+        }
+    )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--lines", type=int, default=1_000_000)

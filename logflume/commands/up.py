@@ -332,7 +332,7 @@ class Demo:
         lines += ["", "Try:"]
         udp = config.udp_address()
         if udp:
-            lines.append(f"  echo hello | nc -u -w0 {udp[0]} {udp[1]}")
+            lines.append(f"  echo hello | nc -u -w1 {udp[0]} {udp[1]}")
         cli = _cli()
         consume = f"{cli} consume --bootstrap-server {self.bootstrap} --topic"
         lines.append(f"  {consume} netcat --from-beginning")

@@ -3,8 +3,15 @@ them back with `logflume consume`, stop it, and check that no process is left.
 
 The demo runs with --no-spark (Spark's start alone would take most of the budget) on
 free ports, from the repository's own pipelines.yaml.
+
+No test may leave a process behind, even when it fails or pytest is killed: each
+`logflume up` dies with the pytest thread that started it (PR_SET_PDEATHSIG, and its
+own children die with it the same way), each test's fixture SIGKILLs whatever is left
+of its process tree and groups, and after the module a /proc scan looks for any
+process still naming one of the module's data directories, kills it and fails.
 """
 
+import ctypes
 import json
 import os
 import signal
@@ -19,10 +26,45 @@ from pathlib import Path
 import pytest
 
 from logflume.commands.up import DemoConfig
-from tests.logflume.proc_scan import descendants, in_groups, pgid, wait_gone
+from tests.logflume.proc_scan import alive, all_pids, descendants, in_groups, pgid, wait_gone
 from tests.procs import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+DATA_DIRS: list[Path] = []  # every data dir a test of this module gave `logflume up`
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_pytest() -> None:
+    """preexec_fn: SIGKILL `logflume up` when the pytest thread that forked it dies
+    (a killed or timed-out pytest runs no fixture teardown)."""
+    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def processes_naming(paths: list[Path]) -> set[int]:
+    """Live processes whose command line mentions one of `paths`."""
+    needles = [str(p).encode() for p in paths]
+    found = set()
+    for pid in all_pids():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if pid != os.getpid() and alive(pid) and any(n in cmdline for n in needles):
+            found.add(pid)
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_process_left_behind():
+    yield
+    left = processes_naming(DATA_DIRS)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not left, f"processes left behind by the up tests: {sorted(left)}"
 
 
 class Up:
@@ -32,6 +74,7 @@ class Up:
         self.broker_port, self.udp_port, self.metrics_port = free_port(), free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{self.broker_port}"
         self.data_dir = tmp_path / "data"
+        DATA_DIRS.append(self.data_dir)
         cmd = [sys.executable, "-m", "logflume", "up", "--config", config]
         cmd += [] if spark else ["--no-spark"]
         cmd += ["--data-dir", str(self.data_dir), "--broker-port", str(self.broker_port)]
@@ -43,6 +86,7 @@ class Up:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_pytest,
         )
         self.lines: list[str] = []
         self.ready = threading.Event()
@@ -72,9 +116,16 @@ class Up:
         return pids, {g for g in map(pgid, pids) if g is not None}
 
     def cleanup(self) -> None:
+        """SIGKILL `logflume up`, its process tree and its children's groups."""
+        pids, groups = self.tree()
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+        for pid in pids | in_groups(groups):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.fixture
@@ -88,13 +139,7 @@ def up_factory(tmp_path):
 
     yield make
     for up in started:
-        pids, groups = up.tree()
         up.cleanup()
-        for pid in pids | in_groups(groups):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def consume(bootstrap: str, topic: str, count: int, timeout_ms: int = 20000) -> list[str]:
@@ -112,20 +157,19 @@ def test_demo_end_to_end_then_clean_stop(up_factory):
     up = up_factory()
     up.wait_ready()
     out = up.output
-    assert f"echo hello | nc -u -w0 127.0.0.1 {up.udp_port}" in out
+    assert f"echo hello | nc -u -w1 127.0.0.1 {up.udp_port}" in out
     assert f"logflume consume --bootstrap-server {up.bootstrap} --topic netcat" in out
     pids, groups = up.tree()
     assert len(pids) >= 3  # broker, agent, generator
 
-    # stdin from a file, not a pipe: `nc -w0` gives up at once if its stdin has
-    # nothing to read yet, which a busy machine makes likely with a pipe
+    # as the banner says, `nc -u -w1`: `-w0` can quit before its stdin was read
     tokens = [f"hello-{uuid.uuid4().hex[:8]}" for _ in range(3)]
     for token in tokens:
         line = up.data_dir / "line.txt"
         line.write_text(f"{token}\n")
         with open(line) as stdin:
             subprocess.run(
-                ["nc", "-u", "-w0", "127.0.0.1", str(up.udp_port)],
+                ["nc", "-u", "-w1", "127.0.0.1", str(up.udp_port)],
                 stdin=stdin,
                 check=True,
                 timeout=10,

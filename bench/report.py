@@ -234,7 +234,7 @@ def render(
             if plots and plots.get(a.key):
                 out += ["", plots[a.key]]
             if note.get(a.heading):
-                out += ["", note[a.heading]]
+                out += ["", "### Notes (from bench/NOTES.md)", "", note[a.heading]]
         elif a.heading in old:
             out += ["", f"## {a.heading}", "", old[a.heading]]
     for heading, body in old.items():
@@ -275,7 +275,16 @@ def plots(figures: list[dict], out_dir: Path) -> dict[str, str]:
         ax.set_xlabel("producer batch.num.messages (records per batch, log scale)")
         ax.set_ylabel("produce throughput (M records/s)")
         ax.set_title(batch[0].get("plot_title", "produce throughput vs batch size"))
-        ax.set_ylim(0, max(ys) * 1.2)
+        ax.axhline(1.0, color="#c44e52", linestyle="--", linewidth=1)
+        ax.annotate(
+            "target 1 M/s (acks=1, 30 s run)",
+            (xs[0], 1.0),
+            xytext=(0, 4),
+            textcoords="offset points",
+            color="#c44e52",
+            fontsize=8,
+        )
+        ax.set_ylim(0, max(max(ys), 1.0) * 1.2)
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
         fig.savefig(out_dir / "produce_vs_batch.png")
@@ -297,6 +306,15 @@ def plots(figures: list[dict], out_dir: Path) -> dict[str, str]:
                 xytext=(0, 3),
                 ha="center",
             )
+        ax.axhline(5.0, color="#c44e52", linestyle="--", linewidth=1)
+        ax.annotate(
+            "p99 target 5 ms",
+            (-0.4, 5.0),
+            xytext=(0, 4),
+            textcoords="offset points",
+            color="#c44e52",
+            fontsize=8,
+        )
         ax.set_yscale("log")
         ax.set_ylabel("end-to-end latency (ms, log scale)")
         ax.set_title(latency[0].get("plot_title", "end-to-end latency percentiles"))

@@ -100,19 +100,19 @@ def test_a_batch_crashing_half_way_is_redone_exactly_once(spark, bk, tmp_path):
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
 
     def crash(batch_id):
-        if batch_id == 1:
-            raise RuntimeError("injected crash after storing batch 1")
+        if batch_id == 0:
+            raise RuntimeError("injected crash after storing batch 0")
 
     opts = dict(bootstrap=bk.bootstrap, topic="crashy", output=out, checkpoint=ckpt)
     with pytest.raises(Exception, match="injected crash"):
         run_offline(
             spark, max_offsets_per_trigger=500, say=lambda _: None, after_store=crash, **opts
         )
-    # Batch 1's rows were stored, its aggregates not, and it was never committed.
+    # Batch 0's rows were stored, its aggregates not, and it was never committed.
     report = run_offline(spark, max_offsets_per_trigger=1000, say=lambda _: None, **opts)
-    # Batch 1 is re-run from the checkpoint's offset log with its own range (500
-    # records), then the remaining 500 come as one batch under the new limit.
-    assert report.rows == 1000 and report.batches == 2
+    # Batch 0 is re-run from the checkpoint's offset log with its own range (500
+    # records), then the remaining 1000 come as one batch under the new limit.
+    assert report.rows == 1500 and report.batches == 2
     hourly, _ = tables(spark, out)
     expected.assert_hourly_matches(hourly, expected.hourly(sent))
     accepted = sum(isinstance(i, loggen.Access) for i, _ in sent)
@@ -120,10 +120,10 @@ def test_a_batch_crashing_half_way_is_redone_exactly_once(spark, bk, tmp_path):
 
 
 def test_refuses_a_fresh_checkpoint_over_existing_output(spark, bk, tmp_path):
-    create_topic(bk.bootstrap, "fresh", 2)
-    send(bk, "fresh", items(10, 11, 50, seed=3))
-    out = str(tmp_path / "out")
-    opts = dict(bootstrap=bk.bootstrap, topic="fresh", output=out, say=lambda _: None)
-    run_offline(spark, checkpoint=str(tmp_path / "c1"), **opts)
+    # Stored rows from an earlier run (with another checkpoint) are enough to refuse.
+    parsed = tmp_path / "out" / "parsed" / "date=2024-05-01" / "hour=10" / "batch=0"
+    parsed.mkdir(parents=True)
+    (parsed / "part-0.parquet").write_bytes(b"")
+    opts = dict(bootstrap=bk.bootstrap, topic="fresh", output=str(tmp_path / "out"))
     with pytest.raises(RuntimeError, match="checkpoint .* is new"):
-        run_offline(spark, checkpoint=str(tmp_path / "c2"), **opts)
+        run_offline(spark, checkpoint=str(tmp_path / "c2"), say=lambda _: None, **opts)

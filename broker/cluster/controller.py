@@ -185,6 +185,9 @@ class Controller:
             self.assignments.pop(gone, None)
             self.unclean.pop(gone, None)
         new = sorted(names - set(self.assignments))
+        if new:  # fresh from ZooKeeper: a broker whose watch event is still queued counts
+            children = await self.zk.call("get_children", zk.BROKER_IDS)
+            self.live = {int(c) for c in children if c.isdigit()}
         for topic in new:
             try:
                 data, _ = await self.zk.call("get", zk.topic_path(topic))

@@ -24,6 +24,10 @@ class ZkView:
             return None
         return orjson.loads(self.client.get(path)[0])
 
+    def assignment(self, topic: str, partition: int = 0) -> list[int]:
+        raw = orjson.loads(self.client.get(f"/brokers/topics/{topic}")[0])
+        return raw["partitions"][str(partition)]
+
     def controller(self) -> int:
         if not self.client.exists("/controller"):
             return -1
@@ -56,9 +60,11 @@ def create_topic(cluster, name: str, partitions: int = 1, rf: int = 3, config=No
     for p in range(partitions):
         wait_until(
             lambda p=p: (
-                (s := cluster.zk.state(name, p)) and s["leader"] >= 0 and len(s["isr"]) == rf
+                (s := cluster.zk.state(name, p))
+                and s["leader"] == cluster.zk.assignment(name, p)[0]
+                and len(s["isr"]) == rf
             ),
-            what=f"{name}-{p} to get a leader and a full ISR",
+            what=f"{name}-{p} to get its preferred leader and a full ISR",
         )
 
 

@@ -15,6 +15,7 @@ is deleted at the end.
 """
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -62,6 +63,11 @@ def fixed_lines(n: int):
         for line in loggen.lines(t0, t0 + timedelta(hours=1), 10_000, seed=1)
     ]
     return (base[i % len(base)] for i in range(n))
+
+
+def load() -> str:
+    """The 1-minute load average (the machine is shared: quote it with every figure)."""
+    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def timed(action) -> float:
@@ -144,20 +150,23 @@ def main(argv=None) -> int:
         bk = BrokerProcess(work / "broker").start()
         spark = spark_session("local[2]", app="bench-spark", conf={"spark.ui.enabled": "false"})
         try:
+            before = load()
             r = bench_read(spark, bk, work, args.records, args.repeat)
             print(
                 f"read {r['records']:,} x {LINE_BYTES} B (local[2], median of {args.repeat}): "
                 f"logflume source {r['source_s']:.2f}s = {r['source_rps']:,.0f} rec/s; "
                 f"Parquet copy {r['parquet_s']:.2f}s = {r['parquet_rps']:,.0f} rec/s; "
                 f"source/Parquet time ratio {r['ratio']:.1f}x "
-                f"(fill: {r['produce_rps']:,.0f} rec/s produced)",
+                f"(fill: {r['produce_rps']:,.0f} rec/s produced; {before} -> {load()})",
                 flush=True,
             )
             if not args.skip_job:
+                before = load()
                 j = bench_job(spark, bk, work, args.job_lines)
                 print(
                     f"offline job over {j['lines']:,} lines ({j['hours']} h, 2 partitions, "
-                    f"local[2]): {j['wall_s']:.1f}s = {j['rps']:,.0f} lines/s",
+                    f"local[2]): {j['wall_s']:.1f}s = {j['rps']:,.0f} lines/s "
+                    f"({before} -> {load()})",
                     flush=True,
                 )
         finally:

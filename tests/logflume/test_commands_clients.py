@@ -100,7 +100,10 @@ def test_broker_rejects_bad_config(tmp_path):
 
 def test_consume_with_group_resumes_after_commit(module_broker):
     b = ["--bootstrap-server", module_broker.bootstrap]
-    assert lf("topics", *b, "--create", "--topic", "cli-g", "--partitions", "2").returncode == 0
+    # One partition: a group commits offsets only for partitions it consumed from, and
+    # with no commit `latest` applies, so a later line on an unconsumed partition of a
+    # multi-partition topic would (correctly, as in Kafka) be skipped.
+    assert lf("topics", *b, "--create", "--topic", "cli-g", "--partitions", "1").returncode == 0
     lines = b"".join(b"g%d\n" % i for i in range(100))
     assert lf("produce", *b, "--topic", "cli-g", input=lines).returncode == 0
     first = lf(

@@ -49,11 +49,17 @@ class SegmentFile(io.FileIO):
 class FetchSlice:
     """Whole batches at [position, position + length) of `file`. Use os.sendfile /
     loop.sendfile with the explicit offset, or read_bytes(); the file object is shared
-    by every reader of the segment, so do not rely on its current position."""
+    by every reader of the segment, so do not rely on its current position. As a
+    Fetch response's `records` value it is sized (len() = length) and keeps the
+    segment's file object alive while queued, so a segment deleted by retention
+    meanwhile stays readable."""
 
     file: SegmentFile
     position: int
     length: int
+
+    def __len__(self) -> int:
+        return self.length
 
     def read_bytes(self) -> bytes:
         data = os.pread(self.file.fileno(), self.length, self.position)

@@ -2,8 +2,8 @@
 
 A fetch reads every requested partition once (`read_partitions`): consumers up to
 the high watermark, followers (replica_id >= 0) up to the log end. Each answer's
-records are a `SliceRecords` (file, position, length) that the connection sends with
-sendfile; no record bytes are copied into Python.
+records are the log's `FetchSlice` (file, position, length) that the connection sends
+with sendfile; no record bytes are copied into Python.
 
 Size rules: partitions are served in request order; each gets at most
 `partition_max_bytes` and the response at most `max_bytes` (v3+), except that the
@@ -35,24 +35,6 @@ from broker.server.dispatch import handles
 from broker.server.purgatory import DelayedOperation
 
 UNLIMITED = 0x7FFFFFFF
-
-
-class SliceRecords:
-    """A `records` field value: a byte range of a segment file, sent with sendfile.
-
-    Keeps the segment's file object alive while the response is queued, so retention
-    deleting the segment meanwhile does not invalidate it.
-    """
-
-    __slots__ = ("file", "position", "length")
-
-    def __init__(self, file, position: int, length: int):
-        self.file = file
-        self.position = position
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
 
 
 def _check_epoch(partition, current_leader_epoch: int) -> ErrorCode:
@@ -123,7 +105,7 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
                 errors = True
                 piece = None
             if piece is not None and (first or piece.length <= budget):
-                resp["records"] = SliceRecords(piece.file, piece.position, piece.length)
+                resp["records"] = piece
                 found += piece.length
                 budget = max(0, budget - piece.length)
                 first = False

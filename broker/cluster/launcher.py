@@ -163,23 +163,41 @@ class LocalCluster:
         self.zookeeper.start()
         self._write_pid("zookeeper", self.zookeeper.proc.pid)
         for i in range(self.count):
-            port = self.base_port + i if self.base_port else free_port()
-            self.ports[i] = port
-            log = open(self.data_dir / f"broker-{i}.log", "ab")
-            proc = subprocess.Popen(
-                broker_command(
-                    self.data_dir / f"broker-{i}", port, self.zookeeper.connect, i, self.settings
-                ),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            log.close()
-            self.procs[i] = proc
-            self._write_pid(f"broker-{i}", proc.pid)
+            self.ports[i] = self.base_port + i if self.base_port else free_port()
+            self._spawn(i)
         for i, proc in self.procs.items():
             wait_for_port(self.ports[i], 30, proc)
         return self
+
+    def _spawn(self, i: int) -> None:
+        log = open(self.data_dir / f"broker-{i}.log", "ab")
+        proc = subprocess.Popen(
+            broker_command(
+                self.data_dir / f"broker-{i}",
+                self.ports[i],
+                self.zookeeper.connect,
+                i,
+                self.settings,
+            ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        self.procs[i] = proc
+        self._write_pid(f"broker-{i}", proc.pid)
+
+    def kill_broker(self, i: int) -> None:
+        """SIGKILL broker `i` (no clean shutdown), for failover benchmarks."""
+        proc = self.procs[i]
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+    def start_broker(self, i: int, timeout_s: float = 30.0) -> None:
+        """Start broker `i` again (same id, port and data) after it stopped."""
+        self._spawn(i)
+        wait_for_port(self.ports[i], timeout_s, self.procs[i])
 
     def _write_pid(self, name: str, pid: int) -> None:
         (self.data_dir / f"{name}.pid").write_text(f"{pid}\n")
@@ -195,27 +213,61 @@ class LocalCluster:
         (self.data_dir / "zookeeper.pid").unlink(missing_ok=True)
 
 
+SUPERVISOR_PID = "cluster.pid"
+
+
 def stop_from_pid_files(data_dir: Path, timeout_s: float = 30.0) -> list[str]:
-    """Stop a cluster started in the background: SIGTERM brokers, then ZooKeeper."""
+    """Stop a cluster started in the background. The `logflume cluster up` process
+    (`cluster.pid`) gets SIGTERM first and stops its brokers and ZooKeeper in order;
+    processes whose pid files are still there after that (their supervisor was
+    SIGKILLed) get SIGTERM one by one, brokers before ZooKeeper."""
     data_dir = Path(data_dir)
     stopped = []
+    supervisor = data_dir / SUPERVISOR_PID
+    if _terminate(_read_pid(supervisor), timeout_s * 2):
+        stopped.append("cluster")
+    supervisor.unlink(missing_ok=True)
     files = sorted(data_dir.glob("broker-*.pid")) + sorted(data_dir.glob("zookeeper.pid"))
     for path in files:
-        try:
-            pid = int(path.read_text().strip())
-            os.kill(pid, signal.SIGTERM)
-        except (ValueError, ProcessLookupError):
-            path.unlink(missing_ok=True)
-            continue
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            os.kill(pid, signal.SIGKILL)
+        if _terminate(_read_pid(path), timeout_s):
+            stopped.append(path.stem)
         path.unlink(missing_ok=True)
-        stopped.append(path.stem)
     return stopped
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _terminate(pid: int | None, timeout_s: float) -> bool:
+    """SIGTERM `pid` and wait for it to exit (SIGKILL past `timeout_s`); False if it
+    was not running."""
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def _alive(pid: int) -> bool:
+    """Running, i.e. neither gone nor a zombie waiting for its parent to reap it."""
+    try:
+        os.kill(pid, 0)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -2,10 +2,12 @@
 
 `up` starts ZooKeeper (Debian's package, run directly with java) and the brokers
 under `--data-dir`, prints the bootstrap servers and stays in the foreground until
-Ctrl-C or SIGTERM, which stops them all. `down` stops a cluster started in the
-background from the pid files in its data directory.
+Ctrl-C or SIGTERM, which stops them all (so does a broker exiting on its own). `down`
+stops a cluster started in the background: it signals the `up` process through
+`<data dir>/cluster.pid`, or, if that one is gone, each process from its pid file.
 """
 
+import os
 import signal
 import sys
 import threading
@@ -21,7 +23,12 @@ def add_parser(subparsers) -> None:
     up = sub.add_parser("up", help="start ZooKeeper and the brokers (foreground)")
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--data-dir", required=True, help="directory for ZooKeeper and broker data")
-    up.add_argument("--base-port", type=int, default=19092, help="first broker port")
+    up.add_argument(
+        "--base-port",
+        type=int,
+        default=19092,
+        help="first broker port; brokers take consecutive ports (0: any free ports)",
+    )
     up.add_argument(
         "--set",
         action="append",
@@ -37,7 +44,12 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from broker.cluster.launcher import LauncherError, LocalCluster, stop_from_pid_files
+    from broker.cluster.launcher import (
+        SUPERVISOR_PID,
+        LauncherError,
+        LocalCluster,
+        stop_from_pid_files,
+    )
 
     if args.action == "down":
         stopped = stop_from_pid_files(Path(args.data_dir))
@@ -55,24 +67,28 @@ def run(args) -> int:
         settings[key.strip()] = value
     settings.setdefault("default.replication.factor", str(min(3, args.brokers)))
     settings.setdefault("offsets.topic.replication.factor", str(min(3, args.brokers)))
-    cluster = LocalCluster(Path(args.data_dir), args.brokers, args.base_port, settings)
+    data_dir = Path(args.data_dir)
+    cluster = LocalCluster(data_dir, args.brokers, args.base_port, settings)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    data_dir.mkdir(parents=True, exist_ok=True)
+    pid_file = data_dir / SUPERVISOR_PID
+    pid_file.write_text(f"{os.getpid()}\n")
     try:
-        cluster.start()
-    except LauncherError as e:
-        print(f"logflume cluster: {e}", file=sys.stderr)
-        cluster.stop()
-        return 1
-    print(f"zookeeper: {cluster.zookeeper.connect}")
-    print(f"bootstrap servers: {cluster.bootstrap}", flush=True)
-    try:
+        try:
+            cluster.start()
+        except LauncherError as e:
+            print(f"logflume cluster: {e}", file=sys.stderr)
+            return 1
+        print(f"zookeeper: {cluster.zookeeper.connect}")
+        print(f"bootstrap servers: {cluster.bootstrap}", flush=True)
         while not stop.wait(0.5):
             dead = [i for i, p in cluster.procs.items() if p.poll() is not None]
             if dead:
                 print(f"broker(s) {dead} exited; stopping the cluster", file=sys.stderr)
-                break
+                return 1
+        return 0
     finally:
         cluster.stop()
-    return 0
+        pid_file.unlink(missing_ok=True)

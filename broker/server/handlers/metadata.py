@@ -4,12 +4,18 @@ Version quirks (see reference/kafka-protocol.md): v0 sends an empty topic list t
 mean "all topics"; v1+ uses null for all and empty for none. Requested topics that
 do not exist are created when `auto.create.topics.enable` is on and (v4+) the client
 allows it; the single node creates them synchronously, so the answer already
-carries their partitions.
+carries their partitions. A cluster creates them through ZooKeeper and the
+controller; the answer then waits (bounded by AUTO_CREATE_WAIT_S) until their
+partitions have leaders, and says LEADER_NOT_AVAILABLE (retriable) only past that.
 """
+
+import asyncio
 
 from broker.cluster.names import is_internal
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.dispatch import handles
+
+AUTO_CREATE_WAIT_S = 3.0
 
 
 def topic_entry(core, name: str) -> dict:
@@ -64,7 +70,33 @@ def cluster_topic_entry(core, name: str) -> dict:
     }
 
 
-def _cluster_metadata(ctx, body) -> dict:
+def _cluster_metadata(ctx, body):
+    """The cluster's answer; when this request auto-created topics, it waits (at most
+    AUTO_CREATE_WAIT_S) until the controller gave their partitions leaders, so the
+    client gets a usable answer instead of LEADER_NOT_AVAILABLE for a topic that is
+    an instant away from being ready."""
+    created: list[str] = []
+    response = _cluster_response(ctx, body, created)
+    if not created:
+        return response
+    return _when_led(ctx, body, created)
+
+
+async def _when_led(ctx, body, names: list[str]) -> dict:
+    node = ctx.core.cluster
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + AUTO_CREATE_WAIT_S
+    while loop.time() < deadline and not all(_led(node, n) for n in names):  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
+    return _cluster_response(ctx, body, [])
+
+
+def _led(node, name: str) -> bool:
+    meta = node.topics.get(name)
+    return meta is not None and all(node.leader_of(name, i) >= 0 for i in range(meta.partitions))
+
+
+def _cluster_response(ctx, body, created: list[str]) -> dict:
     core = ctx.core
     node = core.cluster
     requested = body["topics"]
@@ -79,6 +111,8 @@ def _cluster_metadata(ctx, body) -> dict:
                 topics.append(cluster_topic_entry(core, name))
                 continue
             code = core.replicas.auto_create(name) if allow_create else None
+            if code == ErrorCode.NONE:
+                created.append(name)
             if code in (None, ErrorCode.NONE):
                 code = (
                     ErrorCode.LEADER_NOT_AVAILABLE

@@ -125,7 +125,7 @@ def test_available_now_spreads_max_offsets_over_partitions_by_backlog(spark, bk,
         .option("kafka.bootstrap.servers", bk.bootstrap)
         .option("subscribe", "backlog")
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "100")
+        .option("maxOffsetsPerTrigger", "200")
         .load()
     )
     q = (
@@ -135,7 +135,7 @@ def test_available_now_spreads_max_offsets_over_partitions_by_backlog(spark, bk,
         .start()
     )
     q.awaitTermination()
-    assert seen == [{0: 75, 1: 25}] * 4
+    assert seen == [{0: 150, 1: 50}] * 2
     # Data produced after the run is left for the next one, which picks up only it.
     produce(bk.bootstrap, "backlog", [b"c"] * 7, partition=1)
     seen.clear()

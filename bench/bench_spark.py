@@ -136,6 +136,57 @@ def bench_job(spark, bk, work: Path, lines: int) -> dict:
     return {"lines": lines, "hours": hours, "wall_s": wall, "rps": lines / wall}
 
 
+def figures(mode: str) -> list[dict]:
+    records, job_lines, repeat = {
+        "quick": (200_000, 50_000, 1),
+        "default": (1_000_000, 500_000, 3),
+        "full": (4_000_000, 10_000_000, 3),
+    }[mode]
+    from spark_etl.session import spark_session
+
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp:
+        work = Path(tmp)
+        bk = BrokerProcess(work / "broker").start()
+        spark = spark_session("local[2]", app="bench-spark", conf={"spark.ui.enabled": "false"})
+        try:
+            print(f"batch read of {records:,} records, median of {repeat} ({load()})", flush=True)
+            r = bench_read(spark, bk, work, records, repeat)
+            print(f"offline job over {job_lines:,} lines ({load()})", flush=True)
+            j = bench_job(spark, bk, work, job_lines)
+        finally:
+            spark.stop()
+            bk.stop()
+    parquet = f"same rows from a Parquet copy: {r['parquet_rps']:,.0f} records/s (ceiling)"
+    return [
+        {
+            "area": "spark",
+            "metric": f"batch read through the `logflume` source, local[2], {records:,} x"
+            f" {LINE_BYTES} B, noop sink",
+            "value": r["source_rps"],
+            "unit": "records/s",
+            "target": ">= 500000",
+            "reference": "issue 6",
+            "peer": parquet,
+            "detail": f"median of {repeat}; source {r['source_s']:.2f} s, Parquet {r['parquet_s']:.2f} s",
+        },
+        {
+            "area": "spark",
+            "metric": "source / Parquet read time",
+            "value": r["ratio"],
+            "unit": "ratio",
+        },
+        {
+            "area": "spark",
+            "metric": f"offline job over {job_lines:,} loggen lines (3 % unparsable)"
+            + ("" if job_lines >= 10_000_000 else " (issue: 10 M lines; --full)"),
+            "value": j["rps"],
+            "unit": "lines/s",
+            "reference": "issue 6: wall time and records/s",
+            "detail": f"wall {j['wall_s']:.1f} s over {j['hours']} h of data",
+        },
+    ]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000, help="records for the read test")

@@ -31,7 +31,15 @@ def add_parser(subparsers) -> None:
     off.set_defaults(func=run_offline)
     rt = jobs.add_parser("realtime", help="per-minute windows to Parquet and a topic, until ^C")
     _common(rt, "/var/lib/logflume/etl/realtime")
-    rt.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval")
+    rt.add_argument(
+        "--trigger-seconds", type=float, default=5.0, help="micro-batch interval of final windows"
+    )
+    rt.add_argument(
+        "--provisional-trigger-seconds",
+        type=float,
+        default=1.0,
+        help="interval of the provisional (final: false) window updates; 0 = none (default 1)",
+    )
     rt.add_argument("--stats-topic", default="nginx-stats", help="topic for the JSON windows")
     rt.add_argument("--watermark", default="1 minute", help="allowed event-time lateness")
     rt.add_argument(
@@ -106,6 +114,7 @@ def run_realtime(args) -> int:
             checkpoint=args.checkpoint,
             stats_topic=args.stats_topic,
             trigger_seconds=args.trigger_seconds,
+            provisional_trigger_seconds=args.provisional_trigger_seconds,
             watermark=args.watermark,
             starting_offsets=args.starting_offsets,
             fail_on_data_loss=args.fail_on_data_loss,

@@ -1,16 +1,29 @@
 """The near-real-time nginx job: `logflume etl realtime`.
 
-Two streaming queries over the same topic, each with its own checkpoint
-sub-directory, both computing `transforms.minute_stats` (one-minute tumbling windows
-per host, with a watermark) in append mode, so each window is emitted once, as soon
-as the watermark (latest event time seen minus `watermark`) passes its end:
+Three streaming queries over the same topic, each with its own checkpoint
+sub-directory, all computing `transforms.minute_stats` (one-minute tumbling windows
+per host, with a watermark). Two run in append mode, so each window is emitted once,
+FINAL, as soon as the watermark (latest event time seen minus `watermark`) passes
+its end, every `trigger_seconds`:
 
 - `parquet`: the file sink (exactly-once) into `<output>/minute/date=D/`;
-- `publish`: JSON documents (key = host) to the broker topic `stats_topic` through
-  the `logflume` data source's stream writer (at-least-once, acks=all).
+- `publish`: JSON documents (key = host, `"final": true`) to the broker topic
+  `stats_topic` through the `logflume` data source's stream writer (at-least-once,
+  acks=all).
+
+A final window can only appear after its minute plus the watermark has passed, so
+the third query makes fresh data visible within seconds:
+
+- `provisional`: update mode every `provisional_trigger_seconds` (default 1 s):
+  each micro-batch publishes (from the driver, see DriverPublisher) to the same topic, with `"final": false`, the rows of
+  every window (still open or not yet closed by the watermark) that the batch's
+  records changed, with the counts so far. A provisional row is superseded by any
+  later row of the same window and host (provisional or final); the final row is
+  the one to keep. Readers wanting only settled figures skip `final: false`.
 
 Rows later than the watermark are dropped from the windows (that is the price of
 emitting early); the offline job, which never drops late rows, is the reference.
+Each query reads and parses the topic on its own (Spark runs one source per query).
 """
 
 from __future__ import annotations
@@ -63,6 +76,38 @@ class ProgressPrinter(StreamingQueryListener):
             self.say(f"query {event.id} failed: {event.exception}")
 
 
+class DriverPublisher:
+    """The provisional query's foreachBatch sink: collects the batch's few window
+    rows in the driver and produces them (acks=all, flushed before the batch
+    completes: at-least-once). Cheaper and quicker than the data source's writer for
+    a handful of rows every second (no Python worker per task). A producer per batch
+    (a loopback connection costs milliseconds), so nothing outlives the query. Called
+    by Spark's stream thread of one query, one batch at a time."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self.bootstrap = bootstrap
+        self.topic = topic
+
+    def __call__(self, batch, batch_id: int) -> None:
+        from confluent_kafka import KafkaException, Producer
+
+        rows = batch.collect()
+        if not rows:
+            return
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 0})
+        errors = []
+
+        def delivered(err, _msg) -> None:
+            if err is not None:
+                errors.append(err)
+
+        for row in rows:
+            key = None if row.key is None else row.key.encode()
+            producer.produce(self.topic, row.value.encode(), key, on_delivery=delivered)
+        if producer.flush(30) or errors:
+            raise KafkaException(errors[0] if errors else f"batch {batch_id}: flush timed out")
+
+
 def start_realtime(
     spark,
     *,
@@ -72,15 +117,17 @@ def start_realtime(
     checkpoint: str,
     stats_topic: str = "nginx-stats",
     trigger_seconds: float = 5.0,
+    provisional_trigger_seconds: float = 1.0,
     watermark: str = "1 minute",
     starting_offsets: str = "latest",
     fail_on_data_loss: bool = True,
     say: Callable[[str], None] | None = None,
 ) -> list:
-    """Start both queries and return them (running); stop them with `.stop()`."""
+    """Start the queries and return them (running); stop them with `.stop()`.
+    `provisional_trigger_seconds` 0 leaves the provisional query out."""
     say = say or printer()
     output, ckpt = output.rstrip("/"), checkpoint.rstrip("/")
-    names = {"logflume-realtime-parquet", "logflume-realtime-publish"}
+    names = {f"logflume-realtime-{n}" for n in ("parquet", "publish", "provisional")}
     spark.streams.addListener(ProgressPrinter(say, names))
     trigger = f"{trigger_seconds} seconds"
 
@@ -100,8 +147,9 @@ def start_realtime(
         .queryName("logflume-realtime-parquet")
         .start()
     )
+
     to_topic = (
-        T.to_json_value(stats())
+        T.to_json_value(stats().withColumn("final", F.lit(True)))
         .writeStream.format("logflume")
         .outputMode("append")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -111,11 +159,27 @@ def start_realtime(
         .queryName("logflume-realtime-publish")
         .start()
     )
+    queries = [to_files, to_topic]
+    if provisional_trigger_seconds > 0:
+        queries.append(
+            T.to_json_value(stats().withColumn("final", F.lit(False)))
+            .writeStream.outputMode("update")
+            .foreachBatch(DriverPublisher(bootstrap, stats_topic))
+            .option("checkpointLocation", f"{ckpt}/provisional")
+            .trigger(processingTime=f"{provisional_trigger_seconds} seconds")
+            .queryName("logflume-realtime-provisional")
+            .start()
+        )
+    provisional = (
+        f", provisional rows every {provisional_trigger_seconds}s"
+        if provisional_trigger_seconds > 0
+        else ""
+    )
     say(
         f"realtime: {topic} @ {bootstrap} -> {output}/minute and topic {stats_topic} "
-        f"every {trigger_seconds}s (watermark {watermark}, checkpoint {ckpt})"
+        f"every {trigger_seconds}s{provisional} (watermark {watermark}, checkpoint {ckpt})"
     )
-    return [to_files, to_topic]
+    return queries
 
 
 def run_realtime(spark, *, stop: threading.Event | None = None, **kwargs) -> None:

@@ -58,7 +58,8 @@ def test_minute_windows_are_emitted_while_data_keeps_arriving(spark, bk, tmp_pat
                 rows = spark.read.parquet(str(out / "minute")).collect()
             except AnalysisException:
                 rows = []
-            published = [orjson.loads(m.value()) for m in consume_all(bk.bootstrap, "nginx-stats")]
+            docs = [orjson.loads(m.value()) for m in consume_all(bk.bootstrap, "nginx-stats")]
+            published = [d for d in docs if d["final"]]
         still_arriving = feeder.is_alive()
     finally:
         stop.set()
@@ -74,3 +75,53 @@ def test_minute_windows_are_emitted_while_data_keeps_arriving(spark, bk, tmp_pat
     )
     doc = next(d for d in published if d["window_start"].startswith("2024-05-01T12:00:00"))
     assert doc["requests"] == first_minute and doc["rt_p99"] >= doc["rt_p50"]
+    early = [d for d in docs if d["window_start"] == doc["window_start"] and not d["final"]]
+    assert early and all(d["requests"] <= first_minute for d in early)
+
+
+def test_provisional_rows_show_the_open_minute_while_data_keeps_arriving(spark, bk, tmp_path):
+    create_topic(bk.bootstrap, "now", 1)
+    create_topic(bk.bootstrap, "nginx-stats", 1)
+    stop = threading.Event()
+    sent = []
+
+    def feed():  # lines stamped with the wall clock: their minute is still open
+        seed = 0
+        while not stop.is_set():
+            start = datetime.now(UTC).replace(microsecond=0)
+            batch = [a.line() for a in loggen.generate(start, start, 20, seed=seed)]
+            sent.append((start, len(batch)))  # before producing: docs never count more
+            produce(bk.bootstrap, "now", [line.encode() for line in batch])
+            seed += 1
+            time.sleep(0.3)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    queries = start_realtime(
+        spark, bootstrap=bk.bootstrap, topic="now", output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "ckpt"), trigger_seconds=30, provisional_trigger_seconds=1,
+        starting_offsets="earliest", say=lambda _: None,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        docs = []
+        while time.monotonic() < deadline and not docs:
+            time.sleep(1)
+            for q in queries:
+                assert q.exception() is None, q.exception()
+            docs = [orjson.loads(m.value()) for m in consume_all(bk.bootstrap, "nginx-stats")]
+        still_arriving = feeder.is_alive()
+        produced = list(sent)
+    finally:
+        stop.set()
+        for q in queries:
+            q.stop()
+        feeder.join(30)
+    assert still_arriving and docs
+    assert not any(d["final"] for d in docs)  # the 1-minute watermark closed nothing yet
+    minutes = {t.replace(second=0, tzinfo=None).isoformat() for t, _ in produced}
+    for d in docs:
+        assert d["window_start"][:19] in minutes
+        in_minute = sum(n for t, n in produced if t.replace(second=0, tzinfo=None).isoformat()
+                        == d["window_start"][:19])  # fmt: skip
+        assert 0 < d["requests"] <= in_minute

@@ -52,6 +52,7 @@ OWN_CLI_ARGS = {
         "full": ["--records", "4000000", "--job-lines", "10000000"],
     },
     "bench.bench_cluster": {},
+    "bench.bench_freshness": {"quick": ["--seconds", "10", "--warmup", "20"]},
 }
 
 
@@ -59,6 +60,13 @@ def has_figures(module: str) -> bool:
     """Whether the module's source defines `figures(` at top level (without importing it)."""
     path = REPO / (module.replace(".", "/") + ".py")
     return bool(re.search(r"^def figures\(", path.read_text(), re.M))
+
+
+def unlisted_modules() -> list[str]:
+    """bench/bench_*.py modules that no area lists: run too, with their own CLI."""
+    listed = {m for a in report.AREAS for m in a.modules}
+    found = (f"bench.{p.stem}" for p in sorted(BENCH.glob("bench_*.py")))
+    return [m for m in found if m not in listed]
 
 
 def module_exists(module: str) -> bool:
@@ -177,13 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown area(s): {', '.join(sorted(unknown))}")
     areas = [a for a in report.AREAS if not wanted or a.key in wanted]
+    if not wanted and unlisted_modules():
+        areas.append(report.Area("other", "Other benchmarks", tuple(unlisted_modules())))
     load_before = loadavg()
     started = datetime.now().astimezone()
     figures: list[dict] = []
     raw_outputs: dict[str, str] = {}
     failed: list[str] = []
     t0 = time.monotonic()
+    area_loads: dict[str, str] = {}
     for a in areas:
+        area_loads[a.key] = loadavg()
         for module in a.modules:
             if not module_exists(module):
                 print(f"[{a.key}] {module}: no such module, skipped", flush=True)
@@ -219,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "load": f"{load_before} before, {loadavg()} after ({elapsed / 60:.0f} min run)",
         "failed": ", ".join(failed),
+        "area_loads": area_loads,
     }
     try:
         links = report.plots(figures, PLOTS)

@@ -48,7 +48,7 @@ AREAS = (
     Area("broker", "Broker core (issue 3)", ("bench.bench_broker",)),
     Area("groups", "Consumer groups and idempotent producer (issue 4)", ("bench.bench_groups",)),
     Area("agent", "Agent (issue 5)", ("bench.bench_agent", "bench.bench_sources")),
-    Area("spark", "Spark ETL (issue 6)", ("bench.bench_spark",)),
+    Area("spark", "Spark ETL (issue 6)", ("bench.bench_spark", "bench.bench_freshness")),
     Area("cluster", "Cluster (issue 7)", ("bench.bench_cluster",)),
 )
 SUMMARY = "Summary"
@@ -198,7 +198,8 @@ def render(
 ) -> str:
     """The whole RESULTS.md.
 
-    `meta`: {"date", "command", "machine", "load"} describing the run.
+    `meta`: {"date", "command", "machine", "load", "failed", "area_loads"} describing
+    the run (`area_loads`: {area key: load average when it started}).
     `old_results`: the previous RESULTS.md; a section this run produced no figures
     for (not run, or a module without the figure protocol) is kept verbatim, and so is
     any section whose heading is not an area's.
@@ -230,7 +231,13 @@ def render(
     known = {a.heading for a in AREAS}
     for a in AREAS:
         if a.key in by_area:
-            out += ["", f"## {a.heading}", "", area_table(by_area[a.key])]
+            out += ["", f"## {a.heading}", ""]
+            if meta.get("area_loads", {}).get(a.key):
+                out += [
+                    f"Load average (1, 5, 15 min) when this area started: {meta['area_loads'][a.key]}.",
+                    "",
+                ]
+            out.append(area_table(by_area[a.key]))
             if plots and plots.get(a.key):
                 out += ["", plots[a.key]]
             if note.get(a.heading):

@@ -64,7 +64,8 @@ class ProgressPrinter(StreamingQueryListener):
         out = p.sink.numOutputRows if p.sink is not None else -1
         watermark = (p.eventTime or {}).get("watermark", "-")
         self.say(
-            f"{p.name}: batch {p.batchId}: {p.numInputRows} records in, {out} window rows out, "
+            f"{p.name}: batch {p.batchId} ({p.batchDuration} ms): {p.numInputRows} records in, "
+            f"{out} window rows out, "
             f"watermark {watermark}, offsets {' '.join(offsets) or '-'}"
         )
 

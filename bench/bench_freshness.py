@@ -1,0 +1,268 @@
+"""Freshness of the whole pipeline (issue 6): agent + broker + Spark realtime job.
+
+Target: a line appended to a tailed access log appears in the realtime job's output
+within 5 s at p99, at 5,000 lines/s.
+
+Setup, all on loopback with free ports, as a user runs it: a `logflume broker`
+subprocess; `python -m logflume agent run` with a generated pipelines file (tail
+source on a temp access log, nginx interceptor, memory channel, broker sink to
+`nginx-access`); `python -m logflume etl realtime` (local[2]) publishing to
+`nginx-stats`. A writer thread appends realistic nginx lines (spark_etl.loggen)
+stamped with the wall clock, every TICK seconds as many as the rate is due.
+
+What is measured, exactly. Every write is a probe: (wall time just after the
+write, its minute window, the count of lines of that minute written so far
+including this write). The file is tailed in order and the topic has one partition,
+so Spark always consumes a prefix of the lines and a window row (provisional or
+final) whose `requests` is >= a probe's count includes every line of that probe.
+A consumer of `nginx-stats` stamps each row on arrival; a probe's freshness is the
+arrival time of the first row of its minute covering its count, minus its write
+time. No line is unparsable (bad_ratio 0), none is late (wall-clock stamps), and
+the last provisional row of each minute is checked to equal the lines written to it.
+Probes of the first `--warmup` seconds (JVM start, first micro-batches) are left
+out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from spark_etl import loggen
+from tests.procs import BrokerProcess
+
+TICK = 0.1
+PIPELINES = """agents:
+  bench:
+    shutdown_grace: 2s
+    sources:
+      access:
+        type: tail
+        paths: [{log}]
+        start_at: beginning
+        poll_interval: {poll}s
+        channels: [mem]
+        interceptors: [{{type: nginx}}]
+    channels:
+      mem: {{type: memory, capacity: 100000, byte_capacity: 64MiB}}
+    sinks:
+      out:
+        type: broker
+        channel: mem
+        bootstrap_servers: {bootstrap}
+        topic: nginx-access
+        acks: all
+        compression: lz4
+        linger_ms: {linger}
+"""
+
+
+class Writer(threading.Thread):
+    """Appends `rate` lines/s for `seconds`, recording one probe per write. Owns the
+    log file; `probes` is appended by this thread only and read after join."""
+
+    def __init__(self, path: Path, rate: float, seconds: float):
+        super().__init__(daemon=True)
+        self.path, self.rate, self.seconds = path, rate, seconds
+        self.probes: list[tuple[float, int, int]] = []  # (write time, minute, count)
+        self.per_minute: dict[int, int] = {}
+
+    def run(self) -> None:
+        began = time.time()
+        written = seed = 0
+        with open(self.path, "ab") as f:
+            while (now := time.time()) - began < self.seconds:
+                due = int((now - began) * self.rate) - written
+                if due > 0:
+                    second = datetime.fromtimestamp(int(now), UTC)
+                    text = "".join(
+                        a.line() + "\n" for a in loggen.generate(second, second, due, seed=seed)
+                    )
+                    f.write(text.encode())
+                    f.flush()
+                    at = time.time()
+                    minute = int(now) // 60 * 60
+                    self.per_minute[minute] = self.per_minute.get(minute, 0) + due
+                    self.probes.append((at, minute, self.per_minute[minute]))
+                    written += due
+                    seed += 1
+                time.sleep(max(0.0, TICK - (time.time() - now)))
+
+
+class StatsWatcher(threading.Thread):
+    """Consumes `nginx-stats` from offset 0, stamping each row on arrival. Owned by
+    the bench's main thread; `rows` is read after `stop` and join."""
+
+    def __init__(self, bootstrap: str):
+        super().__init__(daemon=True)
+        self.bootstrap = bootstrap
+        self.stop = threading.Event()
+        self.rows: list[tuple[float, int, int, bool]] = []  # (arrival, minute, requests, final)
+
+    def run(self) -> None:
+        c = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": "bench-freshness",
+             "fetch.wait.max.ms": 10, "enable.auto.commit": False}
+        )  # fmt: skip
+        c.assign([TopicPartition("nginx-stats", 0, 0)])
+        try:
+            while not self.stop.is_set():
+                for m in c.consume(100, timeout=0.05):
+                    if m.error() is not None:
+                        continue
+                    at = time.time()
+                    d = orjson.loads(m.value())
+                    start = datetime.fromisoformat(d["window_start"].replace("Z", "+00:00"))
+                    minute = int(start.replace(tzinfo=UTC).timestamp())
+                    self.rows.append((at, minute, d["requests"], d["final"]))
+        finally:
+            c.close()
+
+
+def freshness(probes, rows, since: float) -> tuple[list[float], int]:
+    """Seconds from each probe (written after `since`) to the first row covering it;
+    and how many such probes no row covered."""
+    out, missing = [], 0
+    by_minute: dict[int, list[tuple[float, int]]] = {}
+    for at, minute, requests, _final in rows:
+        by_minute.setdefault(minute, []).append((at, requests))
+    for at, minute, count in probes:
+        if at < since:
+            continue
+        seen = [t for t, r in by_minute.get(minute, []) if r >= count]
+        if seen:
+            out.append(min(seen) - at)
+        else:
+            missing += 1
+    return out, missing
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rate", type=float, default=5000.0, help="lines per second")
+    ap.add_argument("--seconds", type=float, default=60.0, help="measured writing time")
+    ap.add_argument("--warmup", type=float, default=30.0, help="writing before measuring")
+    ap.add_argument("--provisional-trigger", type=float, default=1.0, help="seconds")
+    ap.add_argument("--trigger", type=float, default=5.0, help="final windows' trigger, s")
+    ap.add_argument("--poll-interval", type=float, default=0.25, help="tail poll_interval, s")
+    ap.add_argument("--linger-ms", type=int, default=5, help="broker sink linger_ms")
+    args = ap.parse_args(argv)
+    py = [sys.executable, "-m", "logflume"]
+    with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp:
+        root = Path(tmp)
+        broker = BrokerProcess(root / "broker").start()
+        procs: list[subprocess.Popen] = []
+        watcher = StatsWatcher(broker.bootstrap)
+        loads: list[float] = []
+        try:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            for f in admin.create_topics(
+                [NewTopic("nginx-access", 1, 1), NewTopic("nginx-stats", 1, 1)]
+            ).values():
+                f.result(30)
+            log = root / "access.log"
+            log.touch()
+            config = root / "pipelines.yaml"
+            config.write_text(
+                PIPELINES.format(log=log, poll=args.poll_interval, linger=args.linger_ms,
+                                 bootstrap=broker.bootstrap)
+            )  # fmt: skip
+            agent_out = open(root / "agent.log", "wb")
+            procs.append(subprocess.Popen(
+                py + ["agent", "run", "--config", str(config), "--name", "bench",
+                      "--state-dir", str(root / "agent")],
+                stdout=agent_out, stderr=subprocess.STDOUT,
+            ))  # fmt: skip
+            spark_out = open(root / "spark.log", "wb")
+            procs.append(subprocess.Popen(
+                py + ["etl", "realtime", "--bootstrap-server", broker.bootstrap,
+                      "--topic", "nginx-access", "--output", str(root / "out"),
+                      "--checkpoint", str(root / "ckpt"), "--master", "local[2]",
+                      "--trigger-seconds", str(args.trigger),
+                      "--provisional-trigger-seconds", str(args.provisional_trigger),
+                      "--starting-offsets", "earliest", "--conf", "spark.ui.enabled=false"],
+                stdout=spark_out, stderr=subprocess.STDOUT,
+            ))  # fmt: skip
+            watcher.start()
+            writer = Writer(log, args.rate, args.warmup + args.seconds)
+            began = time.time()
+            writer.start()
+            while writer.is_alive():
+                writer.join(5)
+                loads.append(os.getloadavg()[0])
+                for p in procs:
+                    if p.poll() is not None:
+                        raise RuntimeError(f"{p.args[:4]} exited with {p.returncode}")
+            time.sleep(10)  # let the last probes come out
+        finally:
+            watcher.stop.set()
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+            broker.stop()
+            watcher.join(10)
+        spark_text = (root / "spark.log").read_text(errors="replace")
+        agent_text = (root / "agent.log").read_text(errors="replace")
+    since = began + args.warmup
+    lat, missing = freshness(writer.probes, watcher.rows, since)
+    durations = [
+        int(ms) for ms in re.findall(r"realtime-provisional: batch \d+ \((\d+) ms\)", spark_text)
+    ]
+    last: dict[int, int] = {}
+    for _at, minute, requests, _final in watcher.rows:
+        last[minute] = max(last.get(minute, 0), requests)
+    complete = sum(1 for m, n in writer.per_minute.items() if last.get(m) == n)
+    print(
+        f"settings: rate {args.rate:g} lines/s, {args.seconds:g} s measured after {args.warmup:g} s"
+        f" warm-up; provisional trigger {args.provisional_trigger:g} s, final trigger"
+        f" {args.trigger:g} s; tail poll_interval {args.poll_interval:g} s; linger_ms"
+        f" {args.linger_ms}; Spark local[2]"
+    )
+    print(
+        f"load average (1 min) during the run: min {min(loads):.1f}, median"
+        f" {statistics.median(loads):.1f}, max {max(loads):.1f}"
+    )
+    print(f"minutes whose last row counts every line written: {complete}/{len(writer.per_minute)}")
+    if durations:
+        print(
+            f"provisional micro-batches: {len(durations)}, duration median"
+            f" {statistics.median(durations) / 1000:.2f} s, p90 {pct(durations, 0.9) / 1000:.2f} s,"
+            f" max {max(durations) / 1000:.2f} s"
+        )
+    if not lat:
+        print(f"no probe was covered by a stats row ({missing} probes)")
+        progress = [ln for ln in spark_text.splitlines() if "realtime" in ln or "rror" in ln]
+        print("agent:", agent_text[-2000:], "spark:", *progress[:30], sep="\n")
+        return 1
+    print(
+        f"freshness over {len(lat)} probes ({missing} never covered): p50 {pct(lat, 0.5):.2f} s,"
+        f" p90 {pct(lat, 0.9):.2f} s, p99 {pct(lat, 0.99):.2f} s, max {max(lat):.2f} s"
+        f" (target p99 <= 5 s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -145,12 +145,13 @@ class LocalCluster:
         brokers: int = 3,
         base_port: int | None = None,
         settings: dict | None = None,
+        zk_tick_ms: int = 500,
     ):
         self.data_dir = Path(data_dir)
         self.count = brokers
         self.base_port = base_port
         self.settings = dict(settings or {})
-        self.zookeeper = ZooKeeperProcess(self.data_dir / "zookeeper")
+        self.zookeeper = ZooKeeperProcess(self.data_dir / "zookeeper", tick_ms=zk_tick_ms)
         self.procs: dict[int, subprocess.Popen] = {}
         self.ports: dict[int, int] = {}
 

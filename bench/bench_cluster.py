@@ -1,0 +1,381 @@
+"""Replicated cluster benchmark (issue 7): throughput with RF 3, failover time, soak.
+
+    .venv/bin/python -m bench.bench_cluster [--seconds 20] [--kills 20] [--session-ms 2000]
+    .venv/bin/python -m bench.bench_cluster --soak            # 100 leader kills under load
+
+One ZooKeeper and three `logflume broker` processes on this machine
+(`broker.cluster.launcher.LocalCluster`), every topic with replication factor 3 and
+`min.insync.replicas=2`; records are 100-byte log lines, lz4-compressed by
+confluent-kafka producers (the producer role of `bench.bench_broker`, in their own
+processes).
+
+1. throughput: a 6-partition topic (two leaders per broker), `--producers` processes
+   for `--seconds` with acks=all, then a fresh topic with acks=1; records/s over the
+   whole run including the final flush, and the brokers' CPU.
+2. failover: a 1-partition topic, an idempotent acks=all producer writing numbered
+   records at `--load-rate` records/s. `--kills` times: SIGKILL the partition's leader
+   and time from the kill to the first acknowledged record that was produced after the
+   kill; then restart the killed broker and wait for the ISR to be full again. A
+   SIGKILLed broker is noticed only when its ZooKeeper session expires, so the figure
+   is bounded below by `zookeeper.session.timeout.ms` (`--session-ms`, default 2000;
+   ZooKeeper here runs with tickTime 200 ms, so sessions of 0.4-60 s are allowed and
+   expire within 200 ms of their timeout).
+   Afterwards every record is read back: every acknowledged one must be there, once,
+   in order (zero acknowledged records lost).
+3. `--soak`: the failover run with 100 kills (`--soak-kills`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.bench_broker import CLK_TCK, finish, spawn_role
+
+RF = 3
+ZK_TICK_MS = 200  # sessions expire on tick boundaries: 200 ms granularity, minimum 400 ms
+PARTITIONS = 6  # bench_broker's producer role writes partitions 0-5
+
+
+def settings(session_ms: int) -> dict:
+    return {
+        "zookeeper.session.timeout.ms": session_ms,
+        "default.replication.factor": RF,
+        "min.insync.replicas": 2,
+        "offsets.topic.replication.factor": RF,
+        "offsets.topic.num.partitions": 3,
+        "replica.lag.time.max.ms": 10000,
+        "auto.leader.rebalance.enable": "false",
+        "log.cleaner.enable": "false",
+    }
+
+
+class Cluster:
+    """A LocalCluster plus a ZooKeeper reader for partition states."""
+
+    def __init__(self, session_ms: int):
+        from kazoo.client import KazooClient
+
+        from broker.cluster.launcher import LocalCluster
+
+        self.dir = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
+        self.local = LocalCluster(
+            self.dir, RF, None, settings(session_ms), zk_tick_ms=ZK_TICK_MS
+        ).start()
+        self.zk = KazooClient(hosts=self.local.zookeeper.connect)
+        self.zk.start(timeout=30)
+        self._wait(lambda: self._live() == RF, 60, "every broker to register")
+
+    @property
+    def bootstrap(self) -> str:
+        return self.local.bootstrap
+
+    def _live(self) -> int:
+        return len(self.zk.get_children("/brokers/ids")) if self.zk.exists("/brokers/ids") else 0
+
+    def state(self, topic: str, p: int = 0) -> dict | None:
+        import orjson
+
+        path = f"/brokers/topics/{topic}/partitions/{p}/state"
+        return orjson.loads(self.zk.get(path)[0]) if self.zk.exists(path) else None
+
+    @staticmethod
+    def _wait(check, timeout_s: float, what: str):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(0.02)
+        raise RuntimeError(f"timed out after {timeout_s}s waiting for {what}")
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(name, partitions, RF)])[name].result(20)
+        for p in range(partitions):
+            self._wait(
+                lambda p=p: (s := self.state(name, p)) and s["leader"] >= 0 and len(s["isr"]) == RF,
+                60,
+                f"{name}-{p} to have a leader and a full ISR",
+            )
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for proc in self.local.procs.values():
+            try:
+                stat = Path(f"/proc/{proc.pid}/stat").read_text()
+            except FileNotFoundError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return total
+
+    def stop(self, keep: bool = False) -> None:
+        self.zk.stop()
+        self.zk.close()
+        self.local.stop()
+        if keep:
+            print(f"cluster data and logs kept in {self.dir}", flush=True)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- throughput ---------------------------------------------------------------------------
+
+
+def throughput(cluster: Cluster, acks: str, seconds: float, producers: int) -> dict:
+    topic = f"tput-acks{acks.replace('-', 'm')}"
+    cluster.create_topic(topic, PARTITIONS)
+    cpu0 = cluster.cpu_seconds()
+    procs = [
+        spawn_role(
+            "producer",
+            bootstrap=cluster.bootstrap,
+            topic=topic,
+            seconds=seconds,
+            acks=acks,
+            linger_ms=50,
+            chunk=10_000,
+            batch_messages=100_000,
+            idempotence="false",
+            max_in_flight=5,
+        )
+        for _ in range(producers)
+    ]
+    parts = [finish(p) for p in procs]
+    records = sum(p["records"] for p in parts)
+    elapsed = max(p["seconds"] for p in parts)
+    cpu = cluster.cpu_seconds() - cpu0
+    return {
+        "rate": records / elapsed,
+        "records": records,
+        "seconds": elapsed,
+        "brokers_cpu_util": cpu / elapsed,
+        "producers_cpu_util": sum(p["client_cpu_util"] for p in parts),
+    }
+
+
+# -- failover and soak --------------------------------------------------------------------
+
+
+class LoadProducer:
+    """An idempotent acks=all producer thread writing 0, 1, 2, ... at `rate`/s; notes
+    which records were acknowledged and when the first one produced after a mark was."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int):
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.rate = rate
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "compression.type": "lz4",
+                "message.timeout.ms": 300000,
+                "retry.backoff.ms": 20,
+                "retry.backoff.max.ms": 100,
+                "reconnect.backoff.ms": 20,
+                "reconnect.backoff.max.ms": 100,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        self.next_seq = 0
+        self.acked = 0
+        self.acked_seqs: list[int] = []
+        self.errors: list[str] = []
+        self._mark_seq: int | None = None
+        self._mark_time = 0.0
+        self.first_ack_after_mark: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> LoadProducer:
+        self._thread.start()
+        return self
+
+    def mark(self) -> None:
+        """From now: time to the first ack of a record produced after this call."""
+        self.first_ack_after_mark = None
+        self._mark_time = time.monotonic()
+        self._mark_seq = self.next_seq
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+            return
+        seq = int(msg.value())
+        self.acked_seqs.append(seq)
+        self.acked += 1
+        if (
+            self._mark_seq is not None
+            and seq >= self._mark_seq
+            and self.first_ack_after_mark is None
+        ):
+            self.first_ack_after_mark = time.monotonic() - self._mark_time
+
+    def _run(self) -> None:
+        per_tick = max(1, self.rate // 1000)
+        start = time.monotonic()
+        while not self._stop.is_set():
+            due = int((time.monotonic() - start) * self.rate)
+            while self.next_seq < due:
+                for _ in range(per_tick):
+                    self.producer.produce(
+                        self.topic, str(self.next_seq).encode(), callback=self._on_delivery
+                    )
+                    self.next_seq += 1
+            self.producer.poll(0.001)
+        self.producer.flush(300)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(400)
+
+
+def read_back(bootstrap: str, topic: str, expected: int, timeout_s: float = 300) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-read-back",
+            "enable.auto.commit": False,
+            "queued.min.messages": 200000,
+        }
+    )
+    c.assign([TopicPartition(topic, 0, 0)])
+    values: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    idle = 0
+    while time.monotonic() < deadline and idle < 10:
+        msgs = c.consume(10000, 0.5)
+        if not msgs:
+            idle += 1 if len(values) >= expected else 0
+            continue
+        idle = 0
+        values.extend(int(m.value()) for m in msgs if m.error() is None)
+    c.close()
+    return values
+
+
+def failover(cluster: Cluster, kills: int, load_rate: int, label: str) -> dict:
+    topic = f"failover-{label}"
+    cluster.create_topic(topic, 1)
+    load = LoadProducer(cluster.bootstrap, topic, load_rate).start()
+    times: list[float] = []
+    try:
+        cluster._wait(lambda: load.acked > load_rate // 2, 60, "first acks")
+        for k in range(kills):
+            leader = cluster.state(topic)["leader"]
+            print(f"  kill {k + 1}: broker {leader} at {time.time():.3f}", flush=True)
+            cluster.local.kill_broker(leader)
+            load.mark()
+            cluster._wait(
+                lambda: load.first_ack_after_mark is not None, 120, "an ack after the kill"
+            )
+            times.append(load.first_ack_after_mark)
+            cluster.local.start_broker(leader)
+            cluster._wait(
+                lambda: len(cluster.state(topic)["isr"]) == RF, 120, "the ISR to be full again"
+            )
+            print(
+                f"  kill {k + 1}/{kills}: broker {leader}, first ack after "
+                f"{times[-1]:.2f} s, {load.acked:,} acked",
+                flush=True,
+            )
+    finally:
+        load.stop()
+    acked = set(load.acked_seqs)
+    values = read_back(cluster.bootstrap, topic, len(acked))
+    return {
+        "kills": kills,
+        "median_s": statistics.median(times),
+        "max_s": max(times),
+        "min_s": min(times),
+        "times": [round(t, 3) for t in times],
+        "acked": len(acked),
+        "produced": load.next_seq,
+        "delivery_errors": len(load.errors),
+        "read": len(values),
+        "lost_acked": len(acked - set(values)),
+        "duplicates": len(values) - len(set(values)),
+        "in_order": values == sorted(values),
+    }
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=20, help="per throughput run")
+    ap.add_argument("--producers", type=int, default=2, help="producer processes")
+    ap.add_argument("--kills", type=int, default=20, help="leader kills for the failover run")
+    ap.add_argument("--session-ms", type=int, default=2000, help="zookeeper.session.timeout.ms")
+    ap.add_argument("--load-rate", type=int, default=10000, help="records/s during failovers")
+    ap.add_argument("--soak", action="store_true", help="also run the soak (--soak-kills)")
+    ap.add_argument("--soak-kills", type=int, default=100)
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--skip-failover", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the cluster's data and logs")
+    args = ap.parse_args()
+
+    print(f"load average at start: {load_average()}", flush=True)
+    results: dict = {"session_ms": args.session_ms, "load_start": load_average()}
+    cluster = Cluster(args.session_ms)
+    try:
+        if not args.skip_throughput:
+            for acks, name in (("all", "acks=all"), ("1", "acks=1")):
+                r = throughput(cluster, acks, args.seconds, args.producers)
+                results[name] = r
+                print(
+                    f"produce {name}, RF 3, min.insync.replicas 2, {args.producers} producers, "
+                    f"{args.seconds:g} s: {r['rate']:,.0f} records/s "
+                    f"(brokers {r['brokers_cpu_util']:.0%} of a core, producers "
+                    f"{r['producers_cpu_util']:.0%}; load {load_average()})",
+                    flush=True,
+                )
+        runs = [] if args.skip_failover else [("failover", args.kills)]
+        if args.soak:
+            runs.append(("soak", args.soak_kills))
+        for label, kills in runs:
+            print(
+                f"{label}: {kills} leader kills, load {args.load_rate:,} records/s acks=all, "
+                f"session timeout {args.session_ms} ms",
+                flush=True,
+            )
+            r = failover(cluster, kills, args.load_rate, label)
+            results[label] = r
+            print(
+                f"{label}: failover median {r['median_s']:.2f} s (min {r['min_s']:.2f}, max "
+                f"{r['max_s']:.2f}) over {kills} kills; {r['acked']:,} acked of "
+                f"{r['produced']:,} produced, {r['lost_acked']} acked records lost, "
+                f"{r['duplicates']} duplicates, in order: {r['in_order']}, delivery errors "
+                f"{r['delivery_errors']}; load {load_average()}",
+                flush=True,
+            )
+    finally:
+        cluster.stop(args.keep)
+    results["load_end"] = load_average()
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -82,7 +82,9 @@ class ZooKeeperProcess:
     def connect(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 30.0) -> ZooKeeperProcess:
+    def command(self) -> list[str]:
+        """Write the standalone config and return the server's command line (for
+        callers that run it themselves, e.g. `logflume up --cluster`)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cfg = self.data_dir / "zoo.cfg"
         cfg.write_text(
@@ -98,6 +100,10 @@ class ZooKeeperProcess:
         )
         cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", zookeeper_classpath()]
         cmd += ["-Dzookeeper.jmx.log4j.disable=true", ZK_MAIN, str(cfg)]
+        return cmd
+
+    def start(self, timeout_s: float = 30.0) -> ZooKeeperProcess:
+        cmd = self.command()
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True

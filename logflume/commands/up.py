@@ -17,7 +17,12 @@ Theory of operation:
    checkpoint at the earliest offsets, so complete minutes are reported as soon as
    Spark runs. Then a banner says what to try, and from then on crashed children
    are restarted with backoff.
-3. Ctrl-C, SIGTERM or SIGHUP stop everything in reverse start order (SIGTERM, a
+3. `--cluster N` runs the broker as a local cluster instead: ZooKeeper and N brokers
+   (`broker.cluster.launcher`'s commands, ports `--broker-port` .. +N-1, ids 0..N-1),
+   each a supervised child; topics get replication factor min(3, N) and
+   min.insync.replicas=2 (when N >= 2), and the agents and Spark get all N bootstrap
+   servers.
+4. Ctrl-C, SIGTERM or SIGHUP stop everything in reverse start order (SIGTERM, a
    grace period, SIGKILL). A child exiting before the banner stops the demo with
    exit code 1: a demo that cannot start says so instead of restarting in a loop.
 """
@@ -58,7 +63,19 @@ def add_parser(subparsers) -> None:
         default=180,
         help="history the generator writes first into a new access log (default 180)",
     )
-    p.add_argument("--broker-port", type=int, default=9092, help="broker port on 127.0.0.1")
+    p.add_argument(
+        "--broker-port",
+        type=int,
+        default=9092,
+        help="broker port on 127.0.0.1 (the first of N with --cluster N)",
+    )
+    p.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run ZooKeeper and N replicated brokers instead of a single node (e.g. 3)",
+    )
     p.add_argument("--udp-port", type=int, help="override the agents' UDP source port")
     p.add_argument("--metrics-port", type=int, help="override the agent's /metrics port")
     p.add_argument("--trigger-seconds", type=int, default=5, help="Spark micro-batch interval")
@@ -202,8 +219,15 @@ def healthy(host: str, port: int) -> bool:
         return False
 
 
-def create_topics(bootstrap: str, deadline: float, stop: threading.Event) -> list[str]:
-    """Create the demo's topics (existing ones are fine); retried until `deadline`."""
+def create_topics(
+    bootstrap: str,
+    deadline: float,
+    stop: threading.Event,
+    replication: int = 1,
+    config: dict[str, str] | None = None,
+) -> list[str]:
+    """Create the demo's topics (existing ones are fine); retried until `deadline`
+    (a cluster refuses replication > registered brokers until all have joined)."""
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -212,7 +236,10 @@ def create_topics(bootstrap: str, deadline: float, stop: threading.Event) -> lis
     created = []
     while wanted:
         futures = admin.create_topics(
-            [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in wanted.items()],
+            [
+                NewTopic(t, num_partitions=n, replication_factor=replication, config=config or {})
+                for t, n in wanted.items()
+            ],
             operation_timeout=10,
             request_timeout=10,
         )
@@ -240,7 +267,8 @@ class Demo:
 
         self.args = args
         self.data_dir = Path(args.data_dir).resolve()
-        self.bootstrap = f"127.0.0.1:{args.broker_port}"
+        self.ports = [args.broker_port + i for i in range(max(1, args.cluster))]
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
         self.stop = threading.Event()
         self.sup = Supervisor(grace=args.grace)
         self.py = [sys.executable, "-m", "logflume"]
@@ -259,14 +287,26 @@ class Demo:
         from logflume.supervisor import ChildSpec
 
         args, sup, data = self.args, self.sup, self.data_dir
-        broker = self.py + ["broker", "--data-dir", str(data / "broker")]
-        broker += ["--listen", self.bootstrap]
-        for key, value in BROKER_SETTINGS.items():
-            broker += ["--set", f"{key}={value}"]
-        sup.start(ChildSpec("broker", broker))
-        self.wait("broker", lambda: port_open("127.0.0.1", args.broker_port))
-        created = create_topics(self.bootstrap, time.monotonic() + 30, self.stop)
-        sup.say(f"topics ready ({', '.join(TOPICS)}; created now: {', '.join(created) or 'none'})")
+        if args.cluster:
+            replication, topic_config = self.start_cluster()
+        else:
+            broker = self.py + ["broker", "--data-dir", str(data / "broker")]
+            broker += ["--listen", self.bootstrap]
+            for key, value in BROKER_SETTINGS.items():
+                broker += ["--set", f"{key}={value}"]
+            sup.start(ChildSpec("broker", broker))
+            self.wait("broker", lambda: port_open("127.0.0.1", args.broker_port))
+            replication, topic_config = 1, {}
+        created = create_topics(
+            self.bootstrap, time.monotonic() + 60, self.stop, replication, topic_config
+        )
+        settings = f"replication factor {replication}" + "".join(
+            f", {k}={v}" for k, v in topic_config.items()
+        )
+        sup.say(
+            f"topics ready ({', '.join(TOPICS)}; {settings}; created now:"
+            f" {', '.join(created) or 'none'})"
+        )
         for name in config.agents():
             argv = self.py + ["agent", "run", "--config", str(config_path), "--name", name]
             sup.start(ChildSpec(name, argv + ["--state-dir", str(data / "agent" / name)]))
@@ -303,12 +343,43 @@ class Demo:
                 check = udp_bound if proto == "udp" else lambda p: port_open("127.0.0.1", p)
                 self.wait(f"agent {name} {proto} port {port}", lambda c=check, p=port: c(p))
 
+    def start_cluster(self) -> tuple[int, dict[str, str]]:
+        """ZooKeeper and `--cluster` brokers as supervised children (the launcher's
+        commands); returns the topics' replication factor and config."""
+        from broker.cluster.launcher import ZooKeeperProcess, broker_command
+        from logflume.supervisor import ChildSpec
+
+        n = self.args.cluster
+        root = self.data_dir / "cluster"
+        zk = ZooKeeperProcess(root / "zookeeper")
+        self.zookeeper = zk.connect
+        self.sup.start(ChildSpec("zookeeper", zk.command()))
+        self.wait("zookeeper", zk.is_serving)
+        replication = min(3, n)
+        settings = dict(BROKER_SETTINGS)
+        settings["default.replication.factor"] = replication
+        settings["offsets.topic.replication.factor"] = replication
+        topic_config = {"min.insync.replicas": "2"} if n >= 2 else {}
+        for i, port in enumerate(self.ports):
+            argv = broker_command(root / f"broker-{i}", port, zk.connect, i, settings)
+            self.sup.start(ChildSpec(f"broker-{i}", argv))
+        for i, port in enumerate(self.ports):
+            self.wait(f"broker-{i}", lambda p=port: port_open("127.0.0.1", p))
+        return replication, topic_config
+
     def banner(self, config: DemoConfig, config_path: Path) -> str:
         rel = _relative
         lines = [
             "ready: the demo pipeline is running.",
-            f"  broker   {self.bootstrap}, data in {rel(self.data_dir / 'broker')}",
         ]
+        if self.args.cluster:
+            lines.append(
+                f"  cluster  {self.args.cluster} brokers {self.bootstrap} (ids 0-"
+                f"{self.args.cluster - 1}), ZooKeeper {self.zookeeper},"
+                f" data in {rel(self.data_dir / 'cluster')}"
+            )
+        else:
+            lines.append(f"  broker   {self.bootstrap}, data in {rel(self.data_dir / 'broker')}")
         for name in config.agents():
             for source, topics in config.routes(name):
                 what = source.get("type", "?")
@@ -383,13 +454,17 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(raw, dict) or not isinstance(raw.get("agents"), dict):
         print(f"logflume up: {config_file} has no 'agents:' mapping", file=sys.stderr)
         return 2
-    if not port_free(args.broker_port):
-        print(
-            f"logflume up: port {args.broker_port} is in use (another `logflume up`?);"
-            " pick another with --broker-port",
-            file=sys.stderr,
-        )
+    if args.cluster < 0:
+        print("logflume up: --cluster takes a number of brokers (e.g. 3)", file=sys.stderr)
         return 2
+    for port in range(args.broker_port, args.broker_port + max(1, args.cluster)):
+        if not port_free(port):
+            print(
+                f"logflume up: port {port} is in use (another `logflume up`?);"
+                " pick another with --broker-port",
+                file=sys.stderr,
+            )
+            return 2
     demo = Demo(args)
     config = DemoConfig(raw, demo.data_dir, demo.bootstrap, args.udp_port, args.metrics_port)
     config_path = demo.data_dir / "run" / "pipelines.yaml"

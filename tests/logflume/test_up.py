@@ -14,6 +14,7 @@ process still naming one of the module's data directories, kills it and fails.
 import ctypes
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -70,9 +71,13 @@ def no_process_left_behind():
 class Up:
     """A `logflume up` subprocess (in its own session) whose output is collected."""
 
-    def __init__(self, tmp_path: Path, *extra: str, config="pipelines.yaml", spark=False):
-        self.broker_port, self.udp_port, self.metrics_port = free_port(), free_port(), free_port()
-        self.bootstrap = f"127.0.0.1:{self.broker_port}"
+    def __init__(
+        self, tmp_path: Path, *extra: str, config="pipelines.yaml", spark=False, brokers=1
+    ):
+        self.broker_port = free_port() if brokers == 1 else free_port_run(brokers)
+        self.udp_port, self.metrics_port = free_port(), free_port()
+        ports = range(self.broker_port, self.broker_port + brokers)
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
         self.data_dir = tmp_path / "data"
         DATA_DIRS.append(self.data_dir)
         cmd = [sys.executable, "-m", "logflume", "up", "--config", config]
@@ -80,6 +85,7 @@ class Up:
         cmd += ["--data-dir", str(self.data_dir), "--broker-port", str(self.broker_port)]
         cmd += ["--udp-port", str(self.udp_port), "--metrics-port", str(self.metrics_port)]
         cmd += ["--rate", "200", *extra]
+        cmd += ["--cluster", str(brokers)] if brokers > 1 else []
         self.proc = subprocess.Popen(
             cmd,
             cwd=REPO,
@@ -126,6 +132,24 @@ class Up:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def free_port_run(n: int) -> int:
+    """The first of `n` consecutive free loopback ports."""
+    rng = random.Random()
+    while True:
+        base = rng.randrange(20000, 60000 - n)
+        if all(_bindable(p) for p in range(base, base + n)):
+            return base
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @pytest.fixture
@@ -197,6 +221,36 @@ def test_demo_with_spark_reports_minute_stats(up_factory):
     while not list((up.data_dir / "stats" / "minute").rglob("*.parquet")):
         assert time.monotonic() < deadline, "no Parquet minute stats"
         time.sleep(0.5)
+    pids, groups = up.tree()
+    up.proc.send_signal(signal.SIGTERM)
+    assert up.proc.wait(90) == 0, up.output
+    assert wait_gone(pids | in_groups(groups), timeout=10) == set()
+
+
+def test_demo_on_a_three_broker_cluster(up_factory):
+    from confluent_kafka.admin import AdminClient
+
+    up = up_factory(brokers=3)
+    up.wait_ready(timeout=150)
+    out = up.output
+    assert f"cluster  3 brokers {up.bootstrap}" in out
+    assert "replication factor 3, min.insync.replicas=2" in out
+    for label in ("[zookeeper]", "[broker-0]", "[broker-1]", "[broker-2]"):
+        assert label in out
+    topics = AdminClient({"bootstrap.servers": up.bootstrap}).list_topics(timeout=10).topics
+    for name in ("nginx-access", "netcat", "nginx-stats"):
+        assert all(len(p.replicas) == 3 for p in topics[name].partitions.values()), name
+
+    token = f"hello-{uuid.uuid4().hex[:8]}"
+    line = up.data_dir / "line.txt"
+    line.write_text(f"{token}\n")
+    with open(line) as stdin:
+        subprocess.run(
+            ["nc", "-u", "-w1", "127.0.0.1", str(up.udp_port)], stdin=stdin, check=True, timeout=10
+        )
+    assert consume(up.bootstrap, "netcat", 1) == [token]
+    assert len(consume(up.bootstrap, "nginx-access", 5)) == 5
+
     pids, groups = up.tree()
     up.proc.send_signal(signal.SIGTERM)
     assert up.proc.wait(90) == 0, up.output

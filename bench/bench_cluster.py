@@ -323,6 +323,67 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def figures(mode: str) -> list[dict]:
+    seconds, kills, session_ms, producers = {
+        "quick": (5, 3, 2000, 2),
+        "default": (20, 20, 2000, 2),
+        "full": (30, 20, 2000, 2),
+    }[mode]
+    out = []
+    cluster = Cluster(session_ms)
+    try:
+        for acks, target, reference in (
+            (
+                "all",
+                ">= 400000",
+                "Kafka 2014 reference run: 421,823 records/s on three 6-core machines",
+            ),
+            ("1", ">= 700000", "issue 7"),
+        ):
+            print(f"produce acks={acks}, {seconds} s", flush=True)
+            r = throughput(cluster, acks, seconds, producers)
+            out.append(
+                {
+                    "area": "cluster",
+                    "metric": f"produce acks={acks}, 3 brokers, RF 3, min.insync.replicas 2,"
+                    f" {producers} producer processes, {seconds} s",
+                    "value": r["rate"],
+                    "unit": "records/s",
+                    "target": target,
+                    "reference": reference,
+                    "detail": f"brokers {r['brokers_cpu_util']:.0%} of a core, producers"
+                    f" {r['producers_cpu_util']:.0%}",
+                }
+            )
+        print(f"failover: {kills} leader kills", flush=True)
+        r = failover(cluster, kills, 10_000, "failover")
+    finally:
+        cluster.stop(False)
+    out += [
+        {
+            "area": "cluster",
+            "metric": f"failover: SIGKILL of the leader to the first acks=all produce, median of {kills}",
+            "value": r["median_s"],
+            "unit": "s",
+            "target": "<= 3",
+            "reference": "issue 7" + ("" if kills >= 20 else " (20 kills; this run fewer)"),
+            "detail": f"zookeeper.session.timeout.ms {session_ms} (tickTime 200 ms); min"
+            f" {r['min_s']:.2f} s, max {r['max_s']:.2f} s; 10,000 records/s idempotent load",
+        },
+        {
+            "area": "cluster",
+            "metric": f"acknowledged records lost over the {kills} kills",
+            "value": r["lost_acked"],
+            "unit": "records",
+            "target": "== 0",
+            "reference": "issue 7 (the 100-kill soak: `python -m bench.bench_cluster --soak`)",
+            "detail": f"{r['acked']:,} acked of {r['produced']:,} produced,"
+            f" {r['duplicates']} duplicates, in order: {r['in_order']}",
+        },
+    ]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=20, help="per throughput run")

@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trigger", type=float, default=5.0, help="final windows' trigger, s")
     ap.add_argument("--poll-interval", type=float, default=0.25, help="tail poll_interval, s")
     ap.add_argument("--linger-ms", type=int, default=5, help="broker sink linger_ms")
+    ap.add_argument(
+        "--shuffle-partitions", type=int, default=4, help="Spark's (4 = its local[2] default)"
+    )
     args = ap.parse_args(argv)
     py = [sys.executable, "-m", "logflume"]
     with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp:
@@ -198,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                       "--checkpoint", str(root / "ckpt"), "--master", "local[2]",
                       "--trigger-seconds", str(args.trigger),
                       "--provisional-trigger-seconds", str(args.provisional_trigger),
-                      "--starting-offsets", "earliest", "--conf", "spark.ui.enabled=false"],
+                      "--starting-offsets", "earliest", "--conf", "spark.ui.enabled=false",
+                      "--conf", f"spark.sql.shuffle.partitions={args.shuffle_partitions}"],
                 stdout=spark_out, stderr=subprocess.STDOUT,
             ))  # fmt: skip
             watcher.start()
@@ -238,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         f"settings: rate {args.rate:g} lines/s, {args.seconds:g} s measured after {args.warmup:g} s"
         f" warm-up; provisional trigger {args.provisional_trigger:g} s, final trigger"
         f" {args.trigger:g} s; tail poll_interval {args.poll_interval:g} s; linger_ms"
-        f" {args.linger_ms}; Spark local[2]"
+        f" {args.linger_ms}; Spark local[2], {args.shuffle_partitions} shuffle partitions"
     )
     print(
         f"load average (1 min) during the run: min {min(loads):.1f}, median"

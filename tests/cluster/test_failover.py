@@ -19,7 +19,7 @@ def _leader(cluster, topic):
     return state["leader"] if state else -1
 
 
-@pytest.mark.parametrize("kills", [3, pytest.param(5, marks=pytest.mark.soak)])
+@pytest.mark.parametrize("kills", [5, pytest.param(20, marks=pytest.mark.soak)])
 def test_acknowledged_records_survive_leader_kills(cluster_factory, kills):
     cluster = cluster_factory()
     topic = "kills"

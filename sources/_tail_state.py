@@ -33,6 +33,8 @@ from collections.abc import Callable
 
 import orjson
 
+from logflume.fsutil import atomic_write
+
 FP_MAX = 1024
 MIN_CONTENT_MATCH = 128
 STATE_FILE = "positions.json"
@@ -216,19 +218,4 @@ class PositionStore:
 
     def _save(self, entries: list[dict]) -> None:
         os.makedirs(self.dir, exist_ok=True)
-        data = orjson.dumps({"version": 1, "files": entries})
-        tmp = f"{self.path}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        atomic_write(self.path, orjson.dumps({"version": 1, "files": entries}))

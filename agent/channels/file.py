@@ -37,6 +37,7 @@ import orjson
 from agent.api import Channel, Context, Duration, Event, Size, TakeBatch, register
 from agent.channels import wal
 from agent.channels.memory import ChannelMetrics
+from logflume.fsutil import atomic_write
 
 
 @register("channel", "file")
@@ -177,13 +178,7 @@ class FileChannel(Channel):
 
     def _save_floor(self, floor: int) -> None:
         """Atomically replace checkpoint.json (thread-safe: touches no shared state)."""
-        path = os.path.join(self.dir, "checkpoint.json")
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(orjson.dumps({"floor": floor}))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(os.path.join(self.dir, "checkpoint.json"), orjson.dumps({"floor": floor}))
 
     def _drop_segments(self) -> None:
         """Delete segments wholly below the saved floor (never the one being written)."""

@@ -27,6 +27,7 @@ from pathlib import Path
 import orjson
 
 from broker.cluster.names import validate_topic_name
+from logflume.fsutil import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -59,29 +60,6 @@ class TopicMeta:
         if meta.partitions != len(meta.assignments) or meta.partitions < 1:
             raise ValueError("partition count does not match the assignment")
         return meta
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a crash leaves either the old or the new file."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def new_cluster_id() -> str:

@@ -16,10 +16,11 @@ InitProducerId, as in Kafka.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from logflume.fsutil import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +46,7 @@ class FileBlockStore:
                 start = int(time.time() * 1000) * 1000
                 log.error("%s is unreadable (%r); continuing at %d", self.path, text[:40], start)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{start + size}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic_write(self.path, f"{start + size}\n")
         return start
 
 

@@ -1,4 +1,4 @@
-"""Small shared pieces of the log: errors, result types, file naming, atomic writes."""
+"""Small shared pieces of the log: errors, result types, file naming."""
 
 import io
 import os
@@ -9,7 +9,6 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
-TMP_SUFFIX = ".tmp"
 
 
 class RecordTooLargeError(ValueError):
@@ -70,22 +69,3 @@ class FetchSlice:
 
 def segment_path(dir: Path, base_offset: int, suffix: str) -> Path:
     return dir / f"{base_offset:020d}{suffix}"
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write, fsync, rename over `path`, fsync the directory: all or nothing."""
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)

@@ -18,11 +18,11 @@ from broker.log.common import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    TMP_SUFFIX,
 )
 from broker.log.config import LogConfig
 from broker.log.index import CorruptIndexError
 from broker.log.segment import LogSegment
+from logflume.fsutil import TMP_SUFFIX
 
 log = logging.getLogger(__name__)
 

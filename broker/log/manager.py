@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from broker.log.checkpoint import CheckpointError, read_offsets, write_offsets
-from broker.log.common import fsync_dir
 from broker.log.config import LogConfig
 from broker.log.partition import PartitionLog, parse_dir_name
+from logflume.fsutil import fsync_dir
 
 log = logging.getLogger(__name__)
 

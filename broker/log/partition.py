@@ -32,7 +32,6 @@ from broker.log.common import (
     InvalidOffsetError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
-    fsync_dir,
 )
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
@@ -47,6 +46,7 @@ from broker.protocol.records import (
     iter_batches,
     set_log_append_time,
 )
+from logflume.fsutil import fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -63,7 +63,6 @@ import bisect
 import collections
 import dataclasses
 import logging
-import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -72,6 +71,7 @@ from typing import NamedTuple, Protocol
 import crc32c
 
 from broker.protocol.errors import ErrorCode
+from logflume.fsutil import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -268,9 +268,7 @@ class ProducerStateManager:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
         data = _HEADER.pack(_MAGIC, _VERSION, crc32c.crc32c(bytes(body))) + body
         path = self.dir / snapshot_name(offset)
-        tmp = path.with_suffix(".snapshot.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        atomic_write(path, data)
         return path
 
     def delete_snapshots_below(self, offset: int) -> None:

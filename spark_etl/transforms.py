@@ -152,17 +152,20 @@ def with_hour(parsed: DataFrame) -> DataFrame:
     )
 
 
-def _counts() -> list[Column]:
+def _plain_counts() -> list[Column]:
+    """requests, status_2xx..status_5xx, bytes: a few longs of state per group."""
     status = F.col("status")
     classes = [
         F.count(F.when(status.between(c * 100, c * 100 + 99), 1)).alias(f"status_{c}xx")
         for c in (2, 3, 4, 5)
     ]
+    return [F.count(F.lit(1)).alias("requests"), *classes, F.sum("bytes").alias("bytes")]
+
+
+def _counts() -> list[Column]:
     pct = F.percentile_approx("request_time", [0.5, 0.95, 0.99], PERCENTILE_ACCURACY)
     return [
-        F.count(F.lit(1)).alias("requests"),
-        *classes,
-        F.sum("bytes").alias("bytes"),
+        *_plain_counts(),
         F.approx_count_distinct("client", UNIQUE_RSD).alias("unique_clients"),
         pct.alias("_rt"),
     ]
@@ -218,19 +221,29 @@ def minute_stats(parsed: DataFrame, watermark: str = "1 minute") -> DataFrame:
     when no more on-time rows can arrive for it. Columns: window_start, window_end,
     host, then the hourly figures.
     """
+    return _split_percentiles(_minute_windows(parsed, watermark, _counts()))
+
+
+def minute_counts(parsed: DataFrame, watermark: str = "1 minute") -> DataFrame:
+    """`minute_stats` without the sketches: window_start, window_end, host, requests,
+    status_2xx..status_5xx, bytes. Its state is a few longs per window and host (no
+    percentile or HyperLogLog buffers), so a streaming micro-batch updating it is
+    cheap: the realtime job's provisional rows."""
+    return _minute_windows(parsed, watermark, _plain_counts())
+
+
+def _minute_windows(parsed: DataFrame, watermark: str, aggs: list[Column]) -> DataFrame:
     agg = (
         accepted(parsed)
         .withWatermark("time", watermark)
         .groupBy(F.window("time", "1 minute"), "host")
-        .agg(*_counts())
+        .agg(*aggs)
     )
-    return _split_percentiles(
-        agg.select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "*",
-        ).drop("window")
-    )
+    return agg.select(
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        "*",
+    ).drop("window")
 
 
 def to_json_value(stats: DataFrame) -> DataFrame:

@@ -1,10 +1,11 @@
 """The near-real-time nginx job: `logflume etl realtime`.
 
 Three streaming queries over the same topic, each with its own checkpoint
-sub-directory, all computing `transforms.minute_stats` (one-minute tumbling windows
-per host, with a watermark). Two run in append mode, so each window is emitted once,
-FINAL, as soon as the watermark (latest event time seen minus `watermark`) passes
-its end, every `trigger_seconds`:
+sub-directory, all over one-minute tumbling windows per host with a watermark. Two
+compute `transforms.minute_stats` (every figure, with the percentile and
+HyperLogLog sketches) in append mode, so each window is emitted once, FINAL, as soon
+as the watermark (latest event time seen minus `watermark`) passes its end, every
+`trigger_seconds`:
 
 - `parquet`: the file sink (exactly-once) into `<output>/minute/date=D/`;
 - `publish`: JSON documents (key = host, `"final": true`) to the broker topic
@@ -15,11 +16,22 @@ A final window can only appear after its minute plus the watermark has passed, s
 the third query makes fresh data visible within seconds:
 
 - `provisional`: update mode every `provisional_trigger_seconds` (default 1 s):
-  each micro-batch publishes (from the driver, see DriverPublisher) to the same topic, with `"final": false`, the rows of
-  every window (still open or not yet closed by the watermark) that the batch's
-  records changed, with the counts so far. A provisional row is superseded by any
-  later row of the same window and host (provisional or final); the final row is
-  the one to keep. Readers wanting only settled figures skip `final: false`.
+  each micro-batch publishes (from the driver, see DriverPublisher) to the same
+  topic, with `"final": false`, the rows of every window (still open or not yet
+  closed by the watermark) that the batch's records changed, with the counts so far.
+  A provisional row is superseded by any later row of the same window and host
+  (provisional or final); the final row is the one to keep. Readers wanting only
+  settled figures skip `final: false`.
+
+Provisional rows carry the counts only (`transforms.minute_counts`): window_start,
+window_end, host, requests, status_2xx, status_3xx, status_4xx, status_5xx, bytes
+and final. No unique_clients, rt_p50/p95/p99: those sketches are the bulk of a
+window's state, and serializing and committing them every second made a
+provisional micro-batch several times longer than its trigger. They come with the
+final row. The provisional query's state has `provisional_shuffle_partitions`
+partitions (default 1: a handful of windows, one state store task per batch instead
+of one per `spark.sql.shuffle.partitions`); a streaming query keeps the value its
+checkpoint was created with, so this applies to new checkpoints only.
 
 Rows later than the watermark are dropped from the windows (that is the price of
 emitting early); the offline job, which never drops late rows, is the reference.
@@ -92,7 +104,7 @@ class DriverPublisher:
     def __call__(self, batch, batch_id: int) -> None:
         from confluent_kafka import KafkaException, Producer
 
-        rows = batch.collect()
+        rows = batch.collect()  # the batch's only Spark job
         if not rows:
             return
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 0})
@@ -119,6 +131,7 @@ def start_realtime(
     stats_topic: str = "nginx-stats",
     trigger_seconds: float = 5.0,
     provisional_trigger_seconds: float = 1.0,
+    provisional_shuffle_partitions: int = 1,
     watermark: str = "1 minute",
     starting_offsets: str = "latest",
     fail_on_data_loss: bool = True,
@@ -132,9 +145,12 @@ def start_realtime(
     spark.streams.addListener(ProgressPrinter(say, names))
     trigger = f"{trigger_seconds} seconds"
 
-    def stats():
+    def parsed():
         stream = source_stream(spark, bootstrap, topic, starting_offsets, None, fail_on_data_loss)
-        return T.minute_stats(T.parse_access(stream), watermark)
+        return T.parse_access(stream)
+
+    def stats():
+        return T.minute_stats(parsed(), watermark)
 
     to_files = (
         stats()
@@ -162,15 +178,15 @@ def start_realtime(
     )
     queries = [to_files, to_topic]
     if provisional_trigger_seconds > 0:
-        queries.append(
-            T.to_json_value(stats().withColumn("final", F.lit(False)))
+        writer = (
+            T.to_json_value(T.minute_counts(parsed(), watermark).withColumn("final", F.lit(False)))
             .writeStream.outputMode("update")
             .foreachBatch(DriverPublisher(bootstrap, stats_topic))
             .option("checkpointLocation", f"{ckpt}/provisional")
             .trigger(processingTime=f"{provisional_trigger_seconds} seconds")
             .queryName("logflume-realtime-provisional")
-            .start()
         )
+        queries.append(_start_with_partitions(spark, writer, provisional_shuffle_partitions))
     provisional = (
         f", provisional rows every {provisional_trigger_seconds}s"
         if provisional_trigger_seconds > 0
@@ -181,6 +197,19 @@ def start_realtime(
         f"every {trigger_seconds}s{provisional} (watermark {watermark}, checkpoint {ckpt})"
     )
     return queries
+
+
+def _start_with_partitions(spark, writer, partitions: int):
+    """Start `writer` with `spark.sql.shuffle.partitions` = `partitions`: a query
+    takes the session's value when it starts (a new checkpoint records it), so it
+    is set around the start and restored, leaving the other queries unchanged."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(partitions))
+    try:
+        return writer.start()
+    finally:
+        spark.conf.set(key, before)
 
 
 def run_realtime(spark, *, stop: threading.Event | None = None, **kwargs) -> None:

@@ -11,7 +11,9 @@ is run through `python -m bench --child MODULE`, which writes its figures as JSO
 module without it is run with its own command line, its output is kept in an
 appendix, and its hand-written section of RESULTS.md stays as it was. While a module
 runs, its output lines are shown behind `[area +mm:ss]`, and a line every 30 s says
-it is still running when it is quiet.
+it is still running when it is quiet. The figures of each area are kept in
+bench/results.json, so a run with `--only` rewrites the whole report: the areas it did
+not measure come from their latest run (dated in the report).
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 RESULTS = BENCH / "RESULTS.md"
 NOTES = BENCH / "NOTES.md"
+STORE = BENCH / "results.json"  # the latest figures of every area, for --only runs
 PLOTS = BENCH / "plots"
 HEARTBEAT_S = 30.0
+LIBRDKAFKA_LOG = re.compile(r"^%\d\|")
 TIMEOUT_S = {"quick": 900, "default": 2400, "full": 7200}
 # command-line arguments for modules without figures(), per mode ("default": none)
 OWN_CLI_ARGS = {
@@ -71,6 +75,29 @@ def unlisted_modules() -> list[str]:
 
 def module_exists(module: str) -> bool:
     return (REPO / (module.replace(".", "/") + ".py")).exists()
+
+
+def merge_stored(figures: list[dict], meta: dict) -> list[dict]:
+    """Store this run's figures per area in bench/results.json and return them with
+    the stored figures of the areas this run did not measure (so `--only` keeps one
+    whole report); those areas' loads in `meta` get the date of their run."""
+    stored = json.loads(STORE.read_text()) if STORE.exists() else {}
+    fresh = {f["area"] for f in figures}
+    for key in fresh:
+        stored[key] = {
+            "date": meta["date"],
+            "load": meta["area_loads"].get(key, "?"),
+            "figures": [f for f in figures if f["area"] == key],
+        }
+    STORE.write_text(json.dumps(stored, indent=1, ensure_ascii=False) + "\n")
+    merged = []
+    for a in report.AREAS:
+        if a.key in fresh:
+            merged += [f for f in figures if f["area"] == a.key]
+        elif a.key in stored:
+            merged += stored[a.key]["figures"]
+            meta["area_loads"][a.key] = f"{stored[a.key]['load']}, run {stored[a.key]['date']}"
+    return merged + [f for f in figures if f["area"] not in {a.key for a in report.AREAS}]
 
 
 def child(module: str, mode: str, out: Path) -> int:
@@ -111,7 +138,8 @@ class Run:
     def _relay(self) -> None:
         for line in self.proc.stdout:
             line = line.rstrip("\n")
-            self.tail.append(line)
+            if not LIBRDKAFKA_LOG.match(line):  # connection chatter: shown, not kept
+                self.tail.append(line)
             self.last_line = time.monotonic()
             print(f"{self.prefix()} {line}", flush=True)
 
@@ -233,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         "failed": ", ".join(failed),
         "area_loads": area_loads,
     }
+    if args.output == RESULTS:
+        figures = merge_stored(figures, meta)
     try:
         links = report.plots(figures, PLOTS)
     except Exception as exc:  # a report without plots beats no report

@@ -161,17 +161,27 @@ def area_table(figures: list[dict]) -> str:
     return "\n".join(rows + ([""] + details if details else []))
 
 
-def summary_table(figures: list[dict]) -> str:
-    rows = ["| area | metric | this run | target | verdict |", "|---|---|---|---|---|"]
+def summary_table(figures: list[dict], loads: dict[str, str] | None = None) -> str:
+    """Figures with a target; `loads` adds each area's starting load average (1 min)."""
+    loads = loads or {}
+    rows = [
+        "| area (load) | metric | this run | target | verdict |",
+        "|---|---|---|---|---|",
+    ]
     for f in figures:
         if not f.get("target") and "ok" not in f:
             continue
         value = fmt_value(f)
         rows.append(
-            f"| {_cell(f['area'])} | {_cell(f['metric'])} | {_cell(value)} "
+            f"| {_cell(_area_load(f['area'], loads))} | {_cell(f['metric'])} | {_cell(value)} "
             f"| {_cell(fmt_target(f))} | {verdict(f)} |"
         )
     return "\n".join(rows)
+
+
+def _area_load(key: str, loads: dict[str, str]) -> str:
+    load = loads.get(key, "").split()
+    return f"{key} ({load[0]})" if load else key
 
 
 def split_sections(markdown: str) -> tuple[str, dict[str, str]]:
@@ -227,7 +237,7 @@ def render(
     if meta.get("failed"):
         out.append(f"- failed this run (sections kept from before): {meta['failed']}")
     out += ["", f"## {SUMMARY}", "", "Figures of this run that have a target.", ""]
-    out.append(summary_table(figures))
+    out.append(summary_table(figures, meta.get("area_loads")))
     known = {a.heading for a in AREAS}
     for a in AREAS:
         if a.key in by_area:

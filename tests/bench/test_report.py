@@ -79,6 +79,7 @@ def test_verdicts_and_target_formatting():
 
 def test_render_tables_notes_and_kept_sections():
     meta = {"date": "today", "command": "python -m bench", "machine": "2 CPUs", "load": "3.1"}
+    meta["area_loads"] = {"broker": "2.5 3.0 3.1"}
     md = report.render(
         FIGURES,
         meta,
@@ -90,10 +91,10 @@ def test_render_tables_notes_and_kept_sections():
     _, sections = report.split_sections(md)
     summary = sections["Summary"]
     assert (
-        "| broker | produce acks=1, 6 partitions | 1,234,568 records/s | >= 1,000,000 records/s | met |"
+        "| broker (2.5) | produce acks=1, 6 partitions | 1,234,568 records/s | >= 1,000,000 records/s | met |"
         in summary
     )
-    assert "| broker | e2e latency p99 | 7.50 ms | <= 5 ms | **missed** |" in summary
+    assert "| broker (2.5) | e2e latency p99 | 7.50 ms | <= 5 ms | **missed** |" in summary
     assert "latency p50" not in summary  # no target, not in the summary
     broker = sections["Broker core (issue 3)"]
     assert "old broker table" not in broker

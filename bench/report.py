@@ -137,7 +137,7 @@ def _cell(text) -> str:
 
 def area_table(figures: list[dict]) -> str:
     rows = [
-        "| metric | this run | target | verdict | reference | peer, same run |",
+        "| metric | measured | target | verdict | reference | peer, same run |",
         "|---|---|---|---|---|---|",
     ]
     for f in figures:
@@ -165,7 +165,7 @@ def summary_table(figures: list[dict], loads: dict[str, str] | None = None) -> s
     """Figures with a target; `loads` adds each area's starting load average (1 min)."""
     loads = loads or {}
     rows = [
-        "| area (load) | metric | this run | target | verdict |",
+        "| area (load) | metric | latest | target | verdict |",
         "|---|---|---|---|---|",
     ]
     for f in figures:
@@ -236,7 +236,13 @@ def render(
     ]
     if meta.get("failed"):
         out.append(f"- failed this run (sections kept from before): {meta['failed']}")
-    out += ["", f"## {SUMMARY}", "", "Figures of this run that have a target.", ""]
+    out += [
+        "",
+        f"## {SUMMARY}",
+        "",
+        "The latest figure of every area that has a target; in brackets the 1-minute load average when the area started (2 cores: above 2 the benchmarks shared the CPUs).",
+        "",
+    ]
     out.append(summary_table(figures, meta.get("area_loads")))
     known = {a.heading for a in AREAS}
     for a in AREAS:

@@ -301,9 +301,10 @@ def plots(figures: list[dict], out_dir: Path) -> dict[str, str]:
         ax.axhline(1.0, color="#c44e52", linestyle="--", linewidth=1)
         ax.annotate(
             "target 1 M/s (acks=1, 30 s run)",
-            (xs[0], 1.0),
-            xytext=(0, 4),
+            (xs[-1], 1.0),
+            xytext=(0, -12),
             textcoords="offset points",
+            ha="right",
             color="#c44e52",
             fontsize=8,
         )

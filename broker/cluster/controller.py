@@ -40,6 +40,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.cluster import zk
 from broker.cluster.zk import PartitionState, ZkSession
+from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -137,14 +138,7 @@ class Controller:
     async def stop(self) -> None:
         for stop in self._stoppers:
             stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
-                    raise
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
 
     def _put(self, kind: str, children: list[str]) -> None:

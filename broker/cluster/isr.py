@@ -28,6 +28,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from broker.cluster import zk
 from broker.cluster.zk import PartitionState
+from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +52,7 @@ class IsrManager:
         self._timer = asyncio.create_task(self._shrink_loop())
 
     async def stop(self) -> None:
-        tasks = list(self._tasks) + ([self._timer] if self._timer else [])
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
-                    raise
+        await cancel_and_wait([*self._tasks, self._timer])
 
     async def _shrink_loop(self) -> None:
         while True:

@@ -49,6 +49,7 @@ from broker.cluster.metadata_store import TopicMeta
 from broker.cluster.producer_ids import ZkProducerIds
 from broker.cluster.replica_fetcher import ReplicaFetcherManager
 from broker.cluster.zk import BrokerInfo, PartitionState, ZkSession
+from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -127,14 +128,7 @@ class ClusterNode:
                 stop()
         if self.controller is not None:
             await self.controller.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            try:
-                await task
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
-                    raise
+        await cancel_and_wait(list(self._tasks))
         await self.isr.stop()
         await self.fetchers.stop()
         try:

@@ -32,6 +32,7 @@ import struct
 from broker.log.common import InvalidOffsetError
 from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
 from broker.protocol.records import CorruptRecordError
+from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -282,13 +283,5 @@ class ReplicaFetcherManager:
             fetcher.partitions.clear()
 
     async def stop(self) -> None:
-        tasks = [f.task for f in self.fetchers.values() if f.task is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
-                    raise
+        await cancel_and_wait([f.task for f in self.fetchers.values()])
         self.fetchers.clear()

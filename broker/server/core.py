@@ -35,6 +35,7 @@ from broker.config import BrokerConfig
 from broker.log import LogConfig, LogManager
 from broker.server.dispatch import load_handlers
 from broker.server.purgatory import Purgatory
+from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -143,14 +144,7 @@ class BrokerCore:
         """Stop duties, let handler areas shut down, flush and close logs cleanly."""
         if self.cluster is not None:
             await self.cluster.stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
-                    raise
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         for module in reversed(self._modules):
             try:

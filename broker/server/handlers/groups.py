@@ -27,6 +27,7 @@ from broker.groups.storage import PartitionOffsetsStore
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.dispatch import handles
 from broker.server.handlers.produce import wait_replicated
+from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +61,7 @@ def setup(core) -> None:
 
 async def teardown(core) -> None:
     task = core.extensions.pop("groups-timer", None)
-    if task is None:
-        return
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        if asyncio.current_task().cancelling():
-            raise
+    await cancel_and_wait([task])
 
 
 def _load_all(core, coordinator: GroupCoordinator) -> None:

@@ -32,7 +32,35 @@ def wait_for_port(port: int, timeout: float = 20.0, proc: subprocess.Popen | Non
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
-class BrokerProcess:
+class ManagedProcess:
+    """What every test subprocess wrapper shares: `proc`, `log_path`, kill, stop."""
+
+    proc: subprocess.Popen | None = None
+    log_path: Path
+    stop_timeout: float = 15.0
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no clean shutdown, like a power cut for the process."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """SIGTERM and wait (SIGKILL after `timeout`): the graceful shutdown path."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.stop_timeout if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode if self.proc else None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class BrokerProcess(ManagedProcess):
     """A `logflume broker` subprocess with its own data dir and port; restartable."""
 
     def __init__(
@@ -66,31 +94,15 @@ class BrokerProcess:
         wait_for_port(self.port, proc=self.proc)
         return self
 
-    def kill(self) -> None:
-        """SIGKILL: no flush, no clean shutdown, like a power cut for the process."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM and wait: the graceful shutdown path."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+    def stop(self, timeout: float | None = None) -> int | None:
+        code = super().stop(timeout)
         if getattr(self, "_log", None):
             self._log.close()
-        return self.proc.returncode if self.proc else None
+        return code
 
     def restart(self) -> "BrokerProcess":
         self.stop()
         return self.start()
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
 def zookeeper_process(data_dir: Path):

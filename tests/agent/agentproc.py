@@ -1,7 +1,6 @@
 """A `logflume agent run` subprocess and a topic reader, for integration tests."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -11,12 +10,14 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from tests.procs import free_port, wait_for_port
+from tests.procs import ManagedProcess, free_port, wait_for_port
 
 
-class AgentProcess:
+class AgentProcess(ManagedProcess):
     """Runs agent `name` of a pipelines text; `{metrics}` in the text is replaced by
     a free loopback port serving /metrics."""
+
+    stop_timeout = 30.0
 
     def __init__(self, tmp_path: Path, text: str, name: str = "a"):
         self.metrics_port = free_port()
@@ -57,21 +58,6 @@ class AgentProcess:
                 raise TimeoutError(f"agent not healthy after {timeout}s:\n{self.log_text()}")
             time.sleep(0.05)
 
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self, timeout: float = 30) -> int | None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode if self.proc else None
-
     def metric(self, name: str, **labels: str) -> float | None:
         want = name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
@@ -80,9 +66,6 @@ class AgentProcess:
                 if line.startswith(want + " "):
                     return float(line.rsplit(" ", 1)[1])
         return None
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
 def read_topic(bootstrap: str, topic: str, until, deadline_s: float = 60.0) -> list:

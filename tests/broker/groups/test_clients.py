@@ -42,13 +42,23 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int) -> None:
 class ConsumerProc:
     """tests/broker/groups/consumer_proc.py in a subprocess; its assignments in a queue."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.broker.groups.consumer_proc", bootstrap, group, topic],
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": os.getcwd()},
-        )
+    def __init__(self, bootstrap: str, group: str, topic: str, log_path):
+        self.log_path = log_path
+        with open(log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.broker.groups.consumer_proc",
+                    bootstrap,
+                    group,
+                    topic,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, "PYTHONPATH": os.getcwd()},
+            )
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.assignment: list[int] = []
@@ -61,7 +71,10 @@ class ConsumerProc:
         deadline = time.monotonic() + timeout
         while not predicate(self.assignment):
             left = deadline - time.monotonic()
-            assert left > 0, f"assignment stuck at {self.assignment}"
+            assert left > 0, (
+                f"assignment stuck at {self.assignment}; consumer log:\n"
+                + self.log_path.read_text(errors="replace")[-6000:]
+            )
             try:
                 line = self.lines.get(timeout=left)
             except queue.Empty:
@@ -79,7 +92,7 @@ class ConsumerProc:
         self.proc.wait(15)
 
 
-def test_kafka_python_group_rebalances_on_leave_and_on_sigkill(fast_broker):
+def test_kafka_python_group_rebalances_on_leave_and_on_sigkill(fast_broker, tmp_path):
     from kafka import KafkaProducer
 
     bootstrap = fast_broker.bootstrap
@@ -90,18 +103,18 @@ def test_kafka_python_group_rebalances_on_leave_and_on_sigkill(fast_broker):
     producer.close()
 
     everything = [0, 1, 2, 3]
-    a = ConsumerProc(bootstrap, "kp-grp", "kp-group")
+    a = ConsumerProc(bootstrap, "kp-grp", "kp-group", tmp_path / "a.log")
     procs = [a]
     try:
         a.wait_for(lambda x: x == everything)
-        b = ConsumerProc(bootstrap, "kp-grp", "kp-group")
+        b = ConsumerProc(bootstrap, "kp-grp", "kp-group", tmp_path / "b.log")
         procs.append(b)
         b.wait_for(lambda x: len(x) == 2)
         a.wait_for(lambda x: len(x) == 2)
         assert sorted(a.assignment + b.assignment) == everything
         b.stop()  # clean close: LeaveGroup, an immediate rebalance
         a.wait_for(lambda x: x == everything)
-        c = ConsumerProc(bootstrap, "kp-grp", "kp-group")
+        c = ConsumerProc(bootstrap, "kp-grp", "kp-group", tmp_path / "c.log")
         procs.append(c)
         c.wait_for(lambda x: len(x) == 2)
         a.wait_for(lambda x: len(x) == 2)

@@ -23,6 +23,19 @@ slot in the file's DeliveryTracker, and the position file stores delivered offse
 only (every `persist_interval` and on shutdown). After a crash, reading resumes at
 the last delivered line; duplicates are limited to what was in flight.
 
+Paths are checked when the file is loaded (`check_paths`), so that a typo or a
+permission problem stops `logflume agent validate` instead of leaving an agent that
+silently tails nothing. For each glob, its fixed directory (the part before the
+first component with a wildcard) must be a directory the agent can list (read and
+search); a literal path (no wildcard) that exists must be a readable regular file,
+and its directory searchable. A fixed directory that does not exist is an error for
+an absolute path: on a fresh host where the program that writes the logs comes later
+(nginx installed after the agent), create the directory first. For a relative path
+it is not, because it is resolved against the working directory of whoever
+validates, which need not be the agent's (the repository's example names
+`data/demo/...`, created by the demo). A glob that matches nothing in an existing
+directory is fine: files appear later, as with Fluent Bit or Vector.
+
 `start_at` applies only on the very first run (no position file yet) to files
 found by the first scan; any file discovered later, during the run or after a
 restart, is read from its beginning, so lines written while the agent was down are
@@ -33,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import glob
 import gzip
 import os
 import re
@@ -86,6 +100,49 @@ _DURATIONS = (
 )
 
 
+def check_paths(patterns: list[str]) -> list[str]:
+    """Problems with the globs that will not fix themselves (see the module docstring)."""
+    problems = []
+    for pattern in patterns:
+        parts = os.path.abspath(pattern).split(os.sep)
+        magic = next((i for i, part in enumerate(parts) if glob.has_magic(part)), None)
+        if magic is None:
+            problem = _check_literal(pattern)
+        else:
+            fixed = os.sep.join(parts[:magic]) or os.sep
+            problem = _check_dir(pattern, fixed, os.R_OK | os.X_OK, "list")
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _check_dir(pattern: str, directory: str, mode: int, verb: str) -> str | None:
+    if not os.path.exists(directory):
+        if not os.path.isabs(pattern):
+            return None
+        return (
+            f"{pattern!r}: directory {directory} does not exist"
+            " (create it if the program writing there starts later)"
+        )
+    if not os.path.isdir(directory):
+        return f"{pattern!r}: {directory} is not a directory"
+    if not os.access(directory, mode):
+        return f"{pattern!r}: cannot {verb} directory {directory} (permission denied)"
+    return None
+
+
+def _check_literal(pattern: str) -> str | None:
+    path = os.path.abspath(pattern)
+    problem = _check_dir(pattern, os.path.dirname(path), os.X_OK, "search")
+    if problem or not os.path.exists(path):
+        return problem
+    if os.path.isdir(path):
+        return f"{pattern!r}: is a directory (to follow its files use a glob like {pattern}/*.log)"
+    if not os.access(path, os.R_OK):
+        return f"{pattern!r}: cannot read {path} (permission denied)"
+    return None
+
+
 @register("source", "tail")
 class TailSource(Source):
     """Follows files; one instance per pipeline source, run as one task."""
@@ -106,6 +163,7 @@ class TailSource(Source):
             value = getattr(config, key)
             if not isinstance(value, int) or value < 1:
                 errors.append(f"{key}: must be a positive integer, got {value!r}")
+        errors.extend(f"paths: {problem}" for problem in check_paths(config.paths))
         if config.multiline is not None:
             try:
                 re.compile(config.multiline.start_pattern.encode())

@@ -307,10 +307,12 @@ class Demo:
             f"topics ready ({', '.join(TOPICS)}; {settings}; created now:"
             f" {', '.join(created) or 'none'})"
         )
+        access_log = data / "demo" / "access.log"
+        # before the agents: their tail source refuses a directory that does not exist
+        access_log.parent.mkdir(parents=True, exist_ok=True)
         for name in config.agents():
             argv = self.py + ["agent", "run", "--config", str(config_path), "--name", name]
             sup.start(ChildSpec(name, argv + ["--state-dir", str(data / "agent" / name)]))
-        access_log = data / "demo" / "access.log"
         sup.start(
             ChildSpec(
                 "loggen",

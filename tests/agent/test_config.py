@@ -1,9 +1,16 @@
 """The pipeline compiler: every error, with file:line:column, in one pass."""
 
+import os
+import shutil
+import tempfile
 import textwrap
+from pathlib import Path
+
+import pytest
 
 import tests.agent.fakes  # noqa: F401 - registers test-* plugins
-from agent.config import compile_text
+from agent.config import compile_file, compile_text
+from agent.plugins import load_plugins
 
 
 def compile_(text):
@@ -161,3 +168,112 @@ def test_interceptor_config_is_compiled_too():
     assert errors[0].startswith(
         "pipelines.yaml:6:93: agents.web.sources.gen.interceptors[0].x: unknown key 'x'"
     )
+
+
+TAIL = """
+agents:
+  web:
+    sources:
+      logs:
+        type: tail
+        paths: {paths}
+        channels: [mem]
+    channels:
+      mem: {{type: memory}}
+    sinks:
+      out: {{type: console, channel: mem}}
+"""
+
+
+def tail_errors(paths: list[str]) -> list[str]:
+    return errors_of(TAIL.format(paths="[" + ", ".join(f'"{p}"' for p in paths) + "]"))
+
+
+def test_tail_paths_in_a_missing_directory_or_naming_a_directory_are_errors(tmp_path):
+    """The rule (sources/tail.py, check_paths): an absolute glob whose fixed directory
+    does not exist is a typo or a host not ready yet, so it is reported; a literal
+    path that is a directory is a mistake for `dir/*.log`."""
+    (tmp_path / "file").write_text("")
+    missing, plain_dir, not_dir = (
+        f"{tmp_path}/nonexistent/dir/*.log",
+        str(tmp_path),
+        f"{tmp_path}/file/*.log",
+    )
+    assert tail_errors([missing, plain_dir, not_dir]) == [
+        f"pipelines.yaml:6:16: agents.web.sources.logs.paths: '{missing}': directory"
+        f" {tmp_path}/nonexistent/dir does not exist (create it if the program writing"
+        " there starts later)",
+        f"pipelines.yaml:6:16: agents.web.sources.logs.paths: '{plain_dir}': is a directory"
+        f" (to follow its files use a glob like {plain_dir}/*.log)",
+        f"pipelines.yaml:6:16: agents.web.sources.logs.paths: '{not_dir}': {tmp_path}/file"
+        " is not a directory",
+    ]
+
+
+def test_tail_paths_that_match_nothing_yet_are_fine(tmp_path, monkeypatch):
+    """Files appear later in an existing directory; a relative path is resolved
+    against whoever validates, so a missing relative directory is not judged."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "logs").mkdir()
+    paths = [f"{tmp_path}/logs/*.log", f"{tmp_path}/logs/app.log", "data/demo/access.log"]
+    agents, errors = compile_(TAIL.format(paths=str(paths).replace("'", '"')))
+    assert errors == [] and list(agents) == ["web"]
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory another user can reach (pytest's tmp_path is private to its owner)."""
+    path = Path(tempfile.mkdtemp(prefix="logflume-perm-"))
+    path.chmod(0o755)
+    yield path
+    for sub in path.rglob("*"):
+        sub.chmod(0o755)
+    shutil.rmtree(path)
+
+
+def compile_as_unprivileged(config: Path) -> list[str]:
+    """compile_file's errors as seen by a user without special rights: as root (who
+    reads everything) in a forked child that became nobody; otherwise directly."""
+    if os.getuid() != 0:
+        return [str(e) for e in compile_file(config)[1]]
+    load_plugins()  # the child may not be able to import anything new
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            errors = [str(e) for e in compile_file(config)[1]]
+            os.write(write, "\n".join(errors).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        out = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return out.splitlines()
+
+
+def test_tail_paths_the_agent_cannot_read_are_errors_with_their_line(shared_dir):
+    """An unlistable directory and an unreadable file each get their key and line."""
+    locked, logs = shared_dir / "locked", shared_dir / "logs"
+    locked.mkdir(mode=0o000)
+    logs.mkdir(mode=0o755)
+    secret = logs / "secret.log"
+    secret.write_text("x\n")
+    secret.chmod(0o000)
+    locked.chmod(0o000)
+    config = shared_dir / "pipelines.yaml"
+    text = textwrap.dedent(TAIL).lstrip("\n").format(paths=f"[{locked}/*.log, {secret}]")
+    config.write_text(text)
+    config.chmod(0o644)
+    where = f"{config}:6:16: agents.web.sources.logs.paths:"
+    assert compile_as_unprivileged(config) == [
+        f"{where} '{locked}/*.log': cannot list directory {locked} (permission denied)",
+        f"{where} '{secret}': cannot read {secret} (permission denied)",
+    ]

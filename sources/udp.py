@@ -1,4 +1,5 @@
-"""`udp` source: newline-separated lines in datagrams (`echo hi | nc -u -w0 host 8285`).
+"""`udp` source: newline-separated lines in datagrams (`echo hi | nc -u -w1 host 8285`;
+not `-w0`, with which nc can quit before echo has written the line).
 
 Theory of operation. The socket is non-blocking and registered with the loop's
 `add_reader`; each time it is readable the source drains up to `batch_size`

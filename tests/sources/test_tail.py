@@ -291,6 +291,8 @@ async def test_exclude_and_directory_created_later(tmp_path):
     d = logdir(tmp_path)
     (d / "app.log").write_bytes(b"kept\n")
     (d / "debug.log").write_bytes(b"excluded\n")
+    # the glob's fixed directory must exist (validate); what `**` matches may come later
+    (tmp_path / "later").mkdir()
     h = Harness(
         tail(
             tmp_path,
@@ -299,7 +301,7 @@ async def test_exclude_and_directory_created_later(tmp_path):
         )
     ).start()
     await h.wait_lines(1)
-    (tmp_path / "later" / "sub").mkdir(parents=True)
+    (tmp_path / "later" / "sub").mkdir()
     (tmp_path / "later" / "sub" / "x.log").write_bytes(b"from a new directory\n")
     await h.wait_lines(2)
     await asyncio.sleep(0.2)

@@ -1,8 +1,9 @@
 """`logflume up`, driven as a user would: wait for the banner, send lines with nc, read
 them back with `logflume consume`, stop it, and check that no process is left.
 
-The demo runs with --no-spark (Spark's start alone would take most of the budget) on
-free ports, from the repository's own pipelines.yaml.
+The demo runs on free ports, from the repository's own pipelines.yaml, and with
+--no-spark except in one test (a Spark start costs tens of seconds): that one appends
+its own access-log lines and finds their minute's figures in the realtime output.
 
 No test may leave a process behind, even when it fails or pytest is killed: each
 `logflume up` dies with the pytest thread that started it (PR_SET_PDEATHSIG, and its
@@ -22,11 +23,13 @@ import sys
 import threading
 import time
 import uuid
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from logflume.commands.up import DemoConfig
+from spark_etl.loggen import MONTHS
 from tests.logflume.proc_scan import alive, all_pids, descendants, in_groups, pgid, wait_gone
 from tests.procs import free_port
 
@@ -210,20 +213,117 @@ def test_demo_end_to_end_then_clean_stop(up_factory):
     assert wait_gone(pids | in_groups(groups), timeout=5) == set()
 
 
-def test_demo_with_spark_reports_minute_stats(up_factory):
+# (status, body bytes) of the lines the Spark test appends: every status class
+APPENDED = [(200, 512), (200, 2048), (204, 0), (301, 178), (304, 0), (404, 153), (403, 90)]
+APPENDED += [(503, 61)]
+
+
+def append_access_lines(log: Path, minute: datetime) -> dict:
+    """Append APPENDED to `log` as nginx combined lines stamped inside `minute` (UTC),
+    written with a +02:00 offset as a server in that zone would; return the figures
+    their per-minute row must show."""
+    zone = timezone(timedelta(hours=2))
+    lines = []
+    for i, (status, size) in enumerate(APPENDED):
+        t = (minute + timedelta(seconds=i)).astimezone(zone)
+        stamp = f"{t.day:02d}/{MONTHS[t.month - 1]}/{t.year}:{t:%H:%M:%S} {t:%z}"
+        lines.append(
+            f'198.51.100.{i + 1} - - [{stamp}] "GET /e2e/{i} HTTP/1.1" {status} {size}'
+            f' "-" "logflume-e2e" 0.00{i + 1} -\n'
+        )
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)  # one write: never inside a generator line
+    try:
+        os.write(fd, "".join(lines).encode())
+    finally:
+        os.close(fd)
+    expected = {"requests": len(APPENDED), "bytes": sum(size for _, size in APPENDED)}
+    for c in (2, 3, 4, 5):
+        expected[f"status_{c}xx"] = sum(1 for s, _ in APPENDED if s // 100 == c)
+    return expected
+
+
+def read_stats_until(bootstrap: str, done, deadline: datetime) -> list[dict]:
+    """Rows of topic nginx-stats, from the beginning, until `done(rows)` or the wall
+    clock reaches `deadline`."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "test-up", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition("nginx-stats", 0, OFFSET_BEGINNING)])
+    rows: list[dict] = []
+    try:
+        while not done(rows) and datetime.now(UTC) < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                rows.append(json.loads(msg.value()))
+    finally:
+        consumer.close()
+    return rows
+
+
+def test_demo_with_spark_reports_the_minute_stats_of_appended_lines(up_factory):
+    """The realtime job's per-minute rows show lines appended to the demo's access log.
+
+    Per-minute rows are per window and host, and every line of the tailed log has the
+    same (null) host, so the appended lines are told apart by their minute instead:
+    they are stamped in a minute 3-4 minutes ahead, which the traffic generator (it
+    writes lines when the clock reaches their time) cannot reach before the reading
+    below gives up. That minute's row therefore holds the appended lines and nothing
+    else, and its figures must match them exactly: requests, each status class and
+    bytes, in the provisional rows (`final: false`, counts so far) published every
+    second. A past minute would not do: the watermark (1 minute) drops late lines.
+    The price: the future lines push the watermark ~2-3 minutes ahead, so the
+    generator's own lines of those minutes are dropped as late; nothing here reads
+    them, and the windows the watermark passes are closed and published at once.
+
+    The same run checks the final rows (with the sketches) on the topic and the
+    Parquet files, then stops the demo with SIGINT (Ctrl-C) and checks that it exits
+    0 and leaves no process behind. One Spark start for the module: it is the slow
+    part.
+    """
     up = up_factory("--rate", "30", "--trigger-seconds", "2", spark=True)
     up.wait_ready()
-    # the generator's backfill holds complete minutes: the first windows close as soon
-    # as Spark has read them, without waiting for the wall clock
-    stats = [json.loads(v) for v in consume(up.bootstrap, "nginx-stats", 1, timeout_ms=150000)]
-    assert stats[0]["window_start"] < stats[0]["window_end"]
-    deadline = time.monotonic() + 30
-    while not list((up.data_dir / "stats" / "minute").rglob("*.parquet")):
-        assert time.monotonic() < deadline, "no Parquet minute stats"
+    now = datetime.now(UTC)
+    minute = now.replace(second=0, microsecond=0) + timedelta(minutes=4)
+    expected = append_access_lines(up.data_dir / "demo" / "access.log", minute)
+
+    def ours(rows):
+        return [r for r in rows if datetime.fromisoformat(r["window_start"]) == minute]
+
+    def complete(rows):
+        return [r for r in ours(rows) if r["requests"] >= len(APPENDED)]
+
+    def finals(rows):
+        return [r for r in rows if r["final"]]
+
+    # the generator writes into `minute` only once the clock reaches it
+    deadline = minute - timedelta(seconds=5)
+    rows = read_stats_until(up.bootstrap, lambda r: complete(r) and finals(r), deadline)
+    found = complete(rows)
+    assert found, f"no complete row for {minute} in {ours(rows)}:\n{up.output}"
+    row = found[0]
+    assert datetime.fromisoformat(row["window_end"]) == minute + timedelta(minutes=1)
+    assert row["final"] is False
+    assert {k: row[k] for k in expected} == expected
+    assert all(r["requests"] <= len(APPENDED) for r in ours(rows))
+
+    final = finals(rows)[0]  # e.g. a minute of the generator's backfill
+    assert datetime.fromisoformat(final["window_start"]) < datetime.fromisoformat(
+        final["window_end"]
+    )
+    assert {"unique_clients", "rt_p50", "rt_p95", "rt_p99"} <= final.keys()
+    parquet = up.data_dir / "stats" / "minute"
+    waited = time.monotonic() + 30
+    while not list(parquet.rglob("*.parquet")):
+        assert time.monotonic() < waited, "no Parquet minute stats"
         time.sleep(0.5)
+
     pids, groups = up.tree()
-    up.proc.send_signal(signal.SIGTERM)
+    up.proc.send_signal(signal.SIGINT)
     assert up.proc.wait(90) == 0, up.output
+    up.reader.join(5)
+    assert up.lines[-1].endswith("stopped")
     assert wait_gone(pids | in_groups(groups), timeout=10) == set()
 
 

@@ -75,3 +75,16 @@ def test_hourly_and_top_paths_exclude_unparsable_rows(spark):
     assert (h.requests, h.status_4xx, h.bytes, h.unique_clients) == (3, 3, 1024, 2)
     top = [(r.rank, r.path, r.requests) for r in T.top_paths(parsed).collect()]
     assert top == [(1, "/a/b", 2)]
+
+
+def test_aggregates_of_accepted_rows_parse_each_row_once(spark):
+    # The optimizer would push a filter on parse_ok below the parse, inlining the
+    # regex and from_json into it (17 regexes per row in the plan).
+    raw = spark.createDataFrame([(LINE.encode(),)], "value binary")
+    parsed = T.parse_access(raw)
+    for df in (T.minute_counts(parsed), T.minute_stats(parsed), T.hourly_stats(parsed),
+               T.rejected(parsed)):  # fmt: skip
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert plan.count("regexp_replace") == 1 and plan.count("from_json") == 1, plan
+    assert [r.requests for r in T.minute_counts(parsed).collect()] == [1]
+    assert T.rejected(parsed).count() == 0

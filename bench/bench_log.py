@@ -233,7 +233,7 @@ def interleaved(dir: Path, size_gib: float, segment_bytes: int, reads: int) -> d
 
 
 def figures(mode: str) -> list[dict]:
-    size = {"quick": 0.25, "default": 1.0, "full": 4.0}[mode]
+    size = {"quick": 0.25, "default": 4.0, "full": 4.0}[mode]
     segment_bytes = min(1024, max(16, int(size * 1024 / 4))) * 2**20
     print(f"interleaved raw/log run, {size:g} GiB each", flush=True)
     r = interleaved(Path(tempfile.mkdtemp(prefix="bench-log-")), size, segment_bytes, 20_000)

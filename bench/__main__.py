@@ -56,7 +56,6 @@ OWN_CLI_ARGS = {
         "full": ["--records", "4000000", "--job-lines", "10000000"],
     },
     "bench.bench_cluster": {},
-    "bench.bench_freshness": {"quick": ["--seconds", "10", "--warmup", "20"]},
 }
 
 

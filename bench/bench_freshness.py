@@ -155,19 +155,33 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def main(argv: list[str] | None = None) -> int:
+MODES = {  # figures(mode): (measured seconds, warm-up seconds)
+    "quick": (10.0, 20.0),
+    "default": (40.0, 60.0),
+    "full": (120.0, 60.0),
+}
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rate", type=float, default=5000.0, help="lines per second")
     ap.add_argument("--seconds", type=float, default=60.0, help="measured writing time")
     ap.add_argument("--warmup", type=float, default=30.0, help="writing before measuring")
     ap.add_argument("--provisional-trigger", type=float, default=1.0, help="seconds")
-    ap.add_argument("--trigger", type=float, default=5.0, help="final windows' trigger, s")
+    ap.add_argument("--trigger", type=float, default=20.0, help="final windows' trigger, s")
     ap.add_argument("--poll-interval", type=float, default=0.25, help="tail poll_interval, s")
     ap.add_argument("--linger-ms", type=int, default=5, help="broker sink linger_ms")
     ap.add_argument(
         "--shuffle-partitions", type=int, default=4, help="Spark's (4 = its local[2] default)"
     )
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
+    )
+    return ap
+
+
+def measure(args) -> dict:
+    """Run the pipeline as the module docstring says; return what was measured."""
     py = [sys.executable, "-m", "logflume"]
     with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp:
         root = Path(tmp)
@@ -175,6 +189,13 @@ def main(argv: list[str] | None = None) -> int:
         procs: list[subprocess.Popen] = []
         watcher = StatsWatcher(broker.bootstrap)
         loads: list[float] = []
+        spark_log = root / "spark.log"
+        measured_from = [0]  # spark.log's size when the warm-up ends
+
+        def end_warmup() -> None:
+            measured_from[0] = spark_log.stat().st_size
+
+        warmup = threading.Timer(args.warmup, end_warmup)
         try:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             for f in admin.create_topics(
@@ -194,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                       "--state-dir", str(root / "agent")],
                 stdout=agent_out, stderr=subprocess.STDOUT,
             ))  # fmt: skip
-            spark_out = open(root / "spark.log", "wb")
+            spark_out = open(spark_log, "wb")
             procs.append(subprocess.Popen(
                 py + ["etl", "realtime", "--bootstrap-server", broker.bootstrap,
                       "--topic", "nginx-access", "--output", str(root / "out"),
@@ -202,13 +223,15 @@ def main(argv: list[str] | None = None) -> int:
                       "--trigger-seconds", str(args.trigger),
                       "--provisional-trigger-seconds", str(args.provisional_trigger),
                       "--starting-offsets", "earliest", "--conf", "spark.ui.enabled=false",
-                      "--conf", f"spark.sql.shuffle.partitions={args.shuffle_partitions}"],
+                      "--conf", f"spark.sql.shuffle.partitions={args.shuffle_partitions}"]
+                + [a for kv in args.conf for a in ("--conf", kv)],
                 stdout=spark_out, stderr=subprocess.STDOUT,
             ))  # fmt: skip
             watcher.start()
             writer = Writer(log, args.rate, args.warmup + args.seconds)
             began = time.time()
             writer.start()
+            warmup.start()
             while writer.is_alive():
                 writer.join(5)
                 loads.append(os.getloadavg()[0])
@@ -217,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                         raise RuntimeError(f"{p.args[:4]} exited with {p.returncode}")
             time.sleep(10)  # let the last probes come out
         finally:
+            warmup.cancel()
             watcher.stop.set()
             for p in procs:
                 p.terminate()
@@ -227,38 +251,85 @@ def main(argv: list[str] | None = None) -> int:
                     p.kill()
             broker.stop()
             watcher.join(10)
-        spark_text = (root / "spark.log").read_text(errors="replace")
+        spark_text = spark_log.read_bytes()[measured_from[0] :].decode(errors="replace")
         agent_text = (root / "agent.log").read_text(errors="replace")
-    since = began + args.warmup
-    lat, missing = freshness(writer.probes, watcher.rows, since)
-    durations = [
-        int(ms) for ms in re.findall(r"realtime-provisional: batch \d+ \((\d+) ms\)", spark_text)
-    ]
+    lat, missing = freshness(writer.probes, watcher.rows, began + args.warmup)
     last: dict[int, int] = {}
     for _at, minute, requests, _final in watcher.rows:
         last[minute] = max(last.get(minute, 0), requests)
-    complete = sum(1 for m, n in writer.per_minute.items() if last.get(m) == n)
-    print(
-        f"settings: rate {args.rate:g} lines/s, {args.seconds:g} s measured after {args.warmup:g} s"
+    return {
+        "latencies": lat,
+        "missing": missing,
+        "loads": loads,
+        "batches_ms": [  # provisional micro-batches that ended after the warm-up
+            int(ms)
+            for ms in re.findall(r"realtime-provisional: batch \d+ \((\d+) ms\)", spark_text)
+        ],
+        "minutes": len(writer.per_minute),
+        "complete": sum(1 for m, n in writer.per_minute.items() if last.get(m) == n),
+        "spark_text": spark_text,
+        "agent_text": agent_text,
+    }
+
+
+def settings(args) -> str:
+    return (
+        f"rate {args.rate:g} lines/s, {args.seconds:g} s measured after {args.warmup:g} s"
         f" warm-up; provisional trigger {args.provisional_trigger:g} s, final trigger"
         f" {args.trigger:g} s; tail poll_interval {args.poll_interval:g} s; linger_ms"
         f" {args.linger_ms}; Spark local[2], {args.shuffle_partitions} shuffle partitions"
+        + "".join(f", {kv}" for kv in args.conf)
     )
-    print(
-        f"load average (1 min) during the run: min {min(loads):.1f}, median"
-        f" {statistics.median(loads):.1f}, max {max(loads):.1f}"
+
+
+def load_text(loads: list[float]) -> str:
+    return f"min {min(loads):.1f}, median {statistics.median(loads):.1f}, max {max(loads):.1f}"
+
+
+def batches_text(ms: list[int]) -> str:
+    if not ms:
+        return "none ended after the warm-up"
+    return (
+        f"{len(ms)}, duration median {statistics.median(ms) / 1000:.2f} s,"
+        f" p90 {pct(ms, 0.9) / 1000:.2f} s, max {max(ms) / 1000:.2f} s"
     )
-    print(f"minutes whose last row counts every line written: {complete}/{len(writer.per_minute)}")
-    if durations:
-        print(
-            f"provisional micro-batches: {len(durations)}, duration median"
-            f" {statistics.median(durations) / 1000:.2f} s, p90 {pct(durations, 0.9) / 1000:.2f} s,"
-            f" max {max(durations) / 1000:.2f} s"
-        )
+
+
+def figures(mode: str) -> list[dict]:
+    seconds, warmup = MODES[mode]
+    args = parser().parse_args(["--seconds", str(seconds), "--warmup", str(warmup)])
+    print(f"settings: {settings(args)}", flush=True)
+    r = measure(args)
+    lat = r["latencies"]
+    detail = (
+        f"{len(lat)} probes ({r['missing']} never covered) of {args.seconds:g} s after"
+        f" {args.warmup:g} s warm-up; load (1 min) {load_text(r['loads'])}; provisional"
+        f" micro-batches after the warm-up: {batches_text(r['batches_ms'])}; minutes whose"
+        f" last row counts every line: {r['complete']}/{r['minutes']}"
+    )
+    common = {"area": "spark", "unit": "s", "reference": "issue 6", "detail": detail}
+    what = "freshness, log line appended -> provisional row on nginx-stats, 5,000 lines/s"
+    if not lat:
+        return [{**common, "metric": f"{what}, p99", "value": "no probe covered",
+                 "target": "<= 5", "ok": False}]  # fmt: skip
+    return [
+        {**common, "metric": f"{what}, p99", "value": pct(lat, 0.99), "target": "<= 5"},
+        {**common, "metric": f"{what}, p50", "value": pct(lat, 0.5), "detail": ""},
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    r = measure(args)
+    lat, missing = r["latencies"], r["missing"]
+    print(f"settings: {settings(args)}")
+    print(f"load average (1 min) during the run: {load_text(r['loads'])}")
+    print(f"minutes whose last row counts every line written: {r['complete']}/{r['minutes']}")
+    print(f"provisional micro-batches after the warm-up: {batches_text(r['batches_ms'])}")
     if not lat:
         print(f"no probe was covered by a stats row ({missing} probes)")
-        progress = [ln for ln in spark_text.splitlines() if "realtime" in ln or "rror" in ln]
-        print("agent:", agent_text[-2000:], "spark:", *progress[:30], sep="\n")
+        progress = [ln for ln in r["spark_text"].splitlines() if "realtime" in ln or "rror" in ln]
+        print("agent:", r["agent_text"][-2000:], "spark:", *progress[:30], sep="\n")
         return 1
     print(
         f"freshness over {len(lat)} probes ({missing} never covered): p50 {pct(lat, 0.5):.2f} s,"

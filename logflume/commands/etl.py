@@ -9,6 +9,10 @@ Parquet and to a broker topic every few seconds. See spark_etl/jobs/.
 import signal
 import threading
 
+# FAIR scheduling: the provisional query's small jobs (their own pool) get the next
+# free core instead of queueing behind the final queries' tasks.
+REALTIME_CONF = {"spark.scheduler.mode": "FAIR"}
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -32,7 +36,11 @@ def add_parser(subparsers) -> None:
     rt = jobs.add_parser("realtime", help="per-minute windows to Parquet and a topic, until ^C")
     _common(rt, "/var/lib/logflume/etl/realtime")
     rt.add_argument(
-        "--trigger-seconds", type=float, default=5.0, help="micro-batch interval of final windows"
+        "--trigger-seconds",
+        type=float,
+        default=20.0,
+        help="micro-batch interval of the final windows (default 20; a minute's final row "
+        "cannot come before the minute and the watermark have passed anyway)",
     )
     rt.add_argument(
         "--provisional-trigger-seconds",
@@ -71,11 +79,17 @@ def _common(p, base: str) -> None:
     )
 
 
-def _spark(args, app: str):
+def session_conf(args, defaults: dict[str, str] | None = None) -> dict[str, str]:
+    """`defaults`, then every --conf KEY=VALUE (which wins)."""
+    conf = dict(defaults or {})
+    conf.update(kv.split("=", 1) for kv in args.conf)
+    return conf
+
+
+def _spark(args, app: str, defaults: dict[str, str] | None = None):
     from spark_etl.session import spark_session
 
-    conf = dict(kv.split("=", 1) for kv in args.conf)
-    return spark_session(args.master, app=app, conf=conf)
+    return spark_session(args.master, app=app, conf=session_conf(args, defaults))
 
 
 def run_offline(args) -> int:
@@ -103,7 +117,7 @@ def run_realtime(args) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    spark = _spark(args, "logflume-etl-realtime")
+    spark = _spark(args, "logflume-etl-realtime", REALTIME_CONF)
     try:
         job(
             spark,

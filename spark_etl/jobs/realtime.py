@@ -36,6 +36,18 @@ checkpoint was created with, so this applies to new checkpoints only.
 Rows later than the watermark are dropped from the windows (that is the price of
 emitting early); the offline job, which never drops late rows, is the reference.
 Each query reads and parses the topic on its own (Spark runs one source per query).
+
+Scheduling, for freshness (issue 6: p99 <= 5 s from log line to provisional row at
+5,000 lines/s on two cores). The final queries start in scheduler pool FINAL_POOL,
+the provisional query in PROVISIONAL_POOL: with `spark.scheduler.mode=FAIR` (what
+`logflume etl realtime` sets) a free core goes to the pool with fewer running
+tasks, so the provisional query's one-task stages no longer queue behind the final
+queries' tasks; under FIFO the pools are ignored. The final trigger defaults to
+20 s: a window's final row cannot come before its minute plus the watermark have
+passed, so a long trigger delays it by seconds out of minutes, while each final
+micro-batch costs a fixed few hundred ms of CPU (planning, state store commit of the
+sketches) that the provisional query would otherwise wait for. bench/NOTES.md
+("Freshness") has the measurements.
 """
 
 from __future__ import annotations
@@ -49,6 +61,11 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from spark_etl import transforms as T
 from spark_etl.jobs.common import printer, source_stream
+
+POOL_PROPERTY = "spark.scheduler.pool"
+PROVISIONAL_POOL = "logflume-provisional"
+FINAL_POOL = "logflume-final"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 class ProgressPrinter(StreamingQueryListener):
@@ -129,7 +146,7 @@ def start_realtime(
     output: str,
     checkpoint: str,
     stats_topic: str = "nginx-stats",
-    trigger_seconds: float = 5.0,
+    trigger_seconds: float = 20.0,
     provisional_trigger_seconds: float = 1.0,
     provisional_shuffle_partitions: int = 1,
     watermark: str = "1 minute",
@@ -162,9 +179,7 @@ def start_realtime(
         .option("checkpointLocation", f"{ckpt}/parquet")
         .trigger(processingTime=trigger)
         .queryName("logflume-realtime-parquet")
-        .start()
     )
-
     to_topic = (
         T.to_json_value(stats().withColumn("final", F.lit(True)))
         .writeStream.format("logflume")
@@ -174,9 +189,8 @@ def start_realtime(
         .option("checkpointLocation", f"{ckpt}/publish")
         .trigger(processingTime=trigger)
         .queryName("logflume-realtime-publish")
-        .start()
     )
-    queries = [to_files, to_topic]
+    queries = [_start(spark, w, FINAL_POOL) for w in (to_files, to_topic)]
     if provisional_trigger_seconds > 0:
         writer = (
             T.to_json_value(T.minute_counts(parsed(), watermark).withColumn("final", F.lit(False)))
@@ -186,7 +200,8 @@ def start_realtime(
             .trigger(processingTime=f"{provisional_trigger_seconds} seconds")
             .queryName("logflume-realtime-provisional")
         )
-        queries.append(_start_with_partitions(spark, writer, provisional_shuffle_partitions))
+        conf = {SHUFFLE_PARTITIONS: str(provisional_shuffle_partitions)}
+        queries.append(_start(spark, writer, PROVISIONAL_POOL, conf))
     provisional = (
         f", provisional rows every {provisional_trigger_seconds}s"
         if provisional_trigger_seconds > 0
@@ -199,17 +214,27 @@ def start_realtime(
     return queries
 
 
-def _start_with_partitions(spark, writer, partitions: int):
-    """Start `writer` with `spark.sql.shuffle.partitions` = `partitions`: a query
-    takes the session's value when it starts (a new checkpoint records it), so it
-    is set around the start and restored, leaving the other queries unchanged."""
-    key = "spark.sql.shuffle.partitions"
-    before = spark.conf.get(key)
-    spark.conf.set(key, str(partitions))
+def _start(spark, writer, pool: str, conf: dict[str, str] | None = None):
+    """Start `writer` in scheduler pool `pool`, with the session settings `conf`.
+
+    A query's jobs go to the pool named by the local property
+    `spark.scheduler.pool` of the thread that starts it, and a query takes session
+    settings such as `spark.sql.shuffle.partitions` when it starts (a new checkpoint
+    records them): both are set around the start and restored, leaving the caller's
+    thread and the other queries unchanged.
+    """
+    sc = spark.sparkContext
+    pool_before = sc.getLocalProperty(POOL_PROPERTY)
+    conf_before = {key: spark.conf.get(key) for key in conf or {}}
+    sc.setLocalProperty(POOL_PROPERTY, pool)
+    for key, value in (conf or {}).items():
+        spark.conf.set(key, value)
     try:
         return writer.start()
     finally:
-        spark.conf.set(key, before)
+        sc.setLocalProperty(POOL_PROPERTY, pool_before)
+        for key, value in conf_before.items():
+            spark.conf.set(key, value)
 
 
 def run_realtime(spark, *, stop: threading.Event | None = None, **kwargs) -> None:

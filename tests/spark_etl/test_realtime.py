@@ -131,3 +131,52 @@ def test_provisional_rows_show_the_open_minute_while_data_keeps_arriving(spark, 
         in_minute = sum(n for t, n in produced if t.replace(second=0, tzinfo=None).isoformat()
                         == d["window_start"][:19])  # fmt: skip
         assert 0 < d["requests"] <= in_minute
+
+
+class _Writer:
+    """Stands in for a DataStreamWriter: records what `start` saw."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.seen = None
+
+    def start(self):
+        sc = self.spark.sparkContext
+        self.seen = (
+            sc.getLocalProperty("spark.scheduler.pool"),
+            self.spark.conf.get("spark.sql.shuffle.partitions"),
+        )
+        return self
+
+
+def test_queries_start_in_their_scheduler_pool_and_settings_are_restored(spark):
+    from spark_etl.jobs.realtime import PROVISIONAL_POOL, _start
+
+    sc = spark.sparkContext
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    assert partitions != "1"
+    sc.setLocalProperty("spark.scheduler.pool", "callers")
+    try:
+        writer = _start(spark, _Writer(spark), PROVISIONAL_POOL,
+                        {"spark.sql.shuffle.partitions": "1"})  # fmt: skip
+        assert writer.seen == (PROVISIONAL_POOL, "1")
+        assert sc.getLocalProperty("spark.scheduler.pool") == "callers"
+        assert spark.conf.get("spark.sql.shuffle.partitions") == partitions
+    finally:
+        sc.setLocalProperty("spark.scheduler.pool", None)
+
+
+def test_realtime_cli_runs_fair_with_a_longer_final_trigger_and_conf_wins():
+    import argparse
+
+    from logflume.commands import etl
+
+    parser = argparse.ArgumentParser()
+    etl.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["etl", "realtime", "--conf", "spark.scheduler.mode=FIFO"])
+    assert args.trigger_seconds == 20 and args.provisional_trigger_seconds == 1
+    assert etl.session_conf(args, {"spark.scheduler.mode": "FAIR", "a": "b"}) == {
+        "spark.scheduler.mode": "FIFO",
+        "a": "b",
+    }
+    assert etl.REALTIME_CONF == {"spark.scheduler.mode": "FAIR"}

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench                      # the documented runs (~20-30 min)
     .venv/bin/python -m bench --quick              # short runs: a smoke check (~5 min)
-    .venv/bin/python -m bench --full               # adds the 4 GiB log and longer runs
+    .venv/bin/python -m bench --full               # longer runs (Spark job over 10 M lines, ...)
     .venv/bin/python -m bench --only broker,groups # some areas; the others' sections stay
 
 Each benchmark module runs in its own subprocess, so one that crashes does not stop
@@ -195,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     size = ap.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="short runs, for a smoke check")
-    size.add_argument("--full", action="store_true", help="the full-size runs (4 GiB log, ...)")
+    size.add_argument(
+        "--full", action="store_true", help="the full-size runs (10 M-line Spark job, ...)"
+    )
     ap.add_argument(
         "--output", type=Path, default=RESULTS, help="report file (default bench/RESULTS.md)"
     )

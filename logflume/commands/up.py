@@ -78,7 +78,12 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--udp-port", type=int, help="override the agents' UDP source port")
     p.add_argument("--metrics-port", type=int, help="override the agent's /metrics port")
-    p.add_argument("--trigger-seconds", type=int, default=5, help="Spark micro-batch interval")
+    p.add_argument(
+        "--trigger-seconds",
+        type=int,
+        default=20,
+        help="final windows' micro-batch interval (provisional rows come every second)",
+    )
     p.add_argument("--grace", type=float, default=15.0, help="seconds each child gets to stop")
     p.set_defaults(func=run)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -39,6 +40,9 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    # py4j logs every callback at INFO ("Received command c on object id p0"), once
+    # per micro-batch and query under a root logger at INFO such as the CLI's.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     cores = local_cores(spark.sparkContext.master)
     if cores and not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
         spark.conf.set(SHUFFLE_PARTITIONS, str(2 * cores))

@@ -53,6 +53,7 @@ sketches) that the provisional query would otherwise wait for. bench/NOTES.md
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 
@@ -66,6 +67,7 @@ POOL_PROPERTY = "spark.scheduler.pool"
 PROVISIONAL_POOL = "logflume-provisional"
 FINAL_POOL = "logflume-final"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+STOP_INTERRUPTED = "interrupted by stop"  # DriverPublisher's error when a stop cuts a batch
 
 
 class ProgressPrinter(StreamingQueryListener):
@@ -102,7 +104,13 @@ class ProgressPrinter(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event) -> None:
-        if event.exception:
+        if not event.exception:
+            return
+        if STOP_INTERRUPTED in event.exception:
+            self.say(
+                f"query {event.id}: stopped mid-batch (the batch runs again at the next start)"
+            )
+        else:
             self.say(f"query {event.id} failed: {event.exception}")
 
 
@@ -120,8 +128,18 @@ class DriverPublisher:
 
     def __call__(self, batch, batch_id: int) -> None:
         from confluent_kafka import KafkaException, Producer
+        from py4j.protocol import Py4JJavaError
 
-        rows = batch.collect()  # the batch's only Spark job
+        try:
+            rows = batch.collect()  # the batch's only Spark job
+        except Py4JJavaError as e:
+            if "java.lang.InterruptedException" not in str(e):
+                raise
+            # The query is being stopped. Fail the batch (it is not committed and runs
+            # again at the next start) with a short message: Spark matches the error
+            # text against a regex that overflows the JVM stack on the long Java trace
+            # a Py4JJavaError carries, printing a thousand-line StackOverflowError.
+            raise InterruptedError(f"batch {batch_id} {STOP_INTERRUPTED}") from None
         if not rows:
             return
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 0})
@@ -246,5 +264,17 @@ def run_realtime(spark, *, stop: threading.Event | None = None, **kwargs) -> Non
                 if q.awaitTermination(0.5):
                     raise RuntimeError(f"query {q.name} stopped: {q.exception()}")
     finally:
+        if stop is not None and stop.is_set():
+            _quiet_interrupted_batches(spark)
         for q in queries:
             q.stop()
+
+
+def _quiet_interrupted_batches(spark) -> None:
+    """Stopping a query interrupts its running micro-batch: Spark logs the aborted
+    write and py4j the interrupted foreachBatch callback, each with a stack trace.
+    On a requested stop (Ctrl-C) those are expected and would bury the user's
+    terminal, so both loggers are turned down first; the batch itself is not
+    committed and runs again at the next start."""
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    spark.sparkContext.setLogLevel("FATAL")

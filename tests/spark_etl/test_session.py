@@ -1,5 +1,6 @@
 """spark_session's defaults."""
 
+import logging
 import os
 
 import pytest
@@ -27,3 +28,8 @@ def test_local_cores(master, cores):
 def test_local_master_gets_few_shuffle_partitions(spark):
     # The test session (local[2]) sets no shuffle partitions of its own.
     assert spark.conf.get(SHUFFLE_PARTITIONS) == "4"
+
+
+def test_py4j_callbacks_do_not_log_at_info(spark):
+    # One INFO line per micro-batch and query would drown the job's progress lines.
+    assert logging.getLogger("py4j").getEffectiveLevel() == logging.WARNING

@@ -28,18 +28,23 @@ _STRUCTURAL = {EVENT_TYPE_CREATED, EVENT_TYPE_DELETED, EVENT_TYPE_MOVED}
 _INTERESTING = _STRUCTURAL | {EVENT_TYPE_MODIFIED}
 
 
+def glob_root(pattern: str) -> tuple[str, bool]:
+    """The directory of `pattern` before its first wildcard component, and whether
+    a directory component has a wildcard (matching files may then sit deeper)."""
+    parts = pattern.split(os.sep)
+    static = []
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            break
+        static.append(part)
+    return os.sep.join(static) or os.sep, len(static) < len(parts) - 1
+
+
 def watch_roots(patterns: list[str]) -> dict[str, bool]:
     """Directory -> recursive, for the existing static prefix of each glob."""
     roots: dict[str, bool] = {}
     for pattern in patterns:
-        parts = pattern.split(os.sep)
-        static = []
-        for part in parts[:-1]:
-            if glob.has_magic(part):
-                break
-            static.append(part)
-        root = os.sep.join(static) or os.sep
-        recursive = len(static) < len(parts) - 1
+        root, recursive = glob_root(pattern)
         while not os.path.isdir(root) and root != os.sep:
             root, recursive = os.path.dirname(root), True
         roots[root] = roots.get(root, False) or recursive

@@ -61,7 +61,7 @@ from sources._tail_state import (
     PositionStore,
     TailedFile,
 )
-from sources._tail_watch import Watcher
+from sources._tail_watch import Watcher, glob_root
 
 
 @dataclasses.dataclass
@@ -104,13 +104,11 @@ def check_paths(patterns: list[str]) -> list[str]:
     """Problems with the globs that will not fix themselves (see the module docstring)."""
     problems = []
     for pattern in patterns:
-        parts = os.path.abspath(pattern).split(os.sep)
-        magic = next((i for i, part in enumerate(parts) if glob.has_magic(part)), None)
-        if magic is None:
-            problem = _check_literal(pattern)
-        else:
-            fixed = os.sep.join(parts[:magic]) or os.sep
+        if glob.has_magic(pattern):
+            fixed, _ = glob_root(os.path.abspath(pattern))
             problem = _check_dir(pattern, fixed, os.R_OK | os.X_OK, "list")
+        else:
+            problem = _check_literal(pattern)
         if problem:
             problems.append(problem)
     return problems

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from logflume.commands.up import DemoConfig
+from logflume.commands.up import DemoConfig, port_free
 from spark_etl.loggen import MONTHS
 from tests.logflume.proc_scan import alive, all_pids, descendants, in_groups, pgid, wait_gone
 from tests.procs import free_port
@@ -142,17 +142,8 @@ def free_port_run(n: int) -> int:
     rng = random.Random()
     while True:
         base = rng.randrange(20000, 60000 - n)
-        if all(_bindable(p) for p in range(base, base + n)):
+        if all(port_free(p) for p in range(base, base + n)):
             return base
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.fixture

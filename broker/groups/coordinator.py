@@ -17,7 +17,11 @@ did not). Completing bumps the generation, selects the protocol, picks the leade
 (the first member to join) and answers every waiting JoinGroup; only the leader gets
 the member list. The leader's SyncGroup stores the group (members and their
 assignments) in `__consumer_offsets`, then every member's SyncGroup is answered with
-its own assignment and the group is Stable. A new group waits
+its own assignment, its session timer restarts, and the group is Stable. Members
+that send no SyncGroup within the rebalance timeout are removed and the group
+rebalances again (pending sync). Dynamic members that did not rejoin in time are
+dropped when the join phase ends; static members keep their place until their
+session expires, and the leader is then one of the members that did rejoin. A new group waits
 `initial_rebalance_delay_ms` (extended while new members keep arriving, up to the
 rebalance timeout) so that a fleet starting together forms one generation.
 
@@ -106,6 +110,7 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
         self.owned: set[int] = set()
         self._outbox: list[tuple[int, list[tuple[bytes, bytes | None]]]] = []
         self._tasks: set[asyncio.Task] = set()
+        self.latest_ms = 0  # the newest time `tick` was given
 
     # -- ownership and loading --------------------------------------------------------
 
@@ -174,11 +179,15 @@ class GroupCoordinator(MembershipMixin, OffsetsMixin):
     # -- timers -------------------------------------------------------------------------
 
     async def tick(self, now_ms: int) -> None:
-        """Expire sessions and pending members; end join phases past their deadline."""
+        """Expire sessions, pending members and pending syncs; end join phases past
+        their deadline."""
+        self.latest_ms = max(self.latest_ms, now_ms)
         for group in list(self.groups.values()):
             self._expire_members(group, now_ms)
             if group.is_(PREPARING) and now_ms >= group.join_deadline:
                 self._on_join_deadline(group, now_ms)
+            elif group.pending_sync and now_ms >= group.sync_deadline:
+                self._expire_pending_sync(group, now_ms)
         await self._flush(now_ms)
 
     def _expire_members(self, group: Group, now_ms: int) -> None:

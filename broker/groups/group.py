@@ -169,6 +169,10 @@ class Group:
         self.members: dict[str, Member] = {}
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
         self.pending_members: dict[str, int] = {}  # member id -> expiry (KIP-394)
+        # Members of the current generation that have not sent SyncGroup yet; they
+        # are removed when `sync_deadline` passes (Kafka's pending-sync timeout).
+        self.pending_sync: set[str] = set()
+        self.sync_deadline = 0
         self.offsets: dict[tuple[str, int], OffsetValue] = {}
         # Rebalance timing: the join phase ends at `join_deadline`; while
         # `initial_delay` is set, the group waits for more first members
@@ -204,9 +208,22 @@ class Group:
             return None
         if member.group_instance_id is not None:
             self.static_members.pop(member.group_instance_id, None)
+        self.pending_sync.discard(member_id)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member
+
+    def elect_joined_leader(self) -> bool:
+        """Make sure the leader is a member that rejoined (a static member may have
+        stayed without rejoining); False when no member rejoined."""
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.awaiting_join:
+            return True
+        joined = next((m.member_id for m in self.members.values() if m.awaiting_join), None)
+        if joined is None:
+            return False
+        self.leader_id = joined
+        return True
 
     def replace_static(self, instance_id: str, new_member_id: str) -> Member:
         """Give the member holding `instance_id` a new member id (KIP-345); the old
@@ -219,6 +236,9 @@ class Group:
         member.member_id = new_member_id
         self.members[new_member_id] = member
         self.static_members[instance_id] = new_member_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_member_id)
         if self.leader_id == old_id:
             self.leader_id = new_member_id
         return member

@@ -7,7 +7,6 @@ and LeaveGroup. The theory of operation is in `broker.groups.coordinator`.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import uuid
 
@@ -107,22 +106,62 @@ class MembershipMixin:
         if instance not in group.static_members:
             return self._add_member_and_rebalance(group, req, now_ms)
         old_id = group.static_members[instance]
+        old_leader = group.leader_id
         member = group.replace_static(instance, req.member_id)
+        member.heartbeat_deadline = now_ms + member.session_timeout_ms
         log.info("group %s: static member %s replaced %s", group.group_id, instance, old_id)
         if not group.is_(STABLE):
             return self._update_member_and_rebalance(group, member, req, now_ms)
+        before = self._member_settings(member)
         self._update_member(member, req)
         if group.select_protocol() != group.protocol:
             return self._update_member_and_rebalance(group, member, req, now_ms)
-        # Same place, same assignment, no rebalance (as Kafka 2.4+ for a Stable group).
-        self._queue_group(group)
-        result = self._current_generation(group, member, now_ms)
-        return dataclasses.replace(result, members=())
+        return self._store_static_replacement(group, member, old_id, before, old_leader, now_ms)
 
-    def _validate_member(self, group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
-        if instance_id is not None and instance_id in group.static_members:
-            if group.static_members[instance_id] != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
+    async def _store_static_replacement(
+        self, group: Group, member: Member, old_id: str, before: tuple, old_leader, now_ms
+    ) -> JoinResult:
+        """Stable group, same protocol: persist the new member id, then answer with
+        the current generation and no rebalance (as Kafka 2.4+). The answer names the
+        leader as it was before the replacement, so a restarted static leader does
+        not run a trivial assignment that a Stable group would ignore (Kafka's
+        behaviour before JoinGroup v9's skip_assignment). If the write fails, the
+        replacement is undone and the member gets the error."""
+        new_id, instance = member.member_id, member.group_instance_id
+        err = await self._store(
+            self.partition_for(group.group_id),
+            [(encode_group_key(GroupKey(group.group_id)), encode_group_value(group.to_record()))],
+            now_ms,
+        )
+        if err and group.static_members.get(instance) == new_id:
+            log.warning(
+                "group %s: could not store static member %s: %s", group.group_id, instance, err.name
+            )
+            group.replace_static(instance, old_id)
+            self._restore_member_settings(member, before)
+        if err:
+            return JoinResult(
+                err, "", group.generation, group.protocol_type, group.protocol, old_leader or ""
+            )
+        return JoinResult(
+            ErrorCode.NONE,
+            new_id,
+            group.generation,
+            group.protocol_type,
+            group.protocol,
+            old_leader or "",
+        )
+
+    @staticmethod
+    def _validate_member(group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's validateCurrentMember: a given instance id must be mapped to this
+        member id (FENCED_INSTANCE_ID if mapped to another, UNKNOWN_MEMBER_ID if not
+        mapped at all); otherwise the member id must belong to the group."""
+        if instance_id is not None:
+            current = group.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.FENCED_INSTANCE_ID if current != member_id else ErrorCode.NONE
         if member_id not in group.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
@@ -144,7 +183,7 @@ class MembershipMixin:
         member.is_new = True
         member.joined_at = now_ms
         fut = member.join_future = asyncio.get_running_loop().create_future()
-        if group.is_(PREPARING) and group.initial_delay:
+        if group.is_(PREPARING) and group.generation == 0:
             group.new_member_added = True
         group.add(member)
         self._maybe_prepare_rebalance(group, now_ms)
@@ -152,11 +191,28 @@ class MembershipMixin:
         return fut
 
     @staticmethod
-    def _update_member(member: Member, req: Member) -> None:
-        member.protocols = req.protocols
-        member.client_id, member.client_host = req.client_id, req.client_host
-        member.session_timeout_ms = req.session_timeout_ms
-        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+    def _member_settings(member: Member) -> tuple:
+        return (
+            member.protocols,
+            member.client_id,
+            member.client_host,
+            member.session_timeout_ms,
+            member.rebalance_timeout_ms,
+        )
+
+    @staticmethod
+    def _restore_member_settings(member: Member, settings: tuple) -> None:
+        (
+            member.protocols,
+            member.client_id,
+            member.client_host,
+            member.session_timeout_ms,
+            member.rebalance_timeout_ms,
+        ) = settings
+
+    @classmethod
+    def _update_member(cls, member: Member, req: Member) -> None:
+        cls._restore_member_settings(member, cls._member_settings(req))
 
     def _update_member_and_rebalance(self, group: Group, member: Member, req: Member, now_ms):
         self._update_member(member, req)
@@ -175,10 +231,8 @@ class MembershipMixin:
 
     def _prepare_rebalance(self, group: Group, now_ms: int) -> None:
         if group.is_(COMPLETING):
-            for m in group.members.values():
-                m.assignment = b""
-                resolve(m.sync_future, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
-                m.sync_future = None
+            self._propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS, now_ms)
+        group.pending_sync.clear()
         delay = self.config.initial_rebalance_delay_ms
         if group.is_(EMPTY) and delay > 0:
             group.initial_delay = True
@@ -197,11 +251,17 @@ class MembershipMixin:
 
     def _complete_join(self, group: Group, now_ms: int) -> None:
         for m in list(group.members.values()):
-            if not m.awaiting_join:
+            # Static members keep their place (KIP-345): their session decides.
+            if not m.awaiting_join and m.group_instance_id is None:
                 log.info("group %s: %s did not rejoin in time", group.group_id, m.member_id)
                 group.remove(m.member_id)
         group.initial_delay = False
+        if group.members and not group.elect_joined_leader():
+            log.warning("group %s: no member rejoined; waiting for the rest", group.group_id)
+            group.join_deadline = now_ms + group.rebalance_timeout_ms
+            return
         group.generation += 1
+        group.pending_sync.clear()
         if not group.members:
             group.protocol = None
             group.transition(EMPTY, now_ms)
@@ -220,7 +280,19 @@ class MembershipMixin:
             result = self._current_generation(group, m, now_ms)
             fut, m.join_future = m.join_future, None
             m.is_new = False
+            group.pending_sync.add(m.member_id)
             resolve(fut, result)
+        group.sync_deadline = now_ms + group.rebalance_timeout_ms
+
+    def _expire_pending_sync(self, group: Group, now_ms: int) -> None:
+        """Members that got the new generation but never sent SyncGroup within the
+        rebalance timeout are removed and the group rebalances (Kafka 3.x)."""
+        late = [mid for mid in group.members if mid in group.pending_sync]
+        log.info("group %s: %s sent no SyncGroup in time", group.group_id, ", ".join(late))
+        for mid in late:
+            group.remove(mid)
+        self._prepare_rebalance(group, now_ms)
+        self._try_complete_join(group, now_ms)
 
     def _remove_member(self, group: Group, member: Member, now_ms: int) -> None:
         resolve(member.join_future, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
@@ -241,7 +313,11 @@ class MembershipMixin:
         generation_id: int,
         assignments: dict[str, bytes],
         now_ms: int,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
     ) -> SyncResult:
+        """SyncGroup; `protocol_type`/`protocol_name` are sent from v5 (KIP-559) and
+        must then match the group's."""
         err = self.coordinator_error(group_id)
         group = self.groups.get(group_id)
         if not err and group is None:
@@ -252,13 +328,18 @@ class MembershipMixin:
             err = self._validate_member(group, member_id, group_instance_id)
         if not err and generation_id != group.generation:
             err = ErrorCode.ILLEGAL_GENERATION
+        if not err and protocol_type is not None and protocol_type != group.protocol_type:
+            err = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if not err and protocol_name is not None and protocol_name != group.protocol:
+            err = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if not err and group.is_(PREPARING):
             err = ErrorCode.REBALANCE_IN_PROGRESS
         if err:
             return SyncResult(err)
         member = group.members[member_id]
-        member.heartbeat_deadline = now_ms + member.session_timeout_ms
+        group.pending_sync.discard(member_id)
         if group.is_(STABLE):
+            member.heartbeat_deadline = now_ms + member.session_timeout_ms
             return SyncResult(
                 ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol
             )
@@ -282,21 +363,36 @@ class MembershipMixin:
         )
         if not group.is_(COMPLETING) or group.generation != generation:
             return
+        now_ms = max(now_ms, self.latest_ms)  # the write may have taken a while
         if err:
-            for m in group.members.values():
-                resolve(m.sync_future, SyncResult(err))
-                m.sync_future = None
+            self._propagate_assignment(group, err, now_ms)
             self._prepare_rebalance(group, now_ms)
             self._try_complete_join(group, now_ms)
             return
         for m in group.members.values():
             m.assignment = assignments.get(m.member_id, b"")
-            resolve(
-                m.sync_future,
-                SyncResult(ErrorCode.NONE, m.assignment, group.protocol_type, group.protocol),
-            )
-            m.sync_future = None
+        self._propagate_assignment(group, ErrorCode.NONE, now_ms)
         group.transition(STABLE, now_ms)
+
+    @staticmethod
+    def _propagate_assignment(group: Group, err: ErrorCode, now_ms: int) -> None:
+        """Answer every waiting SyncGroup with its assignment (or `err`, which also
+        clears the assignments) and restart those members' session timers: a member
+        that waited long for the leader must not expire right after its answer."""
+        for m in group.members.values():
+            if err:
+                m.assignment = b""
+            if m.sync_future is None:
+                continue
+            if err:
+                resolve(m.sync_future, SyncResult(err))
+            else:
+                resolve(
+                    m.sync_future,
+                    SyncResult(ErrorCode.NONE, m.assignment, group.protocol_type, group.protocol),
+                )
+            m.sync_future = None
+            m.heartbeat_deadline = now_ms + m.session_timeout_ms
 
     def heartbeat(
         self,

@@ -2,8 +2,9 @@
 
 A commit is validated against the group as Kafka does: a group that does not use
 group management (simple consumers, `generation_id` -1 on an Empty group) may commit
-freely; otherwise the member must belong to the group's current generation and the
-group must not be waiting for its assignment (CompletingRebalance). Accepted offsets
+freely; otherwise the member must belong to the group's current generation (checked
+first) and then the group must not be waiting for its assignment
+(CompletingRebalance). Accepted offsets
 are appended to the group's `__consumer_offsets` partition and only then visible to
 OffsetFetch; a commit counts as a heartbeat.
 
@@ -74,6 +75,8 @@ class OffsetsMixin:
     def _commit_error(
         self, group_id: str, member_id: str, instance_id: str | None, generation: int, now_ms
     ) -> ErrorCode:
+        """Kafka's validateOffsetCommit: membership and generation first, then the
+        group's state."""
         err = self.coordinator_error(group_id)
         if err:
             return err
@@ -85,18 +88,19 @@ class OffsetsMixin:
             return ErrorCode.NONE
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if instance_id is not None and instance_id in group.static_members:
-            if group.static_members[instance_id] != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
         if generation < 0 and group.is_(GroupState.EMPTY):
             return ErrorCode.NONE
+        if generation >= 0 or member_id or instance_id is not None:
+            err = self._validate_member(group, member_id, instance_id)
+            if not err and generation != group.generation:
+                err = ErrorCode.ILLEGAL_GENERATION
+            if err:
+                return err
+        elif not group.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(GroupState.COMPLETING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
+        member = group.members[member_id]
         member.heartbeat_deadline = now_ms + member.session_timeout_ms
         return ErrorCode.NONE
 

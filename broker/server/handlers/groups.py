@@ -188,6 +188,8 @@ async def sync_group(ctx, body):
         body["generation_id"],
         {a["member_id"]: a["assignment"] for a in body["assignments"]},
         _now_ms(),
+        body.get("protocol_type"),
+        body.get("protocol_name"),
     )
     return {"throttle_time_ms": 0, "error_code": r.error, "assignment": r.assignment}
 

@@ -98,8 +98,8 @@ class Driver:
         await self.coord.tick(3000)  # b arrived during the delay: one more round
         await self.coord.tick(6000)
         r1, r2 = await t1, await t2
-        s2 = self.sync(group, r2.member_id, 1, now=3000)
-        s1 = self.sync(group, r1.member_id, 1, {r1.member_id: b"A1", r2.member_id: b"A2"}, 3000)
+        s2 = self.sync(group, r2.member_id, 1, now=6000)
+        s1 = self.sync(group, r1.member_id, 1, {r1.member_id: b"A1", r2.member_id: b"A2"}, 6000)
         assert (await s1).assignment == b"A1"
         assert (await s2).assignment == b"A2"
         return r1.member_id, r2.member_id

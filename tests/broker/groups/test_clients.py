@@ -54,6 +54,7 @@ class ConsumerProc:
                     group,
                     topic,
                 ],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
@@ -61,7 +62,11 @@ class ConsumerProc:
             )
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
-        self.assignment: list[int] = []
+        self.assignment: list[str] = []  # "topic:partition"
+
+    def subscribe(self, *topics: str) -> None:
+        self.proc.stdin.write(f"subscribe {','.join(topics)}\n")
+        self.proc.stdin.flush()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -102,7 +107,7 @@ def test_kafka_python_group_rebalances_on_leave_and_on_sigkill(fast_broker, tmp_
         assert f.get(timeout=30).offset >= 0
     producer.close()
 
-    everything = [0, 1, 2, 3]
+    everything = [f"kp-group:{p}" for p in range(4)]
     a = ConsumerProc(bootstrap, "kp-grp", "kp-group", tmp_path / "a.log")
     procs = [a]
     try:
@@ -120,6 +125,38 @@ def test_kafka_python_group_rebalances_on_leave_and_on_sigkill(fast_broker, tmp_
         a.wait_for(lambda x: len(x) == 2)
         c.kill()  # no LeaveGroup: the 6 s session timeout has to expire
         a.wait_for(lambda x: x == everything)
+    finally:
+        for p in procs:
+            if p.proc.poll() is None:
+                p.kill()
+
+
+def test_kafka_python_leader_that_learns_a_new_topic_finishes_its_own_rejoin(
+    fast_broker, tmp_path
+):
+    """A follower subscribing to one more topic makes the leader fetch that topic's
+    metadata after assigning, so the leader starts a rejoin of its own: the case
+    kafka-python 3.0.12 fails to finish without the latch in consumer_proc."""
+    bootstrap = fast_broker.bootstrap
+    create_topic(bootstrap, "kp-sub-a", 2)
+    create_topic(bootstrap, "kp-sub-b", 2)
+    a = ConsumerProc(bootstrap, "kp-sub", "kp-sub-a", tmp_path / "a.log")
+    procs = [a]
+    try:
+        a.wait_for(lambda x: x == ["kp-sub-a:0", "kp-sub-a:1"])
+        b = ConsumerProc(bootstrap, "kp-sub", "kp-sub-a", tmp_path / "b.log")
+        procs.append(b)
+        b.wait_for(lambda x: len(x) == 1)
+        a.wait_for(lambda x: len(x) == 1)
+        b.subscribe("kp-sub-a", "kp-sub-b")  # a stays the leader: it joined first
+        b.wait_for(lambda x: len(x) == 3 and {"kp-sub-b:0", "kp-sub-b:1"} <= set(x))
+        a.wait_for(lambda x: len(x) == 1)
+        assert sorted(a.assignment + b.assignment) == [
+            "kp-sub-a:0",
+            "kp-sub-a:1",
+            "kp-sub-b:0",
+            "kp-sub-b:1",
+        ]
     finally:
         for p in procs:
             if p.proc.poll() is None:

@@ -131,9 +131,7 @@ def test_kafka_python_group_rebalances_on_leave_and_on_sigkill(fast_broker, tmp_
                 p.kill()
 
 
-def test_kafka_python_leader_that_learns_a_new_topic_finishes_its_own_rejoin(
-    fast_broker, tmp_path
-):
+def test_kafka_python_leader_that_learns_a_new_topic_finishes_its_own_rejoin(fast_broker, tmp_path):
     """A follower subscribing to one more topic makes the leader fetch that topic's
     metadata after assigning, so the leader starts a rejoin of its own: the case
     kafka-python 3.0.12 fails to finish without the latch in consumer_proc."""

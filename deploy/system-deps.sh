@@ -2,7 +2,8 @@
 # Installs the system packages logflume's demo, tests and benchmarks use, only when
 # missing, so that `make up` / `make test` work on a fresh Debian machine.
 #   java (Spark), kcat (interoperability tests), zookeeper (cluster), redis-server
-#   and syslog-ng (peer benchmarks), netcat (the `nc -u` examples).
+#   and syslog-ng (peer benchmarks), netcat (the `nc -u` examples), mount and
+#   e2fsprogs (the disk-full tests mount a small tmpfs, or a loop ext4 image).
 set -euo pipefail
 
 declare -A wanted=(
@@ -14,6 +15,8 @@ declare -A wanted=(
   [shellcheck]=shellcheck
   [systemd-analyze]=systemd
   [/usr/sbin/syslog-ng]=syslog-ng-core
+  [/usr/bin/mount]=mount
+  [/usr/sbin/mkfs.ext4]=e2fsprogs
   [/usr/share/zookeeper/bin/zkServer.sh]=zookeeper
   [/usr/lib/syslog-ng/3.38/libkafka.so]=syslog-ng-mod-rdkafka  # Debian 12's module dir
 )

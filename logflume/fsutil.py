@@ -28,11 +28,15 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
     tmp = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # e.g. ENOSPC: do not leave a torn file holding space
+        raise
     os.replace(tmp, path)
     fsync_dir(path.parent)

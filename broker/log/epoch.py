@@ -46,9 +46,14 @@ class LeaderEpochCache:
             last_epoch, last_start = self.entries[-1]
             if epoch == last_epoch and start_offset >= last_start:
                 return
+        before = self.entries
         self.entries = [(e, o) for e, o in self.entries if e < epoch and o < start_offset]
         self.entries.append((epoch, start_offset))
-        self._save()
+        try:
+            self._save()
+        except OSError:
+            self.entries = before  # memory stays what the file says; the append fails
+            raise
 
     def end_offset_for(self, requested_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetForLeaderEpoch answers: the end of the largest

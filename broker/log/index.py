@@ -8,7 +8,11 @@ entries, strictly increasing in their key, appended at most once per
 
 The active segment's index file is preallocated to `segment.index.bytes` and mapped
 read-write, so an append is a `pack_into` with no system call; the number of valid
-entries is kept in memory. On roll or close the file is trimmed to its entries, so a
+entries is kept in memory. The preallocation is sparse, and a store through the
+mapping into a hole on a full file system is a SIGBUS that kills the broker, so the
+first entry in each file-system block goes through `pwrite` (ENOSPC then arrives as
+an OSError the segment rolls back) and the rest of that block, now allocated,
+through the mapping. On roll or close the file is trimmed to its entries, so a
 closed index's length tells how many entries it has. After a crash the active
 segment's index is rebuilt from the log (recovery), never trusted. Closed indexes
 are mapped lazily on first lookup.
@@ -18,6 +22,8 @@ import mmap
 import os
 import struct
 from pathlib import Path
+
+PAGE = mmap.PAGESIZE
 
 
 class CorruptIndexError(ValueError):
@@ -38,6 +44,8 @@ class _Index:
         self.entries = length // size
         self._length_ok = length % size == 0
         self._mapped_length = 0
+        self._backed = 0  # bytes from the start known to be allocated (not a hole)
+        self._unit = min(PAGE, os.fstatvfs(self._fd).f_frsize or PAGE)  # allocation unit
         if active:
             self.resize(self.max_entries * size)
 
@@ -57,6 +65,7 @@ class _Index:
             self._mm.close()
             self._mm = None
         os.ftruncate(self._fd, length)
+        self._backed = min(self._backed, length // self._unit * self._unit)
         self._map()
 
     def trim(self) -> None:
@@ -128,8 +137,18 @@ class _Index:
         if mm is None or pos + self.ENTRY.size > self._mapped_length:
             self.resize(self.max_entries * self.ENTRY.size)
             mm = self._mm
-        self.ENTRY.pack_into(mm, pos, *values)
+        self._store(mm, pos, values)
         self.entries += 1
+
+    def _store(self, mm: mmap.mmap, pos: int, values: tuple) -> None:
+        end = pos + self.ENTRY.size
+        if end <= self._backed:
+            self.ENTRY.pack_into(mm, pos, *values)
+            return
+        data = self.ENTRY.pack(*values)
+        if os.pwrite(self._fd, data, pos) != len(data):
+            raise OSError(f"short write to {self.path.name}")
+        self._backed = -(-end // self._unit) * self._unit
 
 
 class OffsetIndex(_Index):
@@ -146,7 +165,7 @@ class OffsetIndex(_Index):
     def append_unchecked(self, offset: int, position: int) -> None:
         """Append for callers that guarantee increasing offsets (the segment)."""
         pos = self.entries * 8
-        if self.entries >= self.max_entries or pos + 8 > self._mapped_length:
+        if self.entries >= self.max_entries or pos + 8 > min(self._mapped_length, self._backed):
             self._append_entry(offset - self.base_offset, position)
             return
         self.ENTRY.pack_into(self._mm, pos, offset - self.base_offset, position)
@@ -211,7 +230,10 @@ class TimeIndex(_Index):
         self.last_timestamp = -1
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
-        """Append when `timestamp` is above the last entry's and there is room."""
+        """Append when `timestamp` is above the last entry's and there is room (as in
+        Kafka, an empty index counts as ending at -1: an empty segment gets no entry)."""
+        if timestamp < 0:
+            return
         if self.entries:
             if timestamp <= self.last_timestamp:
                 return

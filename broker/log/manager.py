@@ -155,16 +155,38 @@ class LogManager:
         for p in self._logs.values():
             p.flush_if_due()
 
-    def close(self) -> None:
-        """Flush and close every log, write checkpoints, then the clean-shutdown marker."""
+    def close(self) -> bool:
+        """Flush and close every log, write checkpoints, then the clean-shutdown marker.
+        True if all of it was written.
+
+        A write that fails here (a full disk) is logged and the marker left out, so
+        the next start recovers the logs from the last good checkpoints instead of
+        trusting files this close could not finish; the other logs still close."""
+        failed: list[str] = []
         for p in self._logs.values():
-            p.flush()
-        self.checkpoint_recovery_points()
-        self.checkpoint_cleaner()
+            try:
+                p.flush()
+            except OSError as e:
+                failed.append(f"flush {p.topic}-{p.partition}: {e}")
+        for write in (self.checkpoint_recovery_points, self.checkpoint_cleaner):
+            try:
+                write()
+            except OSError as e:
+                failed.append(f"{write.__name__}: {e}")
         for p in self._logs.values():
-            p.close()
+            try:
+                p.close()
+            except OSError as e:
+                failed.append(f"close {p.topic}-{p.partition}: {e}")
         self._logs.clear()
+        if failed:
+            log.error(
+                "logs closed with storage errors, next start will run recovery: %s",
+                "; ".join(failed),
+            )
+            return False
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         with open(marker, "w") as f:
             os.fsync(f.fileno())
         fsync_dir(self.data_dir)
+        return True

@@ -305,8 +305,16 @@ class PartitionLog:
         seg = new_segment(self.dir, base, self.config, self._now_ms())
         self.segments.append(seg)
         self._bases.append(base)
-        self.producer_state.take_snapshot(base)
+        self._snapshot_producers(base)
         return seg
+
+    def _snapshot_producers(self, offset: int) -> None:
+        """Snapshot producer state; a failed write (a full disk) only costs a longer
+        rebuild from the log at the next start, so it is logged, not raised."""
+        try:
+            self.producer_state.take_snapshot(offset)
+        except OSError as e:
+            log.warning("%s: producer snapshot at %d not written: %s", self, offset, e)
 
     # -- flush ---------------------------------------------------------------------
 
@@ -492,12 +500,14 @@ class PartitionLog:
         self.segments[i] = seg
 
     def close(self) -> None:
-        self.producer_state.take_snapshot(self.log_end_offset)
-        self._reap_flushes(wait=True)
-        self.active.finish()
-        self.flush()
-        for seg in self.segments:
-            seg.close()
+        self._snapshot_producers(self.log_end_offset)
+        try:
+            self._reap_flushes(wait=True)
+            self.active.finish()
+            self.flush()
+        finally:
+            for seg in self.segments:
+                seg.close()
 
     def delete(self) -> None:
         """Remove the partition's directory and everything in it."""

@@ -101,33 +101,80 @@ class LogSegment:
     # -- writing -------------------------------------------------------------------
 
     def append(self, data, batches: list[RecordBatch]) -> None:
-        """Write `data` (the bytes of `batches`, offsets already final) at the end."""
+        """Write `data` (the bytes of `batches`, offsets already final) at the end.
+
+        All or nothing: on an OSError (ENOSPC, EIO) the file is cut back to its old
+        end and the in-memory state and indexes are restored before it re-raises, so
+        the log still ends on a batch boundary and no index entry points past it."""
         pos = self.size
-        fd = self.file.fileno()
-        n = os.pwrite(fd, data, pos)
-        if n < len(data):
-            view = memoryview(data)[n:]
-            while view:
-                written = os.pwrite(fd, view, pos + n)
-                view = view[written:]
-                n += written
-        for b in batches:
-            self._index_batch(b.base_offset, b.last_offset, b.max_timestamp, pos, b.size)
-            pos += b.size
+        saved = self._save_state()
+        try:
+            fd = self.file.fileno()
+            n = os.pwrite(fd, data, pos)
+            if n < len(data):
+                view = memoryview(data)[n:]
+                while view:
+                    written = os.pwrite(fd, view, pos + n)
+                    view = view[written:]
+                    n += written
+            for b in batches:
+                self._index_batch(b.base_offset, b.last_offset, b.max_timestamp, pos, b.size)
+                pos += b.size
+        except OSError:
+            self._roll_back(saved)
+            raise
         self.size = pos
 
     def append_one(self, prefix: bytes, rest, b: RecordBatch) -> None:
-        """Write one batch given as its new 16-byte prefix and the bytes after it."""
+        """Write one batch given as its new 16-byte prefix and the bytes after it
+        (all or nothing, as `append`)."""
         pos = self.size
-        n = os.pwritev(self.file.fileno(), [prefix, rest], pos)
-        if n < b.size:
-            tail = (bytes(prefix) + bytes(rest))[n:]
-            while tail:
-                written = os.pwrite(self.file.fileno(), tail, pos + n)
-                tail = tail[written:]
-                n += written
-        self._index_batch(b.base_offset, b.last_offset, b.max_timestamp, pos, b.size)
+        saved = self._save_state()
+        try:
+            n = os.pwritev(self.file.fileno(), [prefix, rest], pos)
+            if n < b.size:
+                tail = (bytes(prefix) + bytes(rest))[n:]
+                while tail:
+                    written = os.pwrite(self.file.fileno(), tail, pos + n)
+                    tail = tail[written:]
+                    n += written
+            self._index_batch(b.base_offset, b.last_offset, b.max_timestamp, pos, b.size)
+        except OSError:
+            self._roll_back(saved)
+            raise
         self.size = pos + b.size
+
+    def _save_state(self) -> tuple:
+        return (
+            self.size,
+            self.next_offset,
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._first_batch_timestamp,
+            self._bytes_since_index,
+            self.index.entries,
+            self.time_index.entries,
+            self.time_index.last_timestamp,
+        )
+
+    def _roll_back(self, saved: tuple) -> None:
+        """Undo a failed append: cut the file back (shrinking needs no free space) and
+        forget index entries and counters the append added."""
+        (
+            self.size,
+            self.next_offset,
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._first_batch_timestamp,
+            self._bytes_since_index,
+            index_entries,
+            time_entries,
+            last_ts,
+        ) = saved
+        self.index.truncate_to_entries(index_entries)
+        self.time_index.truncate_to_entries(time_entries)
+        self.time_index.last_timestamp = last_ts
+        os.ftruncate(self.file.fileno(), self.size)
 
     def _index_batch(self, base: int, last: int, max_ts: int, position: int, size: int) -> None:
         if position == 0 and self._first_batch_timestamp is None:

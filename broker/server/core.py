@@ -152,8 +152,8 @@ class BrokerCore:
             except Exception:
                 log.exception("teardown of %s failed", module.__name__)
         if self.logs is not None:
-            self.logs.close()
-            log.info("logs flushed and closed cleanly")
+            if self.logs.close():
+                log.info("logs flushed and closed cleanly")
 
 
 async def _maybe_await(fn, *args) -> None:

@@ -15,11 +15,17 @@ epochs and appends them byte-for-byte; nothing per record happens here.
   fetches move it and wake the operation through `Partition.on_change`.
 
 Unknown topics are created on first use when `auto.create.topics.enable` is on.
+
+A write that fails in the file system (ENOSPC on a full data directory, EIO) answers
+KAFKA_STORAGE_ERROR, which clients retry: the log rolled the failed append back to
+its last batch boundary, so the partition takes produces again once there is room.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
 from broker.cluster.partition import PartitionError
 from broker.log.common import RecordTooLargeError
@@ -28,6 +34,26 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.records import CorruptRecordError
 from broker.server.dispatch import CloseConnection, handles
 from broker.server.purgatory import DelayedOperation
+
+log = logging.getLogger(__name__)
+_STORAGE_LOG_EVERY_S = 10.0
+_last_storage_log = {"at": -_STORAGE_LOG_EVERY_S, "suppressed": 0}
+
+
+def _log_storage_error(what: str, e: OSError) -> None:
+    """One clear line per 10 s while a data directory is full, not one per request."""
+    now = time.monotonic()
+    if now - _last_storage_log["at"] < _STORAGE_LOG_EVERY_S:
+        _last_storage_log["suppressed"] += 1
+        return
+    more = _last_storage_log["suppressed"]
+    _last_storage_log.update(at=now, suppressed=0)
+    log.error(
+        "storage error, produce to %s answered KAFKA_STORAGE_ERROR: %s%s",
+        what,
+        e,
+        f" ({more} more since the last report)" if more else "",
+    )
 
 
 class DelayedProduce(DelayedOperation):
@@ -85,7 +111,10 @@ def produce(ctx, body):
     for topic in body["topic_data"]:
         name = topic["name"]
         if replicas.topic(name) is None:
-            replicas.auto_create(name)
+            try:
+                replicas.auto_create(name)
+            except OSError as e:
+                _log_storage_error(name, e)
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]
@@ -131,6 +160,9 @@ def _append(partition, index: int, records, acks: int) -> tuple[dict, int]:
         return _partition_response(index, ErrorCode.MESSAGE_TOO_LARGE, str(e)), -1
     except ProducerStateError as e:
         return _partition_response(index, e.code, str(e)), -1
+    except OSError as e:
+        _log_storage_error(f"{partition.topic}-{index}", e)
+        return _partition_response(index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)), -1
     resp = _partition_response(index, ErrorCode.NONE)
     resp["base_offset"] = info.first_offset
     resp["log_append_time_ms"] = info.log_append_time

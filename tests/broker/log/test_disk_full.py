@@ -1,0 +1,200 @@
+"""A full data directory: a failed append leaves the log exactly as before it.
+
+The injected-failure tests make `os.pwrite` stop half way with ENOSPC, as a nearly
+full file system does; the tmpfs test fills a real one (root only), which also covers
+the index preallocation: a store into a sparse mmapped index on a full tmpfs is a
+SIGBUS that would kill this process, so index entries that open a new block go
+through pwrite.
+"""
+
+import errno
+import os
+
+import pytest
+
+from broker.log import LogConfig, PartitionLog
+from broker.log.epoch import LeaderEpochCache
+from broker.protocol.records import iter_batches
+from logflume.fsutil import atomic_write
+from tests.broker.log.util import all_records, make_batch, read_all
+from tests.smallfs import SmallFs, fill
+
+ENOSPC = OSError(errno.ENOSPC, "No space left on device")
+
+
+def open_log(dir, **cfg):
+    return PartitionLog(dir / "t-0", LogConfig(**cfg), clock=lambda: 1_000_000.0)
+
+
+def _half_then_enospc(real):
+    """os.pwrite / os.pwritev stand-ins: the first call writes half its data, every
+    later call fails with ENOSPC (a file system that just filled up)."""
+    calls = []
+
+    def pwrite(fd, data, pos):
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise ENOSPC
+        return real(fd, bytes(data)[: max(1, len(data) // 2)], pos)
+
+    def pwritev(fd, buffers, pos):
+        return pwrite(fd, b"".join(bytes(b) for b in buffers), pos)
+
+    return pwrite, pwritev, calls
+
+
+def check_consistent(log: PartitionLog) -> None:
+    """The active segment ends on a batch boundary equal to the file's length, and no
+    index entry points at or past it."""
+    seg = log.active
+    assert os.fstat(seg.file.fileno()).st_size == seg.size
+    if seg.index.entries:
+        assert seg.index.last_entry()[1] < seg.size
+    if seg.time_index.entries:
+        assert seg.time_index.last_entry()[1] < log.log_end_offset
+    batches = read_all(log)
+    assert (batches[-1].next_offset if batches else log.log_start_offset) == log.log_end_offset
+
+
+@pytest.mark.parametrize("batches_per_append", [1, 3], ids=["one-batch", "several"])
+def test_enospc_mid_write_truncates_back_to_the_last_batch(
+    tmp_path, monkeypatch, batches_per_append
+):
+    log = open_log(tmp_path, index_interval_bytes=1)
+    for i in range(5):
+        log.append(make_batch(2, tag=b"ok%d" % i))
+    before = (log.log_end_offset, log.active.size, log.active.index.entries)
+    pwrite, pwritev, calls = _half_then_enospc(os.pwrite)
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(os, "pwritev", pwritev)
+    data = b"".join(make_batch(2, tag=b"lost%d" % i) for i in range(batches_per_append))
+    with pytest.raises(OSError) as e:
+        log.append(data)
+    assert e.value.errno == errno.ENOSPC
+    assert len(calls) == 2  # half written, then the disk was full
+    monkeypatch.undo()
+    assert (log.log_end_offset, log.active.size, log.active.index.entries) == before
+    check_consistent(log)
+    info = log.append(make_batch(1, tag=b"again"))
+    assert info.first_offset == before[0]
+    check_consistent(log)
+    values = [r.value for r in all_records(log)]
+    assert not any(v.startswith(b"lost") for v in values)
+    log.close()
+    # Crash-style reopen: recovery rescans and finds nothing to cut.
+    (tmp_path / "t-0" / "00000000000000000000.index").unlink()
+    again = PartitionLog(tmp_path / "t-0", LogConfig(), recovery_point=0, clock=lambda: 1e6)
+    assert [r.value for r in all_records(again)] == values
+    again.close()
+
+
+def test_enospc_on_an_index_entry_rolls_the_data_back(tmp_path, monkeypatch):
+    log = open_log(tmp_path, index_interval_bytes=1)
+    log.append(make_batch(1, tag=b"a"))
+    log.append(make_batch(1, tag=b"b"))  # the index gets its first entry
+    before = (log.log_end_offset, log.active.size, log.active.index.entries)
+    # Next index entry needs a new block of the sparse index file: make that fail.
+    log.active.index._backed = 0
+    monkeypatch.setattr("broker.log.index.os.pwrite", lambda *a: (_ for _ in ()).throw(ENOSPC))
+    with pytest.raises(OSError):
+        log.append(make_batch(1, tag=b"c"))
+    monkeypatch.undo()
+    assert (log.log_end_offset, log.active.size, log.active.index.entries) == before
+    check_consistent(log)
+    log.append(make_batch(1, tag=b"d"))
+    assert [r.value[:1] for r in all_records(log)] == [b"a", b"b", b"d"]
+    log.close()
+
+
+def test_epoch_cache_keeps_memory_equal_to_file_when_the_save_fails(tmp_path, monkeypatch):
+    cache = LeaderEpochCache(tmp_path, lambda: 10)
+    cache.assign(1, 0)
+    monkeypatch.setattr("broker.log.epoch.write_lines", lambda *a: (_ for _ in ()).throw(ENOSPC))
+    with pytest.raises(OSError):
+        cache.assign(2, 5)
+    assert cache.entries == [(1, 0)]
+
+
+def test_atomic_write_leaves_no_temp_file_when_the_disk_is_full(tmp_path, monkeypatch):
+    monkeypatch.setattr("logflume.fsutil.os.write", lambda fd, b: (_ for _ in ()).throw(ENOSPC))
+    with pytest.raises(OSError):
+        atomic_write(tmp_path / "f", b"data")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fill_a_real_tmpfs_then_make_room(tmp_path):
+    if not SmallFs.available(tmp_path):
+        pytest.skip("cannot mount a small file system here (needs root)")
+    with SmallFs(tmp_path / "mnt", size_kb=512) as fs:
+        # A batch per index entry and per time-index entry: index blocks open often.
+        cfg = dict(index_interval_bytes=1, segment_bytes=10 << 20, segment_index_bytes=1 << 20)
+        log = open_log(fs.path, **cfg)
+        acked = []
+        failures = 0
+        ts = 1000
+        while failures < 20:
+            ts += 1
+            value = b"r%06d-" % len(acked) + b"v" * 300
+            try:
+                info = log.append(make_batch(1, ts=ts, values=[value]))
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+                failures += 1
+                check_consistent(log)
+                continue
+            acked.append((info.first_offset, value))
+        assert len(acked) > 100
+        fs.grow(2048)
+        info = log.append(make_batch(1, ts=ts + 1, values=[b"after"]))
+        assert info.first_offset == len(acked)
+        acked.append((info.first_offset, b"after"))
+        check_consistent(log)
+        log.close()
+        reopened = PartitionLog(fs.path / "t-0", LogConfig(**cfg), clock=lambda: 1e6)
+        got = [(r.offset, r.value) for r in all_records(reopened)]
+        assert got == acked
+        for seg in reopened.segments:  # every batch's CRC, straight from the file
+            with open(seg.log_path, "rb") as f:
+                data = f.read()
+            assert sum(b.size for b in iter_batches(data, validate=True)) == len(data)
+        reopened.close()
+
+
+def test_new_index_block_on_a_full_tmpfs_is_an_error_not_sigbus(tmp_path):
+    """The log's last page still has room, the index needs a new block, the file
+    system has none: the append must fail with ENOSPC and be rolled back. Storing
+    the entry through the mapping would be a SIGBUS, so the append runs in a forked
+    child whose death by signal fails the test instead of killing pytest."""
+    if SmallFs.available(tmp_path) != "tmpfs":
+        pytest.skip("needs a tmpfs mount (root)")
+    with SmallFs(tmp_path / "mnt", size_kb=1024) as fs:
+        log = open_log(fs.path, index_interval_bytes=1)
+        page = os.statvfs(fs.path).f_frsize
+        entries_per_block = page // 8
+        # Fill the offset index's first block exactly; the log's last page must keep
+        # room for one more small batch.
+        while not (
+            log.active.index.entries == entries_per_block and page - log.active.size % page > 200
+        ):
+            log.append(make_batch(1, values=[b"x" * 20]))
+            assert log.active.index.entries <= 4 * entries_per_block, "never lined up"
+        filler = fill(fs.path / "filler")
+        assert fs.free_bytes() == 0
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through its exit code
+            code = 3
+            try:
+                log.append(make_batch(1, values=[b"y" * 20]))
+                code = 2  # no error at all: the test did not reproduce a full disk
+            except OSError as e:
+                code = 0 if e.errno == errno.ENOSPC else 4
+                check_consistent(log)
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert not os.WIFSIGNALED(status), f"append killed by signal {os.WTERMSIG(status)}"
+        assert os.WEXITSTATUS(status) == 0
+        filler.unlink()
+        log.append(make_batch(1, values=[b"z" * 20]))
+        check_consistent(log)
+        log.close()

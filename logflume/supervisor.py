@@ -1,6 +1,6 @@
 """Run a handful of long-lived commands together as one foreground program.
 
-Theory of operation (used by `logflume up`):
+Theory of operation (used by `logflume up` and `logflume cluster up`):
 
 - Every child is a subprocess in its own process group, so that a terminal's Ctrl-C
   reaches only the supervisor, which then stops the children in a chosen order, and
@@ -10,12 +10,16 @@ Theory of operation (used by `logflume up`):
   the *thread* that forked the child, so every child is started (and restarted) from
   the one control thread that owns the `Supervisor`.
 - A child's stdout and stderr share one pipe; a reader thread per child copies each
-  line to our stdout behind a colored, aligned label such as `[broker]`.
-- The control thread calls `poll()` regularly. Before `supervise()` is switched on
+  line to our stdout behind a colored, aligned label such as `[broker]`, unless the
+  child has a log file (`ChildSpec.log_file`), which then gets its output instead.
+  A child with a `pid_file` has its current pid there while it runs, for a
+  `... down` command run elsewhere and for tests.
+- The control thread calls `poll()` regularly. Before `supervising` is switched on
   (the startup phase), a child that exits raises `ChildExited`: a demo that cannot
   start should say so rather than loop. Afterwards an exit is reported and the child
-  restarted after a backoff that doubles from 1 s to 30 s on quick successive
-  failures and resets once the child stayed up for `STABLE_AFTER` seconds.
+  restarted after a `Backoff` delay. `run()` is that whole life: the caller's start
+  function (which waits for each child with `wait_for()`), then polling until a
+  stop is asked, then `stop()`.
 - `stop()` signals the children in reverse start order: SIGTERM to the process
   group (or to the child alone, see `ChildSpec.term_group`), up to `grace` seconds
   for the group to empty, then SIGKILL to what is left of it.
@@ -31,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import BinaryIO
 
 PR_SET_PDEATHSIG = 1
@@ -94,6 +99,27 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
+class Backoff:
+    """Restart delays for one child: `first` seconds after a crash, doubling after
+    each crash that follows quickly (a child that dies right after start must not
+    spin), at most `cap`; back to `first` once the child had stayed up
+    `stable_after` seconds. Pure: the caller says how long the child ran."""
+
+    def __init__(self, first=BACKOFF_FIRST, cap=BACKOFF_MAX, stable_after=STABLE_AFTER):
+        self.first = first
+        self.cap = cap
+        self.stable_after = stable_after
+        self.next = first
+
+    def delay(self, uptime: float) -> float:
+        """The wait before restarting a child that exited after `uptime` seconds."""
+        if uptime >= self.stable_after:
+            self.next = self.first
+        delay = self.next
+        self.next = min(delay * 2, self.cap)
+        return delay
+
+
 def want_color(stream) -> bool:
     if os.environ.get("NO_COLOR"):
         return False
@@ -110,6 +136,9 @@ class ChildSpec:
     child itself, for a child that shuts its own helpers down in order (Spark's
     driver stops its queries, then its JVM). Either way, whatever is left of the
     group when the grace period ends gets SIGKILL.
+
+    `log_file`: append the child's output there instead of copying it to ours.
+    `pid_file`: holds the running child's pid; removed while it is down or stopped.
     """
 
     name: str
@@ -118,6 +147,12 @@ class ChildSpec:
     term_group: bool = True
     env: dict[str, str] | None = None
     cwd: str | None = None
+    log_file: Path | None = None
+    pid_file: Path | None = None
+
+
+class Stopped(Exception):
+    """A stop was asked for while waiting for a child to become ready."""
 
 
 class ChildExited(RuntimeError):
@@ -168,7 +203,7 @@ class Child:
         self.reader: threading.Thread | None = None
         self.started_at = 0.0
         self.restarts = 0
-        self.backoff = BACKOFF_FIRST
+        self.backoff = Backoff()
         self.restart_at: float | None = None
 
     @property
@@ -209,25 +244,33 @@ class Supervisor:
     def _spawn(self, child: Child) -> None:
         env = dict(os.environ if child.spec.env is None else child.spec.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        child.proc = subprocess.Popen(
-            child.spec.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=child.spec.cwd,
-            process_group=0,
-            preexec_fn=_die_with_parent(os.getpid()),
-        )
+        log = open(child.spec.log_file, "ab") if child.spec.log_file else None
+        try:
+            child.proc = subprocess.Popen(
+                child.spec.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log or subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=child.spec.cwd,
+                process_group=0,
+                preexec_fn=_die_with_parent(os.getpid()),
+            )
+        finally:
+            if log is not None:
+                log.close()
         child.started_at = time.monotonic()
         child.restart_at = None
-        child.reader = threading.Thread(
-            target=self._copy_lines,
-            args=(child.spec.name, child.proc.stdout),
-            name=f"output-{child.spec.name}",
-            daemon=True,
-        )
-        child.reader.start()
+        if child.spec.pid_file is not None:
+            child.spec.pid_file.write_text(f"{child.proc.pid}\n")
+        if log is None:
+            child.reader = threading.Thread(
+                target=self._copy_lines,
+                args=(child.spec.name, child.proc.stdout),
+                name=f"output-{child.spec.name}",
+                daemon=True,
+            )
+            child.reader.start()
 
     def _copy_lines(self, name: str, pipe: BinaryIO) -> None:
         with pipe:
@@ -248,18 +291,49 @@ class Supervisor:
                 continue
             code = child.proc.returncode
             _signal_group(child.proc.pid, signal.SIGKILL)  # leftovers of the dead child
+            _forget_pid(child)
             if not self.supervising:
                 raise ChildExited(child.spec.name, code)
             if not child.spec.restart:
                 self.say(f"{child.spec.name} {describe_exit(code)}; not restarting it")
                 child.proc = None
                 continue
-            if now - child.started_at >= STABLE_AFTER:
-                child.backoff = BACKOFF_FIRST
-            delay = child.backoff
-            child.backoff = min(child.backoff * 2, BACKOFF_MAX)
+            delay = child.backoff.delay(now - child.started_at)
             child.restart_at = now + delay
             self.say(f"{child.spec.name} {describe_exit(code)}; restarting in {delay:.0f}s")
+
+    def run(self, start, stop: threading.Event) -> int:
+        """A whole foreground life: `start()` starts the children and waits for them
+        (an exit there is fatal), then they are supervised until `stop` is set (by
+        the caller's signal handlers); all are stopped in any case. Returns 0, or 1
+        when startup failed."""
+        code = 0
+        try:
+            start()
+            self.supervising = True
+            while not stop.wait(0.2):
+                self.poll()
+        except Stopped:
+            pass
+        except (ChildExited, RuntimeError) as exc:
+            self.say(f"startup failed: {exc}")
+            code = 1
+        finally:
+            self.say("stopping")
+            self.stop()
+            self.say("stopped")
+        return code
+
+    def wait_for(self, what: str, ready, timeout: float, stop: threading.Event) -> None:
+        """Poll the children until `ready()` is true; `Stopped` once `stop` is set,
+        RuntimeError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            self.poll()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what}: not ready after {timeout:.0f}s")
+            if stop.wait(0.1):
+                raise Stopped
 
     def stop(self) -> None:
         """SIGTERM each child's group in reverse start order, SIGKILL after `grace` s."""
@@ -283,6 +357,12 @@ class Supervisor:
                 time.sleep(0.05)
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+            _forget_pid(child)
             if child.reader is not None:
                 child.reader.join(timeout=2)
         self.children.clear()
+
+
+def _forget_pid(child: Child) -> None:
+    if child.spec.pid_file is not None:
+        child.spec.pid_file.unlink(missing_ok=True)

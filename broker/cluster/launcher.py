@@ -5,8 +5,11 @@ is started directly as `java -cp <jars> org.apache.zookeeper.server.quorum.Quoru
 <zoo.cfg>` with a generated standalone config (dataDir under the cluster's data
 directory, client port on 127.0.0.1, admin server off). Brokers are
 `python -m logflume broker --zookeeper ... --broker-id N` subprocesses, each with
-its own data directory. `LocalCluster` writes pid files so `logflume cluster down`
-can stop a cluster started elsewhere. Used by `logflume cluster` and by the tests.
+its own data directory. `logflume cluster up` and `logflume up --cluster` run these
+commands as supervised children (restarted when they die); `LocalCluster` runs them
+itself, unsupervised, for benchmarks and tests that kill and restart brokers on
+purpose. `logflume cluster up` writes pid files (`pid_file`) so that `logflume
+cluster down` can stop a cluster started elsewhere (`stop_from_pid_files`).
 """
 
 from __future__ import annotations
@@ -44,16 +47,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_open(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def wait_for_port(port: int, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise LauncherError(f"process exited with {proc.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
+        if port_open(port):
+            return
+        time.sleep(0.05)
     raise LauncherError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
 
 
@@ -168,7 +178,6 @@ class LocalCluster:
     def start(self) -> LocalCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.zookeeper.start()
-        self._write_pid("zookeeper", self.zookeeper.proc.pid)
         for i in range(self.count):
             self.ports[i] = self.base_port + i if self.base_port else free_port()
             self._spawn(i)
@@ -192,7 +201,6 @@ class LocalCluster:
         )
         log.close()
         self.procs[i] = proc
-        self._write_pid(f"broker-{i}", proc.pid)
 
     def kill_broker(self, i: int) -> None:
         """SIGKILL broker `i` (no clean shutdown), for failover benchmarks."""
@@ -206,35 +214,33 @@ class LocalCluster:
         self._spawn(i)
         wait_for_port(self.ports[i], timeout_s, self.procs[i])
 
-    def _write_pid(self, name: str, pid: int) -> None:
-        (self.data_dir / f"{name}.pid").write_text(f"{pid}\n")
-
     def stop(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for i, proc in self.procs.items():
+        for proc in self.procs.values():
             _stop(proc, 30)
-            (self.data_dir / f"broker-{i}.pid").unlink(missing_ok=True)
         self.zookeeper.stop()
-        (self.data_dir / "zookeeper.pid").unlink(missing_ok=True)
 
 
-SUPERVISOR_PID = "cluster.pid"
+def pid_file(data_dir: Path, name: str) -> Path:
+    """Where `logflume cluster up` keeps its own pid (`cluster`) and those of its
+    children (`zookeeper`, `broker-N`)."""
+    return Path(data_dir) / f"{name}.pid"
 
 
 def stop_from_pid_files(data_dir: Path, timeout_s: float = 30.0) -> list[str]:
     """Stop a cluster started in the background. The `logflume cluster up` process
     (`cluster.pid`) gets SIGTERM first and stops its brokers and ZooKeeper in order;
     processes whose pid files are still there after that (their supervisor was
-    SIGKILLed) get SIGTERM one by one, brokers before ZooKeeper."""
+    SIGKILLed, and they outlived it) get SIGTERM one by one, brokers before ZooKeeper."""
     data_dir = Path(data_dir)
     stopped = []
-    supervisor = data_dir / SUPERVISOR_PID
+    supervisor = pid_file(data_dir, "cluster")
     if _terminate(_read_pid(supervisor), timeout_s * 2):
         stopped.append("cluster")
     supervisor.unlink(missing_ok=True)
-    files = sorted(data_dir.glob("broker-*.pid")) + sorted(data_dir.glob("zookeeper.pid"))
+    files = sorted(data_dir.glob("broker-*.pid")) + [pid_file(data_dir, "zookeeper")]
     for path in files:
         if _terminate(_read_pid(path), timeout_s):
             stopped.append(path.stem)

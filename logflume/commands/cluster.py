@@ -1,16 +1,25 @@
 """`logflume cluster up|down`: a local ZooKeeper plus N brokers on loopback.
 
 `up` starts ZooKeeper (Debian's package, run directly with java) and the brokers
-under `--data-dir`, prints the bootstrap servers and stays in the foreground until
-Ctrl-C or SIGTERM, which stops them all (so does a broker exiting on its own). `down`
-stops a cluster started in the background: it signals the `up` process through
-`<data dir>/cluster.pid`, or, if that one is gone, each process from its pid file.
+under `--data-dir` as children of a `logflume.supervisor.Supervisor`, prints the
+bootstrap servers and stays in the foreground until Ctrl-C or SIGTERM, which stops
+them all. A broker or ZooKeeper that dies meanwhile is reported on the console and
+restarted with backoff while the others keep running, so that killing a partition
+leader shows a follower taking over and the old leader rejoining. Each child's
+output goes to its log file (`broker-N.log`, `zookeeper/zookeeper.log`) and its pid
+to `<name>.pid`; `down` stops a cluster started in the background: it signals the
+`up` process through `<data dir>/cluster.pid`, or, if that one is gone, each process
+from its pid file. `logflume up --cluster` starts its cluster with `start_cluster`
+too, with the output on the console.
 """
+
+from __future__ import annotations
 
 import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 
 def add_parser(subparsers) -> None:
@@ -20,7 +29,9 @@ def add_parser(subparsers) -> None:
         description="Start or stop a local broker cluster on 127.0.0.1.",
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    up = sub.add_parser("up", help="start ZooKeeper and the brokers (foreground)")
+    up = sub.add_parser(
+        "up", help="start ZooKeeper and the brokers (foreground; restarts what dies)"
+    )
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--data-dir", required=True, help="directory for ZooKeeper and broker data")
     up.add_argument(
@@ -41,18 +52,46 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def start_cluster(
+    sup,
+    root: Path,
+    ports: list[int],
+    settings: dict,
+    stop: threading.Event,
+    to_files: bool,
+    timeout: float = 90.0,
+) -> str:
+    """Start ZooKeeper, then broker i (id i, data in `root/broker-i`) on `ports[i]`,
+    as children of `sup`, waiting until each serves; returns ZooKeeper's connect
+    string. `to_files`: output to log files and pids to pid files under `root`
+    instead of output to the console."""
+    from broker.cluster.launcher import ZooKeeperProcess, broker_command, pid_file, port_open
+    from logflume.supervisor import ChildSpec
+
+    def spec(name: str, argv: list[str], log: Path) -> ChildSpec:
+        if not to_files:
+            return ChildSpec(name, argv)
+        return ChildSpec(name, argv, log_file=log, pid_file=pid_file(root, name))
+
+    root.mkdir(parents=True, exist_ok=True)
+    zk = ZooKeeperProcess(root / "zookeeper")
+    sup.start(spec("zookeeper", zk.command(), zk.log_path))
+    sup.wait_for("zookeeper", zk.is_serving, timeout, stop)
+    for i, port in enumerate(ports):
+        argv = broker_command(root / f"broker-{i}", port, zk.connect, i, settings)
+        sup.start(spec(f"broker-{i}", argv, root / f"broker-{i}.log"))
+    for i, port in enumerate(ports):
+        sup.wait_for(f"broker-{i}", lambda p=port: port_open(p), timeout, stop)
+    return zk.connect
+
+
 def run(args) -> int:
-    from pathlib import Path
+    from broker.cluster.launcher import free_port, pid_file, stop_from_pid_files
+    from logflume.supervisor import Supervisor
 
-    from broker.cluster.launcher import (
-        SUPERVISOR_PID,
-        LauncherError,
-        LocalCluster,
-        stop_from_pid_files,
-    )
-
+    data_dir = Path(args.data_dir)
     if args.action == "down":
-        stopped = stop_from_pid_files(Path(args.data_dir))
+        stopped = stop_from_pid_files(data_dir)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
     if args.brokers < 1:
@@ -67,28 +106,23 @@ def run(args) -> int:
         settings[key.strip()] = value
     settings.setdefault("default.replication.factor", str(min(3, args.brokers)))
     settings.setdefault("offsets.topic.replication.factor", str(min(3, args.brokers)))
-    data_dir = Path(args.data_dir)
-    cluster = LocalCluster(data_dir, args.brokers, args.base_port, settings)
+    ports = [args.base_port + i if args.base_port else free_port() for i in range(args.brokers)]
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    sup = Supervisor()
+    sup.label = "cluster"
+
+    def start() -> None:
+        zookeeper = start_cluster(sup, data_dir, ports, settings, stop, to_files=True)
+        sup.say(f"zookeeper: {zookeeper}")
+        sup.say("bootstrap servers: " + ",".join(f"127.0.0.1:{p}" for p in ports))
+        sup.say(f"logs and pid files in {data_dir}; what dies is restarted with backoff")
+
     data_dir.mkdir(parents=True, exist_ok=True)
-    pid_file = data_dir / SUPERVISOR_PID
-    pid_file.write_text(f"{os.getpid()}\n")
+    own_pid = pid_file(data_dir, "cluster")
+    own_pid.write_text(f"{os.getpid()}\n")
     try:
-        try:
-            cluster.start()
-        except LauncherError as e:
-            print(f"logflume cluster: {e}", file=sys.stderr)
-            return 1
-        print(f"zookeeper: {cluster.zookeeper.connect}")
-        print(f"bootstrap servers: {cluster.bootstrap}", flush=True)
-        while not stop.wait(0.5):
-            dead = [i for i, p in cluster.procs.items() if p.poll() is not None]
-            if dead:
-                print(f"broker(s) {dead} exited; stopping the cluster", file=sys.stderr)
-                return 1
-        return 0
+        return sup.run(start, stop)
     finally:
-        cluster.stop()
-        pid_file.unlink(missing_ok=True)
+        own_pid.unlink(missing_ok=True)

@@ -18,8 +18,8 @@ Theory of operation:
    Spark runs. Then a banner says what to try, and from then on crashed children
    are restarted with backoff.
 3. `--cluster N` runs the broker as a local cluster instead: ZooKeeper and N brokers
-   (`broker.cluster.launcher`'s commands, ports `--broker-port` .. +N-1, ids 0..N-1),
-   each a supervised child; topics get replication factor min(3, N) and
+   (`logflume cluster up`'s `start_cluster`, ports `--broker-port` .. +N-1, ids
+   0..N-1), each a supervised child; topics get replication factor min(3, N) and
    min.insync.replicas=2 (when N >= 2), and the agents and Spark get all N bootstrap
    servers.
 4. Ctrl-C, SIGTERM or SIGHUP stop everything in reverse start order (SIGTERM, a
@@ -182,10 +182,6 @@ def _connect_to(listen) -> tuple[str, int] | None:
     return ("127.0.0.1" if host in ("", "0.0.0.0", "::") else host), int(port)
 
 
-class Stopped(Exception):
-    """A stop signal arrived during startup."""
-
-
 def port_free(port: int) -> bool:
     with socket.socket() as s:
         try:
@@ -193,14 +189,6 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def udp_bound(port: int) -> bool:
@@ -235,6 +223,8 @@ def create_topics(
     (a cluster refuses replication > registered brokers until all have joined)."""
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient, NewTopic
+
+    from logflume.supervisor import Stopped
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
     wanted = dict(TOPICS)
@@ -279,16 +269,10 @@ class Demo:
         self.py = [sys.executable, "-m", "logflume"]
 
     def wait(self, what: str, ready, timeout: float = STARTUP_TIMEOUT) -> None:
-        """Poll children and `ready()` until it is true; raise on timeout or stop."""
-        deadline = time.monotonic() + timeout
-        while not ready():
-            self.sup.poll()
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{what}: not ready after {timeout:.0f}s")
-            if self.stop.wait(0.1):
-                raise Stopped
+        self.sup.wait_for(what, ready, timeout, self.stop)
 
     def start(self, config: DemoConfig, config_path: Path) -> None:
+        from broker.cluster.launcher import port_open
         from logflume.supervisor import ChildSpec
 
         args, sup, data = self.args, self.sup, self.data_dir
@@ -300,7 +284,7 @@ class Demo:
             for key, value in BROKER_SETTINGS.items():
                 broker += ["--set", f"{key}={value}"]
             sup.start(ChildSpec("broker", broker))
-            self.wait("broker", lambda: port_open("127.0.0.1", args.broker_port))
+            self.wait("broker", lambda: port_open(args.broker_port))
             replication, topic_config = 1, {}
         created = create_topics(
             self.bootstrap, time.monotonic() + 60, self.stop, replication, topic_config
@@ -347,31 +331,29 @@ class Demo:
             if address is not None:
                 self.wait(f"agent {name} /health", lambda a=address: healthy(*a))
             for proto, port in config.listeners(name):
-                check = udp_bound if proto == "udp" else lambda p: port_open("127.0.0.1", p)
+                check = udp_bound if proto == "udp" else port_open
                 self.wait(f"agent {name} {proto} port {port}", lambda c=check, p=port: c(p))
 
     def start_cluster(self) -> tuple[int, dict[str, str]]:
-        """ZooKeeper and `--cluster` brokers as supervised children (the launcher's
-        commands); returns the topics' replication factor and config."""
-        from broker.cluster.launcher import ZooKeeperProcess, broker_command
-        from logflume.supervisor import ChildSpec
+        """ZooKeeper and `--cluster` brokers as supervised children, their output on
+        the console; returns the topics' replication factor and config."""
+        from logflume.commands.cluster import start_cluster
 
         n = self.args.cluster
-        root = self.data_dir / "cluster"
-        zk = ZooKeeperProcess(root / "zookeeper")
-        self.zookeeper = zk.connect
-        self.sup.start(ChildSpec("zookeeper", zk.command()))
-        self.wait("zookeeper", zk.is_serving)
         replication = min(3, n)
         settings = dict(BROKER_SETTINGS)
         settings["default.replication.factor"] = replication
         settings["offsets.topic.replication.factor"] = replication
+        self.zookeeper = start_cluster(
+            self.sup,
+            self.data_dir / "cluster",
+            self.ports,
+            settings,
+            self.stop,
+            to_files=False,
+            timeout=STARTUP_TIMEOUT,
+        )
         topic_config = {"min.insync.replicas": "2"} if n >= 2 else {}
-        for i, port in enumerate(self.ports):
-            argv = broker_command(root / f"broker-{i}", port, zk.connect, i, settings)
-            self.sup.start(ChildSpec(f"broker-{i}", argv))
-        for i, port in enumerate(self.ports):
-            self.wait(f"broker-{i}", lambda p=port: port_open("127.0.0.1", p))
         return replication, topic_config
 
     def banner(self, config: DemoConfig, config_path: Path) -> str:
@@ -450,8 +432,6 @@ def _relative(path: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from logflume.supervisor import ChildExited
-
     config_file = Path(args.config)
     try:
         raw = yaml.safe_load(config_file.read_text())
@@ -482,20 +462,9 @@ def run(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
-    code = 0
-    try:
+
+    def start() -> None:
         demo.start(config, config_path)
         demo.sup.say(demo.banner(config, config_path))
-        demo.sup.supervising = True
-        while not demo.stop.wait(0.2):
-            demo.sup.poll()
-    except Stopped:
-        pass
-    except (ChildExited, RuntimeError) as exc:
-        demo.sup.say(f"startup failed: {exc}")
-        code = 1
-    finally:
-        demo.sup.say("stopping")
-        demo.sup.stop()
-        demo.sup.say("stopped")
-    return code
+
+    return demo.sup.run(start, demo.stop)

@@ -23,13 +23,24 @@ unreadable checkpoint means replaying all segments still on disk.
 Bounds: `capacity` events and `byte_capacity` bytes of live records (uncommitted,
 on disk); put waits when full. Disk use may exceed the byte bound by up to one
 segment until the floor passes it.
+
+Full disk (ENOSPC, EDQUOT): a record is written with pwrite at the segment's end and
+a failed write is cut back, so the WAL never holds a torn record between good ones.
+`put` then waits and retries (backpressure: the source stops reading, its position
+does not move) with one log line per 10 s and the gauge
+`logflume_agent_channel_disk_full` at 1; `offer` refuses. A checkpoint that cannot
+be written does not stop segment deletion: segments wholly below the committed floor
+are deleted anyway (a restart may then replay more, never less), which is how a
+channel that filled its own disk while the sink was down gets its space back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import os
+import time
 from collections import deque
 
 import orjson
@@ -38,6 +49,9 @@ from agent.api import Channel, Context, Duration, Event, Size, TakeBatch, regist
 from agent.channels import wal
 from agent.channels.memory import ChannelMetrics
 from logflume.fsutil import atomic_write
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+_RETRY_MIN_S, _RETRY_MAX_S, _LOG_EVERY_S = 0.05, 1.0, 10.0
 
 
 @register("channel", "file")
@@ -72,6 +86,12 @@ class FileChannel(Channel):
         self.dir = config.directory or context.state_dir
         self.log = context.log
         self.metrics = ChannelMetrics(context, config.capacity, config.byte_capacity)
+        self.disk_full = context.metrics.gauge(
+            "logflume_agent_channel_disk_full",
+            "1 while the channel's directory has no space and puts wait",
+            component=context.name,
+        )
+        self._last_disk_log = -_LOG_EVERY_S
         self._ready: deque[wal.RecordRef] = deque()
         self._taken: dict[int, wal.RecordRef] = {}  # first_seq -> ref
         self._events = 0
@@ -105,7 +125,15 @@ class FileChannel(Channel):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._sync_now()
-        self._write_checkpoint()
+        try:
+            self._write_checkpoint()
+        except OSError as exc:
+            self.log.error(
+                "file channel %s: checkpoint not written at close (%s); the next start "
+                "replays from the previous one",
+                self.context.name,
+                exc,
+            )
         for fd in self._segments.values():
             os.close(fd)
         self._segments.clear()
@@ -180,11 +208,13 @@ class FileChannel(Channel):
         """Atomically replace checkpoint.json (thread-safe: touches no shared state)."""
         atomic_write(os.path.join(self.dir, "checkpoint.json"), orjson.dumps({"floor": floor}))
 
-    def _drop_segments(self) -> None:
-        """Delete segments wholly below the saved floor (never the one being written)."""
+    def _drop_segments(self, floor: int | None = None) -> None:
+        """Delete segments wholly below `floor` (default: the saved floor; never the
+        one being written)."""
+        floor = self._saved_floor if floor is None else floor
         segments = sorted(self._segments)
         for segment, following in zip(segments, segments[1:], strict=False):
-            if following > self._saved_floor:
+            if following > floor:
                 break
             if segment != self._write_segment:
                 os.close(self._segments.pop(segment))
@@ -202,7 +232,7 @@ class FileChannel(Channel):
             os.close(self._write_fd)
         self._write_segment = self._next_seq
         path = os.path.join(self.dir, wal.segment_name(self._write_segment))
-        self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         self._write_pos = os.fstat(self._write_fd).st_size
         if self._write_segment not in self._segments:
             self._segments[self._write_segment] = os.open(path, os.O_RDONLY)
@@ -218,10 +248,27 @@ class FileChannel(Channel):
         cfg = self.config
         return self._events + n <= cfg.capacity and self._bytes + size <= cfg.byte_capacity
 
+    def _write(self, record: bytes) -> None:
+        """Write `record` at the end of the segment, all or nothing: a partial write
+        (ENOSPC half way) is cut back, so the next record starts at a record boundary."""
+        pos = self._write_pos
+        try:
+            view = memoryview(record)
+            while view:
+                n = os.pwrite(self._write_fd, view, pos)
+                view = view[n:]
+                pos += n
+        except OSError:
+            try:
+                os.ftruncate(self._write_fd, self._write_pos)
+            except OSError:
+                pass  # the next record overwrites the torn bytes (pwrite at _write_pos)
+            raise
+
     def _append(self, events: list[Event], record: bytes) -> None:
         if self._write_pos >= self.config.segment_bytes:
             self._roll()
-        os.write(self._write_fd, record)
+        self._write(record)
         ref = wal.RecordRef(
             self._write_segment, self._write_pos, len(record), self._next_seq, len(events)
         )
@@ -248,12 +295,32 @@ class FileChannel(Channel):
         if not events:
             return
         record = wal.encode_record(self._next_seq, events)
-        while not self._fits(len(events), len(record)):
-            self._space.clear()
-            await self._space.wait()
-        if record[wal.HEADER.size : wal.HEADER.size + 8] != self._next_seq.to_bytes(8, "little"):
-            record = wal.encode_record(self._next_seq, events)  # another put went first
-        self._append(events, record)
+        retry = _RETRY_MIN_S
+        while True:
+            while not self._fits(len(events), len(record)):
+                self._space.clear()
+                await self._space.wait()
+            if record[wal.HEADER.size : wal.HEADER.size + 8] != self._next_seq.to_bytes(
+                8, "little"
+            ):
+                record = wal.encode_record(self._next_seq, events)  # another put went first
+            try:
+                self._append(events, record)
+            except OSError as exc:
+                if exc.errno not in DISK_FULL:
+                    raise
+                self._on_disk_full(exc)
+                self._space.clear()
+                try:  # a commit may free segments; else the space comes back from outside
+                    await asyncio.wait_for(self._space.wait(), retry)
+                except TimeoutError:
+                    pass
+                retry = min(retry * 2, _RETRY_MAX_S)
+                continue
+            if self.disk_full.value:
+                self.disk_full.set(0)
+                self.log.warning("file channel %s: space again, puts resumed", self.context.name)
+            return
 
     def offer(self, events: list[Event]) -> bool:
         if not events:
@@ -262,8 +329,29 @@ class FileChannel(Channel):
         if not self._fits(len(events), len(record)):
             self.metrics.refused.inc(len(events))
             return False
-        self._append(events, record)
+        try:
+            self._append(events, record)
+        except OSError as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            self._on_disk_full(exc)
+            self.metrics.refused.inc(len(events))
+            return False
         return True
+
+    def _on_disk_full(self, exc: OSError) -> None:
+        """Gauge up, one log line per 10 s, and delete what committed data allows."""
+        self.disk_full.set(1)
+        now = time.monotonic()
+        if now - self._last_disk_log >= _LOG_EVERY_S:
+            self._last_disk_log = now
+            self.log.error(
+                "file channel %s: cannot write to %s (%s); puts wait until there is space",
+                self.context.name,
+                self.dir,
+                exc,
+            )
+        self._drop_segments(self._floor)
 
     def _sync_now(self) -> None:
         acks, self._unsynced = self._unsynced, []
@@ -283,6 +371,12 @@ class FileChannel(Channel):
             except asyncio.CancelledError:
                 self._unsynced[:0] = acks  # close() syncs and settles them
                 raise
+            except OSError as exc:  # not durable yet: keep the acks, try again
+                self._unsynced[:0] = acks
+                self.log.error("file channel %s: fsync failed: %s", self.context.name, exc)
+                await asyncio.sleep(_RETRY_MAX_S)
+                self._sync_wanted.set()
+                continue
             finally:
                 os.close(fd)
             for ack in acks:
@@ -293,7 +387,15 @@ class FileChannel(Channel):
             await asyncio.sleep(float(self.config.checkpoint_interval))
             floor = self._floor
             if floor != self._saved_floor:
-                await asyncio.to_thread(self._save_floor, floor)
+                try:
+                    await asyncio.to_thread(self._save_floor, floor)
+                except OSError as exc:
+                    # Committed segments go anyway: a restart replays more, never less.
+                    self.log.warning(
+                        "file channel %s: checkpoint not written (%s)", self.context.name, exc
+                    )
+                    self._drop_segments(floor)
+                    continue
                 self._saved_floor = floor
                 self._drop_segments()
 

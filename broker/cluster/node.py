@@ -189,7 +189,7 @@ class ClusterNode:
                 return
             except NodeExistsError:
                 try:
-                    _, stat = await self.zk.call("exists", path)
+                    stat = await self.zk.call("exists", path)
                 except NoNodeError:
                     continue
                 if stat is not None and stat.ephemeralOwner == self.zk.session_id:

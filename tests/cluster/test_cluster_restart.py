@@ -184,12 +184,6 @@ def test_killed_zookeeper_is_reported_and_restarted(cluster):
     cluster.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="broker/cluster/node.py ClusterNode._register unpacks kazoo's exists() (a"
-    " ZnodeStat) as `_, stat`: the ValueError ends the registration task, so a broker"
-    " restarted while its old registration is still there never registers again",
-)
 def test_restarted_broker_registers_again(cluster):
     zk = KazooClient(hosts=cluster.zookeeper)
     zk.start(timeout=30)

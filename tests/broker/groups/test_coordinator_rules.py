@@ -28,14 +28,23 @@ async def second_generation(d, first, now=100, instance=None):
     return r_new.member_id
 
 
-@async_test
-async def test_known_member_with_changed_subscription_in_stable_triggers_rebalance():
-    d = Driver()
+async def rejoin_into_rebalance(d, member_id, protocols=None):
+    """A Stable pair in which `member_id` ("leader"/"follower") rejoins at 7 s: the
+    group is PreparingRebalance. Returns (leader, follower, the rejoin's task)."""
     leader, follower = await d.stable_pair()
-    t = d.join(member_id=follower, protocols=[("range", b"sub-2")], now=7000)
+    ids = {"leader": leader, "follower": follower}
+    kwargs = {"protocols": protocols} if protocols else {}
+    t = d.join(member_id=ids[member_id], now=7000, **kwargs)
     await settle()
     assert d.coord.groups["g"].state is GroupState.PREPARING_REBALANCE
     assert not t.done()
+    return leader, follower, t
+
+
+@async_test
+async def test_known_member_with_changed_subscription_in_stable_triggers_rebalance():
+    d = Driver()
+    leader, follower, t = await rejoin_into_rebalance(d, "follower", [("range", b"sub-2")])
     assert d.heartbeat("g", leader, 1, now=7100) == E.REBALANCE_IN_PROGRESS
     r_leader = await d.join(member_id=leader, now=7200)
     r_follower = await t
@@ -46,10 +55,7 @@ async def test_known_member_with_changed_subscription_in_stable_triggers_rebalan
 @async_test
 async def test_leader_rejoining_in_stable_triggers_rebalance_even_unchanged():
     d = Driver()
-    leader, follower = await d.stable_pair()
-    t_leader = d.join(member_id=leader, now=7000)
-    await settle()
-    assert d.coord.groups["g"].state is GroupState.PREPARING_REBALANCE
+    leader, follower, t_leader = await rejoin_into_rebalance(d, "leader")
     t_follower = d.join(member_id=follower, now=7100)
     assert (await t_leader).generation_id == (await t_follower).generation_id == 2
 
@@ -57,10 +63,7 @@ async def test_leader_rejoining_in_stable_triggers_rebalance_even_unchanged():
 @async_test
 async def test_join_phase_completes_as_soon_as_all_known_members_rejoined():
     d = Driver()
-    leader, follower = await d.stable_pair()
-    t_leader = d.join(member_id=leader, now=7000)
-    await settle()
-    assert not t_leader.done()
+    leader, follower, t_leader = await rejoin_into_rebalance(d, "leader")
     t_follower = d.join(member_id=follower, now=7100)  # long before the 30 s deadline
     r = await t_follower
     assert (r.generation_id, d.coord.groups["g"].state) == (2, GroupState.COMPLETING_REBALANCE)
@@ -214,10 +217,7 @@ async def test_commit_checks_member_and_generation_before_the_group_state():
 @async_test
 async def test_commit_of_a_current_member_is_accepted_while_preparing_rebalance():
     d = Driver()
-    leader, follower = await d.stable_pair()
-    t = d.join(member_id=leader, now=7000)
-    await settle()
-    assert d.coord.groups["g"].state is GroupState.PREPARING_REBALANCE
+    leader, follower, t = await rejoin_into_rebalance(d, "leader")
     assert await d.coord.commit_offsets("g", follower, None, 1, TP, 7100) == {("t", 0): E.NONE}
     assert d.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 5
     t.cancel()

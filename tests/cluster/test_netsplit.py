@@ -14,6 +14,12 @@ once, at the offset its acknowledgement gave; each leader epoch had one leader; 
 old leader's uncommitted suffix was truncated (a); the three replicas' segment files
 hold identical records; the cluster takes writes again. Figures go to stdout
 (`pytest -s`), one `netsplit[...]` line per run.
+
+In (a) the isolated leader still answers Metadata as leader (it cannot know better
+until it reaches ZooKeeper again), so clients that talk to it only move to the new
+leader when their requests time out (request timeout 10 s here); with a 10 s cut that
+is after the heal. Its acks=all writes can never complete meanwhile (its ISR cannot
+shrink without ZooKeeper), which is what keeps the two leaders from both committing.
 """
 
 from __future__ import annotations
@@ -351,6 +357,7 @@ def run_scenario(lab: NetLab, cluster: NetnsCluster, zk: ZkView, kind: str, cut_
             )
             figures["elect_s"] = round(time.time() - t_cut, 2)
             figures["new_leader"] = zk.state(TOPIC)["leader"]
+            t_elect = time.time()
         elif kind == "follower":
             wait_for(
                 lambda: victim not in zk.state(TOPIC)["isr"],
@@ -373,6 +380,11 @@ def run_scenario(lab: NetLab, cluster: NetnsCluster, zk: ZkView, kind: str, cut_
         figures["last_ack_before_heal_s"] = round(
             max([a.at for a in producers.acks[at_cut:]], default=t_cut) - t_cut, 2
         )
+        if kind == "leader":  # clients find the new leader once their requests time out
+            after = [a.at for a in producers.acks[at_cut:] if a.at > t_elect]
+            figures["first_ack_from_new_leader_s"] = (
+                round(min(after) - t_cut, 2) if after else "after-heal"
+            )
         lab.heal_all()
 
         wait_for(lambda: _full(zk), timeout=90, what="live brokers and a full ISR after heal")

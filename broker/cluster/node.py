@@ -26,7 +26,8 @@ registration of the same id, if any, has expired; until then the broker already
 follows and serves, it is just not counted as live. Session loss (LOST): every
 partition this broker leads steps down at once (so nothing more can complete as
 committed here); on reconnection the watches re-read everything and the broker
-registers again.
+registers again and re-reads every hosted partition's state (a watch fires only for
+a znode that changed, and an unchanged state naming this broker means it leads again).
 
 Controlled shutdown (SIGTERM): `/admin/controlled_shutdown/<id>` asks the controller
 to move leadership away and drop this broker from ISRs; the broker waits (bounded)
@@ -176,6 +177,7 @@ class ClusterNode:
                 self._spawn(controller.stop())
         elif state == "CONNECTED" and not self.registered:
             self._spawn(self._register())
+            self._spawn(self.reread_states())
 
     async def _register(self) -> None:
         host, port = self.core.advertised
@@ -198,6 +200,24 @@ class ClusterNode:
             except Exception as e:
                 log.debug("registration failed: %s", e)
             await asyncio.sleep(0.25)
+
+    async def reread_states(self) -> None:
+        """After a lost session, apply every hosted partition's state as ZooKeeper has it
+        now. The state watches only report znodes that changed, and a leader that stepped
+        down on LOST must lead again if ZooKeeper still names it in the same epoch (all
+        sessions expired and the new controller found everyone live, so nothing moved);
+        else that partition would stay without a serving leader."""
+        for topic, p in list(self.core.replicas.partitions):
+            if topic not in self.topics:
+                continue
+            try:
+                data, stat = await self.zk.call("get", zk.state_path(topic, p))
+            except NoNodeError:
+                continue
+            except Exception as e:
+                log.warning("%s-%d: re-reading the state failed: %s", topic, p, e)
+                continue
+            self.on_state(topic, p, zk.decode_state(data, stat.version))
 
     def _controller_changed(self, data, stat) -> None:
         self.controller_id = zk.decode_controller(data)

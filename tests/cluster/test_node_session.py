@@ -1,0 +1,84 @@
+"""ClusterNode after a lost ZooKeeper session (no ZooKeeper: the session is stubbed).
+
+On LOST a broker steps down everywhere. When it connects again it must re-read its
+partitions' states: kazoo's data watches only report znodes that changed, so a state
+that still names this broker in the same epoch (every session expired, and the new
+controller found all brokers live again, so it moved nothing) would otherwise leave
+the partition with no serving leader for good. Found by the network-partition tests
+(tests/cluster/test_netsplit.py, ZooKeeper unreachable for all brokers).
+"""
+
+import asyncio
+from types import SimpleNamespace
+
+from broker.cluster import zk
+from broker.cluster.node import ClusterNode
+from broker.cluster.partition import Partition
+from broker.cluster.zk import PartitionState
+from broker.config import BrokerConfig
+from broker.log.config import LogConfig
+from broker.log.partition import PartitionLog
+
+
+def _node(tmp_path):
+    config = BrokerConfig(
+        {"log.dirs": str(tmp_path), "zookeeper.connect": "127.0.0.1:9/x", "broker.id": "0"}
+    )
+    partitions = {}
+    replicas = SimpleNamespace(
+        partitions=partitions, get_partition=lambda t, p: partitions.get((t, p))
+    )
+    core = SimpleNamespace(config=config, broker_id=0, extensions={}, replicas=replicas)
+    node = ClusterNode(core)
+    plog = PartitionLog(tmp_path / "t-0", LogConfig())
+    part = Partition("t", 0, plog, 0, [0, 1, 2], min_insync_replicas=2)
+    part.leader, part.isr = -1, set()
+    core.replicas.partitions[part.key] = part
+    node.topics["t"] = object()
+    return node, part
+
+
+def _zookeeper_has(node, state: PartitionState) -> None:
+    async def call(op, path, *args, **kwargs):
+        assert (op, path) == ("get", zk.state_path("t", 0))
+        return zk.encode_state(state), SimpleNamespace(version=state.version)
+
+    node.zk.call = call
+
+
+def test_leader_stepped_down_on_lost_session_leads_again_if_zookeeper_still_names_it(tmp_path):
+    node, part = _node(tmp_path)
+    state = PartitionState(0, 3, (0, 1, 2), 1, version=7)
+    node.on_state("t", 0, state)
+    assert part.is_leader and part.leader_epoch == 3
+    node._on_session("LOST")
+    assert not part.is_leader
+    _zookeeper_has(node, state)  # unchanged: the watch will not fire again
+    asyncio.run(node.reread_states())
+    assert part.is_leader and part.leader_epoch == 3 and part.isr == {0, 1, 2}
+
+
+def test_reread_after_lost_session_follows_the_leader_elected_meanwhile(tmp_path):
+    node, part = _node(tmp_path)
+    node.on_state("t", 0, PartitionState(0, 3, (0, 1, 2), 1, version=7))
+    node._on_session("LOST")
+
+    async def go():
+        _zookeeper_has(node, PartitionState(1, 4, (1, 2), 2, version=9))
+        await node.reread_states()
+        try:
+            assert part.leader == 1 and part.leader_epoch == 4 and not part.is_leader
+            assert ("t", 0) in node.fetchers.fetchers[1].partitions
+        finally:
+            await node.fetchers.stop()
+
+    asyncio.run(go())
+
+
+def test_reread_never_goes_back_to_an_older_epoch(tmp_path):
+    node, part = _node(tmp_path)
+    node.on_state("t", 0, PartitionState(0, 5, (0, 1), 1, version=9))
+    node._on_session("LOST")
+    _zookeeper_has(node, PartitionState(0, 4, (0, 1, 2), 1, version=3))  # a stale read
+    asyncio.run(node.reread_states())
+    assert not part.is_leader and part.leader_epoch == 5

@@ -4,8 +4,8 @@ On LOST a broker steps down everywhere. When it connects again it must re-read i
 partitions' states: kazoo's data watches only report znodes that changed, so a state
 that still names this broker in the same epoch (every session expired, and the new
 controller found all brokers live again, so it moved nothing) would otherwise leave
-the partition with no serving leader for good. Found by the network-partition tests
-(tests/cluster/test_netsplit.py, ZooKeeper unreachable for all brokers).
+the partition with no serving leader for good. Found while writing the network-partition
+tests (tests/cluster/test_netsplit.py, scenario: ZooKeeper unreachable for all brokers).
 """
 
 import asyncio

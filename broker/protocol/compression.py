@@ -51,3 +51,27 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
         raise CorruptRecordError(f"cannot decompress {Codec(codec).name} records: {e}") from e
     name = Codec(codec).name if codec in Codec._value2member_map_ else str(codec)
     raise UnsupportedCodecError(f"records compressed with {name} cannot be read by this broker")
+
+
+def decompress_bounded(codec: int, data: bytes | memoryview, max_size: int) -> bytes:
+    """Like `decompress`, but CorruptRecordError as soon as the output would exceed
+    `max_size` bytes (a small batch must not make the broker allocate gigabytes)
+    or when the compressed stream is truncated."""
+    try:
+        if codec == Codec.GZIP:
+            d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            out = d.decompress(data, max_size + 1)
+            done = d.eof
+        elif codec == Codec.LZ4:
+            d = lz4.frame.LZ4FrameDecompressor()
+            out = d.decompress(bytes(data), max_size + 1)
+            done = d.eof
+        else:
+            return decompress(codec, data)
+    except (zlib.error, RuntimeError, EOFError) as e:
+        raise CorruptRecordError(f"cannot decompress {Codec(codec).name} records: {e}") from e
+    if len(out) > max_size:
+        raise CorruptRecordError(f"records decompress to more than {max_size} bytes")
+    if not done:
+        raise CorruptRecordError(f"{Codec(codec).name} records are truncated")
+    return out

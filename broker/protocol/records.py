@@ -24,6 +24,7 @@ from broker.protocol.compression import (
     UnsupportedCodecError,
     compress,
     decompress,
+    decompress_bounded,
 )
 
 __all__ = [
@@ -81,6 +82,9 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _INT32_MAX = 2**31 - 1
+# Largest records section `validate_records` decompresses (max.message.bytes is far
+# below this; a batch that inflates past it is treated as corrupt, not buffered).
+MAX_DECOMPRESSED_RECORDS = 64 << 20
 
 
 @dataclass
@@ -237,6 +241,22 @@ class RecordBatch:
                 f"header says {self.crc:#010x}"
             )
 
+    def validate_records(self, max_decompressed: int = MAX_DECOMPRESSED_RECORDS) -> None:
+        """Check the records section as Kafka's LogValidator does for a produced
+        batch, without building Record objects: a known codec, a stream that
+        decompresses (to at most `max_decompressed` bytes), exactly `records_count`
+        records whose lengths match their fields, offset deltas increasing up to
+        `last_offset_delta`, no trailing bytes. snappy/zstd sections cannot be read
+        here and pass unchecked. Raises CorruptRecordError. Call `validate()` first."""
+        codec = self.codec
+        if codec > Codec.ZSTD:
+            raise CorruptRecordError(f"unknown compression codec {codec}")
+        if codec in (Codec.SNAPPY, Codec.ZSTD):
+            return
+        body = memoryview(self.buf)[self.position + HEADER_SIZE : self.position + self.size]
+        data = decompress_bounded(codec, body, max_decompressed) if codec else body
+        _check_records(data, self.records_count, self.last_offset_delta)
+
     def _explain_bad_header(self):
         if self.magic != MAGIC:
             raise CorruptRecordError(f"unsupported record batch magic {self.magic}")
@@ -281,6 +301,45 @@ class RecordBatch:
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
             f"count={self.records_count}, codec={self.codec}, size={self.size})"
         )
+
+
+def _check_records(data, count: int, last_delta: int) -> None:
+    """Walk `count` records of an uncompressed records section (see validate_records)."""
+    n = len(data)
+    pos = 0
+    previous = -1
+    read = _zigzag_decode
+    for _ in range(count):
+        length, pos = read(data, pos)
+        end = pos + length
+        if length < 0 or end > n:
+            raise CorruptRecordError("record length runs past the end of the batch")
+        pos += 1  # attributes
+        _, pos = read(data, pos)  # timestamp delta
+        delta, pos = read(data, pos)
+        if delta <= previous or delta > last_delta:
+            raise CorruptRecordError(f"record offset delta {delta} out of order in the batch")
+        previous = delta
+        for smallest in (-1, -1):  # key, value: -1 is null
+            size, pos = read(data, pos)
+            if size < smallest:
+                raise CorruptRecordError(f"record field length {size}")
+            pos += max(size, 0)
+        headers, pos = read(data, pos)
+        if headers < 0:
+            raise CorruptRecordError(f"record header count {headers}")
+        for _ in range(headers):
+            for smallest in (0, -1):  # header key (not null), header value
+                if pos >= end:
+                    raise CorruptRecordError("record headers run past the record")
+                size, pos = read(data, pos)
+                if size < smallest:
+                    raise CorruptRecordError(f"record header field length {size}")
+                pos += max(size, 0)
+        if pos != end:
+            raise CorruptRecordError("record length does not match its fields")
+    if pos != n:
+        raise CorruptRecordError("records section does not hold records_count records")
 
 
 def iter_batches(

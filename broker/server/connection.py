@@ -23,6 +23,10 @@ Theory of operation:
 - Errors: an undecodable frame, an unknown API or version (other than ApiVersions,
   which gets the v0 fallback answer), a handler that raises: the connection closes
   and the reason is logged. Other connections are unaffected.
+- EOF from the client (it shut down its sending side) closes the connection at once:
+  what is buffered still goes out, responses still waiting are dropped. Nothing is
+  written to a transport that is closing (asyncio would drop the bytes but not the
+  sendfile slices, leaving records without their frame on the wire).
 
 Owned by the server; used only on its event loop.
 """
@@ -101,6 +105,17 @@ class Connection(asyncio.Protocol):
                 slot.future.cancel()
         self._pending.clear()
         self._notify_drained()
+
+    def eof_received(self) -> bool:
+        """The client shut down its sending side. asyncio closes the transport when
+        this returns False, and a closing transport silently drops every later
+        write; responses still waiting (a long-poll fetch, a join) would then lose
+        their plain-bytes parts while their FetchSlice parts still went out by
+        os.sendfile on the socket: record bytes without a frame around them. So the
+        connection counts as closed from here on; what is already buffered still
+        goes out."""
+        self.close("client closed its sending side", graceful=True)
+        return False
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -211,6 +226,9 @@ class Connection(asyncio.Protocol):
 
     def _write_parts(self, parts: list) -> None:
         transport = self.transport
+        if transport.is_closing():  # writes would be dropped, sendfile would not
+            self.close("transport closed")
+            return
         chunk: list = []
         for i, part in enumerate(parts):
             if isinstance(part, _BYTES):

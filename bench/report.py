@@ -50,6 +50,7 @@ AREAS = (
     Area("agent", "Agent (issue 5)", ("bench.bench_agent", "bench.bench_sources")),
     Area("spark", "Spark ETL (issue 6)", ("bench.bench_spark", "bench.bench_freshness")),
     Area("cluster", "Cluster (issue 7)", ("bench.bench_cluster",)),
+    Area("scale", "Broker at scale", ("bench.bench_scale",)),
 )
 SUMMARY = "Summary"
 RAW_OUTPUT = "Output of benchmarks without figures"

@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: up test lint fmt bench soak system-deps clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py broker/protocol/_recordscheck.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,bench]'

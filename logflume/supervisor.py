@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+from logflume.fsutil import atomic_write
+
 PR_SET_PDEATHSIG = 1
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 30.0
@@ -262,7 +264,7 @@ class Supervisor:
         child.started_at = time.monotonic()
         child.restart_at = None
         if child.spec.pid_file is not None:
-            child.spec.pid_file.write_text(f"{child.proc.pid}\n")
+            atomic_write(child.spec.pid_file, f"{child.proc.pid}\n")  # never read half-written
         if log is None:
             child.reader = threading.Thread(
                 target=self._copy_lines,

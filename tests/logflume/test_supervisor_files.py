@@ -9,6 +9,21 @@ import time
 from logflume.supervisor import ChildSpec, Supervisor
 
 
+def wait_until(condition, what, timeout=15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what()
+        time.sleep(0.05)
+
+
+def pid_in(pid_file) -> int | None:
+    """The pid in the file; None while it is missing or being rewritten."""
+    try:
+        return int(pid_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 def test_log_and_pid_files_follow_the_child_through_a_restart(tmp_path):
     out = io.BytesIO()
     sup = Supervisor(stream=out, color=False, grace=2.0)
@@ -18,19 +33,19 @@ def test_log_and_pid_files_follow_the_child_through_a_restart(tmp_path):
     sup.supervising = True
     try:
         first = sup.start(spec).pid
-        assert int(pid_file.read_text()) == first
-        os.kill(first, signal.SIGKILL)
-        deadline = time.monotonic() + 15
-        while not (pid_file.exists() and int(pid_file.read_text()) != first):
-            assert time.monotonic() < deadline, out.getvalue().decode()
+        assert pid_in(pid_file) == first
+        # Kill it only once it has written: a child killed before its first line
+        # would leave one "started" in the log after the restart, not two.
+        wait_until(lambda: "started" in log.read_text(), log.read_text)
+
+        def restarted() -> bool:
             sup.poll()
-            time.sleep(0.05)
-        second = sup.children[0].pid
-        assert int(pid_file.read_text()) == second
-        deadline = time.monotonic() + 15
-        while log.read_text().count("started") < 2:
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
+            return pid_in(pid_file) not in (None, first)
+
+        os.kill(first, signal.SIGKILL)
+        wait_until(restarted, lambda: out.getvalue().decode())
+        assert pid_in(pid_file) == sup.children[0].pid
+        wait_until(lambda: log.read_text().count("started") == 2, log.read_text)
     finally:
         sup.stop()
     assert not pid_file.exists()

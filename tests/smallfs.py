@@ -5,14 +5,17 @@ image where tmpfs cannot be mounted.
         ...            # fill fs.path until writes fail with ENOSPC
         fs.grow(8192)  # space returns
 
-Needs root (mount). `SmallFs.available()` says whether this machine can mount at
-all, so tests can skip with a reason instead of failing.
+Needs root (mount), as `make test` runs in CI. `require_mount()` fails the test with
+the reason when this machine cannot mount: a skip would hide a missing install step
+(deploy/system-deps.sh installs mount and e2fsprogs).
 """
 
 import os
 import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 
 def _run(*cmd: str) -> subprocess.CompletedProcess:
@@ -116,3 +119,14 @@ def fill(path: Path, leave_bytes: int = 0) -> Path:
     finally:
         os.close(fd)
     return filler
+
+
+def require_mount(scratch: Path, kind: str | None = None) -> None:
+    """Fail the calling test unless this machine can mount a small file system (of
+    `kind`, "tmpfs" or "ext4", when given)."""
+    got = SmallFs.available(scratch)
+    if not got or (kind is not None and got != kind):
+        pytest.fail(
+            f"cannot mount a small {kind or 'tmpfs or ext4'} file system here (got"
+            f" {got or 'none'}): the disk-full tests need root and mount/e2fsprogs"
+        )

@@ -25,7 +25,7 @@ from agent.channels import wal
 from agent.channels.file import FileChannel
 from tests.agent.agentproc import AgentProcess, read_topic
 from tests.agent.helpers import context, events, run_async
-from tests.smallfs import SmallFs, fill
+from tests.smallfs import SmallFs, fill, require_mount
 
 PIPELINE = """
 agents:
@@ -76,8 +76,7 @@ def delivered(bootstrap: str, n: int, timeout: float = 90) -> tuple[int, int]:
 
 @pytest.fixture
 def small_fs(tmp_path):
-    if not SmallFs.available(tmp_path):
-        pytest.skip("cannot mount a small file system here (needs root)")
+    require_mount(tmp_path)
     with SmallFs(tmp_path / "mnt", size_kb=1024) as fs:
         yield fs
 

@@ -17,7 +17,7 @@ from broker.log.epoch import LeaderEpochCache
 from broker.protocol.records import iter_batches
 from logflume.fsutil import atomic_write
 from tests.broker.log.util import all_records, make_batch, read_all
-from tests.smallfs import SmallFs, fill
+from tests.smallfs import SmallFs, fill, require_mount
 
 ENOSPC = OSError(errno.ENOSPC, "No space left on device")
 
@@ -123,8 +123,7 @@ def test_atomic_write_leaves_no_temp_file_when_the_disk_is_full(tmp_path, monkey
 
 
 def test_fill_a_real_tmpfs_then_make_room(tmp_path):
-    if not SmallFs.available(tmp_path):
-        pytest.skip("cannot mount a small file system here (needs root)")
+    require_mount(tmp_path)
     with SmallFs(tmp_path / "mnt", size_kb=512) as fs:
         # A batch per index entry and per time-index entry: index blocks open often.
         cfg = dict(index_interval_bytes=1, segment_bytes=10 << 20, segment_index_bytes=1 << 20)
@@ -165,8 +164,7 @@ def test_new_index_block_on_a_full_tmpfs_is_an_error_not_sigbus(tmp_path):
     system has none: the append must fail with ENOSPC and be rolled back. Storing
     the entry through the mapping would be a SIGBUS, so the append runs in a forked
     child whose death by signal fails the test instead of killing pytest."""
-    if SmallFs.available(tmp_path) != "tmpfs":
-        pytest.skip("needs a tmpfs mount (root)")
+    require_mount(tmp_path, "tmpfs")
     with SmallFs(tmp_path / "mnt", size_kb=1024) as fs:
         log = open_log(fs.path, index_interval_bytes=1)
         page = os.statvfs(fs.path).f_frsize

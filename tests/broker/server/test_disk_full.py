@@ -17,7 +17,7 @@ from broker.protocol import ApiKey
 from broker.protocol.records import iter_batches
 from tests.broker.server.wire import WireClient, batch, produce_body
 from tests.procs import BrokerProcess
-from tests.smallfs import SmallFs, fill
+from tests.smallfs import SmallFs, fill, require_mount
 
 TOPIC = "full"
 VALUE_PAD = b"p" * 900
@@ -74,8 +74,7 @@ def check_files(data_dir) -> None:
 
 @pytest.fixture
 def small_fs(tmp_path):
-    if not SmallFs.available(tmp_path):
-        pytest.skip("cannot mount a small file system here (needs root)")
+    require_mount(tmp_path)
     with SmallFs(tmp_path / "mnt", size_kb=3 * 1024) as fs:
         yield fs
 

@@ -32,6 +32,20 @@ def wait_for_port(port: int, timeout: float = 20.0, proc: subprocess.Popen | Non
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
+def wait_until(check, timeout: float = 30.0, what="condition", every: float = 0.05):
+    """Poll `check()` until it returns a true value, which is returned; AssertionError
+    at the deadline naming `what` (a string, or a callable giving one then)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            told = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout}s waiting for {told}")
+        time.sleep(every)
+
+
 class ManagedProcess:
     """What every test subprocess wrapper shares: `proc`, `log_path`, kill, stop."""
 

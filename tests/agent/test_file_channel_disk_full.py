@@ -25,6 +25,7 @@ from agent.channels import wal
 from agent.channels.file import FileChannel
 from tests.agent.agentproc import AgentProcess, read_topic
 from tests.agent.helpers import context, events, run_async
+from tests.procs import wait_until
 from tests.smallfs import SmallFs, fill, require_mount
 
 PIPELINE = """
@@ -54,16 +55,15 @@ def write_lines(path, start: int, stop: int) -> None:
         f.write(b"".join(line(i) + b"\n" for i in range(start, stop)))
 
 
-def wait_for(check, timeout: float, what: str, proc=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"agent exited with {proc.returncode} while waiting for {what}")
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+def wait_alive(agent, check, timeout: float, what: str) -> None:
+    """wait_until, failing at once if the agent process exits meanwhile."""
+
+    def alive_and():
+        code = agent.proc.poll()
+        assert code is None, f"agent exited with {code} while waiting for {what}"
+        return check()
+
+    wait_until(alive_and, timeout, what)
 
 
 def delivered(bootstrap: str, n: int, timeout: float = 90) -> tuple[int, int]:
@@ -99,12 +99,12 @@ def test_filler_takes_the_space_then_gives_it_back(tmp_path, small_fs, broker):
         assert delivered(broker.bootstrap, 1000)[0] == 0
         filler = fill(small_fs.path / "filler")
         write_lines(log, 1000, 6000)  # ~1 MB: cannot fit anywhere now
-        wait_for(lambda: disk_full(agent) == 1, 30, "the channel to report a full disk", agent.proc)
+        wait_alive(agent, lambda: disk_full(agent) == 1, 30, "the channel to report a full disk")
         assert "puts wait until there is space" in agent.log_text()
         assert agent.health() == 200 and agent.proc.poll() is None
         filler.unlink()
         freed = time.monotonic()
-        wait_for(lambda: disk_full(agent) == 0, 60, "puts to resume", agent.proc)
+        wait_alive(agent, lambda: disk_full(agent) == 0, 60, "puts to resume")
         resumed_s = time.monotonic() - freed
         write_lines(log, 6000, 7000)
         lost, dups = delivered(broker.bootstrap, 7000)
@@ -124,11 +124,11 @@ def test_channel_fills_its_own_disk_while_the_broker_is_down(tmp_path, small_fs,
         assert delivered(broker.bootstrap, 500)[0] == 0
         broker.stop()
         write_lines(log, 500, 20000)  # ~4 MB (~2 MB in lz4) into a 1 MB file system
-        wait_for(lambda: disk_full(agent) == 1, 60, "the channel to report a full disk", agent.proc)
+        wait_alive(agent, lambda: disk_full(agent) == 1, 60, "the channel to report a full disk")
         assert agent.proc.poll() is None
         broker.start()
         back = time.monotonic()
-        wait_for(lambda: disk_full(agent) == 0, 90, "puts to resume", agent.proc)
+        wait_alive(agent, lambda: disk_full(agent) == 0, 90, "puts to resume")
         resumed_s = time.monotonic() - back
         write_lines(log, 20000, 21000)
         lost, dups = delivered(broker.bootstrap, 21000)

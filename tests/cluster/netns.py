@@ -40,6 +40,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.procs import wait_until
+
 PREFIX = "lfnt"
 SBIN_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
 CLONE_NEWNET = 0x40000000
@@ -286,19 +288,6 @@ BROKER_PORT = 9092
 CHROOT = "logflume"
 
 
-def wait_for(check, timeout: float = 30.0, what: str = "condition", every: float = 0.05):
-    """Poll `check()` until it returns a true value (returned); AssertionError at the
-    deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
-
-
 def _connects(ip: str, port: int) -> bool:
     import socket
 
@@ -378,7 +367,7 @@ class NetnsCluster:
         cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", zookeeper_classpath()]
         cmd += ["-Dzookeeper.jmx.log4j.disable=true", ZK_MAIN, str(cfg)]
         self.zk_proc = self.lab.popen("zk", cmd, zk_dir / "zookeeper.log")
-        wait_for(
+        wait_until(
             lambda: self._alive(self.zk_proc, "ZooKeeper") and _zk_ok(self.lab.ip("zk"), ZK_PORT),
             timeout=60,
             what="ZooKeeper to answer ruok",
@@ -403,7 +392,7 @@ class NetnsCluster:
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         proc = self.procs[i] = self.lab.popen(self.node(i), cmd, self.log_path(i))
-        wait_for(
+        wait_until(
             lambda: self._alive(proc, f"broker {i}") and _connects(ip, BROKER_PORT),
             timeout=60,
             what=f"broker {i} to listen on {ip}:{BROKER_PORT}",

@@ -37,8 +37,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol.records import iter_batches
-from tests.cluster.netns import NetLab, NetnsCluster, NetnsUnavailable, wait_for
+from tests.cluster.netns import NetLab, NetnsCluster, NetnsUnavailable
 from tests.cluster.util import ZkView
+from tests.procs import wait_until
 
 TOPIC = "netsplit"
 
@@ -301,17 +302,17 @@ def truncations(cluster: NetnsCluster, b: int) -> list[tuple[float, int, int]]:
 
 
 def _setup_topic(cluster: NetnsCluster, zk: ZkView) -> None:
-    wait_for(lambda: len(zk.live()) == cluster.count, what="every broker to register")
+    wait_until(lambda: len(zk.live()) == cluster.count, what="every broker to register")
     for b in range(cluster.count):
         admin = AdminClient({"bootstrap.servers": cluster.address(b)})
-        wait_for(
+        wait_until(
             lambda admin=admin: len(admin.list_topics(timeout=5).brokers) == cluster.count,
             what=f"broker {b} to see every broker",
         )
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     fut = admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})])
     fut[TOPIC].result(20)
-    wait_for(
+    wait_until(
         lambda: (s := zk.state(TOPIC)) and s["leader"] >= 0 and len(s["isr"]) == 3,
         what="the topic's leader and full ISR",
     )
@@ -327,7 +328,7 @@ def run_scenario(lab: NetLab, cluster: NetnsCluster, zk: ZkView, kind: str, cut_
     producers = Producers(cluster.bootstrap).start()
     figures: dict = {"scenario": kind, "cut_s": cut_s}
     try:
-        wait_for(lambda: producers.acked() >= 500, timeout=60, what="500 acknowledged records")
+        wait_until(lambda: producers.acked() >= 500, timeout=60, what="500 acknowledged records")
         state = zk.state(TOPIC)
         leader, epoch = state["leader"], state["leader_epoch"]
         followers = [b for b in range(3) if b != leader]
@@ -347,7 +348,7 @@ def run_scenario(lab: NetLab, cluster: NetnsCluster, zk: ZkView, kind: str, cut_
         figures.update(leader=leader, epoch=epoch)
 
         if kind == "leader":
-            wait_for(
+            wait_until(
                 lambda: (
                     (s := zk.state(TOPIC))["leader"] not in (-1, leader)
                     and s["leader_epoch"] > epoch
@@ -359,20 +360,22 @@ def run_scenario(lab: NetLab, cluster: NetnsCluster, zk: ZkView, kind: str, cut_
             figures["new_leader"] = zk.state(TOPIC)["leader"]
             t_elect = time.time()
         elif kind == "follower":
-            wait_for(
+            wait_until(
                 lambda: victim not in zk.state(TOPIC)["isr"],
                 timeout=cut_s,
                 what="the cut follower to leave the ISR",
             )
             figures["isr_shrink_s"] = round(time.time() - t_cut, 2)
             at_shrink = producers.acked()
-            wait_for(
+            wait_until(
                 lambda: producers.acked() > at_shrink + 100,
                 timeout=max(1, t_cut + cut_s - time.time()),
                 what="acks with the follower cut off",
             )
         else:
-            wait_for(lambda: not zk.live(), timeout=cut_s, what="every broker's session to expire")
+            wait_until(
+                lambda: not zk.live(), timeout=cut_s, what="every broker's session to expire"
+            )
             figures["sessions_expired_s"] = round(time.time() - t_cut, 2)
         time.sleep(max(0.0, t_cut + cut_s - time.time()))  # the deliberate cut duration
         t_heal = time.time()
@@ -387,10 +390,12 @@ def run_scenario(lab: NetLab, cluster: NetnsCluster, zk: ZkView, kind: str, cut_
             )
         lab.heal_all()
 
-        wait_for(lambda: _full(zk), timeout=90, what="live brokers and a full ISR after heal")
+        wait_until(lambda: _full(zk), timeout=90, what="live brokers and a full ISR after heal")
         figures["converge_s"] = round(time.time() - t_heal, 2)
         at_full = producers.acked()
-        wait_for(lambda: producers.acked() > at_full + 300, timeout=60, what="acks after the heal")
+        wait_until(
+            lambda: producers.acked() > at_full + 300, timeout=60, what="acks after the heal"
+        )
         figures["serve_again_s"] = round(time.time() - t_heal, 2)
         first_after_heal = min(a.at for a in producers.acks[at_cut:] if a.at > t_heal)
         figures["first_ack_after_heal_s"] = round(first_after_heal - t_heal, 2)
@@ -417,7 +422,7 @@ def check_outcome(cluster: NetnsCluster, producers: Producers, figures: dict, ki
 
     # The three replicas converge on identical logs (read from their segment files).
     t0 = time.time()
-    replicas = wait_for(
+    replicas = wait_until(
         lambda: (
             (r := [read_replica(cluster.data_dir(b)) for b in range(3)])[0] == r[1] == r[2] and r
         ),
@@ -554,7 +559,7 @@ def test_cut_and_heal_drop_and_restore_traffic(tmp_path):
                 except OSError:
                     return False
 
-        wait_for(lambda: reaches("a") and reaches("b"), what="the server to listen")
+        wait_until(lambda: reaches("a") and reaches("b"), what="the server to listen")
         lab.cut("srv", "a")
         assert not reaches("a")
         assert reaches("b")

@@ -7,6 +7,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from tests.procs import wait_until  # noqa: F401  (the cluster tests import it from here)
+
 
 class ZkView:
     """A kazoo client on a cluster's chroot, for assertions about znodes."""
@@ -39,16 +41,6 @@ class ZkView:
     def close(self) -> None:
         self.client.stop()
         self.client.close()
-
-
-def wait_until(check, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def create_topic(cluster, name: str, partitions: int = 1, rf: int = 3, config=None) -> None:

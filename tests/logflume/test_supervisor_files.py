@@ -4,16 +4,9 @@ its brokers): output goes to the file, the pid file follows restarts."""
 import io
 import os
 import signal
-import time
 
 from logflume.supervisor import ChildSpec, Supervisor
-
-
-def wait_until(condition, what, timeout=15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what()
-        time.sleep(0.05)
+from tests.procs import wait_until
 
 
 def pid_in(pid_file) -> int | None:
@@ -36,16 +29,16 @@ def test_log_and_pid_files_follow_the_child_through_a_restart(tmp_path):
         assert pid_in(pid_file) == first
         # Kill it only once it has written: a child killed before its first line
         # would leave one "started" in the log after the restart, not two.
-        wait_until(lambda: "started" in log.read_text(), log.read_text)
+        wait_until(lambda: "started" in log.read_text(), 15, log.read_text)
 
         def restarted() -> bool:
             sup.poll()
             return pid_in(pid_file) not in (None, first)
 
         os.kill(first, signal.SIGKILL)
-        wait_until(restarted, lambda: out.getvalue().decode())
+        wait_until(restarted, 15, lambda: out.getvalue().decode())
         assert pid_in(pid_file) == sup.children[0].pid
-        wait_until(lambda: log.read_text().count("started") == 2, log.read_text)
+        wait_until(lambda: log.read_text().count("started") == 2, 15, log.read_text)
     finally:
         sup.stop()
     assert not pid_file.exists()

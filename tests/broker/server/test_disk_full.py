@@ -16,21 +16,11 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from broker.protocol import ApiKey
 from broker.protocol.records import iter_batches
 from tests.broker.server.wire import WireClient, batch, produce_body
-from tests.procs import BrokerProcess
+from tests.procs import BrokerProcess, wait_until
 from tests.smallfs import SmallFs, fill, require_mount
 
 TOPIC = "full"
 VALUE_PAD = b"p" * 900
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class Tally:
@@ -150,7 +140,7 @@ def test_full_data_dir_answers_storage_error_and_recovers(small_fs, tmp_path):
         filler.unlink()
         small_fs.grow(16 * 1024)
         grown = time.monotonic()
-        wait_for(lambda: p2.flush(0.5) == 0, 60, "the retrying producer to get through")
+        wait_until(lambda: p2.flush(0.5) == 0, 60, "the retrying producer to get through")
         assert len(patient.acked) == 20 and not patient.errors
         recovery_s = time.monotonic() - grown
         after = Tally()

@@ -304,12 +304,7 @@ class FileChannel(Channel):
                 8, "little"
             ):
                 record = wal.encode_record(self._next_seq, events)  # another put went first
-            try:
-                self._append(events, record)
-            except OSError as exc:
-                if exc.errno not in DISK_FULL:
-                    raise
-                self._on_disk_full(exc)
+            if not self._try_append(events, record):
                 self._space.clear()
                 try:  # a commit may free segments; else the space comes back from outside
                     await asyncio.wait_for(self._space.wait(), retry)
@@ -329,13 +324,19 @@ class FileChannel(Channel):
         if not self._fits(len(events), len(record)):
             self.metrics.refused.inc(len(events))
             return False
+        if not self._try_append(events, record):
+            self.metrics.refused.inc(len(events))
+            return False
+        return True
+
+    def _try_append(self, events: list[Event], record: bytes) -> bool:
+        """Append; False (after `_on_disk_full`) when the disk is full."""
         try:
             self._append(events, record)
         except OSError as exc:
             if exc.errno not in DISK_FULL:
                 raise
             self._on_disk_full(exc)
-            self.metrics.refused.inc(len(events))
             return False
         return True
 

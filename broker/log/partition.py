@@ -142,7 +142,9 @@ class PartitionLog:
     # -- append --------------------------------------------------------------------
 
     def append(self, records, leader_epoch: int = 0) -> AppendInfo:
-        """Leader append: validate, assign offsets from the log end, write. A bytearray
+        """Leader append: validate (CRC, sizes, and that the records parse, as Kafka's
+        LogValidator: `RecordBatch.validate_records`), assign offsets from the log
+        end, write. A bytearray
         argument is rewritten in place, except for the single-batch fast path, which
         writes the new 16-byte prefix and the rest of the caller's buffer with one
         pwritev and copies nothing."""
@@ -176,6 +178,7 @@ class PartitionLog:
                 )
             if b.records_count <= 0 or b.last_offset_delta != b.records_count - 1:
                 raise CorruptRecordError("batch record count does not match its last offset delta")
+            b.validate_records()
             pack(buf, b.position, offset, b.batch_length, leader_epoch)
             b.base_offset = offset
             b.partition_leader_epoch = leader_epoch
@@ -211,6 +214,7 @@ class PartitionLog:
             )
         if b.records_count <= 0 or b.last_offset_delta != b.records_count - 1:
             raise CorruptRecordError("batch record count does not match its last offset delta")
+        b.validate_records()
         if b.producer_id >= 0:
             duplicate = self._check_producer(b)
             if duplicate is not None:

@@ -1,11 +1,9 @@
 """Produce: append record batches, answer per acks.
 
-Each partition's batches have their records sections checked here
-(`RecordBatch.validate_records`: they parse, decompress within bounds, hold
-`records_count` records; CORRUPT_MESSAGE otherwise, as Kafka's LogValidator), then go
-to `Partition.append_as_leader`, which validates the batches (CRC, sizes against
-`max.message.bytes`), rewrites base offsets and leader epochs and appends them
-byte-for-byte.
+Each partition's batches go to `Partition.append_as_leader`, which validates them
+(CRC, sizes against `max.message.bytes`, records that parse and decompress within
+bounds, as Kafka's LogValidator; CORRUPT_MESSAGE otherwise), rewrites base offsets and
+leader epochs and appends them byte-for-byte.
 
 - acks=0: no response at all; if any partition failed the connection is closed
   (the only signal such a producer gets).
@@ -34,7 +32,7 @@ from broker.cluster.partition import PartitionError
 from broker.log.common import RecordTooLargeError
 from broker.log.producer_state import ProducerStateError
 from broker.protocol import ApiKey, ErrorCode
-from broker.protocol.records import CorruptRecordError, iter_batches
+from broker.protocol.records import CorruptRecordError
 from broker.server.dispatch import CloseConnection, handles
 from broker.server.purgatory import DelayedOperation
 
@@ -154,10 +152,6 @@ def produce(ctx, body):
 def _append(partition, index: int, records, acks: int) -> tuple[dict, int]:
     """Append one partition's records -> (partition response, offset after the last)."""
     try:
-        max_bytes = partition.log.config.max_message_bytes
-        for batch in iter_batches(records):
-            if batch.size <= max_bytes:  # larger: MESSAGE_TOO_LARGE, left unread
-                batch.validate_records()
         info = partition.append_as_leader(records, acks)
     except PartitionError as e:
         return _partition_response(index, e.code, str(e)), -1

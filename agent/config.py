@@ -35,6 +35,7 @@ from agent.api import REGISTRY, Duration
 from agent.plugins import load_plugins
 from agent.schema import ConfigError, Errors, build, convert, describe, key_node, plain
 from agent.schema import unknown_key_message as unknown_key
+from common.hostport import parse_hostport
 
 SECTIONS = {"sources": "source", "channels": "channel", "sinks": "sink"}
 WIRING_KEYS = {
@@ -91,14 +92,6 @@ class AgentSpec:
     sources: dict[str, SourceSpec]
     channels: dict[str, ComponentSpec]
     sinks: dict[str, SinkSpec]
-
-
-def parse_listen(value: str) -> tuple[str, int] | None:
-    """'host:port' -> (host, port), or None when malformed."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        return None
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def compile_file(path: str | Path) -> tuple[dict[str, AgentSpec], list[ConfigError]]:
@@ -172,8 +165,11 @@ def _compile_agent(name, node, errors: Errors, failures) -> AgentSpec | None:
                 sections[section][cname] = spec
     if settings is not None and settings.metrics is not None:
         found = key_node(key_node(node, "metrics")[1], "listen")
-        if parse_listen(settings.metrics.listen) is None and found:
-            errors.add(found[1], f"{path}.metrics.listen", "expected host:port")
+        try:
+            parse_hostport(settings.metrics.listen)
+        except ValueError:
+            if found:
+                errors.add(found[1], f"{path}.metrics.listen", "expected host:port")
     _check_graph(path, node, sections, nodes, errors)
     _check_ports(path, settings, sections, nodes, errors)
     if len(errors) > before or settings is None:
@@ -326,9 +322,10 @@ def _dangling(channel: str, declared: set[str]) -> str:
 def _check_ports(path, settings, sections, nodes, errors: Errors) -> None:
     taken: dict[tuple[str, int], str] = {}
     if settings is not None and settings.metrics is not None:
-        listen = parse_listen(settings.metrics.listen)
-        if listen is not None:
-            taken[("tcp", listen[1])] = f"{path}.metrics"
+        try:
+            taken[("tcp", parse_hostport(settings.metrics.listen)[1])] = f"{path}.metrics"
+        except ValueError:
+            pass  # reported by the caller
     for name, spec in sections["sources"].items():
         try:
             ports = spec.cls.listen_ports(spec.config)

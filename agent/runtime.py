@@ -26,10 +26,11 @@ import signal
 from pathlib import Path
 
 from agent.api import Channel, Context, Event, Source
-from agent.config import AgentSpec, SourceSpec, compile_file, parse_listen
+from agent.config import AgentSpec, SourceSpec, compile_file
 from agent.metrics import MetricsServer, Registry
 from agent.selector import Selector
 from agent.supervisor import Supervised
+from common.hostport import parse_hostport
 
 log = logging.getLogger("logflume.agent")
 
@@ -152,7 +153,7 @@ class AgentRuntime:
         settings = self.spec.settings.metrics
         if settings is None:
             return
-        host, port = parse_listen(settings.listen)
+        host, port = parse_hostport(settings.listen, "metrics.listen")
         self.metrics_server = MetricsServer(self.registry, host, port)
         await self.metrics_server.start()
         log.info("metrics on http://%s:%d/metrics", host, port)

@@ -22,6 +22,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from common.hostport import parse_hostport
+
 LONG_MAX = 9223372036854775807
 
 
@@ -177,11 +179,10 @@ def parse_listener(value: str) -> tuple[str, int]:
         scheme, text = text.split("://", 1)
         if scheme.upper() != "PLAINTEXT":
             raise ConfigError(f"listener {value!r}: only PLAINTEXT is supported")
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"listener {value!r}: expected HOST:PORT")
-    host = host.strip("[]")
-    return host, int(port)
+    try:
+        return parse_hostport(text, f"listener {value!r}")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 class BrokerConfig:

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from logflume.fsutil import atomic_write
+from common.fsutil import atomic_write
 
 PR_SET_PDEATHSIG = 1
 BACKOFF_FIRST = 1.0

@@ -1,4 +1,4 @@
-"""Helpers shared by the agent's sources: line framing, listen addresses, headers.
+"""Helpers shared by the agent's sources: line framing and event headers.
 
 `LineSplitter` turns a byte stream into lines in bulk (one `rfind` and one `split`
 per chunk, not a loop per byte), caps line length and keeps track of the stream
@@ -9,15 +9,6 @@ it may acknowledge. Modules whose name starts with `_` are helpers, not plugins.
 from __future__ import annotations
 
 import socket
-
-
-def parse_hostport(value: str, key: str) -> tuple[str, int]:
-    """`"127.0.0.1:8285"`, `":8285"`, `"[::1]:8285"` -> (host, port); ValueError naming `key`."""
-    host, sep, port = str(value).rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{key}: expected host:port, got {value!r}")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
 
 
 def base_headers(source_name: str, add_host: bool) -> dict[str, str]:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import orjson
 
-from logflume.fsutil import atomic_write
+from common.fsutil import atomic_write
 
 FP_MAX = 1024
 MIN_CONTENT_MATCH = 128

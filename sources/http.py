@@ -19,7 +19,8 @@ import orjson
 from aiohttp import web
 
 from agent.api import Context, Duration, Emit, Event, Size, Source, register
-from sources._lines import LineSplitter, base_headers, parse_hostport
+from common.hostport import parse_hostport
+from sources._lines import LineSplitter, base_headers
 
 
 @dataclasses.dataclass

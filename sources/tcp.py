@@ -18,7 +18,8 @@ import re
 from typing import Literal
 
 from agent.api import Context, Duration, Emit, Event, Size, Source, register
-from sources._lines import LineSplitter, base_headers, parse_hostport
+from common.hostport import parse_hostport
+from sources._lines import LineSplitter, base_headers
 
 _OCTET_START = re.compile(rb"[1-9][0-9]{0,8} <")
 _UNDECIDED = re.compile(rb"[1-9][0-9]{0,8} ?\Z")

@@ -26,7 +26,8 @@ import dataclasses
 import socket
 
 from agent.api import Context, Emit, Event, Size, Source, register
-from sources._lines import base_headers, parse_hostport
+from common.hostport import parse_hostport
+from sources._lines import base_headers
 
 MAX_DATAGRAM = 65535
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)

@@ -48,7 +48,7 @@ import orjson
 from agent.api import Channel, Context, Duration, Event, Size, TakeBatch, register
 from agent.channels import wal
 from agent.channels.memory import ChannelMetrics
-from logflume.fsutil import atomic_write
+from common.fsutil import atomic_write
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 _RETRY_MIN_S, _RETRY_MAX_S, _LOG_EVERY_S = 0.05, 1.0, 10.0

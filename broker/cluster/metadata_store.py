@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 
 from broker.cluster.names import validate_topic_name
-from logflume.fsutil import atomic_write, fsync_dir
+from common.fsutil import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)
 

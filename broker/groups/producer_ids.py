@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from logflume.fsutil import atomic_write
+from common.fsutil import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ CheckpointError so the caller can fall back to a full recovery.
 
 from pathlib import Path
 
-from logflume.fsutil import atomic_write
+from common.fsutil import atomic_write
 
 VERSION = 0
 

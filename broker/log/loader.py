@@ -22,7 +22,7 @@ from broker.log.common import (
 from broker.log.config import LogConfig
 from broker.log.index import CorruptIndexError
 from broker.log.segment import LogSegment
-from logflume.fsutil import TMP_SUFFIX
+from common.fsutil import TMP_SUFFIX
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from broker.log.checkpoint import CheckpointError, read_offsets, write_offsets
 from broker.log.config import LogConfig
 from broker.log.partition import PartitionLog, parse_dir_name
-from logflume.fsutil import fsync_dir
+from common.fsutil import fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from broker.protocol.records import (
     iter_batches,
     set_log_append_time,
 )
-from logflume.fsutil import fsync_dir
+from common.fsutil import fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -71,7 +71,7 @@ from typing import NamedTuple, Protocol
 import crc32c
 
 from broker.protocol.errors import ErrorCode
-from logflume.fsutil import atomic_write
+from common.fsutil import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -41,6 +41,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from common.hostport import connect_address, parse_hostport
+
 TOPICS = {"nginx-access": 3, "netcat": 1, "nginx-stats": 1}
 # A demo left running should not fill the disk: small segments, ~256 MiB per partition.
 BROKER_SETTINGS = {"log.segment.bytes": 64 << 20, "log.retention.bytes": 256 << 20}
@@ -175,11 +177,10 @@ def _mappings(section) -> list[dict]:
 
 def _connect_to(listen) -> tuple[str, int] | None:
     """Where a local client reaches a `listen: host:port` address (0.0.0.0 -> loopback)."""
-    host, _, port = str(listen or "").rpartition(":")
-    if not port.isdigit():
+    try:
+        return connect_address(*parse_hostport(listen))
+    except ValueError:
         return None
-    host = host.strip("[]")
-    return ("127.0.0.1" if host in ("", "0.0.0.0", "::") else host), int(port)
 
 
 def port_free(port: int) -> bool:

@@ -7,8 +7,8 @@ import dataclasses
 import os
 
 from agent.api import Ack, Event, Interceptor, Sink, Source, register
-from agent.config import parse_listen
 from agent.delivery import SinkCounters, simple_loop
+from common.hostport import parse_hostport
 
 SETTLED: dict[str, int] = {}
 
@@ -35,7 +35,7 @@ class GenSource(Source):
 
     @classmethod
     def listen_ports(cls, config):
-        return [("udp", parse_listen(config.listen)[1])] if config.listen else []
+        return [("udp", parse_hostport(config.listen)[1])] if config.listen else []
 
     async def run(self, emit, offer) -> None:
         name = self.context.name

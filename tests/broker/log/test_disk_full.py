@@ -15,7 +15,7 @@ import pytest
 from broker.log import LogConfig, PartitionLog
 from broker.log.epoch import LeaderEpochCache
 from broker.protocol.records import iter_batches
-from logflume.fsutil import atomic_write
+from common.fsutil import atomic_write
 from tests.broker.log.util import all_records, make_batch, read_all
 from tests.smallfs import SmallFs, fill, require_mount
 
@@ -116,7 +116,7 @@ def test_epoch_cache_keeps_memory_equal_to_file_when_the_save_fails(tmp_path, mo
 
 
 def test_atomic_write_leaves_no_temp_file_when_the_disk_is_full(tmp_path, monkeypatch):
-    monkeypatch.setattr("logflume.fsutil.os.write", lambda fd, b: (_ for _ in ()).throw(ENOSPC))
+    monkeypatch.setattr("common.fsutil.os.write", lambda fd, b: (_ for _ in ()).throw(ENOSPC))
     with pytest.raises(OSError):
         atomic_write(tmp_path / "f", b"data")
     assert list(tmp_path.iterdir()) == []

@@ -212,21 +212,64 @@ class Interceptor(Component):
         are shared between events: replace an event's dict, never update it."""
 
 
+class TransactionError(RuntimeError):
+    """A take transaction used out of order: ended a second time (commit or rollback
+    after a commit or rollback), or used after its channel was closed. Always a bug in
+    the sink; raised instead of ignored, as Flume's BasicTransactionSemantics does."""
+
+
 class TakeBatch(abc.ABC):
-    """A take transaction: the sink delivers `events`, then commits or rolls back."""
+    """A take transaction: the sink delivers `events`, then ends the transaction
+    exactly once, with `commit` or `rollback`, while the channel is open. Any other
+    use raises TransactionError and changes nothing. A channel type subclasses this
+    and implements `_commit` and `_rollback`, which run at most once, in all."""
 
-    events: list[Event]
+    __slots__ = ("channel", "events", "_ended")
 
-    @abc.abstractmethod
+    def __init__(self, channel: Channel, events: list[Event]):
+        self.channel = channel
+        self.events = events
+        self._ended: str | None = None  # "committed" or "rolled back"
+
     async def commit(self) -> None:
         """The next hop acknowledged: remove the events for good and settle them."""
+        self._end("commit", "committed")
+        await self._commit()
 
-    @abc.abstractmethod
     async def rollback(self) -> None:
         """Delivery failed: the events return to the head of the channel."""
+        self._end("roll back", "rolled back")
+        await self._rollback()
+
+    def _end(self, action: str, outcome: str) -> None:
+        # Marked ended before the work runs: a commit that failed half way is not
+        # rolled back over (that would return events already released or settled).
+        what = f"{action} a take of {len(self.events)} events"
+        if self._ended is not None:
+            name = self.channel.context.name
+            raise TransactionError(
+                f"cannot {what} from channel {name!r}: it was already {self._ended}"
+            )
+        self.channel.check_open(what)
+        self._ended = outcome
+
+    @abc.abstractmethod
+    async def _commit(self) -> None:
+        """Remove the events for good (see `commit`)."""
+
+    @abc.abstractmethod
+    async def _rollback(self) -> None:
+        """Return the events to the head of the channel (see `rollback`)."""
 
 
 class Channel(Component):
+    closed: bool = False  # set by close(); a closed channel opens and ends no take
+
+    def check_open(self, action: str) -> None:
+        """TransactionError naming `action` when the channel is closed."""
+        if self.closed:
+            raise TransactionError(f"cannot {action}: channel {self.context.name!r} is closed")
+
     @abc.abstractmethod
     async def put(self, events: list[Event]) -> None:
         """Put transaction: all or nothing; waits while the channel is full."""
@@ -241,7 +284,9 @@ class Channel(Component):
         seconds for the first one (an empty batch when none came)."""
 
     async def close(self) -> None:
-        """Flush state to disk where the channel is durable."""
+        """Flush state to disk where the channel is durable; set `closed` (an
+        override does too)."""
+        self.closed = True
 
     def pending(self) -> int:
         """Events stored and not yet committed by a sink (taken ones included); the

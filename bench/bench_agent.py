@@ -38,8 +38,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.peers.syslog_ng import SyslogNg, high_watermark  # noqa: E402
+from common.hostport import free_port  # noqa: E402
 from tests.agent.agentproc import AgentProcess  # noqa: E402
-from tests.procs import BrokerProcess, free_port  # noqa: E402
+from tests.procs import BrokerProcess  # noqa: E402
 
 TAIL = """
 agents:

@@ -35,15 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from common.hostport import free_port
+
 RECORD_SIZE = 100
 PARTITIONS = 6
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def record_pool(n: int = 4096) -> list[bytes]:

@@ -1,6 +1,22 @@
+import asyncio
+import inspect
+
 import pytest
 
 from tests.procs import BrokerProcess
+
+ASYNC_TEST_TIMEOUT_S = 60
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Runs every `async def` test function, in any directory, on a fresh asyncio loop
+    (`asyncio.run`), failing it with TimeoutError after ASYNC_TEST_TIMEOUT_S seconds."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_TIMEOUT_S))
+    return True
 
 
 @pytest.fixture

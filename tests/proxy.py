@@ -34,7 +34,7 @@ import socket
 import struct
 import threading
 
-from tests.procs import free_port
+from common.hostport import free_port
 
 _LINGER_RST = struct.pack("ii", 1, 0)
 _IDLE_S = 600.0  # an idle connection is closed after this long

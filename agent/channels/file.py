@@ -121,6 +121,7 @@ class FileChannel(Channel):
         ]
 
     async def close(self) -> None:
+        self.closed = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -403,6 +404,7 @@ class FileChannel(Channel):
     # ---- take -----------------------------------------------------------------
 
     async def take(self, max_events: int, max_wait: float) -> TakeBatch:
+        self.check_open("open a take")
         if not self._ready:
             self._data.clear()
             try:
@@ -449,17 +451,14 @@ class FileChannel(Channel):
 
 
 class _FileTake(TakeBatch):
-    __slots__ = ("channel", "refs", "events", "done")
+    __slots__ = ("refs",)
 
     def __init__(self, channel: FileChannel, refs: list, events: list[Event]):
-        self.channel, self.refs, self.events, self.done = channel, refs, events, False
+        super().__init__(channel, events)
+        self.refs = refs
 
-    async def commit(self) -> None:
-        if not self.done:
-            self.done = True
-            self.channel._committed(self.refs)
+    async def _commit(self) -> None:
+        self.channel._committed(self.refs)
 
-    async def rollback(self) -> None:
-        if not self.done:
-            self.done = True
-            self.channel._returned(self.refs)
+    async def _rollback(self) -> None:
+        self.channel._returned(self.refs)

@@ -134,6 +134,7 @@ class MemoryChannel(Channel):
         return True
 
     async def take(self, max_events: int, max_wait: float) -> TakeBatch:
+        self.check_open("open a take")
         if not self._queue:
             self._data.clear()
             try:
@@ -166,22 +167,17 @@ class MemoryChannel(Channel):
 
 
 class _MemoryTake(TakeBatch):
-    __slots__ = ("channel", "events", "size", "done")
+    __slots__ = ("size",)
 
     def __init__(self, channel: MemoryChannel, events: list[Event], size: int):
-        self.channel, self.events, self.size, self.done = channel, events, size, False
+        super().__init__(channel, events)
+        self.size = size
 
-    async def commit(self) -> None:
-        if self.done:
-            return
-        self.done = True
+    async def _commit(self) -> None:
         self.channel._release(len(self.events), self.size)
         self.channel.metrics.committed.inc(len(self.events))
         settle_all(self.events)
 
-    async def rollback(self) -> None:
-        if self.done:
-            return
-        self.done = True
+    async def _rollback(self) -> None:
         self.channel.metrics.rolled_back.inc(len(self.events))
         self.channel._return(self.events, self.size)

@@ -14,11 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from common.hostport import free_port
 
 
 class RedisServer:
@@ -27,7 +23,7 @@ class RedisServer:
     def __init__(self):
         if shutil.which("redis-server") is None or shutil.which("redis-benchmark") is None:
             raise RuntimeError("redis-server/redis-benchmark missing: run `make system-deps`")
-        self.port = _free_port()
+        self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="bench-redis-"))
         self.proc: subprocess.Popen | None = None
 

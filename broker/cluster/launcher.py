@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from common.hostport import free_port
+
 JAR_DIRS = (Path("/usr/share/java"), Path("/usr/share/zookeeper/lib"))
 ZK_JARS = ("zookeeper.jar", "zookeeper-jute.jar")
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -39,12 +41,6 @@ def zookeeper_classpath() -> str:
     raise LauncherError(
         "ZooKeeper jars not found (install the Debian package: apt-get install zookeeper)"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def port_open(port: int) -> bool:

@@ -1,14 +1,16 @@
-"""Wire primitives: fixed-width integers, strings, bytes, uuid and varints.
+"""Wire primitives: fixed-width integers, strings, bytes, uuid and unsigned varints.
 
 Readers take (buf, pos) and return (value, new_pos); writers return bytes. `buf` is
 any bytes-like object (bytes or memoryview); readers never copy more than the value
 they return. Big-endian throughout, as Kafka.
 
-Two varint flavours exist on the wire: the zigzag-encoded signed varint/varlong used
-inside record batches (like protobuf sint32/sint64), and the unsigned varint used by
-flexible versions (compact lengths, tagged fields). Readers raise `ProtocolError` on
-truncated or over-long input; struct.error can also escape from the fixed-width
-readers and is turned into InvalidRequest/InvalidResponse by the codec.
+Two varint flavours exist on the wire: the unsigned varint used by flexible versions
+(compact lengths, tagged fields), here, and the zigzag-encoded signed varint/varlong
+used inside record batches (like protobuf sint32/sint64), which only records.py
+reads and writes and which lives there (`_zigzag_encode`, `_zigzag_decode`, called
+directly from its per-record loops). Readers raise `ProtocolError` on truncated or
+over-long input; struct.error can also escape from the fixed-width readers and is
+turned into InvalidRequest/InvalidResponse by the codec.
 """
 
 from __future__ import annotations
@@ -138,32 +140,6 @@ def write_unsigned_varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
-
-
-def zigzag(value: int) -> int:
-    """Map a signed int to an unsigned one: 0,-1,1,-2 -> 0,1,2,3."""
-    return (value << 1) ^ (value >> 63)
-
-
-def unzigzag(value: int) -> int:
-    return (value >> 1) ^ -(value & 1)
-
-
-def read_varint(buf, pos: int) -> tuple[int, int]:
-    """Zigzag signed varint (32-bit range), as used inside record batches."""
-    raw, end = read_unsigned_varint(buf, pos, 5)
-    return unzigzag(raw), end
-
-
-def read_varlong(buf, pos: int) -> tuple[int, int]:
-    """Zigzag signed varlong (64-bit range), as used inside record batches."""
-    raw, end = read_unsigned_varint(buf, pos, 10)
-    return unzigzag(raw), end
-
-
-def write_varint(value: int) -> bytes:
-    """Zigzag signed varint/varlong; the same bytes serve both widths."""
-    return write_unsigned_varint(zigzag(value) & 0xFFFFFFFFFFFFFFFF)
 
 
 def skip_tagged_fields(buf, pos: int) -> int:

@@ -101,6 +101,9 @@ class Record:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
+# The zigzag varint of record fields (lengths, deltas, counts), the project's only one
+# (primitives.py has the unsigned varint of flexible versions); tests test these two.
+# Signed 64-bit range: a varint and a varlong are the same bytes.
 def _zigzag_encode(out: bytearray, n: int) -> None:
     z = (n << 1) ^ (n >> 63)
     while z > 0x7F:

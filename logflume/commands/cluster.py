@@ -86,7 +86,8 @@ def start_cluster(
 
 
 def run(args) -> int:
-    from broker.cluster.launcher import free_port, pid_file, stop_from_pid_files
+    from broker.cluster.launcher import pid_file, stop_from_pid_files
+    from common.hostport import free_port
     from logflume.supervisor import Supervisor
 
     data_dir = Path(args.data_dir)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from tests.procs import ManagedProcess, free_port, wait_for_port
+from common.hostport import free_port
+from tests.procs import ManagedProcess, wait_for_port
 
 
 class AgentProcess(ManagedProcess):

@@ -1,7 +1,5 @@
 """Small helpers for agent unit tests."""
 
-import asyncio
-import functools
 import logging
 
 from agent.api import Ack, Context, Event
@@ -20,13 +18,3 @@ def events(n, prefix="e", settled=None, size=10):
         ack = Ack(lambda b=body: settled.append(b)) if settled is not None else None
         out.append(Event(body, ack=ack))
     return out
-
-
-def run_async(fn):
-    """Decorator: run an async test function in a fresh event loop."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper

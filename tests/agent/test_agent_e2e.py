@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from common.hostport import free_port
 from tests.agent.agentproc import AgentProcess, read_topic
-from tests.procs import free_port
 
 PIPELINE = """
 agents:

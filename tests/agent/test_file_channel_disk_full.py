@@ -24,7 +24,7 @@ from agent.api import Duration
 from agent.channels import wal
 from agent.channels.file import FileChannel
 from tests.agent.agentproc import AgentProcess, read_topic
-from tests.agent.helpers import context, events, run_async
+from tests.agent.helpers import context, events
 from tests.procs import wait_until
 from tests.smallfs import SmallFs, fill, require_mount
 
@@ -141,7 +141,6 @@ def test_channel_fills_its_own_disk_while_the_broker_is_down(tmp_path, small_fs,
         assert agent.stop() == 0
 
 
-@run_async
 async def test_put_waits_through_a_torn_write_and_loses_nothing(tmp_path, monkeypatch):
     """Unit: the first write stops half way with ENOSPC, the next two fail outright.
     The put waits and retries; the WAL never keeps the torn half, so after a restart

@@ -2,7 +2,7 @@ import asyncio
 import urllib.request
 
 from agent.metrics import MetricsServer, Registry
-from tests.procs import free_port
+from common.hostport import free_port
 
 
 def test_text_format_0_0_4():

@@ -7,7 +7,6 @@ import textwrap
 from agent.config import compile_text
 from agent.runtime import AgentRuntime
 from tests.agent import fakes
-from tests.agent.helpers import run_async
 
 PIPELINE = """
 agents:
@@ -41,7 +40,6 @@ async def wait_for(predicate, seconds=10.0):
     raise AssertionError("condition not reached")
 
 
-@run_async
 async def test_fan_out_interceptor_sink_crash_restart_and_acks(tmp_path, caplog):
     spec, path = spec_for(tmp_path, "g1", "k1", "k2")
     rt = AgentRuntime(spec, tmp_path / "state", path)
@@ -61,7 +59,6 @@ async def test_fan_out_interceptor_sink_crash_restart_and_acks(tmp_path, caplog)
     assert "sink.k1 crashed" in caplog.text
 
 
-@run_async
 async def test_reload_restarts_only_what_changed_and_rejects_bad_files(tmp_path, caplog):
     spec, path = spec_for(tmp_path, "g2", "k3", "k4")
     rt = AgentRuntime(spec, tmp_path / "state", path)
@@ -82,7 +79,6 @@ async def test_reload_restarts_only_what_changed_and_rejects_bad_files(tmp_path,
     await rt.shutdown()
 
 
-@run_async
 async def test_health_waits_for_sources_that_signal_readiness(tmp_path):
     text = """
 agents:

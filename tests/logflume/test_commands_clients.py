@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from tests.procs import free_port
+from common.hostport import free_port
 
 LF = [sys.executable, "-m", "logflume"]
 

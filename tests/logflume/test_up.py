@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 
+from common.hostport import free_port
 from logflume.commands.up import DemoConfig, port_free
 from spark_etl.loggen import MONTHS
 from tests.logflume.proc_scan import alive, all_pids, descendants, in_groups, pgid, wait_gone
-from tests.procs import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DATA_DIRS: list[Path] = []  # every data dir a test of this module gave `logflume up`

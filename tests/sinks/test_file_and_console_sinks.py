@@ -13,7 +13,7 @@ import pytest
 from agent.channels.memory import MemoryChannel
 from sinks.console import ConsoleSink
 from sinks.file import FileSink
-from tests.agent.helpers import context, events, run_async
+from tests.agent.helpers import context, events
 
 NAME = re.compile(r"^ev-\d{8}-\d{6}-\d+\.log$")
 
@@ -47,7 +47,6 @@ def rolled_files(directory) -> list:
     return [directory / n for n in names]
 
 
-@run_async
 async def test_file_sink_writes_every_event_and_rolls_by_size(tmp_path):
     out = tmp_path / "out"  # created by the sink
     ch, settled = channel_of(tmp_path), []
@@ -72,7 +71,6 @@ async def test_file_sink_writes_every_event_and_rolls_by_size(tmp_path):
     assert len(files) == 5 and all(1000 <= s < 1500 for s in sizes[:-1]), sizes
 
 
-@run_async
 async def test_file_sink_rolls_by_time_and_writes_json(tmp_path):
     out = tmp_path / "out"
     ch, settled = channel_of(tmp_path), []
@@ -98,7 +96,6 @@ async def test_file_sink_rolls_by_time_and_writes_json(tmp_path):
     assert committed(ch) == 5
 
 
-@run_async
 async def test_file_sink_rolls_the_take_back_when_it_cannot_write(tmp_path):
     out = tmp_path / "out"
     config = FileSink.Config(directory=str(out), prefix="ev")
@@ -114,7 +111,6 @@ async def test_file_sink_rolls_the_take_back_when_it_cannot_write(tmp_path):
     assert sink.context.metrics.value("logflume_agent_sink_rollbacks_total", component="files") == 1
 
 
-@run_async
 async def test_console_sink_prints_one_line_per_event(tmp_path, monkeypatch):
     stdout = io.TextIOWrapper(io.BytesIO())
     monkeypatch.setattr(sys, "stdout", stdout)

@@ -8,8 +8,8 @@ import subprocess
 import aiohttp
 import orjson
 
+from common.hostport import free_port
 from sources.tcp import OctetCounter
-from tests.procs import free_port
 from tests.sources.harness import FakeMetrics, Harness, build
 
 

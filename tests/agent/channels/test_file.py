@@ -7,7 +7,7 @@ import sys
 
 from agent.channels import wal
 from agent.channels.file import FileChannel
-from tests.agent.helpers import context, events, run_async
+from tests.agent.helpers import context, events
 
 
 async def opened(tmp_path, **cfg):
@@ -26,7 +26,6 @@ async def drain(ch):
         await batch.commit()
 
 
-@run_async
 async def test_put_settles_when_durable_take_rollback_commit(tmp_path):
     settled = []
     ch = await opened(tmp_path)
@@ -46,7 +45,6 @@ async def test_put_settles_when_durable_take_rollback_commit(tmp_path):
     await ch.close()
 
 
-@run_async
 async def test_restart_returns_uncommitted_and_rolled_back_events(tmp_path):
     ch = await opened(tmp_path, segment_bytes=300)
     for i in range(10):
@@ -67,7 +65,6 @@ async def test_restart_returns_uncommitted_and_rolled_back_events(tmp_path):
     await ch.close()
 
 
-@run_async
 async def test_bounded_on_disk_put_waits(tmp_path):
     ch = await opened(tmp_path, capacity=20)
     for _ in range(4):
@@ -83,7 +80,6 @@ async def test_bounded_on_disk_put_waits(tmp_path):
     await ch.close()
 
 
-@run_async
 async def test_corrupt_tail_is_cut_and_quarantined_with_a_log_line(tmp_path, caplog):
     ch = await opened(tmp_path)
     for i in range(3):
@@ -104,7 +100,6 @@ async def test_corrupt_tail_is_cut_and_quarantined_with_a_log_line(tmp_path, cap
     await ch.close()
 
 
-@run_async
 async def test_flipped_byte_in_the_middle_keeps_the_good_prefix(tmp_path, caplog):
     ch = await opened(tmp_path)
     for i in range(4):

@@ -1,14 +1,13 @@
 import asyncio
 
 from agent.channels.memory import EVENT_OVERHEAD, MemoryChannel
-from tests.agent.helpers import context, events, run_async
+from tests.agent.helpers import context, events
 
 
 def channel(tmp_path, **cfg):
     return MemoryChannel(MemoryChannel.Config(**cfg), context(tmp_path, "mem"))
 
 
-@run_async
 async def test_bounded_by_events_put_waits_and_offer_refuses(tmp_path):
     ch = channel(tmp_path, capacity=10)
     await ch.put(events(8))
@@ -25,7 +24,6 @@ async def test_bounded_by_events_put_waits_and_offer_refuses(tmp_path):
     assert ch.metrics.refused.value == 3
 
 
-@run_async
 async def test_bounded_by_bytes(tmp_path):
     per_event = 100 + EVENT_OVERHEAD
     ch = channel(tmp_path, capacity=1000, byte_capacity=3 * per_event)
@@ -34,14 +32,12 @@ async def test_bounded_by_bytes(tmp_path):
     assert ch.metrics.bytes.value == 3 * per_event
 
 
-@run_async
 async def test_oversized_batch_enters_an_empty_channel(tmp_path):
     ch = channel(tmp_path, capacity=5)
     await asyncio.wait_for(ch.put(events(20)), 1)
     assert ch.pending() == 20
 
 
-@run_async
 async def test_rollback_returns_events_to_the_head_in_order(tmp_path):
     ch = channel(tmp_path)
     await ch.put(events(5))
@@ -51,7 +47,6 @@ async def test_rollback_returns_events_to_the_head_in_order(tmp_path):
     assert [e.body.rstrip(b".") for e in again.events] == [b"e0", b"e1", b"e2", b"e3", b"e4"]
 
 
-@run_async
 async def test_acks_settle_only_on_commit(tmp_path):
     settled = []
     ch = channel(tmp_path)
@@ -64,7 +59,6 @@ async def test_acks_settle_only_on_commit(tmp_path):
     assert len(settled) == 4
 
 
-@run_async
 async def test_take_waits_then_returns_empty(tmp_path):
     ch = channel(tmp_path)
     batch = await ch.take(10, 0.05)

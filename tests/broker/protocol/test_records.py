@@ -15,6 +15,8 @@ from broker.protocol.records import (
     Record,
     RecordBatch,
     UnsupportedCodecError,
+    _zigzag_decode,
+    _zigzag_encode,
     assign_offsets,
     iter_batches,
     set_log_append_time,
@@ -54,6 +56,49 @@ def raw_batch(codec: int, payload: bytes, count: int = 1, base_offset: int = 0) 
     head += payload
     struct.pack_into(">I", head, CRC_AT, crc32c.crc32c(bytes(head[21:])))
     return bytes(head)
+
+
+def zigzag_bytes(n: int) -> bytes:
+    out = bytearray()
+    _zigzag_encode(out, n)
+    return bytes(out)
+
+
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_zigzag_varlong_round_trip(n):
+    raw = zigzag_bytes(n)
+    assert len(raw) <= 10
+    assert _zigzag_decode(raw + b"junk", 0) == (n, len(raw))
+
+
+@given(st.integers(-(2**31), 2**31 - 1))
+def test_zigzag_varint_round_trip(n):
+    raw = zigzag_bytes(n)
+    assert len(raw) <= 5
+    assert _zigzag_decode(memoryview(raw), 0) == (n, len(raw))
+
+
+def test_zigzag_known_values():
+    assert [zigzag_bytes(v) for v in (0, -1, 1, -2, 2)] == [
+        b"\x00",
+        b"\x01",
+        b"\x02",
+        b"\x03",
+        b"\x04",
+    ]
+    assert zigzag_bytes(300) == b"\xd8\x04"
+    assert zigzag_bytes(-(2**63)) == b"\xff" * 9 + b"\x01"
+    out = bytearray(b"ab")
+    _zigzag_encode(out, -1)
+    assert out == b"ab\x01"  # appends to what is there
+    assert _zigzag_decode(b"xx\xd8\x04", 2) == (300, 4)
+
+
+def test_zigzag_errors():
+    with pytest.raises(CorruptRecordError, match="runs past"):
+        _zigzag_decode(b"\x80\x80", 0)
+    with pytest.raises(CorruptRecordError, match="too long"):
+        _zigzag_decode(b"\xff" * 11, 0)
 
 
 def test_crc32c_known_vector():

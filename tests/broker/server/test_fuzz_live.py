@@ -28,9 +28,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol import ApiKey
 from broker.protocol.records import iter_batches
+from common.hostport import free_port
 from tests.broker.server import fuzzlib
 from tests.broker.server.wire import WireClient, fetch_body
-from tests.procs import free_port
 
 KEEP_TOPIC = "fuzz-keep"
 KEEP = 300

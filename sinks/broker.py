@@ -187,8 +187,10 @@ class BrokerSink(Sink):
         try:
             while True:
                 while inflight and inflight[0][1].done():
-                    batch, task = inflight.popleft()
-                    task.result()
+                    # a failed delivery raises while its batch is still in flight,
+                    # so _abort rolls the batch back
+                    inflight[0][1].result()
+                    batch, _ = inflight.popleft()
                     await batch.commit()
                     self.counters.out.inc(len(batch.events))
                 waiters = set()

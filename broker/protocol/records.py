@@ -101,6 +101,10 @@ class Record:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
+_U64 = 2**64 - 1
+_I64_MIN_ABS = 2**63
+
+
 # The zigzag varint of record fields (lengths, deltas, counts), the project's only one
 # (primitives.py has the unsigned varint of flexible versions); tests test these two.
 # Signed 64-bit range: a varint and a varlong are the same bytes.
@@ -126,7 +130,15 @@ def _zigzag_decode(buf, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError("record varint is too long")
+    if shift == 63:  # a 10th byte: bits past 64 drop out, as in Kafka's readVarlong
+        z &= _U64
     return (z >> 1) ^ -(z & 1), pos
+
+
+def _wrap64(n: int) -> int:
+    """`n` modulo 2**64 as a signed 64-bit value: Java's long arithmetic, which Kafka
+    uses for timestamp = base timestamp + delta (and delta = timestamp - base)."""
+    return ((n + _I64_MIN_ABS) & _U64) - _I64_MIN_ABS
 
 
 def _put_bytes(out: bytearray, data: bytes | None) -> None:
@@ -304,7 +316,12 @@ class RecordBatch:
                 headers.append(((hkey or b"").decode("utf-8", "replace"), hvalue))
             if pos != end:
                 raise CorruptRecordError("record length does not match its fields")
-            ts = self.max_timestamp if log_append else self.base_timestamp + ts_delta
+            if log_append:
+                ts = self.max_timestamp
+            else:
+                ts = self.base_timestamp + ts_delta
+                if not -_I64_MIN_ABS <= ts < _I64_MIN_ABS:
+                    ts = _wrap64(ts)
             out.append(Record(self.base_offset + offset_delta, ts, key, value, headers))
         if pos != len(data):
             raise CorruptRecordError("records section has trailing bytes")
@@ -472,7 +489,7 @@ class BatchBuilder:
         for delta, ts, key, value, headers in recs:
             rec.clear()
             rec.append(0)
-            _zigzag_encode(rec, ts - base_ts)
+            _zigzag_encode(rec, _wrap64(ts - base_ts))
             _zigzag_encode(rec, delta)
             _put_bytes(rec, key)
             _put_bytes(rec, value)

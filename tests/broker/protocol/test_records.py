@@ -270,3 +270,23 @@ def test_corrupt_records_section_with_valid_crc():
     with pytest.raises(CorruptRecordError):
         raw_batch_obj = RecordBatch(raw_batch(Codec.GZIP, b"not gzip"))
         raw_batch_obj.records()
+
+
+@pytest.mark.parametrize(
+    "timestamps",
+    [[-(2**63), 2**63 - 1], [2**63 - 1, -(2**63), 0], [0, 2**63 - 1, -1]],
+)
+def test_timestamps_spanning_more_than_64_bits_round_trip_as_in_kafka(timestamps):
+    """Deltas from the first timestamp are Java longs: they wrap modulo 2**64, and so
+    does first timestamp + delta on the way back (kafka-python, in unbounded Python
+    ints, reads such batches differently from Kafka)."""
+    b = BatchBuilder()
+    for ts in timestamps:
+        b.append(b"v", timestamp_ms=ts)
+    data = b.build()
+    assert [r.timestamp for r in RecordBatch(data).records()] == timestamps
+
+
+def test_a_ten_byte_varint_keeps_its_low_64_bits_as_kafka_reads_it():
+    encoded = b"\xff" * 9 + b"\x7f"  # 70 bits of ones; Kafka keeps the low 64
+    assert _zigzag_decode(encoded, 0) == (-(2**63), 10)

@@ -25,7 +25,8 @@ class LineSplitter:
     the cap is passed; the rest of it is skipped up to its newline, so one huge line
     never holds the stream up or grows memory. `offset` is the absolute stream offset
     just after the newline of the last complete line (including skipped ones): the
-    first byte not yet fully consumed. `truncated` counts cut lines.
+    first byte not yet fully consumed. `truncated` counts cut lines (`take_truncated`
+    reads and resets it).
 
     Owned by one reader (one file or one connection); not shared across tasks.
     """
@@ -39,10 +40,6 @@ class LineSplitter:
         self._pending = b""  # bytes of the current incomplete line
         self._partial = 0  # bytes consumed by the current incomplete line
         self._skipping = False  # inside the unread rest of a truncated line
-
-    @property
-    def pending_bytes(self) -> int:
-        return self._partial
 
     @property
     def exact(self) -> bool:
@@ -82,6 +79,11 @@ class LineSplitter:
         if idx + 1 < len(data):
             self._hold(data[idx + 1 :], lines)
         return lines
+
+    def take_truncated(self) -> int:
+        """Lines cut since the last call (for a metric); resets the count."""
+        cut, self.truncated = self.truncated, 0
+        return cut
 
     def _hold(self, data: bytes, out: list[bytes]) -> None:
         if not data:

@@ -8,15 +8,21 @@ no file had data it sleeps until watchdog reports a change or `poll_interval`
 passes. Discovery (`FileTable.scan`) globs the paths on start, every
 `rescan_interval`, and when watchdog reports a file created, moved or deleted.
 
-Identity and rotation (see `_tail_state` and `_tail_files`). An open file is
-followed by its descriptor, so renaming it (logrotate's default) changes nothing: the renamed file
-keeps its identity and position and is read on to EOF. Only once a file is no
-longer at any watched path (or deleted) and has stayed at EOF for `close_grace`
-without growing is it closed: nothing unread is abandoned. A file whose size drops
-below the read position, or whose first bytes change, was truncated (copytruncate)
-or replaced: reading restarts at 0 for the new content, and the old generation is
-kept as a "ghost" so that the copy logrotate made (same first bytes, new inode) is
-recognised and read on from where the original stopped, not from 0.
+One module per concept: this one drives the files (reading, EOF, closing, saving
+positions); `_tail_file` is one file's lifecycle and states (open, rotation,
+truncation, copy takeover, ghosts, multiline, its events); `_tail_scan` is discovery
+(which file a path holds) and the table of known files; `_tail_positions` is file
+identity, delivered offsets and the position file; `_tail_watch` is watchdog.
+
+Identity and rotation. An open file is followed by its descriptor, so renaming it
+(logrotate's default) changes nothing: the renamed file keeps its identity and
+position and is read on to EOF. Only once a file is no longer at any watched path
+(or deleted) and has stayed at EOF for `close_grace` without growing is it closed:
+nothing unread is abandoned. A file whose size drops below the read position, or
+whose first bytes change, was truncated (copytruncate) or replaced: reading restarts
+at 0 for the new content, and the old generation is kept as a "ghost" so that the
+copy logrotate made (same first bytes, new inode) is recognised and read on from
+where the original stopped, not from 0.
 
 Positions advance only from acknowledgements: each batch's Ack callback marks its
 slot in the file's DeliveryTracker, and the position file stores delivered offsets
@@ -51,16 +57,14 @@ import gzip
 import os
 import re
 import time
+from collections.abc import Iterator
 from typing import Literal
 
-from agent.api import Ack, Context, Duration, Emit, Event, Size, Source, register
+from agent.api import Context, Duration, Emit, Event, Size, Source, register
 from sources._lines import base_headers
-from sources._tail_files import FileTable
-from sources._tail_state import (
-    FP_MAX,
-    PositionStore,
-    TailedFile,
-)
+from sources._tail_file import FileState, Framing, TailedFile
+from sources._tail_positions import FP_MAX, PositionStore, SavedPosition
+from sources._tail_scan import FileTable
 from sources._tail_watch import Watcher, glob_root
 
 
@@ -141,6 +145,15 @@ def _check_literal(pattern: str) -> str | None:
     return None
 
 
+async def _emit_all(batches: Iterator[list[Event]], emit: Emit) -> None:
+    """Emit each batch before the next is made (see `_tail_file`: reading stops
+    while the channel is full, and acks reserve their slots in order)."""
+    for batch in batches:
+        await emit(batch)
+        del batch  # not kept alive while the next one is made: the garbage collector
+        # would scan and promote its events, a cost per line
+
+
 @register("source", "tail")
 class TailSource(Source):
     """Follows files; one instance per pipeline source, run as one task."""
@@ -172,42 +185,45 @@ class TailSource(Source):
     def __init__(self, config: TailConfig, context: Context):
         super().__init__(config, context)
         c = config
-        for key in _DURATIONS:
-            setattr(self, "_" + key, float(getattr(c, key)))
+        self._rescan_interval = float(c.rescan_interval)
+        self._poll_interval = float(c.poll_interval)
+        self._close_grace = float(c.close_grace)
+        self._close_inactive = float(c.close_inactive)
+        self._persist_interval = float(c.persist_interval)
         self._chunk = int(c.read_chunk_bytes)
-        self._batch = c.batch_size
-        self._max_line = int(c.max_line_bytes)
-        self._ml_start = None
-        self._ml_timeout = 0.0
-        if c.multiline is not None:
-            self._ml_start = re.compile(c.multiline.start_pattern.encode())
-            self._ml_timeout = float(c.multiline.timeout)
         self._store = PositionStore(context.state_dir, context.log)
         self._log = context.log
+        m, labels = context.metrics, {"component": context.name}
+        ml = c.multiline
+        framing = Framing(
+            headers=base_headers(context.name, c.add_host),
+            max_line=int(c.max_line_bytes),
+            batch_size=c.batch_size,
+            multiline=re.compile(ml.start_pattern.encode()) if ml else None,
+            multiline_timeout=float(ml.timeout) if ml else 0.0,
+            lines=m.counter("logflume_agent_tail_lines_total", "Lines read", **labels),
+            truncated=m.counter(
+                "logflume_agent_tail_truncated_lines_total",
+                "Lines cut to max_line_bytes",
+                **labels,
+            ),
+        )
         self._table = FileTable(
             c.paths,
             c.exclude,
             start_at=c.start_at,
             gzip_files=c.gzip,
-            max_line=self._max_line,
             close_grace=self._close_grace,
-            forget_after=self._forget_after,
-            headers=base_headers(context.name, c.add_host),
+            forget_after=float(c.forget_after),
+            framing=framing,
             log=context.log,
             metrics=context.metrics,
             component=context.name,
         )
         self._wake: asyncio.Event | None = None
         self._rescan = False
-        self._saved: list[dict] | None = None
+        self._saved: list[SavedPosition] | None = None
         self._seq = 0  # save order: a late thread never overwrites a newer save
-        m, labels = context.metrics, {"component": context.name}
-        self._m_lines = m.counter("logflume_agent_tail_lines_total", "Lines read", **labels)
-        self._m_truncated = m.counter(
-            "logflume_agent_tail_truncated_lines_total",
-            "Lines cut to max_line_bytes",
-            **labels,
-        )
         self._m_persist_errors = m.counter(
             "logflume_agent_tail_position_write_errors_total",
             "Failed writes of the position file",
@@ -219,7 +235,7 @@ class TailSource(Source):
     async def run(self, emit: Emit, offer) -> None:
         self._wake = asyncio.Event()
         saved = self._store.load()
-        self._table.ghosts = saved or []
+        self._table.restore(saved or [])
         watcher = None
         persister = None
         try:
@@ -279,7 +295,7 @@ class TailSource(Source):
 
     async def _service(self, f: TailedFile, emit: Emit) -> bool:
         """Read one chunk of `f` if it has one; handle EOF, truncation, closing."""
-        if f.copy_of is not None:
+        if f.state is FileState.COPY:
             return self._table.settle_copy(f)
         if f.gz is not None:
             return await self._read_gz(f, emit)
@@ -290,144 +306,53 @@ class TailSource(Source):
             return False
         if st.st_size != f.read_offset:
             head = os.pread(f.fd, FP_MAX, 0)
-            if st.st_size < f.read_offset or not f.matches_head(head):
+            if f.is_replaced(st.st_size, head):
                 self._table.new_generation(f, head)
                 return True
             f.firm_up(head)
-            data = os.pread(f.fd, self._chunk, f.read_offset)
+            data = f.read(self._chunk)
             if data:
-                f.read_offset += len(data)
-                f.eof_since = None
-                await self._feed(f, data, emit)
+                await _emit_all(f.events(data), emit)
                 return True
         await self._at_eof(f, st, emit)
         return False
 
     async def _read_gz(self, f: TailedFile, emit: Emit) -> bool:
         try:
-            data = f.gz.read(self._chunk)
+            data = f.read(self._chunk)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             self._log.warning("tail: stopped reading %s: %s", f.path, exc)
             data = b""
         if data:
-            f.read_offset += len(data)
-            await self._feed(f, data, emit)
+            await _emit_all(f.events(data), emit)
             return True
-        await self._finish(f, emit)
-        f.sealed = True
+        await self._finish(f, emit, FileState.SEALED)
         return False
 
     async def _at_eof(self, f: TailedFile, st: os.stat_result, emit: Emit) -> None:
         now = time.monotonic()
-        if f.eof_since is None:
-            f.eof_since = now
-        if f.held and now - f.held[3] >= self._ml_timeout:
-            body = b"\n".join(f.held[0])
-            f.held = None
-            await self._emit(f, [body], f.splitter.offset, emit)
-        if not f.gone:
+        idle = f.at_eof(now)
+        await _emit_all(f.expired(now), emit)  # a multiline event left alone too long
+        if f.state is FileState.OPEN:
             if st.st_nlink == 0:
                 self._table.rotated(f)
-            elif now - f.path_checked >= self._poll_interval:
-                f.path_checked = now
-                try:
-                    pst = os.stat(f.path)
-                    moved = (pst.st_dev, pst.st_ino) != f.key
-                except OSError:
-                    moved = True
-                if moved:
-                    self._rescan = True
-        idle = now - f.eof_since
-        if f.gone and idle >= self._close_grace:
-            await self._finish(f, emit)
-        elif not f.gone and idle >= self._close_inactive:
-            f.idle_closed = True
-            self._table.close(f)
+            elif f.moved(now, self._poll_interval):
+                self._rescan = True
+        if f.state is FileState.GONE:
+            if idle >= self._close_grace:
+                await self._finish(f, emit)
+        elif idle >= self._close_inactive:
+            self._table.close(f, FileState.IDLE)
 
-    async def _finish(self, f: TailedFile, emit: Emit) -> None:
+    async def _finish(self, f: TailedFile, emit: Emit, to: FileState = FileState.CLOSED) -> None:
         """The file is done (rotated away or deleted, read to EOF): emit what is
         left (an unterminated last line, a held multiline event) and close it."""
-        bodies = []
-        if f.held:
-            bodies.append(b"\n".join(f.held[0]))
-            f.held = None
-        last = f.splitter.flush()
-        if last is not None:
-            bodies.append(last)
-        if bodies:
-            self._m_lines.inc(1 if last is not None else 0)
-            await self._emit(f, bodies, f.splitter.offset, emit)
-        self._table.close(f)
-
-    async def _feed(self, f: TailedFile, data: bytes, emit: Emit) -> None:
-        """Split one chunk into lines and emit them. `base`, the offset before the
-        chunk, is line aligned; lines start exactly there unless one was cut."""
-        sp = f.splitter
-        base, exact = sp.offset, sp.exact
-        lines = sp.feed(data)
-        exact = exact and not sp.truncated
-        if sp.truncated:
-            self._m_truncated.inc(sp.truncated)
-            sp.truncated = 0
-        if not lines:
-            return
-        self._m_lines.inc(len(lines))
-        if self._ml_start is None:
-            await self._emit(f, lines, sp.offset, emit, base if exact else None)
-        else:
-            bodies, end = self._join(f, base, lines)
-            if bodies:
-                await self._emit(f, bodies, end, emit)
-
-    def _join(self, f: TailedFile, base: int, lines: list[bytes]) -> tuple[list[bytes], int]:
-        """Multiline: a line matching start_pattern begins an event, others append.
-        Returns complete events and the offset they end at (the held event's start).
-        Line starts are exact unless a line was cut, in which case every line of the
-        chunk is taken to start at `base` (earlier, so a restart re-reads, never skips)."""
-        sp = f.splitter
-        pos = base
-        exact = sp.exact and not any(len(line) >= self._max_line for line in lines)
-        if exact:
-            pos = sp.offset - sum(len(line) + 1 for line in lines)
-        start = self._ml_start.match
-        held = f.held
-        out = []
-        now = time.monotonic()
-        for line in lines:
-            if held is None or start(line) or held[2] + len(line) > self._max_line:
-                if held is not None:
-                    out.append(b"\n".join(held[0]))
-                held = [[line], pos, len(line), now]
-            else:
-                held[0].append(line)
-                held[2] += len(line) + 1
-                held[3] = now
-            if exact:
-                pos += len(line) + 1
-        f.held = held
-        return out, held[1] if held else sp.offset
-
-    async def _emit(
-        self, f: TailedFile, bodies: list[bytes], end: int, emit: Emit, start: int | None = None
-    ) -> None:
-        """Emit `bodies` in batches of `batch_size`, each with an Ack for the offset it
-        ends at: `end` for the last; for the others, counted from `start` when the
-        bodies are exactly the lines from there, else the previous end (so a batch
-        never claims bytes before the batches ahead of it are delivered)."""
-        n, size, tracker, headers = len(bodies), self._batch, f.tracker, f.headers
-        for i in range(0, n, size):
-            part = bodies[i : i + size] if n > size else bodies
-            if i + size >= n:
-                f.emitted_end = max(f.emitted_end, end)
-            elif start is not None:
-                start += sum(map(len, part)) + len(part)
-                f.emitted_end = max(f.emitted_end, start)
-            ack = Ack(tracker.slot(f.emitted_end), len(part))
-            await emit([Event(body, headers, None, ack) for body in part])
+        await _emit_all(f.last_events(), emit)
+        self._table.close(f, to)
 
     # --------------------------------------------------------------- persistence
 
-    def _entries(self) -> list[dict] | None:
+    def _entries(self) -> list[SavedPosition] | None:
         """Delivered positions to save, or None when unchanged since the last save."""
         entries = self._table.entries()
         if entries == self._saved:
@@ -435,7 +360,7 @@ class TailSource(Source):
         self._saved = entries
         return entries
 
-    def _save(self, entries: list[dict], seq: int) -> None:
+    def _save(self, entries: list[SavedPosition], seq: int) -> None:
         try:
             self._store.save(entries, seq)
         except OSError as exc:

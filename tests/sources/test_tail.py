@@ -7,7 +7,7 @@ import os
 import orjson
 import pytest
 
-from sources._tail_state import FP_MAX
+from sources._tail_positions import FP_MAX
 from sources.tail import Multiline
 from tests.sources.harness import FakeMetrics, Harness, build
 

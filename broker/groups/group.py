@@ -9,9 +9,15 @@ States (Kafka's classic group state machine):
     Dead: the group was removed (offsets expired, partition unloaded); a coroutine
     still holding the object sees Dead and answers COORDINATOR_NOT_AVAILABLE.
 
-This module is data plus pure decisions (protocol selection, summaries, conversion
-to and from `__consumer_offsets` records); the transitions are driven by
-`GroupCoordinator`.
+The legal transitions are data: `VALID_PREVIOUS_STATES` is Kafka's table (each
+state's `validPreviousStates` in GroupMetadata.scala), and `Group.transition`
+raises IllegalStateError for any other; the state cannot be assigned. A group
+loaded from `__consumer_offsets` starts in its stored state (`Group.from_record`),
+as Kafka's loadGroup builds it, without a transition.
+
+This module is data plus pure decisions (protocol selection, membership checks,
+summaries, conversion to and from `__consumer_offsets` records); the transitions
+are driven by `Rebalance` (broker/groups/rebalance.py) and, for Dead, `GroupTable`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import types
 from collections import Counter
 
 from broker.groups.offsets_topic import GroupValue, MemberRecord, OffsetValue
@@ -31,6 +38,27 @@ class GroupState(enum.Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+
+
+class IllegalStateError(RuntimeError):
+    """A group was asked for a transition its state does not allow: a coordinator
+    bug (Kafka's IllegalStateException), never a client's error."""
+
+
+# target state -> the states it may be entered from (Kafka's validPreviousStates)
+VALID_PREVIOUS_STATES: types.MappingProxyType[GroupState, frozenset[GroupState]] = (
+    types.MappingProxyType(
+        {
+            GroupState.PREPARING_REBALANCE: frozenset(
+                {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
+            ),
+            GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+            GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+            GroupState.DEAD: frozenset(GroupState),  # from any state, Dead included
+            GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+        }
+    )
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -147,6 +175,12 @@ class Member:
     def vote(self, candidates: set[str]) -> str:
         return next(name for name in self.protocol_names() if name in candidates)
 
+    def fail_waiting(self, error: ErrorCode) -> None:
+        """Answer this member's waiting JoinGroup and SyncGroup with `error`."""
+        resolve(self.join_future, JoinResult(error, self.member_id))
+        resolve(self.sync_future, SyncResult(error))
+        self.join_future = self.sync_future = None
+
 
 def resolve(fut: asyncio.Future | None, value) -> None:
     """Complete a pending response unless its requester already gave up."""
@@ -160,7 +194,7 @@ class Group:
 
     def __init__(self, group_id: str, now_ms: int):
         self.group_id = group_id
-        self.state = GroupState.EMPTY
+        self._state = GroupState.EMPTY
         self.state_timestamp = now_ms
         self.generation = 0
         self.protocol_type: str | None = None
@@ -182,11 +216,20 @@ class Group:
         self.initial_remaining = 0
         self.new_member_added = False
 
+    @property
+    def state(self) -> GroupState:
+        return self._state
+
     def is_(self, state: GroupState) -> bool:
-        return self.state is state
+        return self._state is state
 
     def transition(self, state: GroupState, now_ms: int) -> None:
-        self.state = state
+        """Enter `state`; IllegalStateError unless VALID_PREVIOUS_STATES allows it."""
+        if self._state not in VALID_PREVIOUS_STATES[state]:
+            raise IllegalStateError(
+                f"group {self.group_id}: no transition from {self._state.value} to {state.value}"
+            )
+        self._state = state
         self.state_timestamp = now_ms
 
     @property
@@ -230,9 +273,7 @@ class Group:
         id's waiting requests are fenced."""
         old_id = self.static_members[instance_id]
         member = self.members.pop(old_id)
-        resolve(member.join_future, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_id))
-        resolve(member.sync_future, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
-        member.join_future = member.sync_future = None
+        member.fail_waiting(ErrorCode.FENCED_INSTANCE_ID)
         member.member_id = new_member_id
         self.members[new_member_id] = member
         self.static_members[instance_id] = new_member_id
@@ -242,6 +283,19 @@ class Group:
         if self.leader_id == old_id:
             self.leader_id = new_member_id
         return member
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's validateCurrentMember: a given instance id must be mapped to this
+        member id (FENCED_INSTANCE_ID if mapped to another, UNKNOWN_MEMBER_ID if not
+        mapped at all); otherwise the member id must belong to the group."""
+        if instance_id is not None:
+            current = self.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return ErrorCode.FENCED_INSTANCE_ID if current != member_id else ErrorCode.NONE
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
 
     def all_members_joined(self) -> bool:
         return not self.pending_members and all(m.awaiting_join for m in self.members.values())
@@ -322,14 +376,15 @@ class Group:
             members,
         )
 
-    def restore(self, value: GroupValue, now_ms: int) -> None:
-        """Take the membership from a stored record (coordinator load)."""
-        self.members.clear()
-        self.static_members.clear()
-        self.generation = value.generation
-        self.protocol_type = value.protocol_type or None
-        self.protocol = value.protocol
-        self.leader_id = value.leader
+    @classmethod
+    def from_record(cls, group_id: str, value: GroupValue, now_ms: int) -> Group:
+        """The group a stored record describes (coordinator load): Stable with its
+        members, Empty without, as Kafka's loadGroup; no transition is involved."""
+        group = cls(group_id, now_ms)
+        group.generation = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol = value.protocol
+        group.leader_id = value.leader
         for r in value.members:
             m = Member(
                 r.member_id,
@@ -343,9 +398,9 @@ class Group:
             )
             m.assignment = r.assignment
             m.heartbeat_deadline = now_ms + r.session_timeout
-            self.add(m)
-        self.leader_id = value.leader if value.leader in self.members else self.leader_id
-        self.state = GroupState.STABLE if self.members else GroupState.EMPTY
-        self.state_timestamp = (
-            value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms
-        )
+            group.add(m)
+        group.leader_id = value.leader if value.leader in group.members else group.leader_id
+        group._state = GroupState.STABLE if group.members else GroupState.EMPTY
+        if value.current_state_timestamp >= 0:
+            group.state_timestamp = value.current_state_timestamp
+        return group

@@ -12,13 +12,12 @@ Retention (KIP-211): offsets of a group that uses group management expire
 `offsets_retention_ms` after the group became Empty; offsets of a group that does not
 expire that long after their commit. Expired offsets and groups left Empty without
 offsets are removed with tombstones.
-
-`OffsetsMixin` is part of `GroupCoordinator` (same owner, same event loop).
 """
 
 from __future__ import annotations
 
-from broker.groups.group import Group, GroupState
+from broker.groups.config import CoordinatorConfig
+from broker.groups.group import GroupState
 from broker.groups.offsets_topic import (
     GroupKey,
     OffsetKey,
@@ -27,13 +26,21 @@ from broker.groups.offsets_topic import (
     encode_offset_key,
     encode_offset_value,
 )
+from broker.groups.table import GroupTable
+from broker.groups.writer import RecordWriter
 from broker.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 
 
-class OffsetsMixin:
-    """Offset handling of GroupCoordinator; see the module docstring."""
+class Offsets:
+    """The committed offsets of every group in `table`. Owned by the GroupCoordinator;
+    used on its event loop only."""
+
+    def __init__(self, table: GroupTable, writer: RecordWriter, config: CoordinatorConfig):
+        self._table = table
+        self._writer = writer
+        self._config = config
 
     async def commit_offsets(
         self,
@@ -49,12 +56,12 @@ class OffsetsMixin:
         err = self._commit_error(group_id, member_id, group_instance_id, generation_id, now_ms)
         if err:
             return {tp: err for tp in offsets}
-        group = self.groups[group_id]
+        group = self._table.groups[group_id]
         results: dict[TopicPartition, ErrorCode] = {}
         values: dict[TopicPartition, OffsetValue] = {}
         for tp, (offset, leader_epoch, metadata) in offsets.items():
             metadata = metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+            if len(metadata.encode()) > self._config.offset_metadata_max_bytes:
                 results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 values[tp] = OffsetValue(offset, metadata, now_ms, leader_epoch)
@@ -63,7 +70,7 @@ class OffsetsMixin:
                 (encode_offset_key(OffsetKey(group_id, *tp)), encode_offset_value(v))
                 for tp, v in values.items()
             ]
-            err = await self._store(self.partition_for(group_id), records, now_ms)
+            err = await self._writer.write(group_id, records, now_ms)
             if not err and group.is_(GroupState.DEAD):
                 err = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if not err:
@@ -77,21 +84,21 @@ class OffsetsMixin:
     ) -> ErrorCode:
         """Kafka's validateOffsetCommit: membership and generation first, then the
         group's state."""
-        err = self.coordinator_error(group_id)
+        err = self._table.coordinator_error(group_id)
         if err:
             return err
-        group = self.groups.get(group_id)
+        group = self._table.get(group_id)
         if group is None:
             if generation >= 0:
                 return ErrorCode.ILLEGAL_GENERATION
-            self.groups[group_id] = Group(group_id, now_ms)
+            self._table.create(group_id, now_ms)
             return ErrorCode.NONE
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and group.is_(GroupState.EMPTY):
             return ErrorCode.NONE
         if generation >= 0 or member_id or instance_id is not None:
-            err = self._validate_member(group, member_id, instance_id)
+            err = group.validate_member(member_id, instance_id)
             if not err and generation != group.generation:
                 err = ErrorCode.ILLEGAL_GENERATION
             if err:
@@ -109,10 +116,10 @@ class OffsetsMixin:
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None]]:
         """OffsetFetch: None for a partition without a commit (sent as offset -1,
         error NONE); `partitions` None means every committed partition."""
-        err = self.coordinator_error(group_id)
+        err = self._table.coordinator_error(group_id)
         if err:
             return err, {}
-        group = self.groups.get(group_id)
+        group = self._table.get(group_id)
         offsets = group.offsets if group is not None else {}
         if partitions is None:
             return ErrorCode.NONE, dict(offsets)
@@ -122,8 +129,8 @@ class OffsetsMixin:
         """Remove offsets past retention and groups left with nothing; returns the
         number of offsets removed."""
         removed = 0
-        retention = self.config.offsets_retention_ms
-        for group in list(self.groups.values()):
+        retention = self._config.offsets_retention_ms
+        for group in list(self._table.groups.values()):
             if group.protocol_type and not group.is_(GroupState.EMPTY):
                 continue
             expired = []
@@ -141,28 +148,23 @@ class OffsetsMixin:
             removed += len(expired)
             if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
                 records.append((encode_group_key(GroupKey(group.group_id)), None))
-                self._drop_group(group, now_ms)
+                self._table.drop(group, now_ms)
             if records:
-                self._outbox.append((self.partition_for(group.group_id), records))
-        await self._flush(now_ms)
+                self._writer.queue(group.group_id, records)
+        await self._writer.flush(now_ms)
         return removed
 
     async def delete_group(self, group_id: str, now_ms: int) -> ErrorCode:
         """DeleteGroups for one group: only an Empty group can be deleted."""
-        err = self.coordinator_error(group_id)
+        err = self._table.coordinator_error(group_id)
         if err:
             return err
-        group = self.groups.get(group_id)
+        group = self._table.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND
         if not group.is_(GroupState.EMPTY):
             return ErrorCode.NON_EMPTY_GROUP
         records = [(encode_offset_key(OffsetKey(group_id, *tp)), None) for tp in group.offsets]
         records.append((encode_group_key(GroupKey(group_id)), None))
-        self._drop_group(group, now_ms)
-        return await self._store(self.partition_for(group_id), records, now_ms)
-
-    def _drop_group(self, group: Group, now_ms: int) -> None:
-        group.offsets.clear()
-        group.transition(GroupState.DEAD, now_ms)
-        self.groups.pop(group.group_id, None)
+        self._table.drop(group, now_ms)
+        return await self._writer.write(group_id, records, now_ms)

@@ -43,16 +43,3 @@ def hadoop_path_exists(spark, path: str) -> bool:
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     p = jvm.org.apache.hadoop.fs.Path(path)
     return p.getFileSystem(conf).exists(p)
-
-
-def describe_offsets(progress_sources: list) -> str:
-    """'topic-0: 10..20, topic-1: 5..9' from a StreamingQueryProgress's sources."""
-    parts = []
-    for src in progress_sources:
-        start = src.get("startOffset") or {}
-        end = src.get("endOffset") or {}
-        for t, partitions in (end if isinstance(end, dict) else {}).items():
-            for p, e in sorted(partitions.items(), key=lambda kv: int(kv[0])):
-                s = (start.get(t) or {}).get(p, "-") if isinstance(start, dict) else "-"
-                parts.append(f"{t}-{p}: {s}..{e}")
-    return ", ".join(parts) or "-"

@@ -5,8 +5,6 @@ back exercises the same encoding a PartitionLog would hold.
 """
 
 import asyncio
-import dataclasses
-import functools
 from collections import defaultdict
 
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
@@ -28,14 +26,6 @@ class MemoryStore:
 
     def read_all(self, partition: int):
         return list(records_in(bytes(self.data[partition])))
-
-
-def async_test(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return asyncio.run(asyncio.wait_for(fn(*args, **kwargs), 10))
-
-    return wrapper
 
 
 async def settle():
@@ -91,8 +81,9 @@ class Driver:
         return self.coord.heartbeat(group, member_id, instance, generation, now)
 
     async def stable_pair(self, group="g"):
-        """Two members in a Stable group (generation 1); returns (leader, follower) ids."""
-        self.coord.config = dataclasses.replace(self.coord.config, initial_rebalance_delay_ms=3000)
+        """Two members in a Stable group (generation 1); returns (leader, follower) ids.
+        Its timings need a Driver built with initial_rebalance_delay_ms=3000."""
+        assert self.coord.config.initial_rebalance_delay_ms == 3000, "stable_pair: 3 s delay"
         t1, t2 = self.join(group, client_id="a"), self.join(group, client_id="b", now=100)
         await settle()
         await self.coord.tick(3000)  # b arrived during the delay: one more round

@@ -2,12 +2,11 @@ import asyncio
 
 from broker.groups.group import GroupState
 from broker.protocol.errors import ErrorCode
-from tests.broker.groups.fakes import Driver, async_test, settle
+from tests.broker.groups.fakes import Driver, settle
 
 E = ErrorCode
 
 
-@async_test
 async def test_two_members_join_leader_gets_members_and_sync_distributes():
     d = Driver(initial_rebalance_delay_ms=3000)
     t1 = d.join(client_id="a")
@@ -38,9 +37,8 @@ async def test_two_members_join_leader_gets_members_and_sync_distributes():
     assert (await d.sync("g", r2.member_id, 1)).assignment == b"y"
 
 
-@async_test
 async def test_leave_triggers_rebalance_and_heartbeat_says_so():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower = await d.stable_pair()
     top, per_member = await d.coord.leave_group("g", [(follower, None)], 4000)
     assert (top, per_member) == (E.NONE, [E.NONE])
@@ -53,7 +51,6 @@ async def test_leave_triggers_rebalance_and_heartbeat_says_so():
     assert d.heartbeat("g", leader, 1, now=4300) == E.ILLEGAL_GENERATION
 
 
-@async_test
 async def test_last_member_leaving_empties_the_group_at_once():
     d = Driver()
     r = await d.join()
@@ -63,9 +60,8 @@ async def test_last_member_leaving_empties_the_group_at_once():
     assert (group.state, group.generation, group.leader_id) == (GroupState.EMPTY, 2, None)
 
 
-@async_test
 async def test_leave_batch_v3_and_unknown_members():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower = await d.stable_pair()
     top, per_member = await d.coord.leave_group(
         "g", [(follower, None), ("nobody", None), ("", "no-such-instance")], 4000
@@ -78,9 +74,8 @@ async def test_leave_batch_v3_and_unknown_members():
     )
 
 
-@async_test
 async def test_session_expiry_removes_member_and_rebalances():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower = await d.stable_pair()
     assert d.heartbeat("g", leader, 1, now=9000) == E.NONE
     await d.coord.tick(15_999)
@@ -92,9 +87,8 @@ async def test_session_expiry_removes_member_and_rebalances():
     assert r.generation_id == 2 and len(r.members) == 1
 
 
-@async_test
 async def test_rebalance_timeout_drops_members_that_do_not_rejoin():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower = await d.stable_pair()
     t3 = d.join(client_id="c", now=4000, rebalance=8000)
     t1 = d.join(member_id=leader, now=4100)
@@ -109,7 +103,6 @@ async def test_rebalance_timeout_drops_members_that_do_not_rejoin():
     assert d.heartbeat("g", follower, 2, now=34_100) == E.UNKNOWN_MEMBER_ID
 
 
-@async_test
 async def test_member_id_required_round_trip():
     d = Driver()
     r = await d.join(v4=True, client_id="kp")
@@ -124,7 +117,6 @@ async def test_member_id_required_round_trip():
     assert late.error == E.UNKNOWN_MEMBER_ID
 
 
-@async_test
 async def test_pending_member_blocks_join_completion_until_it_joins():
     d = Driver()
     first = await d.join()
@@ -140,7 +132,6 @@ async def test_pending_member_blocks_join_completion_until_it_joins():
     assert r1.generation_id == r2.generation_id == 2
 
 
-@async_test
 async def test_static_member_rejoin_replaces_without_rebalance():
     d = Driver(initial_rebalance_delay_ms=3000)
     t1 = d.join(instance="i-1", client_id="s")
@@ -170,7 +161,6 @@ async def test_static_member_rejoin_replaces_without_rebalance():
     assert late.error == E.FENCED_INSTANCE_ID
 
 
-@async_test
 async def test_static_member_rejoin_during_rebalance_fences_old_join():
     d = Driver()
     r1 = await d.join(instance="i-1")
@@ -197,7 +187,6 @@ def protocols(*names):
     return [(n, n.encode()) for n in names]
 
 
-@async_test
 async def test_protocol_selection_by_votes_among_common_protocols():
     d = Driver(initial_rebalance_delay_ms=1000)
     tasks = [
@@ -213,7 +202,6 @@ async def test_protocol_selection_by_votes_among_common_protocols():
     assert results[0].members[0].metadata == b"sticky"
 
 
-@async_test
 async def test_inconsistent_protocols_are_refused():
     d = Driver()
     await d.join(protocols=protocols("range", "roundrobin"))
@@ -224,7 +212,6 @@ async def test_inconsistent_protocols_are_refused():
     assert (await d.join(protocols=[], group="h")).error == E.INCONSISTENT_GROUP_PROTOCOL
 
 
-@async_test
 async def test_request_validation():
     d = Driver()
     assert (await d.join(session=1000)).error == E.INVALID_SESSION_TIMEOUT
@@ -239,9 +226,8 @@ async def test_request_validation():
     assert (await d.join(group="g")).error == E.NOT_COORDINATOR
 
 
-@async_test
 async def test_follower_rejoin_with_same_metadata_when_stable_returns_current_generation():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower = await d.stable_pair()
     r = await d.join(member_id=follower, now=4000)
     assert (r.error, r.generation_id, r.members) == (E.NONE, 1, ())
@@ -253,7 +239,6 @@ async def test_follower_rejoin_with_same_metadata_when_stable_returns_current_ge
     t.cancel()
 
 
-@async_test
 async def test_initial_delay_extends_while_members_arrive():
     d = Driver(initial_rebalance_delay_ms=3000)
     t1 = d.join(rebalance=10_000)
@@ -267,7 +252,6 @@ async def test_initial_delay_extends_while_members_arrive():
     assert r1.generation_id == r2.generation_id == 1 and len(r1.members) == 2
 
 
-@async_test
 async def test_store_failure_on_leader_sync_fails_sync_and_rebalances():
     d = Driver()
     r = await d.join()
@@ -277,7 +261,6 @@ async def test_store_failure_on_leader_sync_fails_sync_and_rebalances():
     assert d.coord.groups["g"].state is GroupState.PREPARING_REBALANCE
 
 
-@async_test
 async def test_sync_waiting_follower_gets_rebalance_in_progress_when_member_joins():
     d = Driver()
     first = await d.join()
@@ -293,9 +276,8 @@ async def test_sync_waiting_follower_gets_rebalance_in_progress_when_member_join
     await asyncio.sleep(0)
 
 
-@async_test
 async def test_describe_and_list():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower = await d.stable_pair()
     err, summary = d.coord.describe_group("g")
     assert err == E.NONE

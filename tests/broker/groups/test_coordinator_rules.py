@@ -4,7 +4,7 @@ and `tick`) and an in-memory `__consumer_offsets`."""
 
 from broker.groups.group import GroupState
 from broker.protocol.errors import ErrorCode
-from tests.broker.groups.fakes import Driver, async_test, settle
+from tests.broker.groups.fakes import Driver, settle
 
 E = ErrorCode
 TP = {("t", 0): (5, -1, "")}
@@ -41,9 +41,8 @@ async def rejoin_into_rebalance(d, member_id, protocols=None):
     return leader, follower, t
 
 
-@async_test
 async def test_known_member_with_changed_subscription_in_stable_triggers_rebalance():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower, t = await rejoin_into_rebalance(d, "follower", [("range", b"sub-2")])
     assert d.heartbeat("g", leader, 1, now=7100) == E.REBALANCE_IN_PROGRESS
     r_leader = await d.join(member_id=leader, now=7200)
@@ -52,17 +51,15 @@ async def test_known_member_with_changed_subscription_in_stable_triggers_rebalan
     assert {m.member_id: m.metadata for m in r_leader.members}[follower] == b"sub-2"
 
 
-@async_test
 async def test_leader_rejoining_in_stable_triggers_rebalance_even_unchanged():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower, t_leader = await rejoin_into_rebalance(d, "leader")
     t_follower = d.join(member_id=follower, now=7100)
     assert (await t_leader).generation_id == (await t_follower).generation_id == 2
 
 
-@async_test
 async def test_join_phase_completes_as_soon_as_all_known_members_rejoined():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower, t_leader = await rejoin_into_rebalance(d, "leader")
     t_follower = d.join(member_id=follower, now=7100)  # long before the 30 s deadline
     r = await t_follower
@@ -70,7 +67,6 @@ async def test_join_phase_completes_as_soon_as_all_known_members_rejoined():
     assert (await t_leader).members
 
 
-@async_test
 async def test_pending_member_expires_after_its_session_timeout():
     d = Driver()
     leader = await single_stable(d)
@@ -87,7 +83,6 @@ async def test_pending_member_expires_after_its_session_timeout():
     assert late.error == E.UNKNOWN_MEMBER_ID
 
 
-@async_test
 async def test_sync_answer_restarts_the_session_timer():
     d = Driver()
     leader = await single_stable(d)
@@ -106,7 +101,6 @@ async def test_sync_answer_restarts_the_session_timer():
     assert follower not in d.coord.groups["g"].members
 
 
-@async_test
 async def test_member_that_sends_no_sync_within_the_rebalance_timeout_is_removed():
     d = Driver()
     leader = await single_stable(d)
@@ -125,7 +119,6 @@ async def test_member_that_sends_no_sync_within_the_rebalance_timeout_is_removed
     assert d.heartbeat("g", follower, 2, now=30_300) == E.UNKNOWN_MEMBER_ID
 
 
-@async_test
 async def test_member_that_syncs_late_in_stable_is_no_longer_pending():
     d = Driver()
     leader = await single_stable(d)
@@ -139,7 +132,6 @@ async def test_member_that_syncs_late_in_stable_is_no_longer_pending():
     assert (group.state, set(group.members)) == (GroupState.STABLE, {leader, follower})
 
 
-@async_test
 async def test_static_member_that_did_not_rejoin_keeps_its_place_and_loses_leadership():
     d = Driver()
     static = await single_stable(d, instance="i-1", client_id="s")
@@ -161,7 +153,6 @@ async def test_static_member_that_did_not_rejoin_keeps_its_place_and_loses_leade
     assert d.heartbeat("g", static, 2, now=31_100, instance="i-1") == E.ILLEGAL_GENERATION
 
 
-@async_test
 async def test_join_phase_without_any_rejoined_member_waits_for_sessions_to_expire():
     d = Driver()
     static = await single_stable(d, instance="i-1")
@@ -180,7 +171,6 @@ async def test_join_phase_without_any_rejoined_member_waits_for_sessions_to_expi
     assert (group.state, group.generation, group.members) == (GroupState.EMPTY, 3, {})
 
 
-@async_test
 async def test_heartbeat_error_codes_in_each_state():
     d = Driver()
     leader = await single_stable(d, instance="i-1")
@@ -200,7 +190,6 @@ async def test_heartbeat_error_codes_in_each_state():
     assert d.heartbeat("g", leader, 2, now=140) == E.NOT_COORDINATOR
 
 
-@async_test
 async def test_commit_checks_member_and_generation_before_the_group_state():
     d = Driver()
     leader = await single_stable(d)
@@ -214,16 +203,14 @@ async def test_commit_checks_member_and_generation_before_the_group_state():
     assert await commit("g", leader, None, 2, TP, 400) == {("t", 0): E.REBALANCE_IN_PROGRESS}
 
 
-@async_test
 async def test_commit_of_a_current_member_is_accepted_while_preparing_rebalance():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower, t = await rejoin_into_rebalance(d, "leader")
     assert await d.coord.commit_offsets("g", follower, None, 1, TP, 7100) == {("t", 0): E.NONE}
     assert d.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 5
     t.cancel()
 
 
-@async_test
 async def test_sync_with_another_protocol_type_or_name_is_inconsistent():
     d = Driver()
     r = await d.join()
@@ -242,7 +229,6 @@ async def test_sync_with_another_protocol_type_or_name_is_inconsistent():
     )
 
 
-@async_test
 async def test_initial_delay_extends_only_for_a_group_that_never_had_a_generation():
     d = Driver(initial_rebalance_delay_ms=3000)
     t = d.join(client_id="a")
@@ -261,7 +247,6 @@ async def test_initial_delay_extends_only_for_a_group_that_never_had_a_generatio
     assert r1.generation_id == r2.generation_id == 3 and len(r1.members) == 2
 
 
-@async_test
 async def test_static_replacement_that_cannot_be_stored_is_undone():
     d = Driver()
     old = await single_stable(d, instance="i-1")

@@ -1,13 +1,12 @@
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.group import GroupState
 from broker.protocol.errors import ErrorCode
-from tests.broker.groups.fakes import Driver, async_test, settle
+from tests.broker.groups.fakes import Driver, settle
 
 E = ErrorCode
 DAY = 86_400_000
 
 
-@async_test
 async def test_simple_consumer_commit_and_fetch():
     d = Driver()
     res = await d.coord.commit_offsets("s", "", None, -1, {("t", 0): (10, -1, "m")}, 1000)
@@ -25,9 +24,8 @@ async def test_simple_consumer_commit_and_fetch():
     assert offsets[("u", 2)].leader_epoch == 7 and offsets[("u", 2)].metadata == ""
 
 
-@async_test
 async def test_commit_validation_against_the_group():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     tp = {("t", 0): (5, -1, "")}
     assert await d.coord.commit_offsets("x", "m", None, 3, tp, 0) == {
         ("t", 0): E.ILLEGAL_GENERATION
@@ -53,9 +51,8 @@ async def test_commit_validation_against_the_group():
     assert await commit("g", leader, None, 2, tp, 7200) == {("t", 0): E.REBALANCE_IN_PROGRESS}
 
 
-@async_test
 async def test_commit_refreshes_the_session():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower = await d.stable_pair()
     for now in (10_000, 17_000, 24_000):
         assert d.heartbeat("g", leader, 1, now=now) == E.NONE
@@ -64,9 +61,8 @@ async def test_commit_refreshes_the_session():
     assert follower in d.coord.groups["g"].members
 
 
-@async_test
 async def test_group_and_offsets_survive_a_reload():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower = await d.stable_pair()
     await d.coord.commit_offsets("g", leader, None, 1, {("t", 0): (11, 3, "md")}, 7000)
     await d.coord.commit_offsets("s", "", None, -1, {("t", 1): (4, -1, "")}, 7000)
@@ -85,9 +81,8 @@ async def test_group_and_offsets_survive_a_reload():
     assert fresh.groups["g"].members.keys() == {follower}
 
 
-@async_test
 async def test_empty_group_after_everyone_leaves_is_stored():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     leader, follower = await d.stable_pair()
     await d.coord.leave_group("g", [(leader, None), (follower, None)], 7000)
     group = d.coord.groups["g"]
@@ -97,9 +92,8 @@ async def test_empty_group_after_everyone_leaves_is_stored():
     assert (fresh.groups["g"].state, fresh.groups["g"].generation) == (GroupState.EMPTY, 2)
 
 
-@async_test
 async def test_offset_expiry_writes_tombstones_and_removes_group():
-    d = Driver(offsets_retention_ms=DAY)
+    d = Driver(initial_rebalance_delay_ms=3000, offsets_retention_ms=DAY)
     await d.coord.commit_offsets("s", "", None, -1, {("t", 0): (1, -1, "")}, 0)
     await d.coord.commit_offsets("s", "", None, -1, {("t", 1): (1, -1, "")}, DAY // 2)
     leader, follower = await d.stable_pair()
@@ -120,9 +114,8 @@ async def test_offset_expiry_writes_tombstones_and_removes_group():
     assert fresh.groups == {}
 
 
-@async_test
 async def test_delete_group():
-    d = Driver()
+    d = Driver(initial_rebalance_delay_ms=3000)
     await d.coord.commit_offsets("s", "", None, -1, {("t", 0): (1, -1, "")}, 0)
     leader, _ = await d.stable_pair()
     assert await d.coord.delete_group("g", 7000) == E.NON_EMPTY_GROUP

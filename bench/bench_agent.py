@@ -5,7 +5,7 @@ raw workload through syslog-ng, and UDP loss at a fixed rate.
     .venv/bin/python -m bench.bench_agent --lines 3000000 --udp-seconds 30
     .venv/bin/python -m bench.bench_agent --cases raw,syslog-ng
 
-Starts a local broker (tests.procs.BrokerProcess). One log file of realistic nginx
+Starts a local broker (testkit.procs.BrokerProcess). One log file of realistic nginx
 combined lines (spark_etl.loggen, ~190 bytes) is written once, before anything
 starts, and read by every tail case from its beginning: `logflume agent run`
 (`start_at: beginning`) and syslog-ng (bench/peers/syslog_ng.py, file source to
@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.peers.syslog_ng import SyslogNg, high_watermark  # noqa: E402
 from common.hostport import free_port  # noqa: E402
-from tests.agent.agentproc import AgentProcess  # noqa: E402
-from tests.procs import BrokerProcess  # noqa: E402
+from testkit.agent import AgentProcess  # noqa: E402
+from testkit.procs import BrokerProcess  # noqa: E402
 
 TAIL = """
 agents:

@@ -42,7 +42,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_etl import loggen
-from tests.procs import BrokerProcess
+from testkit.procs import BrokerProcess
 
 TICK = 0.1
 PIPELINES = """agents:

@@ -166,7 +166,7 @@ def bench_broker_commits(seconds: float) -> float:
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from tests.procs import BrokerProcess
+    from testkit.procs import BrokerProcess
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-groups-"))
     broker = BrokerProcess(tmp / "data", settings={"group.initial.rebalance.delay.ms": 0})
@@ -277,7 +277,7 @@ def bench_rebalance(repeats: int, partitions: int, settings: dict) -> list[float
     one fresh group per repeat, against a broker subprocess."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from tests.procs import BrokerProcess
+    from testkit.procs import BrokerProcess
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-rebalance-"))
     broker = BrokerProcess(tmp / "data", settings={"group.initial.rebalance.delay.ms": 0})

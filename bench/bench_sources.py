@@ -37,15 +37,15 @@ import orjson  # noqa: E402
 
 from agent.api import Context, Event  # noqa: E402
 from agent.interceptors.nginx import NginxParser  # noqa: E402
+from agent.metrics import Registry  # noqa: E402
 from common.hostport import free_port  # noqa: E402
 from sources.tail import TailSource  # noqa: E402
 from sources.udp import UdpSource  # noqa: E402
 from spark_etl.loggen import lines as loggen_lines  # noqa: E402
-from tests.sources.harness import FakeMetrics  # noqa: E402
 
 
 def context(state_dir: Path, name: str) -> Context:
-    return Context("bench", name, FakeMetrics(), str(state_dir), logging.getLogger(name))
+    return Context("bench", name, Registry(), str(state_dir), logging.getLogger(name))
 
 
 def sample_lines(n: int) -> list[bytes]:

@@ -26,8 +26,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from spark_etl import loggen
-from tests.procs import BrokerProcess
-from tests.spark_etl.kafka_util import create_topic
+from testkit.kafka import create_topic
+from testkit.procs import BrokerProcess
 
 LINE_BYTES = 200
 

@@ -3,7 +3,7 @@ import inspect
 
 import pytest
 
-from tests.procs import BrokerProcess
+from testkit.procs import BrokerProcess
 
 ASYNC_TEST_TIMEOUT_S = 60
 

@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="kafka-c worker threads")
     args = parser.parse_args()
     from bench.bench_agent import peer_case, write_log  # bench_agent imports this module
-    from tests.procs import BrokerProcess
+    from testkit.procs import BrokerProcess
 
     with tempfile.TemporaryDirectory(prefix="bench-syslog-ng-") as tmp_s:
         tmp = Path(tmp_s)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from common.hostport import free_port
-from tests.agent.agentproc import AgentProcess, read_topic
+from testkit.agent import AgentProcess, read_topic
 
 PIPELINE = """
 agents:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.agent.agentproc import AgentProcess, read_topic
+from testkit.agent import AgentProcess, read_topic
 from tests.sources.test_tail_rotation import Writer
 
 PIPELINE = """

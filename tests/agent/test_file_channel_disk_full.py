@@ -23,9 +23,9 @@ import pytest
 from agent.api import Duration
 from agent.channels import wal
 from agent.channels.file import FileChannel
-from tests.agent.agentproc import AgentProcess, read_topic
+from testkit.agent import AgentProcess, read_topic
+from testkit.procs import wait_until
 from tests.agent.helpers import context, events
-from tests.procs import wait_until
 from tests.smallfs import SmallFs, fill, require_mount
 
 PIPELINE = """

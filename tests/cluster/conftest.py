@@ -3,9 +3,9 @@ import uuid
 import pytest
 
 from broker.protocol import ApiKey
+from testkit.procs import BrokerCluster, zookeeper_process
 from tests.broker.server.wire import WireClient
 from tests.cluster.util import ZkView, wait_until
-from tests.procs import BrokerCluster, zookeeper_process
 
 # Short timeouts so failures are detected within seconds (production uses Kafka's).
 FAST = {

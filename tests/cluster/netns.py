@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.procs import wait_until
+from testkit.procs import wait_until
 
 PREFIX = "lfnt"
 SBIN_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"

@@ -37,9 +37,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol.records import iter_batches
+from testkit.procs import wait_until
 from tests.cluster.netns import NetLab, NetnsCluster, NetnsUnavailable
 from tests.cluster.util import ZkView
-from tests.procs import wait_until
 
 TOPIC = "netsplit"
 

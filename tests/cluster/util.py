@@ -7,7 +7,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from tests.procs import wait_until  # noqa: F401  (the cluster tests import it from here)
+from testkit.procs import wait_until  # noqa: F401  (the cluster tests import it from here)
 
 
 class ZkView:

@@ -6,7 +6,7 @@ import os
 import signal
 
 from logflume.supervisor import ChildSpec, Supervisor
-from tests.procs import wait_until
+from testkit.procs import wait_until
 
 
 def pid_in(pid_file) -> int | None:

@@ -4,7 +4,7 @@ dead-letter topic for oversize records."""
 import os
 import time
 
-from tests.agent.agentproc import AgentProcess, read_topic
+from testkit.agent import AgentProcess, read_topic
 
 PIPELINE = """
 agents:

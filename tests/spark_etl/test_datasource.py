@@ -10,8 +10,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.utils import AnalysisException
 
 from spark_etl.source import SCHEMA
-from tests.procs import BrokerProcess
-from tests.spark_etl.kafka_util import consume_all, create_topic, produce, watermarks
+from testkit.kafka import consume_all, create_topic, produce, watermarks
+from testkit.procs import BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import pytest
 
 from spark_etl import loggen
 from spark_etl.jobs.offline import run_offline
-from tests.procs import BrokerProcess
+from testkit.kafka import create_topic, produce
+from testkit.procs import BrokerProcess
 from tests.spark_etl import expected
-from tests.spark_etl.kafka_util import create_topic, produce
 
 T0 = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ from pyspark.errors import AnalysisException
 
 from spark_etl import loggen
 from spark_etl.jobs.realtime import start_realtime
-from tests.procs import BrokerProcess
-from tests.spark_etl.kafka_util import consume_all, create_topic, produce
+from testkit.kafka import consume_all, create_topic, produce
+from testkit.procs import BrokerProcess
 
 BASE = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 PROVISIONAL_FIELDS = {

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow.dataset as ds
 
 from spark_etl import loggen
-from tests.procs import BrokerProcess
-from tests.spark_etl.kafka_util import create_topic, produce
+from testkit.kafka import create_topic, produce
+from testkit.procs import BrokerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.procs import BrokerProcess
+from testkit.procs import BrokerProcess
 
 FAST = {"group.initial.rebalance.delay.ms": 0}
 

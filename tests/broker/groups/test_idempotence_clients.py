@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from broker.protocol import ApiKey
+from testkit.procs import BrokerProcess
 from tests.broker.groups.test_clients import create_topic
-from tests.procs import BrokerProcess
 from tests.proxy import TcpProxy
 
 N = 20_000

@@ -15,8 +15,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from broker.protocol import ApiKey
 from broker.protocol.records import iter_batches
+from testkit.procs import BrokerProcess, wait_until
 from tests.broker.server.wire import WireClient, batch, produce_body
-from tests.procs import BrokerProcess, wait_until
 from tests.smallfs import SmallFs, fill, require_mount
 
 TOPIC = "full"

@@ -1,4 +1,4 @@
-"""Real processes for integration tests: a broker subprocess on loopback.
+"""Real processes for tests and benchmarks: a broker subprocess on loopback.
 
 Tests start the broker exactly as a user would (`python -m logflume broker ...`) and
 talk to it over TCP on 127.0.0.1, so what passes here passes for real clients.

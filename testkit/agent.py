@@ -1,4 +1,4 @@
-"""A `logflume agent run` subprocess and a topic reader, for integration tests."""
+"""A `logflume agent run` subprocess and a topic reader, for tests and benchmarks."""
 
 import os
 import subprocess
@@ -11,7 +11,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from common.hostport import free_port
-from tests.procs import ManagedProcess, wait_for_port
+from testkit.procs import ManagedProcess, wait_for_port
 
 
 class AgentProcess(ManagedProcess):

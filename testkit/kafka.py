@@ -1,4 +1,4 @@
-"""Test helpers: topics, producing and consuming through confluent-kafka."""
+"""Topics, producing and consuming through confluent-kafka, for tests and benchmarks."""
 
 from __future__ import annotations
 

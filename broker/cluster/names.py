@@ -31,13 +31,5 @@ def validate_topic_name(name: object) -> str:
     return name
 
 
-def is_valid_topic_name(name: object) -> bool:
-    try:
-        validate_topic_name(name)
-    except InvalidTopicName:
-        return False
-    return True
-
-
 def is_internal(name: str) -> bool:
     return name.startswith("__")

@@ -21,15 +21,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ApiError, ErrorCode
 
 
-class PartitionError(Exception):
+class PartitionError(ApiError):
     """A request on this partition fails with `code` (an ErrorCode)."""
-
-    def __init__(self, code: ErrorCode, message: str = ""):
-        super().__init__(message or code.name)
-        self.code = code
 
 
 class Partition:
@@ -85,9 +81,9 @@ class Partition:
     def append_as_leader(self, records: bytes, required_acks: int):
         """Append a produce request's record batches; returns the log's AppendInfo.
 
-        Raises PartitionError for NOT_LEADER_OR_FOLLOWER and NOT_ENOUGH_REPLICAS; the
-        log raises CorruptRecordError / RecordTooLargeError for bad batches, and
-        nothing is appended in that case.
+        Raises PartitionError for NOT_LEADER_OR_FOLLOWER and NOT_ENOUGH_REPLICAS, the
+        log its own `ApiError`s for refused batches (nothing is appended then), and
+        OSError when the write fails (rolled back to the last batch).
         """
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)

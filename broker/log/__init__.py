@@ -8,6 +8,7 @@ see `partition.py` for the append/read paths, `loader.py` for crash recovery,
 
 from broker.log.common import (
     AppendInfo,
+    CorruptBatchError,
     FetchSlice,
     InvalidOffsetError,
     OffsetOutOfRangeError,
@@ -23,6 +24,7 @@ from broker.log.segment import LogSegment
 __all__ = [
     "TOPIC_CONFIG_NAMES",
     "AppendInfo",
+    "CorruptBatchError",
     "FetchSlice",
     "InvalidOffsetError",
     "LeaderEpochCache",

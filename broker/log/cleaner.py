@@ -149,7 +149,7 @@ def _rebuild(batch: RecordBatch, keep) -> bytes:
 def _swap_in(log, i: int, data: bytes, now_ms: int) -> None:
     old = log.segments[i]
     cleaned = new_segment(log.dir, old.base_offset, log.config, now_ms, suffix=".cleaned")
-    cleaned.append(data, list(iter_batches(data, validate=False)))
+    cleaned.append((data,), len(data), list(iter_batches(data, validate=False)))
     cleaned.finish()
     cleaned.flush()
     cleaned.next_offset = old.next_offset

@@ -5,14 +5,27 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.protocol.errors import ApiError, ErrorCode
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 
 
-class RecordTooLargeError(ValueError):
-    """A batch is larger than max.message.bytes (Kafka error MESSAGE_TOO_LARGE)."""
+class RecordTooLargeError(ApiError):
+    """A batch is larger than max.message.bytes."""
+
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.MESSAGE_TOO_LARGE, message)
+
+
+class CorruptBatchError(ApiError):
+    """A produced batch fails the CRC, size or records check, or several idempotent
+    batches come in one append (Kafka's CorruptRecordException)."""
+
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.CORRUPT_MESSAGE, message)
 
 
 class OffsetOutOfRangeError(ValueError):

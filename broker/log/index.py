@@ -197,6 +197,11 @@ class OffsetIndex(_Index):
         """Drop entries for offsets >= `offset`."""
         self.truncate_to_entries(self._floor(offset - self.base_offset - 1, 0) + 1)
 
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries for batches at file positions >= `position` (the log file is
+        cut there)."""
+        self.truncate_to_entries(self._floor(position - 1, 1) + 1)
+
     def sanity_check(self, log_size: int) -> None:
         if not self._length_ok:
             raise CorruptIndexError(f"{self.path.name}: length is not a multiple of 8")

@@ -1,20 +1,20 @@
 """PartitionLog: the segmented log of one partition.
 
-Append: validate every batch (CRC, magic, size), rewrite baseOffset and
-partitionLeaderEpoch in place (the CRC does not cover them), maybe roll, one `pwrite`
-to the active segment, a few index entries in mmapped memory. Nothing in that path
-depends on the log's size.
+Append: validate every batch (CRC, magic, size, records, producer state), rewrite
+baseOffset and partitionLeaderEpoch (the CRC does not cover them), maybe roll, one
+`pwritev` to the active segment, a few index entries in mmapped memory. Nothing in
+that path depends on the log's size.
 
 Read: bisect the segment base offsets, then the segment's offset index, then a short
 scan of batch headers; the answer is a (file, position, length) slice of whole
 batches for sendfile, the first batch whole even past max_bytes (KIP-74), never past
 `max_offset`, never crossing into the next segment.
 
-Durability: writes go to the page cache. A roll fsyncs the finished segment on a
-background thread (as Kafka's scheduler does), and the recovery point moves to the
-new segment's base once that fsync is done; `flush.messages` and `flush` force a
-synchronous fsync up to the log end. Loading (see `broker.log.loader`) rescans only
-segments at or after the recovery point.
+Durability: writes go to the page cache. A roll fsyncs the finished segment, and the
+producer snapshot it took, on a background thread (as Kafka's scheduler does), and
+the recovery point moves to the new segment's base once that fsync is done;
+`flush.messages` and `flush` force a synchronous fsync up to the log end. Loading
+(see `broker.log.loader`) rescans only segments at or after the recovery point.
 """
 
 import bisect
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from broker.log.common import (
     AppendInfo,
+    CorruptBatchError,
     FetchSlice,
     InvalidOffsetError,
     OffsetOutOfRangeError,
@@ -36,7 +37,12 @@ from broker.log.common import (
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
 from broker.log.loader import load_segments, new_segment
-from broker.log.producer_state import ProducerStateError, ProducerStateManager, batch_headers_from
+from broker.log.producer_state import (
+    ProducerStateError,
+    ProducerStateManager,
+    batch_headers_from,
+    sync_snapshot,
+)
 from broker.log.segment import LogSegment
 from broker.protocol.records import (
     HEADER_SIZE,
@@ -61,8 +67,12 @@ def _flush_executor() -> ThreadPoolExecutor:
     return _flusher
 
 
-def _fsync_and_close(fds: list[int], dir: Path) -> None:
+def _fsync_and_close(fds: list[int], dir: Path, snapshot: Path | None) -> None:
+    """A roll's flush, on the flush thread: the producer snapshot the roll wrote, the
+    finished segment's files, then the directory (their creation, the rename)."""
     try:
+        if snapshot is not None:
+            sync_snapshot(snapshot)
         for fd in fds:
             os.fsync(fd)
         fsync_dir(dir)
@@ -142,100 +152,91 @@ class PartitionLog:
     # -- append --------------------------------------------------------------------
 
     def append(self, records, leader_epoch: int = 0) -> AppendInfo:
-        """Leader append: validate (CRC, sizes, and that the records parse, as Kafka's
-        LogValidator: `RecordBatch.validate_records`), assign offsets from the log
-        end, write. A bytearray
-        argument is rewritten in place, except for the single-batch fast path, which
-        writes the new 16-byte prefix and the rest of the caller's buffer with one
-        pwritev and copies nothing."""
-        if len(records) >= HEADER_SIZE and self.config.message_timestamp_type == "CreateTime":
-            batch = RecordBatch(records)
-            if batch.size == len(records):
-                batch.validate()
-                return self._append_one(records, batch, leader_epoch)
-        buf = records if isinstance(records, bytearray) else bytearray(records)
-        batches = list(iter_batches(buf))
-        if not batches:
-            raise CorruptRecordError("no record batches in the request")
-        max_bytes = self.config.max_message_bytes
+        """Leader append: validate, assign offsets from the log end, write.
+
+        Every batch is checked as Kafka's LogValidator does, in this order: framing
+        and CRC, size against max.message.bytes, record count against the last offset
+        delta, the records section (`RecordBatch.validate_records`), then the producer
+        state of an idempotent batch (one per append; a retried duplicate returns its
+        original offsets and writes nothing). A refusal raises the log's `ApiError`
+        family (CorruptBatchError, RecordTooLargeError, ProducerStateError) and
+        writes nothing.
+
+        baseOffset and partitionLeaderEpoch are then rewritten (the CRC does not cover
+        them) and the batches go out in one pwritev. A single batch with CreateTime
+        (the usual request) is not copied: the segment writes its new 16-byte prefix
+        and the rest of the caller's buffer. Otherwise a bytearray argument is
+        rewritten in place, anything else copied into one first."""
         log_append_time = -1
-        if self.config.message_timestamp_type == "LogAppendTime":
+        if self.config.message_timestamp_type != "CreateTime":
             log_append_time = self._now_ms()
-        for b in batches:
-            if b.producer_id >= 0:
-                if len(batches) > 1:
-                    raise CorruptRecordError("idempotent batches must come one per partition")
-                duplicate = self._check_producer(b)
-                if duplicate is not None:
-                    return duplicate
-        offset = first = self.log_end_offset
-        max_ts = -1
-        pack = _PREFIX.pack_into
-        for b in batches:
-            if b.size > max_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {b.size} bytes exceeds max.message.bytes {max_bytes}"
-                )
-            if b.records_count <= 0 or b.last_offset_delta != b.records_count - 1:
-                raise CorruptRecordError("batch record count does not match its last offset delta")
-            b.validate_records()
-            pack(buf, b.position, offset, b.batch_length, leader_epoch)
-            b.base_offset = offset
-            b.partition_leader_epoch = leader_epoch
-            if log_append_time >= 0:
-                set_log_append_time(buf, b.position, log_append_time)
-                b.max_timestamp = log_append_time
-            offset += b.records_count
-            if b.max_timestamp > max_ts:
-                max_ts = b.max_timestamp
-        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, first)
-        self._write(buf, batches, first, offset - 1, max_ts)
-        for b in batches:
-            if b.producer_id >= 0:
-                self.producer_state.update(b, b.base_offset, b.last_offset, self._now_ms())
-        return AppendInfo(first, offset - 1, max_ts, log_append_time, len(batches), len(buf))
-
-    def _check_producer(self, b: RecordBatch) -> AppendInfo | None:
-        """Producer-state check of an idempotent batch: None to append it, the original
-        AppendInfo for a retried duplicate; raises ProducerStateError."""
-        verdict = self.producer_state.check(b)
-        if verdict.duplicate is not None:
-            return AppendInfo(verdict.duplicate[0], verdict.duplicate[1], -1, -1, 0, 0)
-        if not verdict.append:
-            raise ProducerStateError(verdict.error)
-        return None
-
-    def _append_one(self, records, b: RecordBatch, leader_epoch: int) -> AppendInfo:
-        size = b.size
-        if size > self.config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
-            )
-        if b.records_count <= 0 or b.last_offset_delta != b.records_count - 1:
-            raise CorruptRecordError("batch record count does not match its last offset delta")
-        b.validate_records()
-        if b.producer_id >= 0:
-            duplicate = self._check_producer(b)
-            if duplicate is not None:
-                return duplicate
+        one = producer = None
+        try:
+            if log_append_time < 0 and len(records) >= HEADER_SIZE:
+                one = RecordBatch(records)
+                if one.size != len(records):
+                    one = None
+            if one is not None:
+                one.validate()
+                batches = [one]
+            else:
+                buf = records if isinstance(records, bytearray) else bytearray(records)
+                batches = list(iter_batches(buf))
+                if not batches:
+                    raise CorruptRecordError("no record batches in the request")
+            max_bytes = self.config.max_message_bytes
+            for b in batches:
+                if b.size > max_bytes:
+                    raise RecordTooLargeError(
+                        f"batch of {b.size} bytes exceeds max.message.bytes {max_bytes}"
+                    )
+                if b.records_count <= 0 or b.last_offset_delta != b.records_count - 1:
+                    raise CorruptRecordError(
+                        "batch record count does not match its last offset delta"
+                    )
+                b.validate_records()
+                if b.producer_id >= 0:
+                    if len(batches) > 1:
+                        raise CorruptRecordError("idempotent batches must come one per partition")
+                    verdict = self.producer_state.check(b)
+                    if verdict.duplicate is not None:
+                        return AppendInfo(*verdict.duplicate, -1, -1, 0, 0)
+                    if not verdict.append:
+                        raise ProducerStateError(verdict.error)
+                    producer = b
+        except CorruptRecordError as e:
+            raise CorruptBatchError(str(e)) from e
         first = self.log_end_offset
-        last = first + b.last_offset_delta
-        b.base_offset = first
-        b.partition_leader_epoch = leader_epoch
+        if one is not None:
+            last = first + one.last_offset_delta
+            max_ts = one.max_timestamp
+            one.base_offset = first
+            one.partition_leader_epoch = leader_epoch
+            size = len(records)
+            parts = (_PREFIX.pack(first, one.batch_length, leader_epoch), memoryview(records)[16:])
+        else:
+            offset = first
+            max_ts = -1
+            pack = _PREFIX.pack_into
+            for b in batches:
+                pack(buf, b.position, offset, b.batch_length, leader_epoch)
+                b.base_offset = offset
+                b.partition_leader_epoch = leader_epoch
+                if log_append_time >= 0:
+                    set_log_append_time(buf, b.position, log_append_time)
+                    b.max_timestamp = log_append_time
+                offset += b.records_count
+                if b.max_timestamp > max_ts:
+                    max_ts = b.max_timestamp
+            last = offset - 1
+            size = len(buf)
+            parts = (buf,)
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
-        seg = self._maybe_roll(size, b.max_timestamp, first, last)
-        seg.append_one(
-            _PREFIX.pack(first, b.batch_length, leader_epoch), memoryview(records)[16:], b
-        )
-        self.log_end_offset = last + 1
-        self.size_bytes += size
-        if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
-            self.flush()
-        if b.producer_id >= 0:
-            self.producer_state.update(b, first, last, self._now_ms())
-        return AppendInfo(first, last, b.max_timestamp, -1, 1, size)
+        self._write(parts, size, batches, first, last, max_ts)
+        if producer is not None:
+            self.producer_state.update(producer, first, last, self._now_ms())
+        return AppendInfo(first, last, max_ts, log_append_time, len(batches), size)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Replica append: offsets kept as given; they must start at or after the log
@@ -257,23 +258,26 @@ class PartitionLog:
             if b.partition_leader_epoch >= 0 and b.partition_leader_epoch > cache.latest_epoch:
                 cache.assign(b.partition_leader_epoch, b.base_offset)
         first = batches[0].base_offset
-        self._write(buf, batches, first, expected - 1, max_ts)
+        self._write((buf,), len(buf), batches, first, expected - 1, max_ts)
         for b in batches:
             self.producer_state.replay(b)
         return AppendInfo(first, expected - 1, max_ts, -1, len(batches), len(buf))
 
-    def _write(self, buf, batches: list[RecordBatch], first: int, last: int, max_ts: int) -> None:
-        seg = self._maybe_roll(len(buf), max_ts, first, last)
-        seg.append(buf, batches)
+    def _write(
+        self, parts, size: int, batches: list[RecordBatch], first: int, last: int, max_ts: int
+    ) -> None:
+        """The one write of both appends: `size` bytes in the buffers `parts`."""
+        seg = self._maybe_roll(size, max_ts, first, last)
+        seg.append(parts, size, batches)
         self.log_end_offset = last + 1
-        self.size_bytes += len(buf)
+        self.size_bytes += size
         if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
             self.flush()
 
     # -- roll ----------------------------------------------------------------------
 
     def _maybe_roll(self, size: int, max_ts: int, first: int, last: int) -> LogSegment:
-        seg = self.active
+        seg = self.segments[-1]
         cfg = self.config
         if not seg.can_hold(last):
             return self._roll(first)
@@ -296,29 +300,32 @@ class PartitionLog:
 
     def _roll(self, base: int) -> LogSegment:
         old = self.active
+        if old.size == 0 and old.base_offset == base:
+            return old
+        # Not fsynced here, on the event loop: the finished segment's flush does it.
+        # An empty segment has no flush; a lost snapshot only costs a longer replay.
+        snapshot = self._snapshot_producers(base, sync=False)
         if old.size == 0:
-            if old.base_offset == base:
-                return old
             self.segments.pop()
             self._bases.pop()
             old.delete()
         else:
             old.finish()
-            fut = _flush_executor().submit(_fsync_and_close, old.dup_fds(), self.dir)
+            fut = _flush_executor().submit(_fsync_and_close, old.dup_fds(), self.dir, snapshot)
             self._pending.append((base, fut))
         seg = new_segment(self.dir, base, self.config, self._now_ms())
         self.segments.append(seg)
         self._bases.append(base)
-        self._snapshot_producers(base)
         return seg
 
-    def _snapshot_producers(self, offset: int) -> None:
-        """Snapshot producer state; a failed write (a full disk) only costs a longer
-        rebuild from the log at the next start, so it is logged, not raised."""
+    def _snapshot_producers(self, offset: int, sync: bool) -> Path | None:
+        """Snapshot producer state -> its path; a failed write (a full disk) only costs
+        a longer rebuild from the log at the next start, so it is logged, not raised."""
         try:
-            self.producer_state.take_snapshot(offset)
+            return self.producer_state.take_snapshot(offset, sync)
         except OSError as e:
             log.warning("%s: producer snapshot at %d not written: %s", self, offset, e)
+            return None
 
     # -- flush ---------------------------------------------------------------------
 
@@ -504,7 +511,7 @@ class PartitionLog:
         self.segments[i] = seg
 
     def close(self) -> None:
-        self._snapshot_producers(self.log_end_offset)
+        self._snapshot_producers(self.log_end_offset, sync=True)
         try:
             self._reap_flushes(wait=True)
             self.active.finish()

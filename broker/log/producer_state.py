@@ -43,9 +43,15 @@ close, `load` when the log opens and `truncate_to` after a truncation, both with
 log is emptied, `delete_snapshots_below` after retention, and `remove_expired`
 periodically.
 
-Snapshots are written to a temp file and renamed, without fsync (they are taken on
-the event loop at every roll): one lost or torn by a power cut fails its CRC or lies
-above the recovered log end, and `load` falls back to an older one plus replay.
+Snapshots are written to a temp file and renamed over the target. Durability is
+Kafka's since 3.x: a roll's snapshot is written on the event loop without fsync
+(`take_snapshot(offset, sync=False)`) and fsynced by `sync_snapshot` on the log's
+flush thread with the segment the roll finished, before the recovery point passes
+it; the close snapshot is fsynced, file and rename, before `take_snapshot` returns.
+Durability is never needed for correctness: a snapshot that a power cut lost or tore
+before its fsync is missing, fails its CRC or lies above the recovered log end, and
+`load` falls back to an older one (or the log start) and replays the batches after
+it from the log, which costs start-up time only.
 
 Snapshot file format (big-endian):
 
@@ -63,6 +69,7 @@ import bisect
 import collections
 import dataclasses
 import logging
+import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -70,8 +77,8 @@ from typing import NamedTuple, Protocol
 
 import crc32c
 
-from broker.protocol.errors import ErrorCode
-from common.fsutil import atomic_write
+from broker.protocol.errors import ApiError, ErrorCode
+from common.fsutil import TMP_SUFFIX, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -160,13 +167,9 @@ def snapshot_name(offset: int) -> str:
     return f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
-class ProducerStateError(Exception):
+class ProducerStateError(ApiError):
     """A batch refused by producer state: `code` is OUT_OF_ORDER_SEQUENCE_NUMBER or
     INVALID_PRODUCER_EPOCH, for the partition's produce response."""
-
-    def __init__(self, code: ErrorCode, message: str = ""):
-        super().__init__(message or code.name)
-        self.code = code
 
 
 def batch_headers_from(log, offset: int) -> Iterator[ProducerBatch]:
@@ -183,6 +186,32 @@ def batch_headers_from(log, offset: int) -> Iterator[ProducerBatch]:
         while (header := seg.read_header(pos)) is not None:
             yield header
             pos += header.size
+
+
+def _replace_unsynced(path: Path, data: bytes) -> None:
+    """`atomic_write` without its fsyncs: a temp file renamed over `path`."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # e.g. ENOSPC: no torn temp file holding space
+        raise
+    os.replace(tmp, path)
+
+
+def sync_snapshot(path: Path) -> None:
+    """fsync a snapshot written with `take_snapshot(sync=False)`; any thread. One
+    deleted meanwhile (truncation, retention) is skipped. The rename becomes durable
+    with the directory's fsync, which is the caller's."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class CorruptSnapshotError(ValueError):
@@ -259,8 +288,10 @@ class ProducerStateManager:
                 out.append(int(stem))
         return sorted(out)
 
-    def take_snapshot(self, offset: int) -> Path:
-        """Write the current state as `<offset>.snapshot` (atomically) and return its path."""
+    def take_snapshot(self, offset: int, sync: bool = True) -> Path:
+        """Write the current state as `<offset>.snapshot`, all or nothing, and return its
+        path. `sync=False` (a roll, on the event loop) skips both fsyncs: the caller
+        passes the path to `sync_snapshot` on its flush thread."""
         body = bytearray(_COUNT.pack(len(self.producers)))
         for e in self.producers.values():
             body += _ENTRY.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches))
@@ -268,7 +299,10 @@ class ProducerStateManager:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
         data = _HEADER.pack(_MAGIC, _VERSION, crc32c.crc32c(bytes(body))) + body
         path = self.dir / snapshot_name(offset)
-        atomic_write(path, data)
+        if sync:
+            atomic_write(path, data)
+        else:
+            _replace_unsynced(path, data)
         return path
 
     def delete_snapshots_below(self, offset: int) -> None:

@@ -26,7 +26,6 @@ from broker.log.index import OffsetIndex, TimeIndex
 from broker.protocol.records import (
     CRC_FROM,
     HEADER_SIZE,
-    LOG_OVERHEAD,
     MAGIC,
     MIN_BATCH_LENGTH,
     RecordBatch,
@@ -100,8 +99,10 @@ class LogSegment:
 
     # -- writing -------------------------------------------------------------------
 
-    def append(self, data, batches: list[RecordBatch]) -> None:
-        """Write `data` (the bytes of `batches`, offsets already final) at the end.
+    def append(self, parts, size: int, batches: list[RecordBatch]) -> None:
+        """Write `batches` (offsets already final) at the end: `size` bytes given as the
+        buffers `parts`, in one `pwritev` (a leader's single batch comes as its new
+        16-byte prefix and the caller's bytes after it, so nothing is copied).
 
         All or nothing: on an OSError (ENOSPC, EIO) the file is cut back to its old
         end and the in-memory state and indexes are restored before it re-raises, so
@@ -110,39 +111,21 @@ class LogSegment:
         saved = self._save_state()
         try:
             fd = self.file.fileno()
-            n = os.pwrite(fd, data, pos)
-            if n < len(data):
-                view = memoryview(data)[n:]
-                while view:
-                    written = os.pwrite(fd, view, pos + n)
-                    view = view[written:]
+            n = os.pwritev(fd, parts, pos)
+            if n < size:
+                rest = memoryview(b"".join(parts))[n:]
+                while rest:
+                    written = os.pwrite(fd, rest, pos + n)
+                    rest = rest[written:]
                     n += written
             for b in batches:
-                self._index_batch(b.base_offset, b.last_offset, b.max_timestamp, pos, b.size)
-                pos += b.size
+                length = b.size
+                self._index_batch(b.base_offset, b.last_offset, b.max_timestamp, pos, length)
+                pos += length
         except OSError:
             self._roll_back(saved)
             raise
         self.size = pos
-
-    def append_one(self, prefix: bytes, rest, b: RecordBatch) -> None:
-        """Write one batch given as its new 16-byte prefix and the bytes after it
-        (all or nothing, as `append`)."""
-        pos = self.size
-        saved = self._save_state()
-        try:
-            n = os.pwritev(self.file.fileno(), [prefix, rest], pos)
-            if n < b.size:
-                tail = (bytes(prefix) + bytes(rest))[n:]
-                while tail:
-                    written = os.pwrite(self.file.fileno(), tail, pos + n)
-                    tail = tail[written:]
-                    n += written
-            self._index_batch(b.base_offset, b.last_offset, b.max_timestamp, pos, b.size)
-        except OSError:
-            self._roll_back(saved)
-            raise
-        self.size = pos + b.size
 
     def _save_state(self) -> tuple:
         return (
@@ -221,7 +204,7 @@ class LogSegment:
         removed = self.size - position
         os.ftruncate(self.file.fileno(), position)
         self.size = position
-        self.index.truncate_to_entries(self.index._floor(position - 1, 1) + 1)
+        self.index.truncate_to_position(position)
         self.time_index.truncate_to(header.base_offset)
         self._max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry()
         self.next_offset = self.base_offset
@@ -339,9 +322,6 @@ class LogSegment:
             if h is None or pos + h.size > limit:
                 return pos
             pos += h.size
-
-    def batch_size_at(self, position: int) -> int:
-        return int.from_bytes(os.pread(self.file.fileno(), 4, position + 8), "big") + LOG_OVERHEAD
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 Numbers and names follow Kafka's `Errors` table. `ErrorCode.X.retriable` is True when
 Kafka's client treats the error as transient (retry after refreshing metadata or
-backing off) rather than fatal for the request.
+backing off) rather than fatal for the request. `ApiError` is the base of the
+exceptions that carry their error code.
 """
 
 from __future__ import annotations
@@ -147,6 +148,17 @@ class ErrorCode(IntEnum):
     @property
     def retriable(self) -> bool:
         return self in RETRIABLE
+
+
+class ApiError(Exception):
+    """A request, or one partition or topic of it, fails with `code` (an ErrorCode);
+    the message is for the client where the response has a field for it. Code that
+    refuses something raises a subclass carrying its own code, so a handler answers
+    `e.code` and maps nothing."""
+
+    def __init__(self, code: ErrorCode, message: str = ""):
+        super().__init__(message or code.name)
+        self.code = code
 
 
 RETRIABLE: frozenset[ErrorCode] = frozenset(

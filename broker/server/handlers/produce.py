@@ -1,9 +1,15 @@
 """Produce: append record batches, answer per acks.
 
+An invalid `acks` refuses the whole request before anything else: every partition
+gets INVALID_REQUIRED_ACKS, no topic is created.
+
 Each partition's batches go to `Partition.append_as_leader`, which validates them
 (CRC, sizes against `max.message.bytes`, records that parse and decompress within
-bounds, as Kafka's LogValidator; CORRUPT_MESSAGE otherwise), rewrites base offsets and
-leader epochs and appends them byte-for-byte.
+bounds, as Kafka's LogValidator; producer sequence and epoch), rewrites base offsets
+and leader epochs and appends them byte-for-byte. A refusal is an `ApiError`
+carrying its own code (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+OUT_OF_ORDER_SEQUENCE_NUMBER, NOT_LEADER_OR_FOLLOWER, ...), which the partition
+answers.
 
 - acks=0: no response at all; if any partition failed the connection is closed
   (the only signal such a producer gets).
@@ -15,7 +21,9 @@ leader epochs and appends them byte-for-byte.
   with the append, so the operation completes at once; with replication, follower
   fetches move it and wake the operation through `Partition.on_change`.
 
-Unknown topics are created on first use when `auto.create.topics.enable` is on.
+Unknown topics are created on first use when `auto.create.topics.enable` is on; a
+topic that cannot be gives its code to every partition of it (INVALID_TOPIC_EXCEPTION
+for an illegal name, UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off).
 
 A write that fails in the file system (ENOSPC on a full data directory, EIO) answers
 KAFKA_STORAGE_ERROR, which clients retry: the log rolled the failed append back to
@@ -28,11 +36,8 @@ import asyncio
 import logging
 import time
 
-from broker.cluster.partition import PartitionError
-from broker.log.common import RecordTooLargeError
-from broker.log.producer_state import ProducerStateError
 from broker.protocol import ApiKey, ErrorCode
-from broker.protocol.records import CorruptRecordError
+from broker.protocol.errors import ApiError
 from broker.server.dispatch import CloseConnection, handles
 from broker.server.purgatory import DelayedOperation
 
@@ -41,7 +46,7 @@ _STORAGE_LOG_EVERY_S = 10.0
 _last_storage_log = {"at": -_STORAGE_LOG_EVERY_S, "suppressed": 0}
 
 
-def _log_storage_error(what: str, e: OSError) -> None:
+def _log_storage_error(what: str, answer: ErrorCode, e: OSError) -> None:
     """One clear line per 10 s while a data directory is full, not one per request."""
     now = time.monotonic()
     if now - _last_storage_log["at"] < _STORAGE_LOG_EVERY_S:
@@ -50,8 +55,9 @@ def _log_storage_error(what: str, e: OSError) -> None:
     more = _last_storage_log["suppressed"]
     _last_storage_log.update(at=now, suppressed=0)
     log.error(
-        "storage error, produce to %s answered KAFKA_STORAGE_ERROR: %s%s",
+        "storage error, produce to %s answered %s: %s%s",
         what,
+        answer.name,
         e,
         f" ({more} more since the last report)" if more else "",
     )
@@ -101,29 +107,53 @@ def _partition_response(index: int, code: ErrorCode, message: str | None = None)
     }
 
 
+def _answer_all(body, code: ErrorCode) -> dict:
+    """A response giving every partition of the request `code`."""
+    return {
+        "responses": [
+            {
+                "name": topic["name"],
+                "partition_responses": [
+                    _partition_response(p["index"], code) for p in topic["partition_data"]
+                ],
+            }
+            for topic in body["topic_data"]
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+def _topic_error(replicas, name: str) -> ErrorCode:
+    """NONE if topic `name` exists or was auto-created now, else the code for every
+    partition of it: INVALID_TOPIC_EXCEPTION for an illegal name,
+    UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off or failed in the file system."""
+    try:
+        return replicas.auto_create(name)
+    except OSError as e:
+        _log_storage_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, e)
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 @handles(ApiKey.PRODUCE)
 def produce(ctx, body):
+    acks = body["acks"]
+    if acks not in (0, 1, -1):  # the request is refused whole: nothing created or appended
+        return _answer_all(body, ErrorCode.INVALID_REQUIRED_ACKS)
     core = ctx.core
     replicas = core.replicas
-    acks = body["acks"]
     failed: list[str] = []
     waiting = []
     responses = []
     for topic in body["topic_data"]:
         name = topic["name"]
-        if replicas.topic(name) is None:
-            try:
-                replicas.auto_create(name)
-            except OSError as e:
-                _log_storage_error(name, e)
+        topic_error = _topic_error(replicas, name)
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]
             records = pdata["records"]
-            partition = replicas.get_partition(name, index)
-            if acks not in (0, 1, -1):
-                resp = _partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS)
-            elif partition is None:
+            if topic_error != ErrorCode.NONE:
+                resp = _partition_response(index, topic_error)
+            elif (partition := replicas.get_partition(name, index)) is None:
                 resp = _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif not records:
                 resp = _partition_response(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
@@ -153,16 +183,10 @@ def _append(partition, index: int, records, acks: int) -> tuple[dict, int]:
     """Append one partition's records -> (partition response, offset after the last)."""
     try:
         info = partition.append_as_leader(records, acks)
-    except PartitionError as e:
-        return _partition_response(index, e.code, str(e)), -1
-    except CorruptRecordError as e:
-        return _partition_response(index, ErrorCode.CORRUPT_MESSAGE, str(e)), -1
-    except RecordTooLargeError as e:
-        return _partition_response(index, ErrorCode.MESSAGE_TOO_LARGE, str(e)), -1
-    except ProducerStateError as e:
+    except ApiError as e:
         return _partition_response(index, e.code, str(e)), -1
     except OSError as e:
-        _log_storage_error(f"{partition.topic}-{index}", e)
+        _log_storage_error(f"{partition.topic}-{index}", ErrorCode.KAFKA_STORAGE_ERROR, e)
         return _partition_response(index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)), -1
     resp = _partition_response(index, ErrorCode.NONE)
     resp["base_offset"] = info.first_offset

@@ -1,4 +1,7 @@
+import pytest
+
 from broker.log import OffsetIndex, TimeIndex
+from broker.log.index import CorruptIndexError
 
 
 def test_offset_index_lookups_and_truncation(tmp_path):
@@ -22,10 +25,38 @@ def test_offset_index_lookups_and_truncation(tmp_path):
 
 
 def test_offset_index_full(tmp_path):
+    """A full index refuses entries (the segment rolls before that happens), keeps
+    the ones it has and the file's length, and still answers lookups."""
     idx = OffsetIndex(tmp_path / "0.index", 0, 8 * 3, active=True)
     for i in range(3):
-        idx.append(i + 1, i)
+        idx.append(i + 1, i * 100)
     assert idx.is_full
+    with pytest.raises(CorruptIndexError, match="full"):
+        idx.append(4, 300)
+    with pytest.raises(CorruptIndexError, match="full"):
+        idx.append_unchecked(4, 300)
+    assert idx.entries == 3 and idx.last_entry() == (3, 200)
+    assert (tmp_path / "0.index").stat().st_size == 24
+    assert idx.lookup(2) == (2, 100)
+    assert idx.lookup(10**6) == (3, 200)
+    assert idx.lookup_position(150) == (2, 100)
+    idx.truncate_to_position(200)
+    assert not idx.is_full and idx.last_entry() == (2, 100)
+    idx.append(5, 400)
+    assert idx.lookup(10**6) == (5, 400)
+    idx.close()
+
+
+def test_offset_index_truncate_to_position(tmp_path):
+    idx = OffsetIndex(tmp_path / "0.index", 10, 8 * 10, active=True)
+    for i in range(5):
+        idx.append(10 + i * 3, i * 100)
+    idx.truncate_to_position(201)  # entries before position 201 stay
+    assert idx.last_entry() == (16, 200)
+    idx.truncate_to_position(200)  # the entry at 200 points at the cut: it goes
+    assert idx.last_entry() == (13, 100)
+    idx.truncate_to_position(0)
+    assert idx.entries == 0 and idx.lookup(50) == (10, 0)
     idx.close()
 
 

@@ -4,13 +4,16 @@ import os
 import pytest
 
 from broker.log import (
+    CorruptBatchError,
     InvalidOffsetError,
     LogConfig,
     OffsetOutOfRangeError,
     PartitionLog,
     RecordTooLargeError,
 )
-from broker.protocol.records import BatchBuilder, Codec, CorruptRecordError, iter_batches
+from broker.log.producer_state import ProducerStateError
+from broker.protocol.errors import ErrorCode
+from broker.protocol.records import BatchBuilder, Codec, iter_batches
 from tests.broker.log.util import all_records, make_batch, read_all
 
 
@@ -168,13 +171,15 @@ def test_retention_respects_max_offset(tmp_path, clock):
 
 def test_append_validation(tmp_path):
     log = open_log(tmp_path, max_message_bytes=500)
-    with pytest.raises(RecordTooLargeError):
+    with pytest.raises(RecordTooLargeError) as e:
         log.append(make_batch(1, size=600))
+    assert e.value.code == ErrorCode.MESSAGE_TOO_LARGE
     bad = bytearray(make_batch(1))
     bad[-1] ^= 1
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(CorruptBatchError) as e:
         log.append(bad)
-    with pytest.raises(CorruptRecordError):
+    assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(CorruptBatchError):
         log.append(b"")
     assert log.log_end_offset == 0 and log.size_bytes == 0
     log.append_as_follower(bytes(make_batch(3)))
@@ -185,6 +190,81 @@ def test_append_validation(tmp_path):
     log.append_as_follower(gap)
     assert log.log_end_offset == 11
     assert [b.base_offset for b in read_all(log)] == [0, 10]
+
+
+def _with_count(batch: bytes, count: int) -> bytes:
+    """`batch` claiming `count` records (CRC fixed, so only the count check can tell)."""
+    import crc32c
+
+    buf = bytearray(batch)
+    buf[57:61] = count.to_bytes(4, "big")
+    buf[17:21] = crc32c.crc32c(bytes(buf[21:])).to_bytes(4, "big")
+    return bytes(buf)
+
+
+def _idempotent(seq: int, n: int = 2, pid: int = 7, epoch: int = 0) -> bytes:
+    b = BatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    for i in range(n):
+        b.append(b"v%d" % (seq + i), timestamp_ms=1000)
+    return b.build()
+
+
+# The two append shapes: one CreateTime batch is written from the caller's buffer;
+# several batches, or LogAppendTime, are rewritten in a bytearray. One validation.
+SHAPES = {
+    "one-batch": {},
+    "log-append-time": {"message_timestamp_type": "LogAppendTime"},
+    "several": {},
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_append_shape_validates_alike(tmp_path, clock, shape):
+    log = open_log(tmp_path, clock, max_message_bytes=500, **SHAPES[shape])
+    ok = make_batch(1)
+
+    def append(batch):
+        return log.append(ok + batch if shape == "several" else batch)
+
+    cases = [
+        (make_batch(1, size=600), ErrorCode.MESSAGE_TOO_LARGE),
+        (_with_count(make_batch(3), 2), ErrorCode.CORRUPT_MESSAGE),
+        (_with_count(make_batch(3), 4), ErrorCode.CORRUPT_MESSAGE),
+        (ok[:-1], ErrorCode.CORRUPT_MESSAGE),
+    ]
+    for batch, code in cases:
+        with pytest.raises((RecordTooLargeError, CorruptBatchError)) as e:
+            append(batch)
+        assert e.value.code == code, batch
+    if shape == "several":
+        with pytest.raises(CorruptBatchError, match="one per partition"):
+            append(_idempotent(0))
+    assert log.log_end_offset == 0 and log.size_bytes == 0
+    assert read_all(log) == []
+
+
+@pytest.mark.parametrize("shape", ["one-batch", "log-append-time"])
+def test_every_append_shape_checks_producer_state_and_epoch(tmp_path, clock, shape):
+    log = open_log(tmp_path, clock, **SHAPES[shape])
+    log.append(make_batch(3))
+    first = log.append(_idempotent(0), leader_epoch=2)
+    assert (first.first_offset, first.last_offset) == (3, 4)
+    retry = log.append(_idempotent(0), leader_epoch=2)
+    assert (retry.first_offset, retry.last_offset, retry.size) == (3, 4, 0)
+    with pytest.raises(ProducerStateError) as e:
+        log.append(_idempotent(5), leader_epoch=2)
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert log.append(_idempotent(0, epoch=1), leader_epoch=3).first_offset == 5
+    with pytest.raises(ProducerStateError) as e:
+        log.append(_idempotent(2, epoch=0), leader_epoch=3)
+    assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log.log_end_offset == 7
+    assert log.leader_epoch_cache.entries == [(0, 0), (2, 3), (3, 5)]
+    assert [(b.base_offset, b.partition_leader_epoch) for b in read_all(log)] == [
+        (0, 0),
+        (3, 2),
+        (5, 3),
+    ]
 
 
 def test_log_append_time(tmp_path, clock):

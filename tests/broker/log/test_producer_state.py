@@ -1,4 +1,6 @@
 import dataclasses
+import os
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -311,4 +313,63 @@ def test_with_a_real_partition_log_across_rolls_and_reopen(tmp_path):
     assert idempotent_append(plog, fresh, batch(5, 0, 18)) == 18
     assert idempotent_append(plog, fresh, batch(5, 0, 20)) == 20
     assert plog.log_end_offset == 22
+    plog.close()
+
+
+def _idempotent(seq: int, n: int = 2) -> bytes:
+    b = BatchBuilder(producer_id=9, producer_epoch=0, base_sequence=seq)
+    for i in range(n):
+        b.append(b"v%d" % (seq + i), timestamp_ms=1000)
+    return b.build()
+
+
+def test_a_roll_snapshot_is_fsynced_by_the_flush_thread_not_the_event_loop(tmp_path, monkeypatch):
+    """Kafka's way: written at the roll without fsync, fsynced with the finished
+    segment before the recovery point passes it. The close snapshot is fsynced."""
+    real_fsync = os.fsync
+    synced = []  # (on the main thread, path)
+
+    def fsync(fd):
+        here = threading.current_thread() is threading.main_thread()
+        synced.append((here, os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    plog = PartitionLog(tmp_path / "t-0", LogConfig())
+    plog.append(_idempotent(0))  # (fsyncs the new leader-epoch checkpoint)
+    synced.clear()
+    plog.roll()
+    assert [path for main, path in synced if main] == []
+    snapshot = str(plog.dir / snapshot_name(2))
+    assert os.path.exists(snapshot)
+    plog.flush()  # waits for the roll's flush
+    assert (False, snapshot) in synced
+    assert plog.recovery_point == 2
+    plog.append(_idempotent(2))
+    synced.clear()
+    plog.close()
+    closing = str(plog.dir / snapshot_name(4))  # fsynced as its temp file, then renamed
+    assert any(main and path.startswith(closing) for main, path in synced)
+
+
+def test_a_torn_roll_snapshot_is_rebuilt_from_the_log(tmp_path):
+    """What a power cut before the roll's flush can leave: an empty snapshot file.
+    Recovery falls back to the log and still knows every retry."""
+    config = LogConfig(segment_bytes=300)
+    plog = PartitionLog(tmp_path / "t-0", config)
+    for seq in range(0, 20, 2):
+        plog.append(_idempotent(seq))
+    assert len(plog.segments) > 2
+    newest = plog.producer_state.snapshot_offsets()[-1]
+    (plog.dir / snapshot_name(newest)).write_bytes(b"")
+    plog._reap_flushes(wait=True)  # a crash: no close, no clean-shutdown snapshot
+    reopened = PartitionLog(tmp_path / "t-0", config, recovery_point=plog.recovery_point)
+    assert newest not in reopened.producer_state.snapshot_offsets()
+    for seq in (14, 16, 18):
+        info = reopened.append(_idempotent(seq))
+        assert (info.first_offset, info.size) == (seq, 0)  # a duplicate, not appended
+    assert reopened.log_end_offset == 20
+    with pytest.raises(ProducerStateError):
+        reopened.append(_idempotent(30))
+    reopened.close()
     plog.close()

@@ -23,7 +23,7 @@ from broker.cluster.names import InvalidTopicName, validate_topic_name
 from broker.cluster.partition import Partition
 from broker.config import BrokerConfig
 from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +36,12 @@ def default_log_config(config: BrokerConfig) -> LogConfig:
     return LogConfig.from_props({k: v for k, v in props.items() if k in TOPIC_CONFIG_NAMES})
 
 
-class TopicError(Exception):
-    """A topic operation fails with `code`; `message` goes to the client."""
+class TopicError(ApiError):
+    """A topic operation fails with `code`; `message` (None when empty) goes to the
+    client's error_message field."""
 
     def __init__(self, code: ErrorCode, message: str = ""):
-        super().__init__(message or code.name)
-        self.code = code
+        super().__init__(code, message)
         self.message = message or None
 
 

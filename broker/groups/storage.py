@@ -11,18 +11,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Protocol
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ApiError, ErrorCode
 from broker.protocol.records import iter_batches
 
 _READ_CHUNK = 8 << 20
 
 
-class StoreError(Exception):
+class StoreError(ApiError):
     """An append to `__consumer_offsets` failed with `code` (an ErrorCode)."""
-
-    def __init__(self, code: ErrorCode, message: str = ""):
-        super().__init__(message or code.name)
-        self.code = code
 
 
 class OffsetsStore(Protocol):
@@ -67,15 +63,15 @@ class PartitionOffsetsStore:
         self._wait_replicated = wait_replicated
 
     async def append(self, partition: int, records: bytes) -> int:
-        from broker.cluster.partition import PartitionError
-
         p = self._get_partition(partition)
         if p is None:
             raise StoreError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"partition {partition} not here")
         try:
             info = p.append_as_leader(records, required_acks=-1)
-        except PartitionError as e:
+        except ApiError as e:  # the partition's and the log's refusals
             raise StoreError(e.code, str(e)) from None
+        except OSError as e:  # a failed write (disk full): the log stays as it was
+            raise StoreError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         code = await self._wait_replicated(p, info.last_offset + 1)
         if code != ErrorCode.NONE:
             raise StoreError(ErrorCode(code))

@@ -68,7 +68,12 @@ class RecordWriter:
         try:
             await asyncio.shield(self._store.append(partition, build_batch(records, now_ms)))
         except StoreError as e:
-            if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR):
+            # the mapping of Kafka's GroupMetadataManager.storeGroup
+            if e.code in (
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                ErrorCode.NOT_COORDINATOR,
+                ErrorCode.KAFKA_STORAGE_ERROR,
+            ):
                 return ErrorCode.NOT_COORDINATOR
             if e.code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
                 return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -228,11 +228,18 @@ class ReplicaManager:
             return meta
         cfg = self.log_config(overrides)
         logs = []
-        for index in range(partitions):
-            plog = self.logs.get(name, index)
-            if plog is not None:  # an orphan left by a crash mid-create: start clean
-                self.logs.delete(name, index)
-            logs.append(self.logs.create(name, index, cfg))
+        try:
+            self.logs.reserve_files(partitions)
+            for index in range(partitions):
+                plog = self.logs.get(name, index)
+                if plog is not None:  # an orphan left by a crash mid-create: start clean
+                    self.logs.delete(name, index)
+                logs.append(self.logs.create(name, index, cfg))
+        except OSError as e:  # no file descriptor or no space left: undo, refuse
+            for plog in logs:
+                self.logs.delete(name, plog.partition)
+            log.error("cannot create topic %s: %s", name, e)
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create its log: {e}") from None
         self.store.put(meta)
         for index, plog in enumerate(logs):
             self._attach(meta, index, plog, cfg)

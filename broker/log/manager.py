@@ -8,8 +8,10 @@ checkpoints and then the marker. The server calls `checkpoint_recovery_points`,
 `run_retention`, `run_cleaner` and `flush_dirty` periodically.
 """
 
+import errno
 import logging
 import os
+import resource
 import shutil
 import time
 import uuid
@@ -27,6 +29,10 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 CLEANER_FILE = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
+# Open files per new partition: its .log, and its .index and .timeindex twice each
+# (Python's mmap keeps a duplicate of the descriptor it maps).
+FILES_PER_PARTITION = 5
+FILE_HEADROOM = 256  # kept free for connections, checkpoints and segment rolls
 
 
 class LogManager:
@@ -88,6 +94,24 @@ class LogManager:
 
     def all_logs(self) -> Iterable[PartitionLog]:
         return list(self._logs.values())
+
+    def reserve_files(self, partitions: int) -> None:
+        """Raise OSError(EMFILE) if opening `partitions` new partitions would pass this
+        process's open-file limit. Checked before a create starts: running out half
+        way means undoing what was made, which takes seconds for thousands."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        try:
+            used = len(os.listdir("/proc/self/fd"))
+        except OSError:  # no procfs: the create itself will tell
+            return
+        need = partitions * FILES_PER_PARTITION
+        if soft != resource.RLIM_INFINITY and used + need + FILE_HEADROOM > soft:
+            raise OSError(
+                errno.EMFILE,
+                f"{partitions} partition(s) need about {need} open files, and {used} of"
+                f" this process's limit of {soft} are in use (raise it: ulimit -n,"
+                " LimitNOFILE)",
+            )
 
     def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         """Open (creating if needed) the log of topic-partition."""

@@ -1,6 +1,7 @@
 """Regressions for what the live fuzzer (test_fuzz_live.py) found in the broker."""
 
 import gzip
+import resource
 import socket
 import struct
 import time
@@ -201,3 +202,37 @@ def test_eof_from_the_client_closes_the_connection():
         conn, transport = _connection(a)
         assert conn.eof_received() is False
         assert conn.closed and transport.closing
+
+
+def test_create_topics_past_the_open_file_limit_is_answered_not_dropped(broker_factory):
+    """CreateTopics asking for 8,194 partitions (a bit-flipped count) ran out of file
+    descriptors half way (5 per partition, limit 20,000) and closed the connection
+    with a traceback; it is now refused up front and the broker still serves. The
+    broker runs with a soft limit of 4,096 open files, whatever this machine's is."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    try:
+        broker = broker_factory()  # inherits the limit
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with WireClient(broker.port) as c:
+        body = {
+            "topics": [
+                {
+                    "name": "wide",
+                    "num_partitions": 8194,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": 60000,
+            "validate_only": False,
+        }
+        (topic,) = c.request(ApiKey.CREATE_TOPICS, 4, body)["topics"]
+        assert topic["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert "open files" in topic["error_message"]
+        body["topics"][0].update(name="narrow", num_partitions=3)
+        (topic,) = c.request(ApiKey.CREATE_TOPICS, 4, body)["topics"]
+        assert topic["error_code"] == ErrorCode.NONE
+    assert "Traceback" not in broker.log_text()

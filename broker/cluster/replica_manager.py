@@ -235,12 +235,12 @@ class ReplicaManager:
                 if plog is not None:  # an orphan left by a crash mid-create: start clean
                     self.logs.delete(name, index)
                 logs.append(self.logs.create(name, index, cfg))
+            self.store.put(meta)
         except OSError as e:  # no file descriptor or no space left: undo, refuse
             for plog in logs:
                 self.logs.delete(name, plog.partition)
             log.error("cannot create topic %s: %s", name, e)
-            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create its log: {e}") from None
-        self.store.put(meta)
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create it: {e}") from None
         for index, plog in enumerate(logs):
             self._attach(meta, index, plog, cfg)
         log.info("created topic %s with %d partition(s)", name, partitions)

@@ -255,7 +255,7 @@ class PartitionLog:
                 )
             expected = b.next_offset
             max_ts = max(max_ts, b.max_timestamp)
-            if b.partition_leader_epoch >= 0 and b.partition_leader_epoch > cache.latest_epoch:
+            if b.partition_leader_epoch > cache.latest_epoch:  # -1 (none) never is
                 cache.assign(b.partition_leader_epoch, b.base_offset)
         first = batches[0].base_offset
         self._write((buf,), len(buf), batches, first, expected - 1, max_ts)

@@ -23,7 +23,8 @@ answers.
 
 Unknown topics are created on first use when `auto.create.topics.enable` is on; a
 topic that cannot be gives its code to every partition of it (INVALID_TOPIC_EXCEPTION
-for an illegal name, UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off).
+for an illegal name, UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off,
+KAFKA_STORAGE_ERROR when its files cannot be made).
 
 A write that fails in the file system (ENOSPC on a full data directory, EIO) answers
 KAFKA_STORAGE_ERROR, which clients retry: the log rolled the failed append back to
@@ -123,17 +124,6 @@ def _answer_all(body, code: ErrorCode) -> dict:
     }
 
 
-def _topic_error(replicas, name: str) -> ErrorCode:
-    """NONE if topic `name` exists or was auto-created now, else the code for every
-    partition of it: INVALID_TOPIC_EXCEPTION for an illegal name,
-    UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off or failed in the file system."""
-    try:
-        return replicas.auto_create(name)
-    except OSError as e:
-        _log_storage_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, e)
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
 @handles(ApiKey.PRODUCE)
 def produce(ctx, body):
     acks = body["acks"]
@@ -146,7 +136,7 @@ def produce(ctx, body):
     responses = []
     for topic in body["topic_data"]:
         name = topic["name"]
-        topic_error = _topic_error(replicas, name)
+        topic_error = replicas.auto_create(name)
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]

@@ -45,6 +45,20 @@ def test_a_create_that_cannot_open_its_files_fails_cleanly(tmp_path, monkeypatch
     assert sorted(p.partition for p in replicas.logs.all_logs()) == [0, 1, 2]
 
 
+def test_a_create_whose_metadata_cannot_be_written_removes_its_partitions(tmp_path, monkeypatch):
+    replicas = single_node(tmp_path)
+
+    def full(meta):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(replicas.store, "put", full)
+    with pytest.raises(TopicError) as caught:
+        replicas.create_topic("t", 2)
+    assert caught.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert list(replicas.logs.all_logs()) == []
+    assert not [d for d in tmp_path.iterdir() if d.name.startswith("t-")]
+
+
 def test_auto_create_answers_the_storage_error(tmp_path, monkeypatch):
     replicas = single_node(tmp_path)
 

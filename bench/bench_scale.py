@@ -572,31 +572,25 @@ def run(sizes: Sizes, data_dir: Path | None = None, keep: bool = False) -> dict:
         res["groups"] = rebalance(broker, sizes)
         res["load_avg"]["groups"] = _loadavg()
 
+        def restart(key: str, phase: str) -> None:
+            """Start the stopped broker; time until it serves the probe, then RSS."""
+            sampler.phase = phase
+            t0 = broker.start()
+            res[f"{key}_s"] = broker.wait_serving(t0, (probe_topic, probe_part, probe_offset), 600)
+            res["load_avg"][key] = _loadavg()
+            time.sleep(1.0)
+            res[f"rss_after_{key}"] = rss = sampler.sample()
+            print(f"  serving after {res[f'{key}_s']:.2f} s; {_split(rss)}", flush=True)
+
         sampler.phase = "crash"
         broker.kill()
-        sampler.phase = "recovery after SIGKILL"
         print(f"SIGKILL, restart (load {_loadavg()})", flush=True)
-        t0 = broker.start()
-        res["crash_s"] = broker.wait_serving(t0, (probe_topic, probe_part, probe_offset), 600)
-        res["load_avg"]["crash"] = _loadavg()
-        time.sleep(1.0)
-        res["rss_after_crash"] = sampler.sample()
-        print(
-            f"  serving after {res['crash_s']:.2f} s; {_split(res['rss_after_crash'])}", flush=True
-        )
+        restart("crash", "recovery after SIGKILL")
 
         sampler.phase = "clean stop"
         res["shutdown_s"] = broker.terminate()
-        sampler.phase = "clean restart"
         print(f"SIGTERM (stopped in {res['shutdown_s']:.2f} s), restart", flush=True)
-        t0 = broker.start()
-        res["clean_s"] = broker.wait_serving(t0, (probe_topic, probe_part, probe_offset), 600)
-        res["load_avg"]["clean"] = _loadavg()
-        time.sleep(1.0)
-        res["rss_after_clean"] = sampler.sample()
-        print(
-            f"  serving after {res['clean_s']:.2f} s; {_split(res['rss_after_clean'])}", flush=True
-        )
+        restart("clean", "clean restart")
         res["peaks"] = dict(sampler.peak)
         res["disk_bytes"] = sum(f.stat().st_size for f in broker.data.rglob("*.log") if f.is_file())
         return res

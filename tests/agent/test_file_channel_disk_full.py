@@ -92,6 +92,21 @@ def disk_full(agent: AgentProcess) -> float | None:
     return agent.metric("logflume_agent_channel_disk_full", component="c")
 
 
+def resumes_losing_nothing(agent, broker, log, written: int, timeout: float, when: str):
+    """Once the cause is gone: puts resume (the disk-full gauge drops), 1000 more lines
+    go in, and every line written so far reaches the topic."""
+    since = time.monotonic()
+    wait_alive(agent, lambda: disk_full(agent) == 0, timeout, "puts to resume")
+    resumed_s = time.monotonic() - since
+    write_lines(log, written, written + 1000)
+    lost, dups = delivered(broker.bootstrap, written + 1000)
+    assert lost == 0
+    print(
+        f"{when}: puts resumed in {resumed_s:.2f}s; {written + 1000} lines, 0 lost,"
+        f" {dups} duplicates"
+    )
+
+
 def test_filler_takes_the_space_then_gives_it_back(tmp_path, small_fs, broker):
     agent, log = start_agent(tmp_path, small_fs, broker.bootstrap)
     try:
@@ -103,16 +118,7 @@ def test_filler_takes_the_space_then_gives_it_back(tmp_path, small_fs, broker):
         assert "puts wait until there is space" in agent.log_text()
         assert agent.health() == 200 and agent.proc.poll() is None
         filler.unlink()
-        freed = time.monotonic()
-        wait_alive(agent, lambda: disk_full(agent) == 0, 60, "puts to resume")
-        resumed_s = time.monotonic() - freed
-        write_lines(log, 6000, 7000)
-        lost, dups = delivered(broker.bootstrap, 7000)
-        assert lost == 0
-        print(
-            f"filler: puts resumed {resumed_s:.2f}s after space returned; 7000 lines, "
-            f"0 lost, {dups} duplicates"
-        )
+        resumes_losing_nothing(agent, broker, log, 6000, 60, "filler: after space returned")
     finally:
         assert agent.stop() == 0
 
@@ -127,15 +133,8 @@ def test_channel_fills_its_own_disk_while_the_broker_is_down(tmp_path, small_fs,
         wait_alive(agent, lambda: disk_full(agent) == 1, 60, "the channel to report a full disk")
         assert agent.proc.poll() is None
         broker.start()
-        back = time.monotonic()
-        wait_alive(agent, lambda: disk_full(agent) == 0, 90, "puts to resume")
-        resumed_s = time.monotonic() - back
-        write_lines(log, 20000, 21000)
-        lost, dups = delivered(broker.bootstrap, 21000)
-        assert lost == 0
-        print(
-            f"self-filled: puts resumed {resumed_s:.2f}s after the broker came back; "
-            f"21000 lines, 0 lost, {dups} duplicates"
+        resumes_losing_nothing(
+            agent, broker, log, 20000, 90, "self-filled: after the broker came back"
         )
     finally:
         assert agent.stop() == 0

@@ -244,13 +244,14 @@ class TakeBatch(abc.ABC):
     def _end(self, action: str, outcome: str) -> None:
         # Marked ended before the work runs: a commit that failed half way is not
         # rolled back over (that would return events already released or settled).
-        what = f"{action} a take of {len(self.events)} events"
-        if self._ended is not None:
-            name = self.channel.context.name
-            raise TransactionError(
-                f"cannot {what} from channel {name!r}: it was already {self._ended}"
-            )
-        self.channel.check_open(what)
+        if self._ended is not None or self.channel.closed:  # the message only on misuse
+            what = f"{action} a take of {len(self.events)} events"
+            if self._ended is not None:
+                name = self.channel.context.name
+                raise TransactionError(
+                    f"cannot {what} from channel {name!r}: it was already {self._ended}"
+                )
+            self.channel.check_open(what)
         self._ended = outcome
 
     @abc.abstractmethod

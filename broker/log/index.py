@@ -90,6 +90,12 @@ class _Index:
             os.close(self._fd)
             self._fd = None
 
+    def __del__(self) -> None:
+        """Release the descriptor of an index dropped without close(), as a file
+        object does: a log abandoned after a simulated crash must not keep it."""
+        if getattr(self, "_fd", None) is not None:
+            os.close(self._fd)
+
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)

@@ -8,6 +8,7 @@ import re
 import sys
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+LOOPBACK = "127.0.0.1"
 
 
 def spark_session(
@@ -15,10 +16,16 @@ def spark_session(
     app: str = "logflume-etl",
     conf: dict[str, str] | None = None,
     log_level: str = "WARN",
+    ui: tuple[str, int] | None = None,
 ):
     """Get or create the session: UTC session time zone, dynamic partition
     overwrite, Python workers on this interpreter (so they see the same packages),
-    the `logflume` format registered. `conf` holds extra Spark settings.
+    the `logflume` format registered. `conf` holds extra Spark settings, which win
+    over every default here.
+
+    On a local master nothing listens beyond this host (`local_listeners`): the
+    driver and block manager bind to 127.0.0.1 and the UI is off unless `ui` (host,
+    port) asks for it. Other masters keep Spark's and the user's settings.
 
     On a local master, `spark.sql.shuffle.partitions` defaults to twice the cores
     instead of Spark's 200 (200 tiny tasks per shuffle cost a minute per micro-batch
@@ -36,7 +43,9 @@ def spark_session(
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for key, value in (conf or {}).items():
+    settings = local_listeners(ui) if local_cores(master) else {}
+    settings.update(conf or {})
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
@@ -48,6 +57,26 @@ def spark_session(
         spark.conf.set(SHUFFLE_PARTITIONS, str(2 * cores))
     register(spark)
     return spark
+
+
+def local_listeners(ui: tuple[str, int] | None) -> dict[str, str]:
+    """Settings that keep a local-mode Spark on loopback.
+
+    The driver's RPC and block manager bind to `spark.driver.bindAddress`; the UI
+    binds to SPARK_LOCAL_IP (there is no setting for it), which also spares the JVM
+    its "hostname resolves to a loopback address ... using <external address>
+    instead" search, so it is set for the JVM this process is about to start.
+    """
+    host, port = ui if ui else (LOOPBACK, 0)
+    os.environ["SPARK_LOCAL_IP"] = host
+    settings = {
+        "spark.driver.bindAddress": LOOPBACK,
+        "spark.driver.host": LOOPBACK,
+        "spark.ui.enabled": "true" if ui else "false",
+    }
+    if ui:
+        settings["spark.ui.port"] = str(port)
+    return settings
 
 
 def local_cores(master: str) -> int | None:

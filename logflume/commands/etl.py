@@ -6,6 +6,7 @@ checkpoint) into hourly Parquet tables, then exits: schedule it hourly
 Parquet and to a broker topic every few seconds. See spark_etl/jobs/.
 """
 
+import argparse
 import signal
 import threading
 
@@ -65,6 +66,14 @@ def _common(p, base: str) -> None:
     p.add_argument("--checkpoint", default=f"{base}/checkpoint", help="checkpoint directory")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument(
+        "--spark-ui",
+        type=_ui_address,
+        default=None,
+        metavar="[HOST:]PORT",
+        help="serve Spark's web UI there (a bare port: on 127.0.0.1); with a local master it "
+        "is off by default and the driver listens only on 127.0.0.1",
+    )
+    p.add_argument(
         "--no-fail-on-data-loss",
         dest="fail_on_data_loss",
         action="store_false",
@@ -79,6 +88,17 @@ def _common(p, base: str) -> None:
     )
 
 
+def _ui_address(value: str) -> tuple[str, int]:
+    from common.hostport import parse_hostport
+
+    if value.isdigit():
+        value = f"127.0.0.1:{value}"
+    try:
+        return parse_hostport(value, "--spark-ui")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def session_conf(args, defaults: dict[str, str] | None = None) -> dict[str, str]:
     """`defaults`, then every --conf KEY=VALUE (which wins)."""
     conf = dict(defaults or {})
@@ -89,7 +109,7 @@ def session_conf(args, defaults: dict[str, str] | None = None) -> dict[str, str]
 def _spark(args, app: str, defaults: dict[str, str] | None = None):
     from spark_etl.session import spark_session
 
-    return spark_session(args.master, app=app, conf=session_conf(args, defaults))
+    return spark_session(args.master, app=app, conf=session_conf(args, defaults), ui=args.spark_ui)
 
 
 def run_offline(args) -> int:

@@ -225,25 +225,39 @@ async def leave_group(ctx, body):
     }
 
 
+def _partition_exists(core, topic: str, index: int) -> bool:
+    meta = core.replicas.topic(topic)
+    return meta is not None and 0 <= index < len(meta.assignments)
+
+
 @handles(ApiKey.OFFSET_COMMIT)
 async def offset_commit(ctx, body):
+    """Commits for partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION and
+    store nothing (Kafka checks its metadata cache before the coordinator sees them)."""
     offsets = {}
+    unknown = {}
     for t in body["topics"]:
         for p in t["partitions"]:
-            offsets[(t["name"], p["partition_index"])] = (
+            tp = (t["name"], p["partition_index"])
+            if not _partition_exists(ctx.core, *tp):
+                unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = (
                 p["committed_offset"],
                 p.get("committed_leader_epoch", -1),
                 p["committed_metadata"],
             )
     generation = body.get("generation_id_or_member_epoch", -1) if ctx.api_version >= 1 else -1
-    results = await _coordinator(ctx).commit_offsets(
-        body["group_id"],
-        body.get("member_id", "") if ctx.api_version >= 1 else "",
-        body.get("group_instance_id"),
-        generation,
-        offsets,
-        _now_ms(),
-    )
+    results = unknown
+    if offsets:
+        results |= await _coordinator(ctx).commit_offsets(
+            body["group_id"],
+            body.get("member_id", "") if ctx.api_version >= 1 else "",
+            body.get("group_instance_id"),
+            generation,
+            offsets,
+            _now_ms(),
+        )
     return {
         "throttle_time_ms": 0,
         "topics": [

@@ -28,6 +28,20 @@ class CorruptBatchError(ApiError):
         super().__init__(ErrorCode.CORRUPT_MESSAGE, message)
 
 
+class RecordValidationError(ApiError):
+    """Records of a produced batch break a rule of their topic (Kafka's
+    RecordValidationException). `record_errors` holds (index of the record in its
+    batch, message) for each of them: Produce v8+ answers them per record."""
+
+    def __init__(self, code: ErrorCode, record_errors: list[tuple[int, str]]):
+        shown = "; ".join(message for _, message in record_errors[:3])
+        super().__init__(
+            code,
+            f"{len(record_errors)} record(s) rejected, the first at most three: {shown}",
+        )
+        self.record_errors = record_errors
+
+
 class OffsetOutOfRangeError(ValueError):
     """The requested offset lies outside [log_start_offset, log_end_offset]."""
 

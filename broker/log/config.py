@@ -26,6 +26,8 @@ class LogConfig:
     max_message_bytes: int = 1048588
     min_compaction_lag_ms: int = 0
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
@@ -72,6 +74,8 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "max.message.bytes": "max_message_bytes",
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "message.timestamp.type": "message_timestamp_type",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
     "min.insync.replicas": "min_insync_replicas",
     "unclean.leader.election.enable": "unclean_leader_election_enable",
     "compression.type": "compression_type",
@@ -90,6 +94,8 @@ _MINIMUM = {
     "delete_retention_ms": 0,
     "max_message_bytes": 0,
     "min_compaction_lag_ms": 0,
+    "message_timestamp_before_max_ms": 0,
+    "message_timestamp_after_max_ms": 0,
     "min_insync_replicas": 1,
 }
 _CHOICES = {

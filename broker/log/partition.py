@@ -43,6 +43,7 @@ from broker.log.producer_state import (
     batch_headers_from,
     sync_snapshot,
 )
+from broker.log.record_rules import check_records, rules_apply
 from broker.log.segment import LogSegment
 from broker.protocol.records import (
     HEADER_SIZE,
@@ -156,11 +157,12 @@ class PartitionLog:
 
         Every batch is checked as Kafka's LogValidator does, in this order: framing
         and CRC, size against max.message.bytes, record count against the last offset
-        delta, the records section (`RecordBatch.validate_records`), then the producer
-        state of an idempotent batch (one per append; a retried duplicate returns its
-        original offsets and writes nothing). A refusal raises the log's `ApiError`
-        family (CorruptBatchError, RecordTooLargeError, ProducerStateError) and
-        writes nothing.
+        delta, the records section (`RecordBatch.validate_records`), the topic's
+        record rules (record_rules.py: keys on compacted topics, timestamp bounds),
+        then the producer state of an idempotent batch (one per append; a retried
+        duplicate returns its original offsets and writes nothing). A refusal raises
+        the log's `ApiError` family (CorruptBatchError, RecordTooLargeError,
+        RecordValidationError, ProducerStateError) and writes nothing.
 
         baseOffset and partitionLeaderEpoch are then rewritten (the CRC does not cover
         them) and the batches go out in one pwritev. A single batch with CreateTime
@@ -170,6 +172,8 @@ class PartitionLog:
         log_append_time = -1
         if self.config.message_timestamp_type != "CreateTime":
             log_append_time = self._now_ms()
+        rules = rules_apply(self.config)
+        now_ms = self._now_ms() if rules else 0
         one = producer = None
         try:
             if log_append_time < 0 and len(records) >= HEADER_SIZE:
@@ -195,6 +199,8 @@ class PartitionLog:
                         "batch record count does not match its last offset delta"
                     )
                 b.validate_records()
+                if rules:
+                    check_records(b, self.config, f"{self.topic}-{self.partition}", now_ms)
                 if b.producer_id >= 0:
                     if len(batches) > 1:
                         raise CorruptRecordError("idempotent batches must come one per partition")

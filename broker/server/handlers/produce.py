@@ -37,6 +37,7 @@ import asyncio
 import logging
 import time
 
+from broker.log.common import RecordValidationError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
 from broker.server.dispatch import CloseConnection, handles
@@ -173,6 +174,13 @@ def _append(partition, index: int, records, acks: int) -> tuple[dict, int]:
     """Append one partition's records -> (partition response, offset after the last)."""
     try:
         info = partition.append_as_leader(records, acks)
+    except RecordValidationError as e:
+        resp = _partition_response(index, e.code, str(e))
+        resp["record_errors"] = [
+            {"batch_index": i, "batch_index_error_message": message}
+            for i, message in e.record_errors
+        ]
+        return resp, -1
     except ApiError as e:
         return _partition_response(index, e.code, str(e)), -1
     except OSError as e:

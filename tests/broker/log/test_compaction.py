@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 from broker.log import LogConfig, LogManager, PartitionLog
 from broker.log.manager import CLEANER_FILE
 from broker.protocol.records import BatchBuilder, Codec
@@ -36,7 +38,12 @@ def test_keeps_latest_per_key_with_original_offsets(tmp_path):
         info = log.append(keyed(pairs, now, Codec.LZ4 if i % 2 else Codec.NONE))
         for j, (k, _) in enumerate(pairs):
             expected[k] = info.first_offset + j
+    # A keyless record is refused on a compacted topic, but one written while the
+    # topic was cleanup.policy=delete stays and must survive cleaning.
+    compact_config = log.config
+    log.update_config(replace(compact_config, cleanup_policy="delete"))
     log.append(keyed([(None, b"no key")], now))
+    log.update_config(compact_config)
     before_end = log.log_end_offset
     active_base = log.active.base_offset
     size_before = log.size_bytes

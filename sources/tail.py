@@ -251,6 +251,10 @@ class TailSource(Source):
                 persister.cancel()
             if watcher is not None:
                 watcher.stop()
+            # Written whatever `_saved` says: a background save cancelled with the
+            # persister may still be writing, and run() must not return before the
+            # positions are on disk (the store's lock and sequence order the two).
+            self._saved = None
             self._persist()
             self._table.close_all()
 

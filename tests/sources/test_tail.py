@@ -307,3 +307,30 @@ async def test_exclude_and_directory_created_later(tmp_path):
     await asyncio.sleep(0.2)
     await h.stop()
     assert h.bodies() == [b"kept", b"from a new directory"]
+
+
+async def test_stop_during_a_background_save_still_saves_before_returning(tmp_path, monkeypatch):
+    """The periodic save runs in a thread; a stop that cancels it while the thread
+    writes must not return before the final positions are on disk."""
+    import threading
+
+    from sources._tail_positions import PositionStore
+
+    log = logdir(tmp_path) / "app.log"
+    log.write_bytes(lines("a", 3))
+    writing = threading.Event()
+    slow_save = PositionStore._save
+
+    def save(store, entries):
+        if threading.current_thread() is not threading.main_thread():
+            writing.set()
+            threading.Event().wait(0.5)  # a background write slowed down by a busy disk
+        slow_save(store, entries)
+
+    monkeypatch.setattr(PositionStore, "_save", save)
+    h = Harness(tail(tmp_path)).start()
+    await h.wait_lines(3)
+    await asyncio.to_thread(writing.wait, 10)
+    await h.stop()
+    saved = orjson.loads((tmp_path / "state" / "positions.json").read_bytes())
+    assert saved["files"][0]["offset"] == len(lines("a", 3))

@@ -9,9 +9,14 @@ response and the response header v0 (correlation id).
 
 Client side (replica fetcher, tests): `encode_request` and `decode_response`.
 
-ApiVersions negotiation: clients open with ApiVersions v3/v4 (flexible, header v2).
-`decode_request` reads only the header and raises UnsupportedVersion for it like for
-any version above SUPPORTED_VERSIONS; the server answers ApiVersions with
+Flexible versions (registry.is_flexible) use request header v2 (v1 + a tagged-field
+section, skipped) and response header v1 (correlation id + an empty tagged-field
+section), except ApiVersions, whose response header is always v0 so that a client can
+read it whatever version it asked for.
+
+ApiVersions negotiation: clients open with their highest ApiVersions version. For a
+version above SUPPORTED_VERSIONS `decode_request` reads only the header and raises
+UnsupportedVersion, like for any unknown version; the server answers ApiVersions with
 `api_versions_fallback(exc.header)` (error 35 and our ranges in a v0 body, response
 header v0) and closes the connection for any other API.
 """
@@ -36,7 +41,12 @@ from broker.protocol.primitives import (
     skip_tagged_fields,
     write_string,
 )
-from broker.protocol.registry import REQUEST_CODECS, RESPONSE_CODECS, SUPPORTED_VERSIONS
+from broker.protocol.registry import (
+    REQUEST_CODECS,
+    RESPONSE_CODECS,
+    SUPPORTED_VERSIONS,
+    is_flexible,
+)
 from broker.protocol.schema import record_set_length
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600  # socket.request.max.bytes
@@ -75,11 +85,14 @@ def decode_request_header(frame, flexible: bool = False) -> tuple[RequestHeader,
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def decode_request(frame) -> tuple[RequestHeader, dict]:
+def decode_request(frame, strict: bool = False) -> tuple[RequestHeader, dict]:
     """Parse one request frame (the bytes after the size prefix).
 
     Raises UnsupportedVersion (header readable, api or version unknown) or
-    InvalidRequest (anything unreadable, including trailing bytes).
+    InvalidRequest (anything unreadable). Bytes after the body are ignored, as
+    Kafka's broker ignores them: librdkafka 2.x sends Metadata v9+ "all topics"
+    requests with the unused bytes it reserved for the topic count left at the end.
+    `strict` makes them an InvalidRequest (for tests of the codec's own encodings).
     """
     buf = frame if type(frame) is memoryview else memoryview(frame)
     header, pos = decode_request_header(buf)
@@ -89,12 +102,14 @@ def decode_request(frame) -> tuple[RequestHeader, dict]:
             header.api_key, header.api_version, header.correlation_id, header.client_id
         )
     try:
+        if is_flexible(header.api_key, header.api_version):
+            pos = skip_tagged_fields(buf, pos)
         body, end = codec.decode(buf, pos)
     except _DECODE_ERRORS as e:
         raise InvalidRequest(
             f"malformed {_api_name(header.api_key)} v{header.api_version} request: {e}", header
         ) from None
-    if end != len(buf):
+    if strict and end != len(buf):
         raise InvalidRequest(
             f"{len(buf) - end} trailing bytes after {_api_name(header.api_key)} "
             f"v{header.api_version} request",
@@ -144,6 +159,8 @@ def encode_response(header: RequestHeader, body: dict) -> list:
     if codec is None:
         raise EncodeError(f"no response schema for api_key {header.api_key} v{version}")
     parts: list = [b"", INT32.pack(header.correlation_id)]
+    if _response_header_v1(header.api_key, version):
+        parts.append(b"\x00")
     try:
         codec.encode(body, parts)
     except _ENCODE_ERRORS as e:
@@ -151,6 +168,10 @@ def encode_response(header: RequestHeader, body: dict) -> list:
             f"cannot encode {_api_name(header.api_key)} v{version} response: {e}"
         ) from e
     return _finish(parts)
+
+
+def _response_header_v1(api_key: int, version: int) -> bool:
+    return api_key != ApiKey.API_VERSIONS and is_flexible(api_key, version)
 
 
 def api_versions_body(error_code: int = ErrorCode.NONE, throttle_time_ms: int = 0) -> dict:
@@ -175,7 +196,7 @@ def api_versions_fallback(header: RequestHeader) -> list[bytes]:
 def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: dict
 ) -> bytes:
-    """A complete request frame (size prefix, header v1, body); records must be bytes."""
+    """A complete request frame (size prefix, header v1 or v2, body); records must be bytes."""
     codec = REQUEST_CODECS.get((api_key, api_version))
     if codec is None:
         raise EncodeError(f"no request schema for api_key {api_key} v{api_version}")
@@ -183,6 +204,8 @@ def encode_request(
         _HEADER_PREFIX.pack(api_key, api_version, correlation_id),
         write_string(client_id),
     ]
+    if is_flexible(api_key, api_version):
+        parts.append(b"\x00")
     try:
         codec.encode(body, parts)
         payload = b"".join(parts)
@@ -199,7 +222,8 @@ def decode_response(api_key: int, api_version: int, frame) -> tuple[int, dict]:
     buf = frame if type(frame) is memoryview else memoryview(frame)
     try:
         (correlation_id,) = INT32.unpack_from(buf, 0)
-        body, end = codec.decode(buf, 4)
+        pos = skip_tagged_fields(buf, 4) if _response_header_v1(api_key, api_version) else 4
+        body, end = codec.decode(buf, pos)
     except _DECODE_ERRORS as e:
         raise InvalidResponse(
             f"malformed {_api_name(api_key)} v{api_version} response: {e}"

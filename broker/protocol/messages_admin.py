@@ -1,19 +1,40 @@
 """Schemas of ApiVersions, topic admin, InitProducerId, DescribeConfigs and SASL.
 
-Declared from Kafka's message JSON, versions 0 to the last non-flexible one.
+Declared from Kafka's message JSON, flexible versions (tagged fields) included.
 """
 
 from __future__ import annotations
 
-from broker.protocol.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, Array, F
+from broker.protocol.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, UUID, Array, F
 
-# v3+ (flexible) adds client software name/version; the broker never parses those.
-API_VERSIONS_REQUEST: list = []
+API_VERSIONS_REQUEST = [
+    F("client_software_name", STRING, "3+"),
+    F("client_software_version", STRING, "3+"),
+]
 
+# The broker has no feature flags: the tagged feature fields keep their defaults.
 API_VERSIONS_RESPONSE = [
     F("error_code", INT16),
     F("api_keys", [F("api_key", INT16), F("min_version", INT16), F("max_version", INT16)]),
     F("throttle_time_ms", INT32, "1+"),
+    F(
+        "supported_features",
+        [F("name", STRING, "3+"), F("min_version", INT16, "3+"), F("max_version", INT16, "3+")],
+        "3+",
+        tag=0,
+    ),
+    F("finalized_features_epoch", INT64, "3+", default=-1, tag=1),
+    F(
+        "finalized_features",
+        [
+            F("name", STRING, "3+"),
+            F("max_version_level", INT16, "3+"),
+            F("min_version_level", INT16, "3+"),
+        ],
+        "3+",
+        tag=2,
+    ),
+    F("zk_migration_ready", BOOL, "3+", tag=3),
 ]
 
 CREATE_TOPICS_REQUEST = [
@@ -37,25 +58,52 @@ CREATE_TOPICS_RESPONSE = [
         "topics",
         [
             F("name", STRING),
+            F("topic_id", UUID, "7+"),
             F("error_code", INT16),
             F("error_message", STRING, "1+", nullable="0+"),
+            F("topic_config_error_code", INT16, "5+", tag=0),
+            F("num_partitions", INT32, "5+", default=-1),
+            F("replication_factor", INT16, "5+", default=-1),
+            F(
+                "configs",
+                [
+                    F("name", STRING, "5+"),
+                    F("value", STRING, "5+", nullable="5+"),
+                    F("read_only", BOOL, "5+"),
+                    F("config_source", INT8, "5+", default=-1),
+                    F("is_sensitive", BOOL, "5+"),
+                ],
+                "5+",
+                nullable="5+",
+            ),
         ],
     ),
 ]
 
 DELETE_TOPICS_REQUEST = [
-    F("topic_names", Array(STRING)),
+    F("topics", [F("name", STRING, "6+", nullable="6+"), F("topic_id", UUID, "6+")], "6+"),
+    F("topic_names", Array(STRING), "0-5"),
     F("timeout_ms", INT32),
 ]
 
 DELETE_TOPICS_RESPONSE = [
     F("throttle_time_ms", INT32, "1+"),
-    F("responses", [F("name", STRING), F("error_code", INT16)]),
+    F(
+        "responses",
+        [
+            F("name", STRING, nullable="6+"),
+            F("topic_id", UUID, "6+"),
+            F("error_code", INT16),
+            F("error_message", STRING, "5+", nullable="5+"),
+        ],
+    ),
 ]
 
 INIT_PRODUCER_ID_REQUEST = [
     F("transactional_id", STRING, nullable="0+"),
     F("transaction_timeout_ms", INT32),
+    F("producer_id", INT64, "3+", default=-1),
+    F("producer_epoch", INT16, "3+", default=-1),
 ]
 
 INIT_PRODUCER_ID_RESPONSE = [

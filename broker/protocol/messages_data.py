@@ -1,13 +1,25 @@
 """Schemas of the data-path APIs: Produce, Fetch, ListOffsets, Metadata, OffsetForLeaderEpoch.
 
 Declared from Kafka's message JSON (clients/src/main/resources/common/message), for
-versions 0 up to the last non-flexible one; fields that exist only in flexible
-versions are left out. Field names are the JSON names in snake_case.
+versions 0 up to the highest one the broker serves, tagged fields of the flexible
+versions included. Field names are the JSON names in snake_case.
 """
 
 from __future__ import annotations
 
-from broker.protocol.schema import BOOL, INT8, INT16, INT32, INT64, RECORDS, STRING, Array, F
+from broker.protocol.schema import (
+    BOOL,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    UUID,
+    Array,
+    F,
+    Struct,
+)
 
 PRODUCE_REQUEST = [
     F("transactional_id", STRING, "3+", nullable="3+"),
@@ -58,6 +70,7 @@ PRODUCE_RESPONSE = [
 ]
 
 FETCH_REQUEST = [
+    F("cluster_id", STRING, "12+", nullable="12+", tag=0),
     F("replica_id", INT32, default=-1),
     F("max_wait_ms", INT32),
     F("min_bytes", INT32),
@@ -75,6 +88,7 @@ FETCH_REQUEST = [
                     F("partition", INT32),
                     F("current_leader_epoch", INT32, "9+", default=-1),
                     F("fetch_offset", INT64),
+                    F("last_fetched_epoch", INT32, "12+", default=-1),
                     F("log_start_offset", INT64, "5+", default=-1),
                     F("partition_max_bytes", INT32),
                 ],
@@ -103,6 +117,39 @@ FETCH_RESPONSE = [
                     F("high_watermark", INT64),
                     F("last_stable_offset", INT64, "4+", default=-1),
                     F("log_start_offset", INT64, "5+", default=-1),
+                    F(
+                        "diverging_epoch",
+                        Struct(
+                            (
+                                F("epoch", INT32, "12+", default=-1),
+                                F("end_offset", INT64, "12+", default=-1),
+                            )
+                        ),
+                        "12+",
+                        tag=0,
+                    ),
+                    F(
+                        "current_leader",
+                        Struct(
+                            (
+                                F("leader_id", INT32, "12+", default=-1),
+                                F("leader_epoch", INT32, "12+", default=-1),
+                            )
+                        ),
+                        "12+",
+                        tag=1,
+                    ),
+                    F(
+                        "snapshot_id",
+                        Struct(
+                            (
+                                F("end_offset", INT64, default=-1),
+                                F("epoch", INT32, default=-1),
+                            )
+                        ),
+                        "12+",
+                        tag=2,
+                    ),
                     F(
                         "aborted_transactions",
                         [F("producer_id", INT64), F("first_offset", INT64)],
@@ -160,9 +207,9 @@ LIST_OFFSETS_RESPONSE = [
 
 # v0: an empty topic list means all topics; v1+: null means all, empty means none.
 METADATA_REQUEST = [
-    F("topics", [F("name", STRING)], nullable="1+"),
+    F("topics", [F("topic_id", UUID, "10+"), F("name", STRING, nullable="10+")], nullable="1+"),
     F("allow_auto_topic_creation", BOOL, "4+", default=True),
-    F("include_cluster_authorized_operations", BOOL, "8+"),
+    F("include_cluster_authorized_operations", BOOL, "8-10"),
     F("include_topic_authorized_operations", BOOL, "8+"),
 ]
 
@@ -183,7 +230,8 @@ METADATA_RESPONSE = [
         "topics",
         [
             F("error_code", INT16),
-            F("name", STRING),
+            F("name", STRING, nullable="12+"),
+            F("topic_id", UUID, "10+"),
             F("is_internal", BOOL, "1+"),
             F(
                 "partitions",
@@ -200,7 +248,7 @@ METADATA_RESPONSE = [
             F("topic_authorized_operations", INT32, "8+", default=-(2**31)),
         ],
     ),
-    F("cluster_authorized_operations", INT32, "8+", default=-(2**31)),
+    F("cluster_authorized_operations", INT32, "8-10", default=-(2**31)),
 ]
 
 OFFSET_FOR_LEADER_EPOCH_REQUEST = [

@@ -46,47 +46,88 @@ OFFSET_COMMIT_RESPONSE = [
 
 # v2+: null topics means all topics the group has committed offsets for.
 OFFSET_FETCH_REQUEST = [
-    F("group_id", STRING),
+    F("group_id", STRING, "0-7"),
     F(
         "topics",
-        [F("name", STRING), F("partition_indexes", Array(INT32))],
-        nullable="2+",
+        [F("name", STRING, "0-7"), F("partition_indexes", Array(INT32), "0-7")],
+        "0-7",
+        nullable="2-7",
     ),
+    F(
+        "groups",
+        [
+            F("group_id", STRING, "8+"),
+            F(
+                "topics",
+                [F("name", STRING, "8+"), F("partition_indexes", Array(INT32), "8+")],
+                "8+",
+                nullable="8+",
+            ),
+        ],
+        "8+",
+    ),
+    F("require_stable", BOOL, "7+"),
 ]
+
+
+def _offset_fetch_partitions(versions: str) -> list:
+    return [
+        F("partition_index", INT32, versions),
+        F("committed_offset", INT64, versions),
+        F("committed_leader_epoch", INT32, "5+", default=-1),
+        F("metadata", STRING, versions, nullable=versions),
+        F("error_code", INT16, versions),
+    ]
+
 
 OFFSET_FETCH_RESPONSE = [
     F("throttle_time_ms", INT32, "3+"),
     F(
         "topics",
-        [
-            F("name", STRING),
-            F(
-                "partitions",
-                [
-                    F("partition_index", INT32),
-                    F("committed_offset", INT64),
-                    F("committed_leader_epoch", INT32, "5+", default=-1),
-                    F("metadata", STRING, nullable="0+"),
-                    F("error_code", INT16),
-                ],
-            ),
-        ],
+        [F("name", STRING, "0-7"), F("partitions", _offset_fetch_partitions("0-7"), "0-7")],
+        "0-7",
     ),
-    F("error_code", INT16, "2+"),
+    F("error_code", INT16, "2-7"),
+    F(
+        "groups",
+        [
+            F("group_id", STRING, "8+"),
+            F(
+                "topics",
+                [F("name", STRING, "8+"), F("partitions", _offset_fetch_partitions("8+"), "8+")],
+                "8+",
+            ),
+            F("error_code", INT16, "8+"),
+        ],
+        "8+",
+    ),
 ]
 
 FIND_COORDINATOR_REQUEST = [
-    F("key", STRING),
+    F("key", STRING, "0-3"),
     F("key_type", INT8, "1+"),
+    F("coordinator_keys", Array(STRING), "4+"),
 ]
 
 FIND_COORDINATOR_RESPONSE = [
     F("throttle_time_ms", INT32, "1+"),
-    F("error_code", INT16),
-    F("error_message", STRING, "1+", nullable="1+"),
-    F("node_id", INT32),
-    F("host", STRING),
-    F("port", INT32),
+    F("error_code", INT16, "0-3"),
+    F("error_message", STRING, "1-3", nullable="1-3"),
+    F("node_id", INT32, "0-3"),
+    F("host", STRING, "0-3"),
+    F("port", INT32, "0-3"),
+    F(
+        "coordinators",
+        [
+            F("key", STRING, "4+"),
+            F("node_id", INT32, "4+"),
+            F("host", STRING, "4+"),
+            F("port", INT32, "4+"),
+            F("error_code", INT16, "4+"),
+            F("error_message", STRING, "4+", nullable="4+"),
+        ],
+        "4+",
+    ),
 ]
 
 JOIN_GROUP_REQUEST = [
@@ -97,13 +138,15 @@ JOIN_GROUP_REQUEST = [
     F("group_instance_id", STRING, "5+", nullable="5+"),
     F("protocol_type", STRING),
     F("protocols", [F("name", STRING), F("metadata", BYTES)]),
+    F("reason", STRING, "8+", nullable="8+"),
 ]
 
 JOIN_GROUP_RESPONSE = [
     F("throttle_time_ms", INT32, "2+"),
     F("error_code", INT16),
     F("generation_id", INT32, default=-1),
-    F("protocol_name", STRING),
+    F("protocol_type", STRING, "7+", nullable="7+"),
+    F("protocol_name", STRING, nullable="7+"),
     F("leader", STRING),
     F("member_id", STRING),
     F(
@@ -133,7 +176,11 @@ LEAVE_GROUP_REQUEST = [
     F("member_id", STRING, "0-2"),
     F(
         "members",
-        [F("member_id", STRING), F("group_instance_id", STRING, nullable="3+")],
+        [
+            F("member_id", STRING),
+            F("group_instance_id", STRING, nullable="3+"),
+            F("reason", STRING, "5+", nullable="5+"),
+        ],
         "3+",
     ),
 ]
@@ -157,12 +204,16 @@ SYNC_GROUP_REQUEST = [
     F("generation_id", INT32),
     F("member_id", STRING),
     F("group_instance_id", STRING, "3+", nullable="3+"),
+    F("protocol_type", STRING, "5+", nullable="5+"),
+    F("protocol_name", STRING, "5+", nullable="5+"),
     F("assignments", [F("member_id", STRING), F("assignment", BYTES)]),
 ]
 
 SYNC_GROUP_RESPONSE = [
     F("throttle_time_ms", INT32, "1+"),
     F("error_code", INT16),
+    F("protocol_type", STRING, "5+", nullable="5+"),
+    F("protocol_name", STRING, "5+", nullable="5+"),
     F("assignment", BYTES),
 ]
 
@@ -197,10 +248,13 @@ DESCRIBE_GROUPS_RESPONSE = [
     ),
 ]
 
-LIST_GROUPS_REQUEST: list = []
+LIST_GROUPS_REQUEST = [F("states_filter", Array(STRING), "4+")]
 
 LIST_GROUPS_RESPONSE = [
     F("throttle_time_ms", INT32, "1+"),
     F("error_code", INT16),
-    F("groups", [F("group_id", STRING), F("protocol_type", STRING)]),
+    F(
+        "groups",
+        [F("group_id", STRING), F("protocol_type", STRING), F("group_state", STRING, "4+")],
+    ),
 ]

@@ -150,3 +150,78 @@ def skip_tagged_fields(buf, pos: int) -> int:
         size, pos = read_unsigned_varint(buf, pos)
         _, pos = _take(buf, pos, size, "tagged field")
     return pos
+
+
+# Compact forms of flexible versions (KIP-482): the length is an unsigned varint of
+# length + 1, so 0 means null. A one-byte varint (lengths up to 126) is read inline.
+
+
+def _compact_length(buf, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:
+        return b - 1, pos + 1
+    n, pos = read_unsigned_varint(buf, pos)
+    return n - 1, pos
+
+
+def read_compact_string(buf, pos: int) -> tuple[str, int]:
+    n, pos = _compact_length(buf, pos)
+    if n < 0:
+        raise ProtocolError(f"null for a non-nullable compact string at offset {pos - 1}")
+    raw, end = _take(buf, pos, n, "string")
+    return str(raw, "utf-8"), end
+
+
+def read_compact_nullable_string(buf, pos: int) -> tuple[str | None, int]:
+    n, pos = _compact_length(buf, pos)
+    if n < 0:
+        return None, pos
+    raw, end = _take(buf, pos, n, "string")
+    return str(raw, "utf-8"), end
+
+
+def write_compact_string(value: str | None) -> bytes:
+    if value is None:
+        return b"\x00"
+    raw = value.encode()
+    n = len(raw) + 1
+    return (bytes((n,)) if n < 0x80 else write_unsigned_varint(n)) + raw
+
+
+def read_compact_bytes(buf, pos: int) -> tuple[bytes, int]:
+    n, pos = _compact_length(buf, pos)
+    if n < 0:
+        raise ProtocolError(f"null for non-nullable compact bytes at offset {pos - 1}")
+    raw, end = _take(buf, pos, n, "bytes")
+    return bytes(raw), end
+
+
+def read_compact_nullable_bytes(buf, pos: int) -> tuple[bytes | None, int]:
+    n, pos = _compact_length(buf, pos)
+    if n < 0:
+        return None, pos
+    raw, end = _take(buf, pos, n, "bytes")
+    return bytes(raw), end
+
+
+def write_compact_bytes(value) -> bytes:
+    if value is None:
+        return b"\x00"
+    return write_unsigned_varint(len(value) + 1) + bytes(value)
+
+
+def read_compact_records(buf, pos: int) -> tuple[memoryview | None, int]:
+    """Nullable compact bytes returned as a zero-copy slice of `buf`."""
+    n, pos = _compact_length(buf, pos)
+    if n < 0:
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise ProtocolError(f"records of length {n} at offset {pos} run past the end ({len(buf)})")
+    view = buf[pos:end]
+    return (view if type(view) is memoryview else memoryview(view)), end
+
+
+def read_compact_array_length(buf, pos: int) -> tuple[int, int]:
+    """Item count of a compact array (-1: null)."""
+    return _compact_length(buf, pos)

@@ -11,6 +11,11 @@ closures built once at import time: consecutive fixed-width fields collapse into
 single struct.Struct, so the hot paths (Produce decode, Fetch encode) do a handful of
 unpack/pack calls per partition and no per-field type dispatch.
 
+Flexible versions (KIP-482, `compile_message(..., flexible=True)`) write strings,
+bytes, records and arrays with compact (unsigned varint length + 1) prefixes and end
+every struct with a tagged-field section: fields declared with a `tag` go there, are
+written only when they differ from their default, and unknown tags are skipped.
+
 Decoded bodies are plain dicts. Fields that do not exist at the decoded version are
 still present, set to their default, so handlers can index any field of any version.
 On encode a missing key takes the field default; fields absent from the version are
@@ -67,6 +72,13 @@ class Array:
     item: Fixed | Var
 
 
+@dataclass(frozen=True)
+class Struct:
+    """A single struct field (not an array): Kafka's LeaderIdAndEpoch and the like."""
+
+    fields: tuple
+
+
 def _parse_versions(spec: str | None) -> tuple[int, int]:
     if spec is None:
         return (1, 0)
@@ -90,6 +102,7 @@ class Field:
     versions: str = "0+"
     nullable: str | None = None
     default: object = _NO_DEFAULT
+    tag: int | None = None  # a tagged field (flexible versions only), as in Kafka's JSON
 
     def exists(self, version: int) -> bool:
         lo, hi = _parse_versions(self.versions)
@@ -107,6 +120,8 @@ class Field:
             return None
         if isinstance(self.type, list | Array):
             return []
+        if isinstance(self.type, Struct):
+            return {f.name: f.default_value() for f in self.type.fields}
         return self.type.default
 
 
@@ -117,6 +132,8 @@ def _default_maker(f: Field):
     value = f.default_value()
     if isinstance(value, list):
         return list
+    if isinstance(value, dict):
+        return lambda: dict(value)
     return lambda: value
 
 
@@ -128,24 +145,32 @@ def _check_count(n: int, buf, pos: int, min_item: int) -> None:
         raise ProtocolError(f"array count {n} at offset {pos} exceeds the remaining bytes")
 
 
-def _var_reader(t: Var, nullable: bool):
+def _var_reader(t: Var, nullable: bool, flexible: bool):
     if t is STRING:
+        if flexible:
+            return p.read_compact_nullable_string if nullable else p.read_compact_string
         return p.read_nullable_string if nullable else p.read_string
     if t is BYTES:
+        if flexible:
+            return p.read_compact_nullable_bytes if nullable else p.read_compact_bytes
         return p.read_nullable_bytes if nullable else p.read_bytes
     if t is RECORDS:
-        return p.read_records
+        return p.read_compact_records if flexible else p.read_records
     if t is UUID:
         return p.read_uuid
     raise TypeError(f"no reader for {t}")
 
 
-def _array_step(f: Field, version: int):
+def _read_int32_count(buf, pos):
+    return p.INT32.unpack_from(buf, pos)[0], pos + 4
+
+
+def _array_step(f: Field, version: int, flexible: bool):
     name = f.name
     nullable = f.nullable_at(version)
-    i32 = p.INT32.unpack_from
+    read_count = p.read_compact_array_length if flexible else _read_int32_count
     if isinstance(f.type, list):
-        item = compile_message(f.type, version).decode
+        item = compile_message(f.type, version, flexible).decode
 
         def read_items(buf, pos, n):
             items = []
@@ -165,7 +190,7 @@ def _array_step(f: Field, version: int):
 
         min_item = size
     else:
-        reader = _var_reader(f.type.item, False)
+        reader = _var_reader(f.type.item, False, flexible)
 
         def read_items(buf, pos, n):
             items = []
@@ -174,16 +199,16 @@ def _array_step(f: Field, version: int):
                 items.append(value)
             return items, pos
 
-        min_item = 2
+        min_item = 1 if flexible else 2
 
     def step(buf, pos, d):
-        (n,) = i32(buf, pos)
-        pos += 4
+        start = pos
+        n, pos = read_count(buf, pos)
         if n < 0:
             if n == -1 and nullable:
                 d[name] = None
                 return pos
-            raise ProtocolError(f"invalid count {n} for array {name!r} at offset {pos - 4}")
+            raise ProtocolError(f"invalid count {n} for array {name!r} at offset {start}")
         _check_count(n, buf, pos, min_item)
         d[name], pos = read_items(buf, pos, n)
         return pos
@@ -191,9 +216,20 @@ def _array_step(f: Field, version: int):
     return step
 
 
-def _var_step(f: Field, version: int):
+def _struct_step(f: Field, version: int, flexible: bool):
     name = f.name
-    reader = _var_reader(f.type, f.nullable_at(version))
+    decode = compile_message(list(f.type.fields), version, flexible).decode
+
+    def step(buf, pos, d):
+        d[name], pos = decode(buf, pos)
+        return pos
+
+    return step
+
+
+def _var_step(f: Field, version: int, flexible: bool):
+    name = f.name
+    reader = _var_reader(f.type, f.nullable_at(version), flexible)
 
     def step(buf, pos, d):
         d[name], pos = reader(buf, pos)
@@ -240,14 +276,27 @@ def _runs(fields: list[Field]):
 # --------------------------------------------------------------------------- encoding
 
 
-def _var_writer(t: Var):
+def _var_writer(t: Var, flexible: bool):
     if t is STRING:
-        return p.write_string
+        return p.write_compact_string if flexible else p.write_string
     if t is BYTES:
-        return p.write_bytes
+        return p.write_compact_bytes if flexible else p.write_bytes
     if t is UUID:
         return p.write_uuid
     raise TypeError(f"no writer for {t}")
+
+
+def _count_writer(flexible: bool):
+    """Length/count prefix writer: int32 (-1 = null), or compact (0 = null)."""
+    if not flexible:
+        pack = p.INT32.pack
+        return pack, p.NULL_LENGTH32
+    small = [bytes((n + 1,)) for n in range(126)]
+
+    def compact(n: int) -> bytes:
+        return small[n] if n < 126 else p.write_unsigned_varint(n + 1)
+
+    return compact, b"\x00"
 
 
 def record_set_length(value) -> int:
@@ -258,17 +307,17 @@ def record_set_length(value) -> int:
         return value.length
 
 
-def _records_encoder(f: Field, version: int):
+def _records_encoder(f: Field, version: int, flexible: bool):
     name = f.name
     nullable = f.nullable_at(version)
     default = f.default_value()
-    pack = p.INT32.pack
+    pack, null = _count_writer(flexible)
 
     def step(d, out):
         value = d.get(name, default)
         if value is None:
             if nullable:
-                out.append(p.NULL_LENGTH32)
+                out.append(null)
                 return
             value = b""
         out.append(pack(record_set_length(value)))
@@ -277,12 +326,12 @@ def _records_encoder(f: Field, version: int):
     return step
 
 
-def _array_encoder(f: Field, version: int):
+def _array_encoder(f: Field, version: int, flexible: bool):
     name = f.name
     nullable = f.nullable_at(version)
-    pack = p.INT32.pack
+    pack, null = _count_writer(flexible)
     if isinstance(f.type, list):
-        item = compile_message(f.type, version).encode
+        item = compile_message(f.type, version, flexible).encode
 
         def write_items(values, out):
             for v in values:
@@ -295,7 +344,7 @@ def _array_encoder(f: Field, version: int):
             out.append(struct.pack(f">{len(values)}{fmt}", *values))
 
     else:
-        writer = _var_writer(f.type.item)
+        writer = _var_writer(f.type.item, flexible)
 
         def write_items(values, out):
             out.extend(map(writer, values))
@@ -304,7 +353,7 @@ def _array_encoder(f: Field, version: int):
         values = d.get(name)
         if values is None:
             if nullable:
-                out.append(p.NULL_LENGTH32)
+                out.append(null)
                 return
             values = ()
         out.append(pack(len(values)))
@@ -313,12 +362,23 @@ def _array_encoder(f: Field, version: int):
     return step
 
 
-def _var_encoder(f: Field, version: int):
+def _struct_encoder(f: Field, version: int, flexible: bool):
+    name = f.name
+    encode = compile_message(list(f.type.fields), version, flexible).encode
+    default = f.default_value()
+
+    def step(d, out):
+        encode(d.get(name) or default, out)
+
+    return step
+
+
+def _var_encoder(f: Field, version: int, flexible: bool):
     name = f.name
     nullable = f.nullable_at(version)
     default = f.default_value()
     type_default = f.type.default
-    writer = _var_writer(f.type)
+    writer = _var_writer(f.type, flexible)
 
     def step(d, out):
         value = d.get(name, default)
@@ -356,8 +416,79 @@ class MessageCodec:
     encode: object
 
 
-def compile_message(fields: list[Field], version: int) -> MessageCodec:
+def _field_steps(f: Field, version: int, flexible: bool) -> tuple:
+    """(read step, write step) of one field that is not part of a fixed run."""
+    if isinstance(f.type, list | Array):
+        return _array_step(f, version, flexible), _array_encoder(f, version, flexible)
+    if isinstance(f.type, Struct):
+        return _struct_step(f, version, flexible), _struct_encoder(f, version, flexible)
+    if isinstance(f.type, Fixed):
+        return _fixed_run_step([f]), _fixed_run_encoder([f])
+    if f.type is RECORDS:
+        return _var_step(f, version, flexible), _records_encoder(f, version, flexible)
+    return _var_step(f, version, flexible), _var_encoder(f, version, flexible)
+
+
+def _tagged_steps(tagged: list[Field], version: int):
+    """Read and write steps of a struct's tagged-field section (flexible versions)."""
+    known = {}
+    writers = []
+    defaults = []
+    for f in sorted(tagged, key=lambda f: f.tag):
+        read, write = _field_steps(f, version, True)
+        known[f.tag] = read
+        writers.append((p.write_unsigned_varint(f.tag), f.name, f.default_value(), write))
+        defaults.append((f.name, _default_maker(f)))
+
+    def read_tagged(buf, pos, d):
+        for name, make in defaults:
+            d[name] = make()
+        if buf[pos] == 0:
+            return pos + 1
+        count, pos = p.read_unsigned_varint(buf, pos)
+        for _ in range(count):
+            tag, pos = p.read_unsigned_varint(buf, pos)
+            size, pos = p.read_unsigned_varint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise ProtocolError(f"tagged field {tag} of {size} bytes runs past the end")
+            read = known.get(tag)
+            if read is not None and read(buf, pos, d) != end:
+                raise ProtocolError(f"tagged field {tag} does not fill its {size} bytes")
+            pos = end
+        return pos
+
+    def write_tagged(d, out):
+        fields = []
+        for tag, name, default, write in writers:
+            value = d.get(name, default)
+            if value is None or value == default:
+                continue
+            parts: list = []
+            write(d, parts)
+            data = b"".join(parts)
+            fields.append(tag + p.write_unsigned_varint(len(data)) + data)
+        out.append(p.write_unsigned_varint(len(fields)) + b"".join(fields))
+
+    return read_tagged, write_tagged
+
+
+def _skip_tagged(buf, pos, d):
+    if buf[pos] == 0:
+        return pos + 1
+    return p.skip_tagged_fields(buf, pos)
+
+
+def _no_tagged(d, out):
+    out.append(b"\x00")
+
+
+def compile_message(fields: list[Field], version: int, flexible: bool = False) -> MessageCodec:
     present = [f for f in fields if f.exists(version)]
+    tagged = [f for f in present if f.tag is not None]
+    if tagged and not flexible:
+        raise TypeError(f"tagged fields {[f.name for f in tagged]} in non-flexible v{version}")
+    present = [f for f in present if f.tag is None]
     absent = [(f.name, _default_maker(f)) for f in fields if not f.exists(version)]
     read_steps = []
     write_steps = []
@@ -365,18 +496,19 @@ def compile_message(fields: list[Field], version: int) -> MessageCodec:
         if kind == "fixed":
             read_steps.append(_fixed_run_step(item))
             write_steps.append(_fixed_run_encoder(item))
-        elif isinstance(item.type, list | Array):
-            read_steps.append(_array_step(item, version))
-            write_steps.append(_array_encoder(item, version))
-        elif item.type is RECORDS:
-            read_steps.append(_var_step(item, version))
-            write_steps.append(_records_encoder(item, version))
         else:
-            read_steps.append(_var_step(item, version))
-            write_steps.append(_var_encoder(item, version))
+            read, write = _field_steps(item, version, flexible)
+            read_steps.append(read)
+            write_steps.append(write)
+    if tagged:
+        read, write = _tagged_steps(tagged, version)
+        read_steps.append(read)
+        write_steps.append(write)
+    elif flexible:
+        read_steps.append(_skip_tagged)
+        write_steps.append(_no_tagged)
     read_steps = tuple(read_steps)
     write_steps = tuple(write_steps)
-
     if absent:
 
         def decode(buf, pos):

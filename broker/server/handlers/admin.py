@@ -9,6 +9,9 @@ INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (a topic
 named twice in one request).
 
+CreateTopics v5+ also answers the created topic's partitions, replication factor and
+configs (v7: its id); DeleteTopics v6 may name topics by id.
+
 DescribeConfigs covers topic (2) and broker (4) resources. Per version: v0 reports
 `is_default`; v1+ `config_source` (1 topic override, 4 static broker config, 5
 default) and, on request, `synonyms`; v3 `config_type` and `documentation`.
@@ -24,6 +27,7 @@ from broker.config import KEYS, TOPIC_SYNONYMS
 from broker.log.config import TOPIC_CONFIG_NAMES
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.dispatch import handles
+from broker.server.handlers.metadata import NO_TOPIC_ID, named_topic, topic_uuid
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -72,8 +76,46 @@ def create_topics(ctx, body):
             )
         except TopicError as e:
             code, message = e.code, e.message
-        results.append({"name": name, "error_code": code, "error_message": message})
+        result = {"name": name, "error_code": code, "error_message": message}
+        if code == ErrorCode.NONE and ctx.api_version >= 5:
+            result |= _created(ctx.core, name, topic, partitions, rf, body["validate_only"])
+        results.append(result)
     return {"throttle_time_ms": 0, "topics": results}
+
+
+def _created(core, name: str, topic: dict, partitions: int, rf: int, validate_only: bool):
+    """What v5+ tells about a created topic: id, partitions, replication and configs
+    (for validate_only, the topic as it would be)."""
+    meta = core.replicas.topic(name)
+    if meta is None:  # validate_only: nothing was made
+        configs = {c["name"]: c["value"] for c in topic["configs"]}
+        values = core.replicas.log_config(configs).to_props()
+        sources = dict.fromkeys(configs, SOURCE_TOPIC)
+        topic_id = None
+    else:
+        values, _ = core.replicas.effective_configs(meta)
+        sources = dict.fromkeys(meta.configs, SOURCE_TOPIC)
+        partitions, rf = meta.partitions, len(meta.assignments[0])
+        topic_id = topic_uuid(meta)
+    if partitions == -1:
+        partitions = core.config["num.partitions"]
+    if rf == -1:
+        rf = core.config["default.replication.factor"]
+    return {
+        "topic_id": topic_id or NO_TOPIC_ID,
+        "num_partitions": partitions,
+        "replication_factor": rf,
+        "configs": [
+            {
+                "name": key,
+                "value": value,
+                "read_only": False,
+                "config_source": sources.get(key, SOURCE_DEFAULT),
+                "is_sensitive": False,
+            }
+            for key, value in values.items()
+        ],
+    }
 
 
 def _check_assignments(broker_id: int, topic: dict) -> tuple[int, int]:
@@ -96,14 +138,31 @@ def _check_assignments(broker_id: int, topic: dict) -> tuple[int, int]:
 
 @handles(ApiKey.DELETE_TOPICS)
 def delete_topics(ctx, body):
+    """v0-5 name topics; v6 names them or gives their ids (an unknown id answers
+    UNKNOWN_TOPIC_ID with a null name)."""
+    if ctx.api_version >= 6:
+        wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]
+    else:
+        wanted = [(name, NO_TOPIC_ID) for name in body["topic_names"]]
     results = []
-    for name in body["topic_names"]:
-        code = ErrorCode.NONE
+    for name, topic_id in wanted:
+        if name is None:
+            name = named_topic({"topic_id": topic_id}, ctx.core.replicas.topics())
+            if isinstance(name, dict):
+                results.append(name | {"error_message": "unknown topic id"})
+                continue
+        meta = ctx.core.replicas.topic(name)
+        result = {
+            "name": name,
+            "topic_id": topic_uuid(meta) if meta is not None else NO_TOPIC_ID,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
         try:
             ctx.core.replicas.delete_topic(name)
         except TopicError as e:
-            code = e.code
-        results.append({"name": name, "error_code": code})
+            result["error_code"], result["error_message"] = e.code, e.message
+        results.append(result)
     return {"throttle_time_ms": 0, "responses": results}
 
 

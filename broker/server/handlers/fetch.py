@@ -18,7 +18,9 @@ append (or high-watermark move) re-reads; the fetch answers once `min_bytes` are
 there, a partition turns to an error, or the wait expires (then with whatever is
 there).
 
-Follower fetch seam: for replica_id >= 0 the fetch offset is reported to
+Follower fetch seam: a follower whose last fetched epoch (v12+) diverges from this
+log gets `diverging_epoch` and nothing else (`_divergence`). Otherwise, for
+replica_id >= 0 the fetch offset is reported to
 `Partition.update_follower_leo` (which moves the high watermark and completes
 waiting acks=all produces). Only replicas listed in the partition's assignment may
 fetch; on a single node there are none, so such fetches get
@@ -58,6 +60,20 @@ def _empty(index: int, code: ErrorCode, partition=None) -> dict:
     }
 
 
+def _divergence(partition, req: dict) -> dict | None:
+    """A follower's log diverges from ours (Fetch v12+, KIP-595's check) when the
+    epoch of its last fetched batch ends here before its fetch offset, or is unknown
+    here: answer where our matching epoch ends, with no records and no position
+    update, so that it truncates without a separate OffsetForLeaderEpoch."""
+    last_epoch = req["last_fetched_epoch"]
+    if last_epoch < 0:
+        return None
+    epoch, end = partition.log.leader_epoch_cache.end_offset_for(last_epoch)
+    if epoch < last_epoch or end < req["fetch_offset"]:
+        return {"epoch": epoch, "end_offset": end}
+    return None
+
+
 def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
     """One pass over the request -> (topic responses, bytes found, any partition error)."""
     replica_id = body["replica_id"]
@@ -84,6 +100,11 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
             if code == ErrorCode.NONE and follower:
                 if replica_id not in partition.replicas or replica_id == partition.broker_id:
                     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                elif (diverging := _divergence(partition, req)) is not None:
+                    resp = _empty(index, ErrorCode.NONE, partition)
+                    resp["diverging_epoch"] = diverging
+                    parts.append(resp)
+                    continue
                 elif req["fetch_offset"] <= partition.log_end_offset:
                     partition.update_follower_leo(replica_id, req["fetch_offset"])
                     if core.cluster is not None and replica_id not in partition.isr:

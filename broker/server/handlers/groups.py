@@ -113,34 +113,41 @@ def _coordinator(ctx) -> GroupCoordinator:
 
 @handles(ApiKey.FIND_COORDINATOR)
 def find_coordinator(ctx, body):
+    """v0-3 ask for one key; v4+ for a list (`coordinator_keys`), answered per key."""
+    if ctx.api_version >= 4:
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [
+                {"key": key} | _coordinator_of(ctx, key, body["key_type"])
+                for key in body["coordinator_keys"]
+            ],
+        }
+    return {"throttle_time_ms": 0} | _coordinator_of(ctx, body["key"], body["key_type"])
+
+
+def _coordinator_of(ctx, key: str, key_type: int) -> dict:
     core = ctx.core
-    resp = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None}
-    if body.get("key_type", _GROUP_KEY_TYPE) != _GROUP_KEY_TYPE:
+    none = {"node_id": -1, "host": "", "port": -1}
+    if key_type != _GROUP_KEY_TYPE:
         code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
     else:
         code, message = _ensure_offsets_topic(core), None
     if code != ErrorCode.NONE:
-        resp.update(error_code=code, error_message=message, node_id=-1, host="", port=-1)
-        return resp
-    index = _coordinator(ctx).partition_for(body["key"])
+        return {"error_code": code, "error_message": message} | none
+    index = _coordinator(ctx).partition_for(key)
+    found = {"error_code": ErrorCode.NONE, "error_message": None}
     if core.cluster is not None:
         leader = core.cluster.leader_of(TOPIC, index)
         info = core.cluster.brokers.get(leader)
         if info is None:
-            resp.update(
-                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                error_message="the coordinator's partition has no leader yet",
-                node_id=-1,
-                host="",
-                port=-1,
-            )
-        else:
-            resp.update(node_id=leader, host=info.host, port=info.port)
-        return resp
+            return {
+                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "the coordinator's partition has no leader yet",
+            } | none
+        return found | {"node_id": leader, "host": info.host, "port": info.port}
     partition = core.replicas.get_partition(TOPIC, index)
     host, port = core.advertised
-    resp.update(node_id=partition.leader, host=host, port=port)
-    return resp
+    return found | {"node_id": partition.leader, "host": host, "port": port}
 
 
 @handles(ApiKey.JOIN_GROUP)
@@ -165,7 +172,8 @@ async def join_group(ctx, body):
         "throttle_time_ms": 0,
         "error_code": r.error,
         "generation_id": r.generation_id,
-        "protocol_name": r.protocol_name or "",
+        "protocol_type": r.protocol_type,
+        "protocol_name": r.protocol_name if version >= 7 else r.protocol_name or "",
         "leader": r.leader,
         "member_id": r.member_id,
         "members": [
@@ -191,7 +199,13 @@ async def sync_group(ctx, body):
         body.get("protocol_type"),
         body.get("protocol_name"),
     )
-    return {"throttle_time_ms": 0, "error_code": r.error, "assignment": r.assignment}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": r.error,
+        "protocol_type": r.protocol_type,
+        "protocol_name": r.protocol_name,
+        "assignment": r.assignment,
+    }
 
 
 @handles(ApiKey.HEARTBEAT)
@@ -278,11 +292,23 @@ async def offset_commit(ctx, body):
 
 @handles(ApiKey.OFFSET_FETCH)
 def offset_fetch(ctx, body):
-    requested = body["topics"]
+    """v0-7 ask for one group; v8+ for several (`groups`), answered per group. With no
+    transactions there are never pending offsets, so require_stable changes nothing."""
+    if ctx.api_version >= 8:
+        groups = []
+        for group in body["groups"]:
+            code, topics = _group_offsets(ctx, group["group_id"], group["topics"])
+            groups.append({"group_id": group["group_id"], "topics": topics, "error_code": code})
+        return {"throttle_time_ms": 0, "groups": groups}
+    code, topics = _group_offsets(ctx, body["group_id"], body["topics"])
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+
+
+def _group_offsets(ctx, group_id: str, requested: list | None) -> tuple[ErrorCode, list]:
     wanted = None
     if requested is not None:
         wanted = [(t["name"], i) for t in requested for i in t["partition_indexes"]]
-    code, offsets = _coordinator(ctx).fetch_offsets(body["group_id"], wanted)
+    code, offsets = _coordinator(ctx).fetch_offsets(group_id, wanted)
     topics: dict[str, list] = {}
     for tp in wanted if wanted is not None else sorted(offsets):
         v = offsets.get(tp)
@@ -295,11 +321,7 @@ def offset_fetch(ctx, body):
                 "error_code": code,
             }
         )
-    return {
-        "throttle_time_ms": 0,
-        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-        "error_code": code,
-    }
+    return code, [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
 @handles(ApiKey.DESCRIBE_GROUPS)
@@ -333,8 +355,11 @@ def describe_groups(ctx, body):
 
 @handles(ApiKey.LIST_GROUPS)
 def list_groups(ctx, body):
+    """v4+ may filter by state (case-insensitive, as Kafka) and answers each state."""
+    wanted = {state.lower() for state in body["states_filter"]}
     groups = [
-        {"group_id": gid, "protocol_type": ptype}
-        for gid, ptype, _state in _coordinator(ctx).list_groups()
+        {"group_id": gid, "protocol_type": ptype, "group_state": state}
+        for gid, ptype, state in _coordinator(ctx).list_groups()
+        if not wanted or state.lower() in wanted
     ]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

@@ -7,15 +7,44 @@ allows it; the single node creates them synchronously, so the answer already
 carries their partitions. A cluster creates them through ZooKeeper and the
 controller; the answer then waits (bounded by AUTO_CREATE_WAIT_S) until their
 partitions have leaders, and says LEADER_NOT_AVAILABLE (retriable) only past that.
+v10+ carries each topic's id, and a requested topic may be named by id alone (name
+null): an unknown id answers UNKNOWN_TOPIC_ID with a null name.
 """
 
 import asyncio
+import uuid
 
 from broker.cluster.names import is_internal
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.dispatch import handles
 
 AUTO_CREATE_WAIT_S = 3.0
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def topic_uuid(meta) -> uuid.UUID:
+    """The topic's id as a UUID (the zero UUID for a topic stored without a valid one)."""
+    try:
+        return uuid.UUID(hex=meta.topic_id)
+    except (TypeError, ValueError):
+        return NO_TOPIC_ID
+
+
+def named_topic(item: dict, topics) -> str | dict:
+    """The name a requested topic entry stands for, or the error entry of an unknown id."""
+    if item.get("name") is not None:
+        return item["name"]
+    wanted = item.get("topic_id", NO_TOPIC_ID)
+    for name, meta in topics.items():
+        if wanted != NO_TOPIC_ID and topic_uuid(meta) == wanted:
+            return name
+    return {
+        "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+        "name": None,
+        "topic_id": wanted,
+        "is_internal": False,
+        "partitions": [],
+    }
 
 
 def topic_entry(core, name: str) -> dict:
@@ -37,6 +66,7 @@ def topic_entry(core, name: str) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
+        "topic_id": topic_uuid(meta),
         "is_internal": is_internal(name),
         "partitions": partitions,
     }
@@ -65,6 +95,7 @@ def cluster_topic_entry(core, name: str) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
+        "topic_id": topic_uuid(meta),
         "is_internal": is_internal(name),
         "partitions": partitions,
     }
@@ -106,7 +137,10 @@ def _cluster_response(ctx, body, created: list[str]) -> dict:
         allow_create = ctx.api_version < 4 or body["allow_auto_topic_creation"]
         topics = []
         for item in requested:
-            name = item["name"]
+            name = named_topic(item, node.topics)
+            if isinstance(name, dict):
+                topics.append(name)
+                continue
             if name in node.topics:
                 topics.append(cluster_topic_entry(core, name))
                 continue
@@ -157,7 +191,10 @@ def metadata(ctx, body):
         allow_create = version < 4 or body["allow_auto_topic_creation"]
         topics = []
         for item in requested:
-            name = item["name"]
+            name = named_topic(item, core.replicas.topics())
+            if isinstance(name, dict):
+                topics.append(name)
+                continue
             if core.replicas.topic(name) is None:
                 code = core.replicas.auto_create(name) if allow_create else None
                 if code is None:

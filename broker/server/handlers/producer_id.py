@@ -1,6 +1,7 @@
-"""InitProducerId (v0-1): producer ids for idempotent producers.
+"""InitProducerId (v0-4): producer ids for idempotent producers.
 
-Each call hands out a fresh producer id with epoch 0: on a single node from the
+Each call hands out a fresh producer id with epoch 0, also when v3+ names the
+producer's current id and epoch (Kafka does the same without a transactional id): on a single node from the
 broker's `ProducerIdManager` (blocks reserved in `<data dir>/meta/producer-id-block`,
 so ids stay unique across restarts), in a cluster from blocks reserved in ZooKeeper
 (`broker.cluster.producer_ids`), so ids stay unique across brokers too. Transactions are not supported: a request with a

@@ -28,6 +28,8 @@ def _type_strategy(t, version: int):
         return body(t, version)
     if isinstance(t, s.Array):
         return st.lists(_type_strategy(t.item, version), max_size=3)
+    if isinstance(t, s.Struct):
+        return body(list(t.fields), version)
     if isinstance(t, s.Fixed):
         return _FIXED[t.name]
     return _VAR[t.name]
@@ -56,6 +58,8 @@ def expected(fields: list, version: int, value: dict) -> dict:
             out[f.name] = f.default_value()
         elif isinstance(f.type, list) and value[f.name] is not None:
             out[f.name] = [expected(f.type, version, item) for item in value[f.name]]
+        elif isinstance(f.type, s.Struct):
+            out[f.name] = expected(list(f.type.fields), version, value[f.name])
         else:
             out[f.name] = value[f.name]
     return out

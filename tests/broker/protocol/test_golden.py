@@ -30,7 +30,7 @@ def test_api_versions_v0_request():
     assert encode_request(ApiKey.API_VERSIONS, 0, 1, "kcat", {}) == wire
     header, body = decode_request(wire[4:])
     assert header == RequestHeader(18, 0, 1, "kcat")
-    assert body == {}
+    assert body == {"client_software_name": "", "client_software_version": ""}  # v3+ only
 
 
 def test_api_versions_v0_response():
@@ -43,7 +43,14 @@ def test_api_versions_v0_response():
     }
     wire = frame(bytes.fromhex("00000001 0000 00000002 0000 0000 0008 0012 0000 0002"))
     assert encode_response(RequestHeader(18, 0, 1, "kcat"), body) == [wire]
-    assert decode_response(18, 0, wire[4:]) == (1, body | {"throttle_time_ms": 0})
+    defaults = {
+        "throttle_time_ms": 0,
+        "supported_features": [],
+        "finalized_features_epoch": -1,
+        "finalized_features": [],
+        "zk_migration_ready": False,
+    }  # fields of later versions
+    assert decode_response(18, 0, wire[4:]) == (1, body | defaults)
 
 
 def test_api_versions_v1_response_has_throttle_after_keys():
@@ -53,30 +60,30 @@ def test_api_versions_v1_response_has_throttle_after_keys():
 
 
 RANGES = [
-    (0, 8), (1, 11), (2, 5), (3, 8), (8, 7), (9, 5), (10, 2), (11, 5), (12, 3), (13, 3),
-    (14, 3), (15, 4), (16, 2), (17, 1), (18, 2), (19, 4), (20, 3), (22, 1), (23, 3),
-    (32, 3), (36, 1),
+    (0, 9), (1, 12), (2, 6), (3, 12), (8, 8), (9, 8), (10, 4), (11, 8), (12, 4), (13, 5),
+    (14, 5), (15, 5), (16, 4), (17, 1), (18, 4), (19, 7), (20, 6), (22, 4), (23, 4),
+    (32, 4), (36, 2),
 ]  # fmt: skip
 
 
-def test_api_versions_v3_fallback_bytes():
-    # An ApiVersions v3 request as librdkafka sends it: header v2 (client id, empty
+def test_api_versions_above_ours_fallback_bytes():
+    # An ApiVersions v5 request, newer than the broker: header v2 (client id, empty
     # tagged fields), then a compact-string body the broker must not parse.
     request = (
-        bytes.fromhex("0012 0003 0000002a 0007")
+        bytes.fromhex("0012 0005 0000002a 0007")
         + b"rdkafka"
         + b"\x00"  # header tagged fields
         + b"\x08librdkafka\x062.6.1\x00"  # compact strings + tagged fields
     )
     header, pos = decode_request_header(request, flexible=True)
-    assert header == RequestHeader(18, 3, 42, "rdkafka") and pos == 18
+    assert header == RequestHeader(18, 5, 42, "rdkafka") and pos == 18
     try:
         decode_request(request)
     except UnsupportedVersion as exc:
         assert exc.header == header and exc.correlation_id == 42
         answer = api_versions_fallback(exc.header)
     else:
-        raise AssertionError("ApiVersions v3 must not be parsed")
+        raise AssertionError("ApiVersions v5 must not be parsed")
     entries = b"".join(struct.pack(">hhh", key, 0, hi) for key, hi in RANGES)
     expected = frame(struct.pack(">ihi", 42, 35, len(RANGES)) + entries)
     assert answer == [expected]

@@ -22,6 +22,7 @@ from broker.protocol import (
     ErrorCode,
     RequestHeader,
     UnsupportedVersion,
+    api_versions_body,
     api_versions_fallback,
     decode_request,
     encode_response,
@@ -64,7 +65,7 @@ CASES = [
     (key, is_request)
     for key in SCHEMAS
     for is_request in (True, False)
-    if any((key, v, is_request) in KP for v in range(SCHEMAS[key][0] + 1))
+    if any((key, v, is_request) in KP for v in range(SCHEMAS[key].max_version + 1))
 ]
 
 
@@ -76,9 +77,11 @@ CASES = [
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_kafka_python_reads_and_rewrites_our_bytes(api_key, is_request, data):
-    versions = [v for v in range(SCHEMAS[api_key][0] + 1) if (api_key, v, is_request) in KP]
+    versions = [
+        v for v in range(SCHEMAS[api_key].max_version + 1) if (api_key, v, is_request) in KP
+    ]
     version = data.draw(st.sampled_from(versions), label="version")
-    fields = SCHEMAS[api_key][1 if is_request else 2]
+    fields = SCHEMAS[api_key].request if is_request else SCHEMAS[api_key].response
     ours = _our_body_bytes(api_key, version, is_request, data.draw(body(fields, version)))
     theirs = KP[(api_key, version, is_request)].decode(ours)
     assert theirs.encode() == ours
@@ -107,8 +110,8 @@ ALL_CASES = [(key, is_request) for key in SCHEMAS for is_request in (True, False
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_kafka_python_json_classes_agree_at_every_version(api_key, is_request, data):
-    version = data.draw(st.integers(0, SCHEMAS[api_key][0]), label="version")
-    fields = SCHEMAS[api_key][1 if is_request else 2]
+    version = data.draw(st.integers(0, SCHEMAS[api_key].max_version), label="version")
+    fields = SCHEMAS[api_key].request if is_request else SCHEMAS[api_key].response
     ours = _our_body_bytes(api_key, version, is_request, data.draw(body(fields, version)))
     theirs = _json_class(api_key, is_request)[version].decode(ours)
     # the base encode: DeleteTopicsRequest's override trips over a decoded object
@@ -170,22 +173,37 @@ def test_fetch_request_from_kafka_python(version):
 def test_api_versions_v0_request_from_kafka_python():
     cls = KP[(ApiKey.API_VERSIONS, 0, True)]
     header, decoded = decode_request(_request_frame(cls()))
-    assert header == RequestHeader(18, 0, 11, "kp") and decoded == {}
+    assert header == RequestHeader(18, 0, 11, "kp")
+    assert decoded == {"client_software_name": "", "client_software_version": ""}
 
 
 @pytest.mark.parametrize("version", [3, 4])
-def test_api_versions_flexible_request_gets_v0_fallback(version):
+def test_api_versions_flexible_request_and_response_with_kafka_python(version):
     cls = KP[(ApiKey.API_VERSIONS, version, True)]
     request = cls(client_software_name="kafka-python", client_software_version="3.0", tags={})
+    header, decoded = decode_request(_request_frame(request, correlation_id=99))
+    assert header == RequestHeader(18, version, 99, "kp")
+    assert decoded == {"client_software_name": "kafka-python", "client_software_version": "3.0"}
+    (answer,) = encode_response(header, api_versions_body())
+    stream = BytesIO(answer[4:])
+    response_cls = KP[(ApiKey.API_VERSIONS, version, False)]
+    assert response_cls.parse_header(stream).correlation_id == 99  # header v0, always
+    response = response_cls.decode(stream)
+    assert response.error_code == ErrorCode.NONE
+    assert (18, 0, 4) in [tuple(k)[:3] for k in response.api_keys]
+
+
+def test_api_versions_above_ours_gets_the_v0_fallback():
+    request = bytes.fromhex("0012 0005 00000063 0002") + b"kp" + b"\x00\x01\x01\x00"
     with pytest.raises(UnsupportedVersion) as info:
-        decode_request(_request_frame(request, correlation_id=99))
+        decode_request(request)
     assert info.value.correlation_id == 99
     (answer,) = api_versions_fallback(info.value.header)
     stream = BytesIO(answer[4:])
     assert KP[(ApiKey.API_VERSIONS, 0, False)].parse_header(stream).correlation_id == 99
     response = KP[(ApiKey.API_VERSIONS, 0, False)].decode(stream)
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert (18, 0, 2) in [tuple(k) for k in response.api_keys]
+    assert (18, 0, 4) in [tuple(k) for k in response.api_keys]
 
 
 def test_our_fetch_v11_response_in_kafka_python():

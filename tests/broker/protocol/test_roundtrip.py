@@ -27,7 +27,7 @@ FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthChe
 def test_request_round_trip(api_key, data):
     lo, hi = SUPPORTED_VERSIONS[api_key]
     version = data.draw(st.integers(lo, hi), label="version")
-    fields = SCHEMAS[api_key][1]
+    fields = SCHEMAS[api_key].request
     value = data.draw(body(fields, version), label="body")
     client_id = data.draw(st.none() | st.text(max_size=8), label="client_id")
     frame = encode_request(api_key, version, 123, client_id, value)
@@ -44,7 +44,7 @@ def test_request_round_trip(api_key, data):
 def test_response_round_trip(api_key, data):
     lo, hi = SUPPORTED_VERSIONS[api_key]
     version = data.draw(st.integers(lo, hi), label="version")
-    fields = SCHEMAS[api_key][2]
+    fields = SCHEMAS[api_key].response
     value = data.draw(body(fields, version), label="body")
     parts = encode_response(RequestHeader(api_key, version, -7, None), value)
     assert len(parts) == 1
@@ -58,6 +58,6 @@ def test_response_round_trip(api_key, data):
 def test_every_api_has_versions_zero_to_max():
     assert set(SUPPORTED_VERSIONS) == set(ApiKey)
     assert all(lo == 0 for lo, _ in SUPPORTED_VERSIONS.values())
-    assert SUPPORTED_VERSIONS[ApiKey.PRODUCE] == (0, 8)
-    assert SUPPORTED_VERSIONS[ApiKey.FETCH] == (0, 11)
-    assert SUPPORTED_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (0, 3)
+    assert SUPPORTED_VERSIONS[ApiKey.PRODUCE] == (0, 9)
+    assert SUPPORTED_VERSIONS[ApiKey.FETCH] == (0, 12)
+    assert SUPPORTED_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (0, 4)

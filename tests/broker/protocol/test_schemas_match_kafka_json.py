@@ -1,7 +1,8 @@
 """Our declarations match Kafka's message JSON (as bundled with kafka-python).
 
 For every API at every supported version: the same fields in the same order, with
-snake_case names, the same types and nullability, and the same numeric/bool defaults.
+snake_case names, the same types and nullability, the same numeric/bool defaults, the
+same tagged fields with the same tags, and the same first flexible version.
 """
 
 from __future__ import annotations
@@ -28,29 +29,49 @@ def in_range(spec: str | None, version: int) -> bool:
     return int(lo) <= version <= int(hi or lo)
 
 
+def first_version(spec: str) -> int | None:
+    return None if spec == "none" else int(re.match(r"\d+", spec).group())
+
+
 def type_name(t) -> str:
     if isinstance(t, list):
         return "[]struct"
     if isinstance(t, s.Array):
         return "[]" + t.item.name
+    if isinstance(t, s.Struct):
+        return "struct"
     return t.name
+
+
+PRIMITIVES = {
+    "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "string",
+    "bytes", "records", "uuid",
+}  # fmt: skip
 
 
 def json_type(field: dict) -> str:
     t = field["type"]
     if t.startswith("[]") and t[2:3].isupper():
         return "[]struct"
+    if t not in PRIMITIVES and not t.startswith("[]"):
+        return "struct"
     return t
 
 
-def compare(ours: list, theirs: list, version: int, path: str) -> None:
-    kafka_fields = [
-        f for f in theirs if "taggedVersions" not in f and in_range(f["versions"], version)
-    ]
+def struct_fields(field: dict, common: dict) -> list:
+    if "fields" in field:
+        return field["fields"]
+    return common[field["type"].removeprefix("[]")]
+
+
+def compare(ours: list, theirs: list, version: int, path: str, common: dict) -> None:
+    kafka_fields = [f for f in theirs if in_range(f["versions"], version)]
     our_fields = [f for f in ours if f.exists(version)]
     assert [f.name for f in our_fields] == [snake(f["name"]) for f in kafka_fields], path
     for mine, kafka in zip(our_fields, kafka_fields, strict=True):
         where = f"{path}.{mine.name} v{version}"
+        tagged = in_range(kafka.get("taggedVersions"), version)
+        assert mine.tag == (kafka["tag"] if tagged else None), where
         assert type_name(mine.type) == json_type(kafka), where
         assert mine.nullable_at(version) == in_range(kafka.get("nullableVersions"), version), where
         default = kafka.get("default")
@@ -60,19 +81,21 @@ def compare(ours: list, theirs: list, version: int, path: str) -> None:
                 expected = int(expected, 0)
             assert mine.default_value() == expected, where
         if isinstance(mine.type, list):
-            compare(mine.type, kafka["fields"], version, f"{path}.{mine.name}")
+            compare(mine.type, struct_fields(kafka, common), version, where, common)
+        if isinstance(mine.type, s.Struct):
+            compare(list(mine.type.fields), struct_fields(kafka, common), version, where, common)
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("api_key", list(SCHEMAS), ids=lambda k: k.name)
 def test_declarations_follow_kafka_json(api_key):
-    max_version, request, response = SCHEMAS[api_key]
+    api = SCHEMAS[api_key]
     base = "".join(w.capitalize() for w in api_key.name.split("_"))
-    for suffix, ours in (("Request", request), ("Response", response)):
+    for suffix, ours in (("Request", api.request), ("Response", api.response)):
         kafka = load_json(base + suffix)
         assert kafka["apiKey"] == api_key
-        assert in_range(kafka["validVersions"], max_version)
-        assert not in_range(kafka["flexibleVersions"], max_version)
-        assert api_key == 17 or in_range(kafka["flexibleVersions"], max_version + 1)
-        for version in range(max_version + 1):
-            compare(ours, kafka["fields"], version, base + suffix)
+        assert in_range(kafka["validVersions"], api.max_version)
+        assert api.flexible == first_version(kafka["flexibleVersions"])
+        common = {c["name"]: c["fields"] for c in kafka.get("commonStructs", [])}
+        for version in range(api.max_version + 1):
+            compare(ours, kafka["fields"], version, base + suffix, common)

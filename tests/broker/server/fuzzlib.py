@@ -59,7 +59,7 @@ from broker.protocol.records import (
     UnsupportedCodecError,
     iter_batches,
 )
-from broker.protocol.registry import SCHEMAS
+from broker.protocol.registry import SCHEMAS, is_flexible
 from common.hostport import free_port
 
 CANARY_CORRELATION = 0x7ABC0DE5
@@ -198,10 +198,13 @@ class FieldMap:
 
 
 def field_map(frame: bytes) -> FieldMap | None:
-    """Walk a decodable request frame with its schema; None if it is not one."""
+    """Walk a decodable request frame with its schema; None if it is not one, or if
+    it is in a flexible version (varint lengths, tagged fields: mutated byte-wise only)."""
     try:
-        header, _ = decode_request(frame)
+        header, _ = decode_request(frame, strict=True)
     except InvalidRequest:
+        return None
+    if is_flexible(header.api_key, header.api_version):
         return None
     out = FieldMap(
         [Spot(0, 2, "int", "api_key"), Spot(2, 2, "int", "api_version")],
@@ -210,7 +213,7 @@ def field_map(frame: bytes) -> FieldMap | None:
     out.spots += [Spot(4, 4, "int", "correlation_id"), Spot(8, 2, "len16", "client_id")]
     n = _I16.unpack_from(frame, 8)[0]
     pos = 10 + max(n, 0)
-    fields = SCHEMAS[ApiKey(header.api_key)][1]
+    fields = SCHEMAS[ApiKey(header.api_key)].request
     _walk(fields, header.api_version, frame, pos, out)
     return out
 

@@ -37,11 +37,11 @@ def records_of(resp_partition) -> list[bytes]:
     return [r.value for b in iter_batches(data, allow_partial_tail=True) for r in b.records()]
 
 
-def test_api_versions_v3_gets_v0_fallback_then_v2_works(module_broker):
+def test_api_versions_above_ours_gets_v0_fallback_then_v3_works(module_broker):
     with WireClient(module_broker.port) as c:
-        # A v3 request is flexible (header v2); the broker must not parse its body.
+        # A v5 request (newer than the broker): header v2, a body the broker must not parse.
         raw = bytearray(encode_request(ApiKey.API_VERSIONS, 0, 7, "x", {}))
-        raw[6:8] = (3).to_bytes(2, "big")
+        raw[6:8] = (5).to_bytes(2, "big")
         raw += b"\x00\x00"  # tagged fields the old header lacks; ignored by the broker
         raw[0:4] = (len(raw) - 4).to_bytes(4, "big")
         c.send_raw(bytes(raw))
@@ -49,11 +49,15 @@ def test_api_versions_v3_gets_v0_fallback_then_v2_works(module_broker):
         assert corr == 7
         assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
         ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
-        assert ranges[ApiKey.API_VERSIONS] == (0, 2)
-        body = c.request(ApiKey.API_VERSIONS, 2, {})
+        assert ranges[ApiKey.API_VERSIONS] == (0, 4)
+        body = c.request(
+            ApiKey.API_VERSIONS,
+            3,
+            {"client_software_name": "wire-test", "client_software_version": "1.0"},
+        )
         assert body["error_code"] == 0
         ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
-        assert ranges[ApiKey.PRODUCE] == (0, 8) and ranges[ApiKey.FETCH] == (0, 11)
+        assert ranges[ApiKey.PRODUCE] == (0, 9) and ranges[ApiKey.FETCH] == (0, 12)
 
 
 def test_metadata_version_quirks_and_auto_create(module_broker):

@@ -1,0 +1,228 @@
+"""Flexible versions (KIP-482) byte for byte: bytes written by hand from the rules
+(compact lengths = unsigned varint of length + 1, 0 = null; a tagged-field section
+ending every struct; request header v2, response header v1 except ApiVersions'),
+checked in both directions against the codec."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from broker.protocol import (
+    ApiKey,
+    RequestHeader,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
+from broker.protocol.exceptions import InvalidRequest
+
+TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
+
+
+def frame(hexdump: str) -> bytes:
+    payload = bytes.fromhex(hexdump)
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def check_request(key, version, body: dict, wire: bytes, client_id=None, correlation_id=1):
+    assert encode_request(key, version, correlation_id, client_id, body) == wire
+    header, decoded = decode_request(wire[4:])
+    assert header == RequestHeader(key, version, correlation_id, client_id)
+    return decoded
+
+
+def check_response(key, version, body: dict, wire: bytes, correlation_id=1):
+    header = RequestHeader(key, version, correlation_id, None)
+    assert b"".join(encode_response(header, body)) == wire
+    corr, decoded = decode_response(key, version, wire[4:])
+    assert corr == correlation_id
+    return decoded
+
+
+def test_api_versions_v3_request_compact_strings():
+    wire = frame(
+        "0012 0003 0000002a 0007" + b"rdkafka".hex() + "00"  # header v2: tagged fields
+        "0b" + b"librdkafka".hex() + "06" + b"2.6.1".hex() + "00"
+    )
+    body = {"client_software_name": "librdkafka", "client_software_version": "2.6.1"}
+    assert check_request(ApiKey.API_VERSIONS, 3, body, wire, "rdkafka", 42) == body
+
+
+def test_api_versions_v3_response_keeps_header_v0_and_writes_a_tagged_field():
+    body = {
+        "error_code": 0,
+        "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}],
+        "throttle_time_ms": 0,
+        "finalized_features_epoch": 5,
+    }
+    wire = frame(
+        "00000001"  # correlation id, no tagged fields: ApiVersions answers with header v0
+        "0000"  # error code
+        "02 0012 0000 0004 00"  # one api key, its empty tagged section
+        "00000000"  # throttle
+        "01 01 08 0000000000000005"  # one tagged field: tag 1, 8 bytes
+    )
+    decoded = check_response(ApiKey.API_VERSIONS, 3, body, wire)
+    assert decoded["finalized_features_epoch"] == 5
+    assert decoded["supported_features"] == [] and decoded["zk_migration_ready"] is False
+
+
+def test_metadata_v12_request_by_topic_id():
+    body = {
+        "topics": [{"topic_id": TOPIC_ID, "name": None}],
+        "allow_auto_topic_creation": True,
+        "include_topic_authorized_operations": False,
+    }
+    wire = frame("0003 000c 00000001 ffff 0002" + TOPIC_ID.hex + "00 0001 00 00")
+    decoded = check_request(ApiKey.METADATA, 12, body, wire)
+    assert decoded == body | {"include_cluster_authorized_operations": False}  # v8-10 only
+
+
+def test_metadata_v12_response():
+    body = {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": 0, "host": "h", "port": 9092, "rack": None}],
+        "cluster_id": "c",
+        "controller_id": 0,
+        "topics": [
+            {
+                "error_code": 0,
+                "name": "t",
+                "topic_id": TOPIC_ID,
+                "is_internal": False,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition_index": 0,
+                        "leader_id": 0,
+                        "leader_epoch": 3,
+                        "replica_nodes": [0],
+                        "isr_nodes": [0],
+                        "offline_replicas": [],
+                    }
+                ],
+                "topic_authorized_operations": -(2**31),
+            }
+        ],
+    }
+    wire = frame(
+        "00000001 00"  # correlation id, header tagged fields
+        "00000000"  # throttle
+        "02 00000000 0268 00002384 00 00"  # one broker: id, "h", 9092, rack null, tags
+        "0263 00000000"  # cluster id "c", controller 0
+        "02 0000 0274" + TOPIC_ID.hex + "00"  # one topic: error, "t", id, not internal
+        "02 0000 00000000 00000000 00000003 02 00000000 02 00000000 01 00"
+        "80000000 00"  # authorized operations, topic tags
+        "00"  # top-level tags
+    )
+    decoded = check_response(ApiKey.METADATA, 12, body, wire)
+    assert decoded["topics"][0]["topic_id"] == TOPIC_ID
+
+
+def test_produce_v9_request_and_response():
+    request = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 30000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"abc"}]}],
+    }
+    wire = frame("0000 0009 00000001 ffff 0000 ffff 00007530 02 0274 02 00000000 04616263 00 00 00")
+    decoded = check_request(ApiKey.PRODUCE, 9, request, wire)
+    assert bytes(decoded["topic_data"][0]["partition_data"][0]["records"]) == b"abc"
+    response = {
+        "responses": [
+            {
+                "name": "t",
+                "partition_responses": [
+                    {
+                        "index": 0,
+                        "error_code": 0,
+                        "base_offset": 7,
+                        "log_append_time_ms": -1,
+                        "log_start_offset": 0,
+                        "record_errors": [],
+                        "error_message": None,
+                    }
+                ],
+            }
+        ],
+        "throttle_time_ms": 0,
+    }
+    wire = frame(
+        "00000001 00"
+        "02 0274 02 00000000 0000 0000000000000007 ffffffffffffffff 0000000000000000"
+        "01 00 00"  # no record errors, null message, partition tags
+        "00"  # topic tags
+        "00000000 00"
+    )
+    assert check_response(ApiKey.PRODUCE, 9, response, wire) == response
+
+
+def test_fetch_v12_response_with_a_tagged_struct():
+    partition = {
+        "partition_index": 0,
+        "error_code": 0,
+        "high_watermark": 10,
+        "last_stable_offset": 10,
+        "log_start_offset": 0,
+        "diverging_epoch": {"epoch": 3, "end_offset": 10},
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+    body = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [{"topic": "t", "partitions": [partition]}],
+    }
+    wire = frame(
+        "00000001 00"
+        "00000000 0000 00000000"
+        "02 0274 02 00000000 0000 000000000000000a 000000000000000a 0000000000000000"
+        "00 ffffffff 01"  # aborted null, preferred replica, empty records
+        "01 00 0d 00000003 000000000000000a 00"  # tag 0: diverging epoch (13 bytes)
+        "00 00"  # topic and top-level tags
+    )
+    decoded = check_response(ApiKey.FETCH, 12, body, wire)
+    got = decoded["responses"][0]["partitions"][0]
+    assert got["diverging_epoch"] == {"epoch": 3, "end_offset": 10}
+    assert got["current_leader"] == {"leader_id": -1, "leader_epoch": -1}
+
+
+def test_fetch_v12_request_skips_an_unknown_tag_and_reads_cluster_id():
+    body_hex = (
+        "ffffffff 000001f4 00000001 7fffffff 00 00000000 ffffffff"  # replica..session epoch
+        "02 0274 02 00000000 ffffffff 0000000000000005 ffffffff ffffffffffffffff 00100000 00 00"
+        "01"  # no forgotten topics
+        "01"  # rack id ""
+        "02 00 02 0263 07 03 010203"  # tags: cluster_id "c" (tag 0), unknown tag 7
+    )
+    header, body = decode_request(bytes.fromhex("0001 000c 00000001 ffff 00" + body_hex))
+    assert header.api_version == 12
+    assert body["cluster_id"] == "c"
+    assert body["topics"][0]["partitions"][0]["fetch_offset"] == 5
+
+
+def test_find_coordinator_v4_batches_keys():
+    request = {"key_type": 0, "coordinator_keys": ["g1", "g2"]}
+    wire = frame("000a 0004 00000001 ffff 0000 03 03" + b"g1".hex() + "03" + b"g2".hex() + "00")
+    decoded = check_request(ApiKey.FIND_COORDINATOR, 4, request, wire)
+    assert decoded["coordinator_keys"] == ["g1", "g2"]
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "05 01 02",  # tagged section announcing 5 fields, 1 present
+        "01 00 ff 00",  # a tagged field longer than the request
+        "01 00 01 ff",  # cluster id tag 0: a compact string of 254 bytes in 1 byte
+    ],
+)
+def test_malformed_tagged_sections_are_invalid_requests(tail):
+    body_hex = "ffffffff 000001f4 00000001 7fffffff 00 00000000 ffffffff 01 01 01" + tail
+    with pytest.raises(InvalidRequest):
+        decode_request(bytes.fromhex("0001 000c 00000001 ffff 00" + body_hex))

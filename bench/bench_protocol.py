@@ -1,9 +1,12 @@
 """Wire codec micro-benchmark: the two hot paths of the broker.
 
-- decode a Produce v8 request with 6 partitions (one ~16 KB batch each: 160 records of
+- decode a Produce request with 6 partitions (one ~16 KB batch each: 160 records of
   100 bytes; the codec slices records without reading them);
-- encode a Fetch v11 response with 6 partitions, record sets given as sendfile-style
+- encode a Fetch response with 6 partitions, record sets given as sendfile-style
   slices (sized objects, not bytes) and, for comparison, as bytes.
+
+Each at the last non-flexible version (Produce v8, Fetch v11) and the first flexible
+one (Produce v9, Fetch v12: compact lengths, tagged sections), measured interleaved.
 
 Run: .venv/bin/python -m bench.bench_protocol [--seconds 1.0] [--repeats 5]
 Prints requests/s (median of the repeats) and the implied records/s.
@@ -32,7 +35,7 @@ class FetchSlice:
         return self.length
 
 
-def produce_frame() -> bytes:
+def produce_frame(version: int) -> bytes:
     body = {
         "transactional_id": None,
         "acks": -1,
@@ -44,7 +47,7 @@ def produce_frame() -> bytes:
             }
         ],
     }
-    return encode_request(ApiKey.PRODUCE, 8, 1, "rdkafka", body)[4:]
+    return encode_request(ApiKey.PRODUCE, version, 1, "rdkafka", body)[4:]
 
 
 def fetch_body(records_for) -> dict:
@@ -89,15 +92,21 @@ def rate(fn, seconds: float) -> float:
 
 def measure(seconds: float, repeats: int) -> dict[str, tuple[float, float, float]]:
     """{case: (median, min, max) requests/s}, cases interleaved over the repeats."""
-    frame = produce_frame()
-    header = RequestHeader(ApiKey.FETCH, 11, 7, "consumer")
     slices = fetch_body(lambda i: FetchSlice(len(BATCH)))
     in_memory = fetch_body(lambda i: BATCH)
-    cases = {
-        "decode Produce v8 (6 partitions)": lambda: decode_request(frame),
-        "encode Fetch v11 (6 partitions, file slices)": lambda: encode_response(header, slices),
-        "encode Fetch v11 (6 partitions, bytes)": lambda: encode_response(header, in_memory),
-    }
+    cases = {}
+    for produce_version, fetch_version in ((8, 11), (9, 12)):
+        frame = produce_frame(produce_version)
+        header = RequestHeader(ApiKey.FETCH, fetch_version, 7, "consumer")
+        cases |= {
+            f"decode Produce v{produce_version} (6 partitions)": lambda f=frame: decode_request(f),
+            f"encode Fetch v{fetch_version} (6 partitions, file slices)": (
+                lambda h=header: encode_response(h, slices)
+            ),
+            f"encode Fetch v{fetch_version} (6 partitions, bytes)": (
+                lambda h=header: encode_response(h, in_memory)
+            ),
+        }
     results = {name: [] for name in cases}
     for _ in range(repeats):  # interleave cases so they share machine conditions
         for name, fn in cases.items():

@@ -1,4 +1,4 @@
-"""Sans-I/O Kafka wire protocol codec (non-flexible versions, as the broker speaks).
+"""Sans-I/O Kafka wire protocol codec: every version the broker serves, flexible ones too.
 
 Layout: primitives (ints, strings, varints), schema (the declaration language and its
 compiler), messages_* (one declaration per API, all versions), registry (the single

@@ -2,7 +2,7 @@
 
 OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup,
 SyncGroup, DescribeGroups and ListGroups, declared from Kafka's message JSON for
-versions 0 to the last non-flexible one.
+versions 0 to the highest one the broker serves, flexible versions included.
 """
 
 from __future__ import annotations

@@ -294,7 +294,14 @@ def _count_writer(flexible: bool):
     small = [bytes((n + 1,)) for n in range(126)]
 
     def compact(n: int) -> bytes:
-        return small[n] if n < 126 else p.write_unsigned_varint(n + 1)
+        if n < 126:
+            return small[n]
+        n += 1
+        if n < 0x200000:  # two or three varint bytes, the size of a record set
+            if n < 0x4000:
+                return bytes(((n & 0x7F) | 0x80, n >> 7))
+            return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
+        return p.write_unsigned_varint(n)
 
     return compact, b"\x00"
 
@@ -458,7 +465,12 @@ def _tagged_steps(tagged: list[Field], version: int):
             pos = end
         return pos
 
+    names = tuple(name for _, name, _, _ in writers)
+
     def write_tagged(d, out):
+        if d.keys().isdisjoint(names):  # the usual case: no tagged field given
+            out.append(b"\x00")
+            return
         fields = []
         for tag, name, default, write in writers:
             value = d.get(name, default)
@@ -471,16 +483,6 @@ def _tagged_steps(tagged: list[Field], version: int):
         out.append(p.write_unsigned_varint(len(fields)) + b"".join(fields))
 
     return read_tagged, write_tagged
-
-
-def _skip_tagged(buf, pos, d):
-    if buf[pos] == 0:
-        return pos + 1
-    return p.skip_tagged_fields(buf, pos)
-
-
-def _no_tagged(d, out):
-    out.append(b"\x00")
 
 
 def compile_message(fields: list[Field], version: int, flexible: bool = False) -> MessageCodec:
@@ -504,11 +506,16 @@ def compile_message(fields: list[Field], version: int, flexible: bool = False) -
         read, write = _tagged_steps(tagged, version)
         read_steps.append(read)
         write_steps.append(write)
-    elif flexible:
-        read_steps.append(_skip_tagged)
-        write_steps.append(_no_tagged)
     read_steps = tuple(read_steps)
     write_steps = tuple(write_steps)
+    if flexible and not tagged:  # the common flexible struct: an inline empty section
+        decode, encode = _with_empty_tags(read_steps, write_steps, absent)
+    else:
+        decode, encode = _plain(read_steps, write_steps, absent)
+    return MessageCodec(tuple(present), version, decode, encode)
+
+
+def _plain(read_steps: tuple, write_steps: tuple, absent: list):
     if absent:
 
         def decode(buf, pos):
@@ -531,4 +538,27 @@ def compile_message(fields: list[Field], version: int, flexible: bool = False) -
         for s in write_steps:
             s(d, out)
 
-    return MessageCodec(tuple(present), version, decode, encode)
+    return decode, encode
+
+
+def _with_empty_tags(read_steps: tuple, write_steps: tuple, absent: list):
+    """Codec of a flexible struct that declares no tagged field: its section is read
+    (any tags skipped) and written (empty) inline, with no step of its own."""
+    skip = p.skip_tagged_fields
+
+    def decode(buf, pos):
+        d = {}
+        for s in read_steps:
+            pos = s(buf, pos, d)
+        for name, make in absent:
+            d[name] = make()
+        if buf[pos] == 0:
+            return d, pos + 1
+        return d, skip(buf, pos)
+
+    def encode(d, out):
+        for s in write_steps:
+            s(d, out)
+        out.append(b"\x00")
+
+    return decode, encode

@@ -127,7 +127,11 @@ def _finish(parts: list) -> list:
     if not odd:
         parts[0] = INT32.pack(sum(map(len, parts)))
         return [b"".join(parts)]
-    parts[0] = INT32.pack(sum(map(record_set_length, parts)))
+    try:
+        size = sum(map(len, parts))  # file slices are sized too
+    except TypeError:
+        size = sum(map(record_set_length, parts))
+    parts[0] = INT32.pack(size)
     merged: list = []
     start = 0
     for i in odd:

@@ -468,9 +468,6 @@ def _tagged_steps(tagged: list[Field], version: int):
     names = tuple(name for _, name, _, _ in writers)
 
     def write_tagged(d, out):
-        if d.keys().isdisjoint(names):  # the usual case: no tagged field given
-            out.append(b"\x00")
-            return
         fields = []
         for tag, name, default, write in writers:
             value = d.get(name, default)
@@ -482,7 +479,7 @@ def _tagged_steps(tagged: list[Field], version: int):
             fields.append(tag + p.write_unsigned_varint(len(data)) + data)
         out.append(p.write_unsigned_varint(len(fields)) + b"".join(fields))
 
-    return read_tagged, write_tagged
+    return read_tagged, write_tagged, names, defaults
 
 
 def compile_message(fields: list[Field], version: int, flexible: bool = False) -> MessageCodec:
@@ -502,14 +499,11 @@ def compile_message(fields: list[Field], version: int, flexible: bool = False) -
             read, write = _field_steps(item, version, flexible)
             read_steps.append(read)
             write_steps.append(write)
-    if tagged:
-        read, write = _tagged_steps(tagged, version)
-        read_steps.append(read)
-        write_steps.append(write)
     read_steps = tuple(read_steps)
     write_steps = tuple(write_steps)
-    if flexible and not tagged:  # the common flexible struct: an inline empty section
-        decode, encode = _with_empty_tags(read_steps, write_steps, absent)
+    if flexible:
+        tags = _tagged_steps(tagged, version) if tagged else None
+        decode, encode = _flexible(read_steps, write_steps, absent, tags)
     else:
         decode, encode = _plain(read_steps, write_steps, absent)
     return MessageCodec(tuple(present), version, decode, encode)
@@ -541,10 +535,15 @@ def _plain(read_steps: tuple, write_steps: tuple, absent: list):
     return decode, encode
 
 
-def _with_empty_tags(read_steps: tuple, write_steps: tuple, absent: list):
-    """Codec of a flexible struct that declares no tagged field: its section is read
-    (any tags skipped) and written (empty) inline, with no step of its own."""
+def _flexible(read_steps: tuple, write_steps: tuple, absent: list, tags):
+    """Codec of a flexible struct. Its tag section is handled inline when empty (the
+    usual case: no tagged field sent or given), else by `tags` (from _tagged_steps),
+    or skipped when the struct declares no tagged field."""
     skip = p.skip_tagged_fields
+    if tags is None:
+        read_tagged, write_tagged, names, defaults = None, None, (), ()
+    else:
+        read_tagged, write_tagged, names, defaults = tags
 
     def decode(buf, pos):
         d = {}
@@ -553,12 +552,19 @@ def _with_empty_tags(read_steps: tuple, write_steps: tuple, absent: list):
         for name, make in absent:
             d[name] = make()
         if buf[pos] == 0:
+            for name, make in defaults:
+                d[name] = make()
             return d, pos + 1
-        return d, skip(buf, pos)
+        if read_tagged is None:
+            return d, skip(buf, pos)
+        return d, read_tagged(buf, pos, d)
 
     def encode(d, out):
         for s in write_steps:
             s(d, out)
-        out.append(b"\x00")
+        if write_tagged is None or d.keys().isdisjoint(names):
+            out.append(b"\x00")
+        else:
+            write_tagged(d, out)
 
     return decode, encode

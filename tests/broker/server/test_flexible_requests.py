@@ -24,6 +24,30 @@ def metadata(c: WireClient, topics) -> dict:
     )
 
 
+def commit(c: WireClient, group: str, topic: str, offset: int) -> dict:
+    """OffsetCommit v8 of `offset` for partition 0 of `topic`, outside any generation."""
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+    return c.request(ApiKey.OFFSET_COMMIT, 8, body)
+
+
 def test_topic_ids_in_create_metadata_and_delete(module_broker):
     with WireClient(module_broker.port) as c:
         created = create(c, "ids-a", 2, configs={"retention.ms": "60000"}, version=7)
@@ -72,26 +96,7 @@ def test_find_coordinator_v4_answers_each_key(module_broker):
 def test_offset_fetch_v8_answers_each_group(module_broker):
     with WireClient(module_broker.port) as c:
         assert create(c, "of-a", 1)["error_code"] == ErrorCode.NONE
-        commit = {
-            "group_id": "of-g1",
-            "generation_id_or_member_epoch": -1,
-            "member_id": "",
-            "group_instance_id": None,
-            "topics": [
-                {
-                    "name": "of-a",
-                    "partitions": [
-                        {
-                            "partition_index": 0,
-                            "committed_offset": 42,
-                            "committed_leader_epoch": -1,
-                            "committed_metadata": "m",
-                        }
-                    ],
-                }
-            ],
-        }
-        committed = c.request(ApiKey.OFFSET_COMMIT, 8, commit)
+        committed = commit(c, "of-g1", "of-a", 42)
         assert committed["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
         wanted = [{"name": "of-a", "partition_indexes": [0]}]
         groups = c.request(
@@ -114,18 +119,7 @@ def test_offset_fetch_v8_answers_each_group(module_broker):
 def test_list_groups_v4_filters_by_state(module_broker):
     with WireClient(module_broker.port) as c:
         assert create(c, "lg-a", 1)["error_code"] == ErrorCode.NONE
-        commit = {
-            "group_id": "lg-empty",
-            "generation_id_or_member_epoch": -1,
-            "member_id": "",
-            "topics": [
-                {
-                    "name": "lg-a",
-                    "partitions": [{"partition_index": 0, "committed_offset": 1}],
-                }
-            ],
-        }
-        c.request(ApiKey.OFFSET_COMMIT, 8, commit)
+        commit(c, "lg-empty", "lg-a", 1)
         empty = c.request(ApiKey.LIST_GROUPS, 4, {"states_filter": ["empty"]})["groups"]
         assert "lg-empty" in {g["group_id"] for g in empty}
         assert {g["group_state"] for g in empty} == {"Empty"}

@@ -52,15 +52,50 @@ def port_open(port: int) -> bool:
         return False
 
 
-def wait_for_port(port: int, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
+def brokers_seen(port: int) -> int:
+    """How many live brokers the broker on 127.0.0.1:`port` lists in its Metadata
+    (0 when it does not answer). A broker listens before ZooKeeper has told it about
+    its peers; a cluster is ready for RF > 1 topics only once every broker sees all."""
+    from broker.protocol import ApiKey, decode_response, encode_request
+
+    frame = encode_request(ApiKey.METADATA, 1, 1, "logflume-launcher", {"topics": []})
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.sendall(frame)
+            size = int.from_bytes(_recv_exactly(sock, 4), "big")
+            _, body = decode_response(ApiKey.METADATA, 1, _recv_exactly(sock, size))
+    except OSError:
+        return 0
+    return len(body["brokers"])
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionResetError("connection closed mid-response")
+        data += chunk
+    return bytes(data)
+
+
+def wait_for_port(
+    port: int, timeout_s: float, proc: subprocess.Popen | None = None, brokers: int = 0
+) -> None:
+    """Wait until 127.0.0.1:`port` accepts connections and, when `brokers` is given,
+    its broker sees that many live brokers."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise LauncherError(f"process exited with {proc.returncode} before listening")
-        if port_open(port):
+        if port_open(port) and (not brokers or brokers_seen(port) >= brokers):
             return
         time.sleep(0.05)
-    raise LauncherError(f"nothing listening on 127.0.0.1:{port} after {timeout_s}s")
+    raise LauncherError(
+        f"127.0.0.1:{port} not serving"
+        + (f" with {brokers} live brokers" if brokers else "")
+        + f" after {timeout_s}s"
+    )
 
 
 def _stop(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
@@ -178,7 +213,7 @@ class LocalCluster:
             self.ports[i] = self.base_port + i if self.base_port else free_port()
             self._spawn(i)
         for i, proc in self.procs.items():
-            wait_for_port(self.ports[i], 30, proc)
+            wait_for_port(self.ports[i], 30, proc, brokers=self.count)
         return self
 
     def _spawn(self, i: int) -> None:

@@ -62,10 +62,11 @@ def start_cluster(
     timeout: float = 90.0,
 ) -> str:
     """Start ZooKeeper, then broker i (id i, data in `root/broker-i`) on `ports[i]`,
-    as children of `sup`, waiting until each serves; returns ZooKeeper's connect
+    as children of `sup`, waiting until each serves and sees all the others (so that
+    an RF N topic can be created at once); returns ZooKeeper's connect
     string. `to_files`: output to log files and pids to pid files under `root`
     instead of output to the console."""
-    from broker.cluster.launcher import ZooKeeperProcess, broker_command, pid_file, port_open
+    from broker.cluster.launcher import ZooKeeperProcess, broker_command, brokers_seen, pid_file
     from logflume.supervisor import ChildSpec
 
     def spec(name: str, argv: list[str], log: Path) -> ChildSpec:
@@ -81,7 +82,7 @@ def start_cluster(
         argv = broker_command(root / f"broker-{i}", port, zk.connect, i, settings)
         sup.start(spec(f"broker-{i}", argv, root / f"broker-{i}.log"))
     for i, port in enumerate(ports):
-        sup.wait_for(f"broker-{i}", lambda p=port: port_open(p), timeout, stop)
+        sup.wait_for(f"broker-{i}", lambda p=port: brokers_seen(p) >= len(ports), timeout, stop)
     return zk.connect
 
 

@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from broker.cluster.launcher import ZooKeeperProcess
+from broker.cluster.launcher import ZooKeeperProcess, brokers_seen
 from broker.protocol import ApiKey
 from tests.broker.server.wire import WireClient
 from tests.cluster.util import wait_until
@@ -80,6 +80,8 @@ class ClusterUp:
 @pytest.fixture
 def cluster(tmp_path):
     up = ClusterUp(tmp_path)
+    # printed only once every broker sees the others: an RF 3 topic can be made at once
+    assert [brokers_seen(p) for p in up.ports] == [3, 3, 3]
     yield up
     if up.proc.poll() is None:
         up.proc.kill()  # its children die with it (PR_SET_PDEATHSIG)

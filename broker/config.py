@@ -49,7 +49,7 @@ _KEYS = [
     Key("message.max.bytes", "int", 1048588, "Largest record batch accepted."),
     Key("socket.request.max.bytes", "int", 104857600, "Largest request accepted."),
     Key("connections.max.idle.ms", "long", 600000, "Close idle connections (-1: never)."),
-    Key("compression.type", "string", "producer", "Topic compression (producer only)."),
+    Key("compression.type", "string", "producer", "Codec of stored batches (producer: as sent)."),
     Key("log.segment.bytes", "int", 1073741824, "Segment size before rolling."),
     Key("log.roll.ms", "long", None, "Segment age before rolling."),
     Key("log.roll.hours", "int", 168, "Segment age before rolling, in hours."),

@@ -11,8 +11,8 @@ Kafka's scheme, on one partition at a time:
   segment is older than delete.retention.ms. Records without a key are kept (the
   server rejects them at produce time). Surviving records keep their offsets; a
   batch whose records all survive is copied byte-for-byte, a batch left empty is
-  dropped, others are rebuilt with the same base offset, codec, producer fields and
-  last offset delta. Control batches and snappy/zstd batches are copied as they are.
+  dropped, others are rebuilt (`rebuild_batch`) with the same base offset, codec,
+  producer fields and last offset delta. Control batches are copied as they are.
 - A rewritten segment is written as `.cleaned` files, fsynced, and swapped in: old
   indexes unlinked, new log renamed over the old one, new indexes renamed. A crash
   at any point leaves either log with missing indexes (rebuilt at load) or leftover
@@ -24,14 +24,7 @@ import os
 from broker.log.common import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 from broker.log.loader import new_segment
 from broker.log.segment import LogSegment
-from broker.protocol.records import (
-    LOG_APPEND_TIME,
-    BatchBuilder,
-    RecordBatch,
-    UnsupportedCodecError,
-    iter_batches,
-    set_log_append_time,
-)
+from broker.protocol.records import RecordBatch, iter_batches, rebuild_batch
 
 
 def _batches(seg: LogSegment) -> list[RecordBatch]:
@@ -40,12 +33,8 @@ def _batches(seg: LogSegment) -> list[RecordBatch]:
 
 
 def _records(batch: RecordBatch):
-    if batch.is_control:
-        return None
-    try:
-        return batch.records()
-    except UnsupportedCodecError:
-        return None
+    """The records of a data batch; None for a control batch, which is kept as is."""
+    return None if batch.is_control else batch.records()
 
 
 def clean(log, now_ms: int) -> None:
@@ -116,34 +105,13 @@ def _rewrite(log, i: int, latest: dict, expire_tombstones: bool, now_ms: int) ->
         if len(keep) == len(recs):
             out.append(bytes(batch.raw()))
         elif keep:
-            out.append(_rebuild(batch, keep))
+            out.append(rebuild_batch(batch, keep))
             changed = True
         else:
             changed = True
     if changed:
         _swap_in(log, i, b"".join(out), now_ms)
     return kept_tombstone
-
-
-def _rebuild(batch: RecordBatch, keep) -> bytes:
-    b = BatchBuilder(
-        codec=batch.codec,
-        base_offset=batch.base_offset,
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
-        is_transactional=batch.is_transactional,
-        partition_leader_epoch=batch.partition_leader_epoch,
-    )
-    for r in keep:
-        b.append(r.value, key=r.key, timestamp_ms=r.timestamp, headers=r.headers, offset=r.offset)
-    b.last_offset_delta = batch.last_offset_delta
-    data = b.build()
-    if batch.timestamp_type == LOG_APPEND_TIME:
-        buf = bytearray(data)
-        set_log_append_time(buf, 0, batch.max_timestamp)
-        data = bytes(buf)
-    return data
 
 
 def _swap_in(log, i: int, data: bytes, now_ms: int) -> None:

@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, fields, replace
 
+from broker.protocol.compression import Codec
+
 LONG_MAX = 2**63 - 1
 
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
@@ -39,6 +41,15 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def codec(self) -> Codec | None:
+        """The codec every batch is stored in; None: as the producer sent it."""
+        if self.compression_type == "producer":
+            return None
+        if self.compression_type == "uncompressed":
+            return Codec.NONE
+        return Codec[self.compression_type.upper()]
 
     @classmethod
     def from_props(cls, props: dict[str, str], base: "LogConfig | None" = None) -> "LogConfig":

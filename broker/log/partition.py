@@ -49,8 +49,8 @@ from broker.protocol.records import (
     HEADER_SIZE,
     CorruptRecordError,
     RecordBatch,
-    UnsupportedCodecError,
     iter_batches,
+    rebuild_batch,
     set_log_append_time,
 )
 from common.fsutil import fsync_dir
@@ -164,6 +164,9 @@ class PartitionLog:
         the log's `ApiError` family (CorruptBatchError, RecordTooLargeError,
         RecordValidationError, ProducerStateError) and writes nothing.
 
+        A topic whose compression.type names a codec gets every other batch rebuilt
+        in that codec, as Kafka recompresses (no zero-copy on such a topic).
+
         baseOffset and partitionLeaderEpoch are then rewritten (the CRC does not cover
         them) and the batches go out in one pwritev. A single batch with CreateTime
         (the usual request) is not copied: the segment writes its new 16-byte prefix
@@ -210,6 +213,12 @@ class PartitionLog:
                     if not verdict.append:
                         raise ProducerStateError(verdict.error)
                     producer = b
+            codec = self.config.codec
+            if codec is not None and any(b.codec != codec for b in batches):
+                buf = bytearray(b"".join(rebuild_batch(b, b.records(), codec) for b in batches))
+                batches = list(iter_batches(buf))
+                one = None
+                producer = batches[0] if producer is not None else None
         except CorruptRecordError as e:
             raise CorruptBatchError(str(e)) from e
         first = self.log_end_offset
@@ -412,12 +421,9 @@ class PartitionLog:
         self, seg: LogSegment, pos: int, h: RecordBatch, ts_ms: int
     ) -> tuple[int, int]:
         batch = RecordBatch(os.pread(seg.file.fileno(), h.size, pos))
-        try:
-            for r in batch.records():
-                if r.timestamp >= ts_ms:
-                    return r.offset, r.timestamp
-        except UnsupportedCodecError:
-            pass
+        for r in batch.records():
+            if r.timestamp >= ts_ms:
+                return r.offset, r.timestamp
         return batch.base_offset, batch.max_timestamp
 
     # -- retention, truncation -------------------------------------------------------

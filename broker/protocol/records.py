@@ -21,7 +21,6 @@ import crc32c
 from broker.protocol.compression import (
     Codec,
     CorruptRecordError,
-    UnsupportedCodecError,
     compress,
     decompress,
     decompress_bounded,
@@ -38,9 +37,9 @@ __all__ = [
     "CorruptRecordError",
     "Record",
     "RecordBatch",
-    "UnsupportedCodecError",
     "assign_offsets",
     "iter_batches",
+    "rebuild_batch",
 ]
 
 # The batch header. Offsets in the comments are byte positions in the batch.
@@ -266,13 +265,11 @@ class RecordBatch:
         batch, without building Record objects: a known codec, a stream that
         decompresses (to at most `max_decompressed` bytes), exactly `records_count`
         records whose lengths match their fields, offset deltas increasing up to
-        `last_offset_delta`, no trailing bytes. snappy/zstd sections cannot be read
-        here and pass unchecked. Raises CorruptRecordError. Call `validate()` first."""
+        `last_offset_delta`, no trailing bytes. Raises CorruptRecordError. Call
+        `validate()` first."""
         codec = self.codec
         if codec > Codec.ZSTD:
             raise CorruptRecordError(f"unknown compression codec {codec}")
-        if codec in (Codec.SNAPPY, Codec.ZSTD):
-            return
         body = memoryview(self.buf)[self.position + HEADER_SIZE : self.position + self.size]
         data = decompress_bounded(codec, body, max_decompressed) if codec else body
         if _fast_check is None:
@@ -291,8 +288,8 @@ class RecordBatch:
         raise CorruptRecordError("record batch is truncated")
 
     def records(self) -> list[Record]:
-        """Decode every record (decompressing if needed); UnsupportedCodecError for
-        snappy/zstd, CorruptRecordError when the records section does not parse."""
+        """Decode every record (decompressing if needed); CorruptRecordError when the
+        records section does not parse."""
         body = memoryview(self.buf)[self.position + HEADER_SIZE : self.position + self.size]
         data = decompress(self.codec, body) if self.codec else body
         log_append = self.attributes & TIMESTAMP_TYPE_MASK
@@ -446,8 +443,6 @@ class BatchBuilder:
         is_control: bool = False,
         partition_leader_epoch: int = -1,
     ):
-        if codec in (Codec.SNAPPY, Codec.ZSTD):
-            raise UnsupportedCodecError(f"cannot build {Codec(codec).name} batches")
         self.codec = Codec(codec)
         self.base_offset = base_offset
         self.producer_id = producer_id
@@ -529,3 +524,28 @@ class BatchBuilder:
         out += payload
         _U32.pack_into(out, CRC_AT, crc32c.crc32c(memoryview(out)[CRC_FROM:]))
         return bytes(out)
+
+
+def rebuild_batch(batch: RecordBatch, records: list[Record], codec: Codec | None = None) -> bytes:
+    """A batch like `batch` (base offset, producer fields, leader epoch, last offset
+    delta, timestamp type) holding `records` at their offsets, compressed with `codec`
+    (default: the batch's own). The cleaner drops records this way; the log
+    recompresses for a topic whose compression.type names a codec."""
+    b = BatchBuilder(
+        codec=batch.codec if codec is None else codec,
+        base_offset=batch.base_offset,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        partition_leader_epoch=batch.partition_leader_epoch,
+    )
+    for r in records:
+        b.append(r.value, key=r.key, timestamp_ms=r.timestamp, headers=r.headers, offset=r.offset)
+    b.last_offset_delta = batch.last_offset_delta
+    data = b.build()
+    if batch.timestamp_type == LOG_APPEND_TIME:
+        buf = bytearray(data)
+        set_log_append_time(buf, 0, batch.max_timestamp)
+        data = bytes(buf)
+    return data

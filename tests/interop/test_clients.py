@@ -6,6 +6,10 @@ import subprocess
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.protocol import ApiKey
+from broker.protocol.records import Codec, iter_batches
+from tests.broker.server.wire import WireClient, fetch_body
+
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -143,3 +147,69 @@ def test_aiokafka_producer_and_assigned_consumer(module_broker):
 
     values = asyncio.run(main())
     assert sorted(values) == sorted(b"aio-%d" % i for i in range(300))
+
+
+def _stored_codecs(bootstrap: str, topic: str) -> set[int]:
+    """The codec of every batch the broker holds for partition 0 of `topic`, as a raw
+    Fetch returns them."""
+    port = int(bootstrap.rpartition(":")[2])
+    with WireClient(port) as client:
+        answer = client.request(ApiKey.FETCH, 11, fetch_body(topic, 0))
+    records = bytes(answer["responses"][0]["partitions"][0]["records"])
+    return {b.codec for b in iter_batches(records)}
+
+
+def test_snappy_and_zstd_from_every_client_are_read_by_every_client(module_broker):
+    """kcat and confluent-kafka (librdkafka: raw snappy blocks) and kafka-python
+    (xerial snappy, as Java writes it) produce; confluent-kafka and kafka-python read."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTP
+
+    bootstrap = module_broker.bootstrap
+    for codec in ("snappy", "zstd"):
+        topic = f"codec-{codec}"
+        create_topic(bootstrap, topic, 1)
+        lines = "".join(f"kcat-{i}\n" for i in range(300))
+        subprocess.run(
+            ["kcat", "-b", bootstrap, "-P", "-t", topic, "-z", codec],
+            input=lines.encode(),
+            check=True,
+            timeout=60,
+        )
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec})
+        for i in range(300):
+            producer.produce(topic, b"ck-%d" % i)
+        assert producer.flush(30) == 0
+        kp = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec)
+        for i in range(300):
+            kp.send(topic, b"kp-%d" % i, partition=0)
+        kp.flush(30)
+        kp.close()
+        expected = sorted(
+            b"%s-%d" % (who, i) for who in (b"kcat", b"ck", b"kp") for i in range(300)
+        )
+        assert sorted(v for _, _, v in read_all(bootstrap, topic, 1, 900)) == expected
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000
+        )
+        consumer.assign([KTP(topic, 0)])
+        consumer.seek_to_beginning()
+        assert sorted(m.value for m in consumer) == expected
+        consumer.close()
+        assert _stored_codecs(bootstrap, topic) == {Codec[codec.upper()]}
+
+
+def test_topic_compression_type_recompresses_on_the_broker(module_broker):
+    """compression.type=zstd on the topic: an lz4 producer's batches are stored as
+    zstd (as Kafka does), and consumers read them unchanged."""
+    bootstrap = module_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic("recompressed", 1, 1, config={"compression.type": "zstd"})
+    admin.create_topics([topic])["recompressed"].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4"})
+    for i in range(500):
+        producer.produce("recompressed", b"line %d" % i, key=b"%d" % (i % 5))
+    assert producer.flush(30) == 0
+    got = read_all(bootstrap, "recompressed", 1, 500)
+    assert [(k, v) for _, k, v in got] == [(b"%d" % (i % 5), b"line %d" % i) for i in range(500)]
+    assert _stored_codecs(bootstrap, "recompressed") == {Codec.ZSTD}

@@ -1,5 +1,7 @@
 from dataclasses import replace
 
+import pytest
+
 from broker.log import LogConfig, LogManager, PartitionLog
 from broker.log.manager import CLEANER_FILE
 from broker.protocol.records import BatchBuilder, Codec
@@ -65,12 +67,13 @@ def test_keeps_latest_per_key_with_original_offsets(tmp_path):
         assert batch.base_offset <= r.offset <= batch.last_offset
 
 
-def test_tombstones_expire_after_delete_retention(tmp_path):
+@pytest.mark.parametrize("codec", list(Codec))
+def test_tombstones_expire_after_delete_retention(tmp_path, codec):
     clock = Clock()
     log = compacted_log(tmp_path, clock, delete_retention_ms=DAY_MS)
     now = int(clock() * 1000)
-    log.append(keyed([(b"a", b"1"), (b"b", b"1")], now))
-    log.append(keyed([(b"a", None)], now))
+    log.append(keyed([(b"a", b"1"), (b"b", b"1")], now, codec))
+    log.append(keyed([(b"a", None)], now, codec))
     log.append(keyed([(b"c", b"x" * 700)], now))  # forces a roll
     log.append(keyed([(b"d", b"x" * 700)], now))
     log.compact()

@@ -97,12 +97,13 @@ def test_reads_stay_in_one_segment_and_index_is_used(tmp_path):
     assert [r.offset for r in all_records(log)] == list(range(400))
 
 
-def test_offset_for_timestamp(tmp_path):
+@pytest.mark.parametrize("codec", list(Codec))
+def test_offset_for_timestamp(tmp_path, codec):
     log = open_log(tmp_path, segment_bytes=3000, index_interval_bytes=100)
     for i in range(50):
-        b = BatchBuilder()
+        b = BatchBuilder(codec=codec)
         for j in range(3):
-            b.append(b"v" * 50, timestamp_ms=10_000 + i * 10 + j)
+            b.append(os.urandom(50), timestamp_ms=10_000 + i * 10 + j)
         log.append(b.build())
     assert len(log.segments) > 3
     assert log.offset_for_timestamp(0) == (0, 10_000)
@@ -316,12 +317,52 @@ def test_flush_messages_and_roll_advance_recovery_point(tmp_path):
 
 def test_compressed_batches_are_stored_as_is(tmp_path):
     log = open_log(tmp_path)
-    raw = [make_batch(5, codec=c) for c in (Codec.GZIP, Codec.LZ4, Codec.NONE)]
+    raw = [make_batch(5, codec=c) for c in Codec]
     for r in raw:
         log.append(r)
     stored = read_all(log)
     assert [bytes(b.raw())[16:] for b in stored] == [r[16:] for r in raw]
-    assert [r.offset for r in all_records(log)] == list(range(15))
+    assert [r.offset for r in all_records(log)] == list(range(25))
+
+
+@pytest.mark.parametrize("target", ["uncompressed", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("shape", ["one batch", "two batches", "idempotent"])
+def test_compression_type_recompresses_what_the_producer_sent(tmp_path, clock, target, shape):
+    """As Kafka: a topic whose compression.type names a codec stores every batch in
+    that codec, whatever the producer used; offsets, keys, values, headers,
+    timestamps and producer fields are kept."""
+    log = open_log(tmp_path, clock, compression_type=target)
+    want = Codec.NONE if target == "uncompressed" else Codec[target.upper()]
+    producer = (42, 3, 7) if shape == "idempotent" else (-1, -1, -1)
+    sent = []
+    for codec in (Codec.LZ4, want):
+        b = BatchBuilder(
+            codec=codec, producer_id=producer[0], producer_epoch=producer[1], base_sequence=-1
+        )
+        for i in range(3):
+            b.append(b"v%d" % i, key=b"k%d" % i, timestamp_ms=5000 + i, headers=[("h", b"%d" % i)])
+        sent.append(b)
+    if shape == "two batches":
+        log.append(sent[0].build() + sent[1].build())
+    else:
+        for seq, b in enumerate(sent):
+            if shape == "idempotent":
+                b.base_sequence = seq * 3
+            log.append(b.build())
+    stored = read_all(log)
+    assert [b.codec for b in stored] == [want, want]
+    assert [(b.base_offset, b.last_offset, b.producer_id) for b in stored] == [
+        (0, 2, producer[0]),
+        (3, 5, producer[0]),
+    ]
+    records = all_records(log)
+    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in records] == [
+        (o, b"k%d" % (o % 3), b"v%d" % (o % 3), 5000 + o % 3, [("h", b"%d" % (o % 3))])
+        for o in range(6)
+    ]
+    if shape == "idempotent":  # a retry of the recompressed batch is a duplicate
+        assert log.append(sent[1].build()).first_offset == 3
+        assert log.log_end_offset == 6
 
 
 def test_delete(tmp_path):

@@ -56,7 +56,6 @@ from broker.protocol.records import (
     HEADER_SIZE,
     LENGTH_AT,
     LOG_OVERHEAD,
-    UnsupportedCodecError,
     iter_batches,
 )
 from broker.protocol.registry import SCHEMAS, is_flexible
@@ -600,10 +599,7 @@ def check_batches(data: bytes) -> tuple[int, int]:
     n_batches = n_records = 0
     for batch in iter_batches(data, validate=True, allow_partial_tail=True):
         n_batches += 1
-        try:
-            records = batch.records()
-        except UnsupportedCodecError:
-            continue
+        records = batch.records()
         if len(records) != batch.records_count:
             raise Verdict(f"{batch}: {len(records)} records, header says {batch.records_count}")
         offsets = [r.offset for r in records]

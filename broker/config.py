@@ -1,11 +1,16 @@
 """Broker configuration: Kafka's `server.properties` names, types and defaults.
 
 A broker is configured from three layers, later ones winning: the defaults below
-(Kafka's own, except where noted), a properties file (`--config FILE`, Java
-`key=value` syntax) and `--set key=value` overrides; `--data-dir`, `--listen` and
-`--advertised` on the command line set `log.dirs`, `listeners` and
-`advertised.listeners`. An unknown key or a value of the wrong type is an error
-that names the key, raised before anything starts.
+(Kafka's own, except where noted), a properties file (`--config FILE`, read by
+Java's rules with the javaproperties library: ISO-8859-1, backslash escapes and
+continuations, `=`/`:`/space separators) and `--set key=value` overrides;
+`--data-dir`, `--listen` and `--advertised` on the command line set `log.dirs`,
+`listeners` and `advertised.listeners`. A value of the wrong type is an error that
+names the key, raised before anything starts. A key that Kafka defines but this
+broker does not use (`num.network.threads`, the list in kafka_broker_keys.txt) is
+accepted and reported in `BrokerConfig.unused`, which the broker logs in one
+warning, so that Kafka's own server.properties starts a broker; any other key is an
+error that suggests the nearest known key (a typo must not be silently ignored).
 
 Topic-level defaults come from the broker keys that are their Kafka synonyms
 (`log.retention.hours` -> `retention.ms`, `message.max.bytes` ->
@@ -19,8 +24,12 @@ Deviation from Kafka: `broker.id` defaults to 0 (a single node needs no setup) a
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
+
+import javaproperties
 
 from common.hostport import parse_hostport
 
@@ -71,6 +80,7 @@ _KEYS = [
     Key("log.flush.interval.ms", "long", None, "Flush after this long."),
     Key("log.flush.scheduler.interval.ms", "long", LONG_MAX, "Flush check period."),
     Key("log.flush.offset.checkpoint.interval.ms", "int", 60000, "Recovery point period."),
+    Key("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "Log start period."),
     Key("log.index.interval.bytes", "int", 4096, "Bytes between index entries."),
     Key("log.index.size.max.bytes", "int", 10485760, "Index file size."),
     Key("log.segment.delete.delay.ms", "long", 60000, "Delay before deleting files."),
@@ -164,26 +174,27 @@ def parse_value(key: Key, raw: str) -> object:
     return text
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java `.properties` syntax: `k=v`, `k: v` or `k v`; `#`/`!` comments; `\\` joins lines."""
-    props: dict[str, str] = {}
-    logical: list[str] = []
-    for raw_line in text.splitlines():
-        line = raw_line.strip() if not logical else raw_line.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry, logical = "".join(logical), []
-        cut = min((i for i in (entry.find("="), entry.find(":")) if i >= 0), default=-1)
-        if cut < 0:
-            key, _, value = entry.partition(" ")
-        else:
-            key, value = entry[:cut], entry[cut + 1 :]
-        props[key.strip()] = value.strip()
-    return props
+@cache
+def kafka_broker_keys() -> frozenset[str]:
+    """Every broker config key Kafka 3.9 defines (kafka_broker_keys.txt)."""
+    text = (Path(__file__).parent / "kafka_broker_keys.txt").read_text()
+    names = (line.strip() for line in text.splitlines())
+    return frozenset(n for n in names if n and not n.startswith("#"))
+
+
+def unknown_key_error(name: str) -> ConfigError:
+    """The error for a key neither this broker nor Kafka knows, with the nearest
+    known key as a suggestion when there is a close one."""
+    near = difflib.get_close_matches(name, list(KEYS) + sorted(kafka_broker_keys()), n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return ConfigError(f"{name}: unknown broker config key{hint}")
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """A Java properties file as Kafka reads it (`Properties.load`: ISO-8859-1 with
+    `\\uXXXX` escapes)."""
+    with open(path, "rb") as f:
+        return javaproperties.load(f)
 
 
 def parse_listener(value: str) -> tuple[str, int]:
@@ -204,11 +215,16 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, str] | None = None):
         self._explicit: dict[str, object] = {}
+        self.unused: list[str] = []  # Kafka keys set but not used by this broker
         for name, raw in (values or {}).items():
             key = KEYS.get(name)
-            if key is None:
-                raise ConfigError(f"{name}: unknown broker config key")
-            self._explicit[name] = parse_value(key, raw)
+            if key is not None:
+                self._explicit[name] = parse_value(key, raw)
+            elif name in kafka_broker_keys():
+                self.unused.append(name)
+            else:
+                raise unknown_key_error(name)
+        self.unused.sort()
         self._check()
 
     @classmethod
@@ -223,9 +239,11 @@ class BrokerConfig:
         values: dict[str, str] = {}
         if config_file is not None:
             try:
-                values.update(parse_properties(Path(config_file).read_text()))
+                values.update(read_properties(config_file))
             except OSError as e:
                 raise ConfigError(f"--config {config_file}: {e.strerror}") from None
+            except javaproperties.InvalidUEscapeError as e:
+                raise ConfigError(f"--config {config_file}: {e}") from None
         for item in overrides:
             name, sep, value = item.partition("=")
             if not sep or not name.strip():
@@ -259,6 +277,7 @@ class BrokerConfig:
             "log.retention.check.interval.ms",
             "log.cleaner.backoff.ms",
             "log.flush.offset.checkpoint.interval.ms",
+            "log.flush.start.offset.checkpoint.interval.ms",
             "log.flush.scheduler.interval.ms",
         )
         for name in positive:

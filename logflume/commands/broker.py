@@ -10,10 +10,12 @@ def add_parser(subparsers) -> None:
         help="run the Kafka-compatible broker (foreground)",
         description="Run a single-node Kafka-compatible broker until SIGTERM/SIGINT.",
     )
-    p.add_argument("--data-dir", required=True, help="data directory (log.dirs)")
+    p.add_argument("--data-dir", default=None, help="data directory (log.dirs; or in --config)")
     p.add_argument("--listen", default=None, help="HOST:PORT to listen on (default 127.0.0.1:9092)")
     p.add_argument("--advertised", default=None, help="HOST:PORT published to clients")
-    p.add_argument("--config", default=None, help="broker properties file (key=value)")
+    p.add_argument(
+        "--config", default=None, help="broker properties file (Kafka's server.properties syntax)"
+    )
     p.add_argument("--zookeeper", default=None, help="HOST:PORT[/chroot]: join a ZooKeeper cluster")
     p.add_argument("--broker-id", type=int, default=None, help="this broker's id (broker.id)")
     p.add_argument(
@@ -48,5 +50,12 @@ def run(args) -> int:
     except ConfigError as e:
         print(f"logflume broker: configuration error: {e}", file=sys.stderr)
         return 2
-    logging.getLogger("broker").info("starting broker with data dir %s", config.data_dir)
+    log = logging.getLogger("broker")
+    if config.unused:
+        log.warning(
+            "ignoring %d Kafka setting(s) this broker does not use: %s",
+            len(config.unused),
+            ", ".join(config.unused),
+        )
+    log.info("starting broker with data dir %s", config.data_dir)
     return serve(config, args.event_loop)

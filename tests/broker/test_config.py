@@ -1,15 +1,71 @@
 """broker/config.py: server.properties syntax, layered settings and defaults, synonyms,
 errors that name the key, listener forms."""
 
+from pathlib import Path
+
 import pytest
 
 from broker.cluster.replica_manager import default_log_config
-from broker.config import BrokerConfig, ConfigError, parse_listener, parse_properties
+from broker.config import BrokerConfig, ConfigError, parse_listener, read_properties
+
+KAFKA_SERVER_PROPERTIES = Path(__file__).parent / "kafka-3.9-server.properties"
 
 
-def test_properties_syntax():
-    text = "# comment\n! also\na=1\nb : two\nc three\nd = x \\\n   y\n\nempty=\n"
-    assert parse_properties(text) == {"a": "1", "b": "two", "c": "three", "d": "x y", "empty": ""}
+def test_properties_syntax_is_javas(tmp_path):
+    f = tmp_path / "p.properties"
+    f.write_bytes(
+        b"# comment\n! also\na=1\nb : two\nc three\nd = x \\\n   y\n\nempty=\n"
+        b"a\\=b=c\nname=caf\\u00e9\nlatin1=\xe9t\xe9\n  indented.key = v\n"
+    )
+    assert read_properties(f) == {
+        "a": "1",
+        "b": "two",
+        "c": "three",
+        "d": "x y",
+        "empty": "",
+        "a=b": "c",
+        "name": "caf\u00e9",
+        "latin1": "\u00e9t\u00e9",
+        "indented.key": "v",
+    }
+
+
+def test_kafkas_stock_server_properties_loads_with_its_unused_keys_listed():
+    cfg = BrokerConfig.load(KAFKA_SERVER_PROPERTIES)
+    assert cfg.unused == [
+        "num.io.threads",
+        "num.network.threads",
+        "num.recovery.threads.per.data.dir",
+        "socket.receive.buffer.bytes",
+        "socket.send.buffer.bytes",
+        "transaction.state.log.min.isr",
+        "transaction.state.log.replication.factor",
+    ]
+    assert cfg.data_dir == Path("/tmp/kafka-logs")
+    assert cfg["zookeeper.connect"] == "localhost:2181"
+    assert cfg["group.initial.rebalance.delay.ms"] == 0
+
+
+@pytest.mark.parametrize(
+    "typo, suggestion",
+    [
+        ("num.partiton", "num.partitions"),
+        ("log.retention.hour", "log.retention.hours"),
+        ("num.network.thread", "num.network.threads"),  # a Kafka key we do not use
+    ],
+)
+def test_a_typo_is_an_error_with_the_nearest_key(tmp_path, typo, suggestion):
+    with pytest.raises(
+        ConfigError, match=f"{typo}: unknown broker config key .did you mean {suggestion}"
+    ):
+        BrokerConfig.load(None, [f"{typo}=1"], tmp_path)
+
+
+def test_a_bad_unicode_escape_names_the_file(tmp_path):
+    f = tmp_path / "bad.properties"
+    f.write_text("name=\\u00zz\n")
+    with pytest.raises(ConfigError, match="bad.properties"):
+        BrokerConfig.load(f, [], tmp_path)
 
 
 def test_config_layers_and_defaults(tmp_path):

@@ -40,6 +40,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.cluster import zk
 from broker.cluster.zk import PartitionState, ZkSession
+from broker.protocol.errors import ErrorCode
 from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,30 @@ def decide(
     if state.leader == -1:
         return None
     return state.replace(leader=-1, leader_epoch=state.leader_epoch + 1)
+
+
+def elect(
+    assignment: list[int], state: PartitionState, usable: set[int], unclean: bool
+) -> tuple[ErrorCode, PartitionState | None]:
+    """ElectLeaders for one partition: (NONE, new state), or (error, None) as Kafka
+    answers. Preferred: the first replica leads if it is live and in the ISR. Unclean:
+    only a partition without a live leader, by the first live replica."""
+    if unclean:
+        if state.leader in usable:
+            return ErrorCode.ELECTION_NOT_NEEDED, None
+        live_replicas = [r for r in assignment if r in usable]
+        if not live_replicas:
+            return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, None
+        leader = live_replicas[0]
+        return ErrorCode.NONE, state.replace(
+            leader=leader, leader_epoch=state.leader_epoch + 1, isr=(leader,)
+        )
+    preferred = assignment[0]
+    if state.leader == preferred:
+        return ErrorCode.ELECTION_NOT_NEEDED, None
+    if preferred not in usable or preferred not in state.isr:
+        return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, None
+    return ErrorCode.NONE, state.replace(leader=preferred, leader_epoch=state.leader_epoch + 1)
 
 
 def initial_state(assignment: list[int], live: set[int], controller_epoch: int) -> PartitionState:
@@ -144,6 +169,18 @@ class Controller:
     def _put(self, kind: str, children: list[str]) -> None:
         self._events.put_nowait((kind, children))
 
+    async def elect_leaders(
+        self, wanted: list[tuple[str, int]] | None, unclean: bool
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """ElectLeaders (None: every partition), run in turn with the other events."""
+        done = asyncio.get_running_loop().create_future()
+        self._events.put_nowait(("elect", (wanted, unclean, done)))
+        return await done
+
+    def topic_changed(self, topic: str) -> None:
+        """A known topic's config or assignment changed (ClusterNode's watches)."""
+        self._events.put_nowait(("changed", topic))
+
     async def _run(self) -> None:
         while True:
             kind, arg = await self._events.get()
@@ -173,6 +210,12 @@ class Controller:
                 await self._delete_topic(topic)
         elif kind == "rebalance":
             await self._rebalance()
+        elif kind == "changed" and arg in self.assignments:
+            await self._topic_changed(arg)
+        elif kind == "elect":
+            wanted, unclean, done = arg
+            if not done.done():
+                done.set_result(await self._elect(wanted, unclean))
 
     async def _topics_changed(self, names: set[str]) -> None:
         for gone in set(self.assignments) - names:
@@ -183,26 +226,38 @@ class Controller:
             children = await self.zk.call("get_children", zk.BROKER_IDS)
             self.live = {int(c) for c in children if c.isdigit()}
         for topic in new:
-            try:
-                data, _ = await self.zk.call("get", zk.topic_path(topic))
-                assignments, _ = zk.decode_assignment(data)
-                cfg_data = await self._get_or_none(zk.config_path(topic))
-            except NoNodeError:
-                continue
-            configs = zk.decode_config(cfg_data)
-            self.assignments[topic] = assignments
-            default = self.config["unclean.leader.election.enable"]
-            flag = configs.get("unclean.leader.election.enable")
-            self.unclean[topic] = default if flag is None else flag.lower() == "true"
-            for p, assignment in enumerate(assignments):
-                state = initial_state(assignment, self.live - self.leaving, self.epoch)
-                try:
-                    await self.zk.call(
-                        "create", zk.state_path(topic, p), zk.encode_state(state), makepath=True
-                    )
-                except NodeExistsError:
-                    continue
+            await self._read_topic(topic)
         if new:
+            await self._reconcile_all()
+
+    async def _read_topic(self, topic: str) -> None:
+        """(Re-)read a topic's assignment and config; new partitions get a state."""
+        try:
+            data, _ = await self.zk.call("get", zk.topic_path(topic))
+            assignments, _ = zk.decode_assignment(data)
+            cfg_data = await self._get_or_none(zk.config_path(topic))
+        except NoNodeError:
+            return
+        configs = zk.decode_config(cfg_data)
+        known = len(self.assignments.get(topic, ()))
+        self.assignments[topic] = assignments
+        default = self.config["unclean.leader.election.enable"]
+        flag = configs.get("unclean.leader.election.enable")
+        self.unclean[topic] = default if flag is None else flag.lower() == "true"
+        for p in range(known, len(assignments)):
+            state = initial_state(assignments[p], self.live - self.leaving, self.epoch)
+            try:
+                await self.zk.call(
+                    "create", zk.state_path(topic, p), zk.encode_state(state), makepath=True
+                )
+            except NodeExistsError:
+                continue
+
+    async def _topic_changed(self, topic: str) -> None:
+        known = len(self.assignments[topic])
+        await self._read_topic(topic)
+        if len(self.assignments.get(topic, ())) > known:
+            log.info("controller: %s has %d partitions", topic, len(self.assignments[topic]))
             await self._reconcile_all()
 
     async def _get_or_none(self, path: str) -> bytes | None:
@@ -267,6 +322,31 @@ class Controller:
         except NoNodeError:
             pass
         log.info("controller: deleted topic %s", topic)
+
+    async def _elect(self, wanted, unclean: bool) -> dict[tuple[str, int], ErrorCode]:
+        results = {}
+        for attempt in range(3):  # a state written meanwhile: read it again
+            states = await self.read_states()
+            retry = []
+            for key in sorted(states) if wanted is None else wanted:
+                if key in results:
+                    continue
+                if key not in states:
+                    results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                assignment, state = states[key]
+                code, new = elect(assignment, state, self.live - self.leaving, unclean)
+                if new is None:
+                    results[key] = code
+                elif await self._write(*key, new):
+                    results[key] = ErrorCode.NONE
+                elif attempt < 2:
+                    retry.append(key)
+                else:
+                    results[key] = ErrorCode.REQUEST_TIMED_OUT
+            if not retry:
+                break
+        return results
 
     async def _rebalance_timer(self) -> None:
         interval = self.config["leader.imbalance.check.interval.seconds"]

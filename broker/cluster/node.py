@@ -13,6 +13,10 @@ Who watches what (all callbacks run on the event loop, see `zk.ZkSession`):
   read, the topic is stored locally and logs are created for the partitions this
   broker replicates (`ReplicaManager.apply_topic`); a data watch is set on every
   partition's state znode. Topics that disappear are removed with their logs.
+- each `/config/topics/<t>` and `/brokers/topics/<t>` data -> changed config
+  overrides and added partitions (AlterConfigs, CreatePartitions: any broker writes
+  them with `write_topic`) are applied the same way; the controller hears of them
+  too, to give new partitions a state and to know the unclean-election flag.
 - each `/brokers/topics/<t>/partitions/<p>/state` -> `states` and `on_state`:
   leader == this broker -> `become_leader` (stop fetching; the ISR and the znode
   version for compare-and-set come from the znode; `__consumer_offsets` partitions
@@ -38,6 +42,7 @@ fetching and exits. Event-loop only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 
@@ -49,7 +54,9 @@ from broker.cluster.isr import IsrManager
 from broker.cluster.metadata_store import TopicMeta
 from broker.cluster.producer_ids import ZkProducerIds
 from broker.cluster.replica_fetcher import ReplicaFetcherManager
+from broker.cluster.replica_manager import TopicError
 from broker.cluster.zk import BrokerInfo, PartitionState, ZkSession
+from broker.protocol.errors import ErrorCode
 from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -287,11 +294,51 @@ class ClusterNode:
                 self.core.replicas.apply_topic(meta)
                 self._state_stops[name] = [
                     self.zk.watch_data(
-                        zk.state_path(name, p),
-                        lambda data, stat, t=name, i=p: self._state_changed(t, i, data, stat),
-                    )
-                    for p in range(meta.partitions)
+                        zk.config_path(name),
+                        lambda data, _stat, t=name: self._config_changed(t, data),
+                    ),
+                    self.zk.watch_data(
+                        zk.topic_path(name),
+                        lambda data, _stat, t=name: self._assignment_changed(t, data),
+                    ),
                 ]
+                self._watch_states(name, range(meta.partitions))
+
+    def _watch_states(self, name: str, partitions: range) -> None:
+        self._state_stops[name] += [
+            self.zk.watch_data(
+                zk.state_path(name, p),
+                lambda data, stat, t=name, i=p: self._state_changed(t, i, data, stat),
+            )
+            for p in partitions
+        ]
+
+    def _config_changed(self, name: str, data: bytes | None) -> None:
+        meta = self.topics.get(name)
+        if meta is None or data is None:
+            return
+        configs = zk.decode_config(data)
+        if configs != meta.configs:
+            self._changed(dataclasses.replace(meta, configs=configs))
+
+    def _assignment_changed(self, name: str, data: bytes | None) -> None:
+        meta = self.topics.get(name)
+        if meta is None or data is None:
+            return
+        assignments, _ = zk.decode_assignment(data)
+        if len(assignments) > meta.partitions:
+            self._changed(
+                dataclasses.replace(meta, partitions=len(assignments), assignments=assignments)
+            )
+
+    def _changed(self, meta: TopicMeta) -> None:
+        """A known topic's new config or partitions, from a watch or our own write."""
+        old = self.topics[meta.name]
+        self.topics[meta.name] = meta
+        self.core.replicas.apply_topic(meta)
+        self._watch_states(meta.name, range(old.partitions, meta.partitions))
+        if self.controller is not None:
+            self.controller.topic_changed(meta.name)
 
     def _remove_topic(self, name: str) -> None:
         for stop in self._state_stops.pop(name, []):
@@ -395,6 +442,32 @@ class ClusterNode:
             pass
         except Exception as e:
             log.warning("creating topic %s failed: %s", meta.name, e)
+
+    async def write_topic(self, meta: TopicMeta) -> None:
+        """Write a known topic's new config overrides and assignment (AlterConfigs,
+        CreatePartitions) and apply them here at once; the other brokers follow from
+        their watches. The assignment is written only if it still has the partition
+        count this broker knew (compare-and-set), else TopicError."""
+        old = self.topics.get(meta.name)
+        if old is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if meta.configs != old.configs:
+            await self.zk.call("set", zk.config_path(meta.name), zk.encode_config(meta.configs))
+        if meta.partitions != old.partitions:
+            data, stat = await self.zk.call("get", zk.topic_path(meta.name))
+            if len(zk.decode_assignment(data)[0]) != old.partitions:
+                raise TopicError(
+                    ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                    "The topic's partitions changed meanwhile; try again.",
+                )
+            await self.zk.call(
+                "set",
+                zk.topic_path(meta.name),
+                zk.encode_assignment(meta.assignments, meta.topic_id),
+                version=stat.version,
+            )
+        if self.topics.get(meta.name) is old:
+            self._changed(meta)
 
     def submit_delete(self, name: str) -> None:
         self._spawn(self.delete_topic(name))

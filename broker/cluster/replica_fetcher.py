@@ -224,6 +224,8 @@ class ReplicaFetcher:
                 log.warning("%s-%d: follower append failed (%s); re-truncating", *p.key, e)
                 f.truncated = False
         p.update_follower_high_watermark(r["high_watermark"])
+        if r["log_start_offset"] > p.log.log_start_offset:  # the leader deleted records
+            p.log.delete_records_before(r["log_start_offset"])
         return True
 
 

@@ -7,13 +7,20 @@ does), auto-creates topics on use, and wires every partition's `on_change` to th
 purgatories so that an append or a high-watermark move re-checks the delayed produce
 and fetch operations waiting on that partition.
 
+Topics change in two ways after creation, as in Kafka: their config overrides are
+replaced (AlterConfigs, IncrementalAlterConfigs) and partitions are added
+(CreatePartitions). A single node applies both at once; a cluster writes them to
+ZooKeeper (`ClusterNode.write_config` / `write_assignment`) and every broker
+applies them from its watches (`apply_topic`).
+
 Crash safety of topic changes: create = logs first, then the topic file (the commit
-point); delete = topic file first, then the logs. `load()` removes partition logs
+point); delete = topic file first, then the logs; added partitions likewise. `load()` removes partition logs
 whose topic has no file, the leftovers of an interrupted create or delete.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -107,7 +114,8 @@ class ReplicaManager:
     # -- cluster mode: topics as ZooKeeper has them -------------------------------------
 
     def apply_topic(self, meta: TopicMeta) -> None:
-        """Mirror a topic read from ZooKeeper; create logs for the hosted partitions."""
+        """Mirror a topic read from ZooKeeper; create logs for the hosted partitions
+        and give the existing ones its current config."""
         known = self.store.get(meta.name)
         if known is None or (known.assignments, known.configs, known.topic_id) != (
             meta.assignments,
@@ -118,6 +126,8 @@ class ReplicaManager:
                 self.remove_topic(meta.name)  # deleted and re-created while we were away
             self.store.put(meta)
         cfg = self.log_config(meta.configs)
+        if known is not None and known.configs != meta.configs:
+            self._reconfigure(meta, cfg)
         for index in range(meta.partitions):
             if (meta.name, index) in self.partitions or not self._hosts(meta, index):
                 continue
@@ -135,6 +145,14 @@ class ReplicaManager:
 
     def log_config(self, overrides: dict[str, str]) -> LogConfig:
         return LogConfig.from_props(overrides, base=self.default_log_config)
+
+    def _reconfigure(self, meta: TopicMeta, cfg: LogConfig) -> None:
+        for index in range(meta.partitions):
+            part = self.partitions.get((meta.name, index))
+            if part is not None:
+                part.log.update_config(cfg)
+                part.min_insync_replicas = cfg.min_insync_replicas
+        log.info("topic %s config overrides: %s", meta.name, meta.configs or "none")
 
     # -- lookups -------------------------------------------------------------------
 
@@ -265,6 +283,127 @@ class ReplicaManager:
             self.logs.delete(name, index)
         log.info("deleted topic %s", name)
 
+    def existing_topic(self, name: str) -> TopicMeta:
+        """The topic `name`, or TopicError as Kafka answers for a bad or unknown one."""
+        try:
+            validate_topic_name(name)
+        except InvalidTopicName as e:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
+        meta = self.store.get(name)
+        if meta is None:
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+            )
+        return meta
+
+    def with_configs(self, name: str, overrides: dict[str, str]) -> TopicMeta:
+        """Topic `name` with `overrides` as its whole override set, checked: unknown
+        names and bad values are INVALID_CONFIG."""
+        meta = self.existing_topic(name)
+        for key in overrides:
+            if key not in TOPIC_CONFIG_NAMES:
+                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        try:
+            self.log_config(overrides)
+        except ValueError as e:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid config: {e}") from None
+        return dataclasses.replace(meta, configs=dict(overrides))
+
+    async def alter_topic(self, meta: TopicMeta) -> None:
+        """Make `meta` (from `with_configs` or `with_partitions`) the topic's state:
+        new config overrides, added partitions."""
+        if self.cluster is not None:
+            await self.cluster.write_topic(meta)
+            return
+        old = self.store.get(meta.name)
+        if old is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        cfg = self.log_config(meta.configs)
+        logs = []
+        try:
+            self.logs.reserve_files(meta.partitions - old.partitions)
+            for index in range(old.partitions, meta.partitions):
+                logs.append(self.logs.create(meta.name, index, cfg))
+            self.store.put(meta)
+        except OSError as e:
+            for plog in logs:
+                self.logs.delete(meta.name, plog.partition)
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot add partitions: {e}") from None
+        self._reconfigure(meta, cfg)
+        for plog in logs:
+            self._attach(meta, plog.partition, plog, cfg)
+        if logs:
+            log.info("topic %s now has %d partitions", meta.name, meta.partitions)
+
+    def with_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None
+    ) -> TopicMeta:
+        """Topic `name` grown to `count` partitions (CreatePartitions), checked as
+        Kafka does; `assignments` (replica lists of the new partitions) or None to
+        assign them as for a new topic."""
+        meta = self.existing_topic(name)
+        if count < meta.partitions:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {meta.partitions} partitions, which is higher than "
+                f"the requested {count}.",
+            )
+        if count == meta.partitions:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partitions."
+            )
+        if count > MAX_PARTITIONS:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be 1..{MAX_PARTITIONS}."
+            )
+        added = count - meta.partitions
+        rf = len(meta.assignments[0])
+        live = self.cluster.brokers if self.cluster is not None else {self.broker_id: None}
+        if assignments is not None:
+            _check_new_assignments(assignments, added, rf, set(live), meta.partitions)
+            new = [list(a) for a in assignments]
+        elif self.cluster is not None:
+            racks = {b: info.rack for b, info in live.items()}
+            try:
+                new = assign_replicas(racks, added, rf, start=_start(name, racks) + meta.partitions)
+            except AssignmentError as e:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+        else:
+            new = [[self.broker_id] for _ in range(added)]
+        return dataclasses.replace(meta, partitions=count, assignments=meta.assignments + new)
+
+    def delete_records(self, topic: str, index: int, offset: int) -> int:
+        """DeleteRecords on a partition this broker leads: its log starts at `offset`
+        (-1: the high watermark). Returns the new log start (the low watermark);
+        followers follow on their next fetch. Raises ApiError as Kafka answers."""
+        part = self.partitions.get((topic, index))
+        meta = self.store.get(topic)
+        if part is None:
+            if meta is not None and 0 <= index < meta.partitions:
+                raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not part.is_leader:
+            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if not part.log.config.delete:
+            raise ApiError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Records of partition {topic}-{index} can not be deleted due to the "
+                "configured policy",
+            )
+        hw = part.high_watermark
+        if offset == -1:
+            offset = hw
+        if not 0 <= offset <= hw:
+            raise ApiError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {offset} of partition "
+                f"{topic}-{index} since it is larger than the high watermark {hw}",
+            )
+        if part.log.delete_records_before(offset):
+            self.logs.checkpoint_log_starts()
+            log.info("%s-%d: records before %d deleted", topic, index, offset)
+        return part.log.log_start_offset
+
     def auto_create(self, name: str) -> ErrorCode:
         """Create `name` on first use if allowed: NONE if it exists or was created."""
         if name in self.store:
@@ -280,6 +419,36 @@ class ReplicaManager:
         except TopicError as e:
             return e.code
         return ErrorCode.NONE
+
+
+def _check_new_assignments(
+    assignments: list[list[int]], added: int, rf: int, live: set[int], first: int
+) -> None:
+    if len(assignments) != added:
+        raise TopicError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Increasing the number of partitions by {added} but {len(assignments)} "
+            "assignments provided.",
+        )
+    for i, replicas in enumerate(assignments, start=first):
+        if len(set(replicas)) != len(replicas):
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Duplicate brokers not allowed in replica assignment: "
+                f"{', '.join(map(str, replicas))} for partition id {i}.",
+            )
+        if len(replicas) != rf:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Inconsistent replication factor between partitions, partition 0 has {rf} "
+                f"while partition {i} has {len(replicas)}.",
+            )
+        unknown = sorted(set(replicas) - live)
+        if unknown:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
+            )
 
 
 def _start(name: str, brokers: dict) -> int:

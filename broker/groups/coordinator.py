@@ -42,7 +42,8 @@ call only it) and owns one object per concept, each given only what it uses:
     RecordWriter  writer.py      appends to `__consumer_offsets`, queued writes
     Rebalance     rebalance.py   the state changes of live groups, on requests and time
     Membership    membership.py  JoinGroup, SyncGroup, Heartbeat, LeaveGroup
-    Offsets       offsets.py     OffsetCommit, OffsetFetch, retention, DeleteGroups
+    Offsets       offsets.py     OffsetCommit, OffsetFetch, retention, DeleteGroups,
+                                 OffsetDelete
 
 A group's state changes only along Kafka's table of valid transitions (group.py).
 """
@@ -92,6 +93,7 @@ class GroupCoordinator:
         self.commit_offsets = offsets.commit_offsets
         self.fetch_offsets = offsets.fetch_offsets
         self.delete_group = offsets.delete_group
+        self.delete_offsets = offsets.delete_offsets
         self.expire_offsets = offsets.expire_offsets
 
     # -- ownership and loading --------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import struct
 import types
 from collections import Counter
 
@@ -329,6 +330,15 @@ class Group:
             for m in self.members.values()
         )
 
+    def subscribed_topics(self) -> set[str]:
+        """The topics the members of a consumer group subscribe to, read from their
+        metadata of the selected protocol (ConsumerProtocolSubscription: version,
+        then the topic names); a member whose metadata does not parse adds none."""
+        topics: set[str] = set()
+        for member in self.members.values():
+            topics |= _subscription_topics(member.metadata(self.protocol))
+        return topics
+
     def summary(self) -> GroupSummary:
         stable = self.is_(GroupState.STABLE)
         members = tuple(
@@ -404,3 +414,16 @@ class Group:
         if value.current_state_timestamp >= 0:
             group.state_timestamp = value.current_state_timestamp
         return group
+
+
+def _subscription_topics(metadata: bytes) -> set[str]:
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        pos, topics = 6, set()
+        for _ in range(count):
+            (size,) = struct.unpack_from(">h", metadata, pos)
+            topics.add(metadata[pos + 2 : pos + 2 + size].decode())
+            pos += 2 + size
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()

@@ -1,4 +1,5 @@
-"""Committed offsets of classic groups: OffsetCommit, OffsetFetch, retention, deletion.
+"""Committed offsets of classic groups: OffsetCommit, OffsetFetch, retention, deletion
+(DeleteGroups, OffsetDelete).
 
 A commit is validated against the group as Kafka does: a group that does not use
 group management (simple consumers, `generation_id` -1 on an Empty group) may commit
@@ -168,3 +169,37 @@ class Offsets:
         records.append((encode_group_key(GroupKey(group_id)), None))
         self._table.drop(group, now_ms)
         return await self._writer.write(group_id, records, now_ms)
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition], now_ms: int
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: drop the group's committed offsets of `partitions`, as Kafka
+        does: any of an Empty group; of a consumer group with members, only of topics
+        no member subscribes to (the others answer GROUP_SUBSCRIBED_TO_TOPIC); none of
+        another group with members (NON_EMPTY_GROUP)."""
+        err = self._table.coordinator_error(group_id)
+        if err:
+            return err, {}
+        group = self._table.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] = set()
+        if not group.is_(GroupState.EMPTY):
+            if group.protocol_type != "consumer":
+                return ErrorCode.NON_EMPTY_GROUP, {}
+            subscribed = group.subscribed_topics()
+        results = {}
+        gone = []
+        for tp in partitions:
+            if tp[0] in subscribed:
+                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            results[tp] = ErrorCode.NONE
+            if group.offsets.pop(tp, None) is not None:
+                gone.append(tp)
+        if gone:
+            records = [(encode_offset_key(OffsetKey(group_id, *tp)), None) for tp in gone]
+            err = await self._writer.write(group_id, records, now_ms)
+            if err:
+                return err, {}
+        return ErrorCode.NONE, results

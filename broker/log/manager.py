@@ -1,6 +1,7 @@
 """LogManager: every partition log of one data directory.
 
-Startup reads `recovery-point-offset-checkpoint` and `cleaner-offset-checkpoint`,
+Startup reads `recovery-point-offset-checkpoint`, `cleaner-offset-checkpoint` and
+`log-start-offset-checkpoint` (log starts that DeleteRecords moved inside a segment),
 notes whether the `.kafka_cleanshutdown` marker is present (then nothing is rescanned),
 opens every `<topic>-<partition>` directory, and removes the marker so that a later
 crash is not mistaken for a clean stop. `close` flushes everything, writes the
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 CLEANER_FILE = "cleaner-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
 # Open files per new partition: its .log, and its .index and .timeindex twice each
@@ -58,6 +60,7 @@ class LogManager:
         clean = marker.exists()
         recovery = self._read(RECOVERY_POINT_FILE)
         cleaner = self._read(CLEANER_FILE)
+        starts = self._read(LOG_START_FILE)
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         for d in sorted(self.data_dir.iterdir()):
             if not d.is_dir():
@@ -77,6 +80,7 @@ class LogManager:
                 clock,
                 clean_shutdown=clean,
                 cleaner_checkpoint=cleaner.get((topic, part), 0),
+                log_start_offset=starts.get((topic, part), 0),
             )
         if clean:
             marker.unlink()
@@ -155,6 +159,15 @@ class LogManager:
         points = {(p.topic, p.partition): p.recovery_point for p in self._logs.values()}
         write_offsets(self.data_dir / RECOVERY_POINT_FILE, points)
 
+    def checkpoint_log_starts(self) -> None:
+        """Log starts that are not a segment's base offset (DeleteRecords moved them)."""
+        points = {
+            (p.topic, p.partition): p.log_start_offset
+            for p in self._logs.values()
+            if p.log_start_offset != p.segments[0].base_offset
+        }
+        write_offsets(self.data_dir / LOG_START_FILE, points)
+
     def checkpoint_cleaner(self) -> None:
         points = {
             (p.topic, p.partition): p.cleaner_checkpoint
@@ -192,7 +205,11 @@ class LogManager:
                 p.flush()
             except OSError as e:
                 failed.append(f"flush {p.topic}-{p.partition}: {e}")
-        for write in (self.checkpoint_recovery_points, self.checkpoint_cleaner):
+        for write in (
+            self.checkpoint_recovery_points,
+            self.checkpoint_cleaner,
+            self.checkpoint_log_starts,
+        ):
             try:
                 write()
             except OSError as e:

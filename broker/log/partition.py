@@ -102,6 +102,7 @@ class PartitionLog:
         *,
         clean_shutdown: bool = False,
         cleaner_checkpoint: int = 0,
+        log_start_offset: int = 0,
     ):
         self.dir = Path(dir)
         self.topic, self.partition = parse_dir_name(self.dir.name)
@@ -113,7 +114,9 @@ class PartitionLog:
         )
         self._bases = [s.base_offset for s in self.segments]
         self.log_end_offset = self.active.next_offset
-        self.log_start_offset = self.segments[0].base_offset
+        self.log_start_offset = min(
+            max(self.segments[0].base_offset, log_start_offset), self.log_end_offset
+        )
         self.size_bytes = sum(s.size for s in self.segments)
         rp = self.log_end_offset if clean_shutdown else recovery_point
         self._recovery_point = max(self.log_start_offset, min(rp, self.log_end_offset))
@@ -458,11 +461,25 @@ class PartitionLog:
         self._bases.pop(0)
         self.size_bytes -= seg.size
         seg.delete()
-        self.log_start_offset = self.segments[0].base_offset
-        self._recovery_point = max(self._recovery_point, self.log_start_offset)
-        self.cleaner_checkpoint = max(self.cleaner_checkpoint, self.log_start_offset)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        self.producer_state.delete_snapshots_below(self.log_start_offset)
+        self._start_at(max(self.log_start_offset, self.segments[0].base_offset))
+
+    def _start_at(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self._recovery_point = max(self._recovery_point, offset)
+        self.cleaner_checkpoint = max(self.cleaner_checkpoint, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.delete_snapshots_below(offset)
+
+    def delete_records_before(self, offset: int) -> bool:
+        """DeleteRecords: the log starts at `offset` (at most the log end); segments
+        wholly below it go, reads below it are out of range. Whether it moved."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return False
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            self._delete_first_segment()
+        self._start_at(offset)
+        return True
 
     def remove_expired_producers(self) -> int:
         """Forget idempotent producers idle past producer.id.expiration.ms."""

@@ -173,3 +173,176 @@ SASL_AUTHENTICATE_RESPONSE = [
     F("auth_bytes", BYTES),
     F("session_lifetime_ms", INT64, "1+"),
 ]
+
+_ALTER_CONFIGS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "responses",
+        [
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+        ],
+    ),
+]
+
+ALTER_CONFIGS_REQUEST = [
+    F(
+        "resources",
+        [
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configs", [F("name", STRING), F("value", STRING, nullable="0+")]),
+        ],
+    ),
+    F("validate_only", BOOL),
+]
+
+ALTER_CONFIGS_RESPONSE = _ALTER_CONFIGS_RESPONSE
+
+INCREMENTAL_ALTER_CONFIGS_REQUEST = [
+    F(
+        "resources",
+        [
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F(
+                "configs",
+                [
+                    F("name", STRING),
+                    F("config_operation", INT8),
+                    F("value", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
+    F("validate_only", BOOL),
+]
+
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = _ALTER_CONFIGS_RESPONSE
+
+CREATE_PARTITIONS_REQUEST = [
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F("count", INT32),
+            F("assignments", [F("broker_ids", Array(INT32))], nullable="0+"),
+        ],
+    ),
+    F("timeout_ms", INT32),
+    F("validate_only", BOOL),
+]
+
+CREATE_PARTITIONS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "results",
+        [F("name", STRING), F("error_code", INT16), F("error_message", STRING, nullable="0+")],
+    ),
+]
+
+DELETE_RECORDS_REQUEST = [
+    F(
+        "topics",
+        [F("name", STRING), F("partitions", [F("partition_index", INT32), F("offset", INT64)])],
+    ),
+    F("timeout_ms", INT32),
+]
+
+DELETE_RECORDS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F(
+                "partitions",
+                [F("partition_index", INT32), F("low_watermark", INT64), F("error_code", INT16)],
+            ),
+        ],
+    ),
+]
+
+DESCRIBE_CLUSTER_REQUEST = [
+    F("include_cluster_authorized_operations", BOOL),
+    F("endpoint_type", INT8, "1+", default=1),
+]
+
+DESCRIBE_CLUSTER_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F("endpoint_type", INT8, "1+", default=1),
+    F("cluster_id", STRING),
+    F("controller_id", INT32, default=-1),
+    F(
+        "brokers",
+        [
+            F("broker_id", INT32),
+            F("host", STRING),
+            F("port", INT32),
+            F("rack", STRING, nullable="0+"),
+        ],
+    ),
+    F("cluster_authorized_operations", INT32, default=-(2**31)),
+]
+
+DESCRIBE_LOG_DIRS_REQUEST = [
+    F("topics", [F("topic", STRING), F("partitions", Array(INT32))], nullable="0+"),
+]
+
+DESCRIBE_LOG_DIRS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16, "3+"),
+    F(
+        "results",
+        [
+            F("error_code", INT16),
+            F("log_dir", STRING),
+            F(
+                "topics",
+                [
+                    F("name", STRING),
+                    F(
+                        "partitions",
+                        [
+                            F("partition_index", INT32),
+                            F("partition_size", INT64),
+                            F("offset_lag", INT64),
+                            F("is_future_key", BOOL),
+                        ],
+                    ),
+                ],
+            ),
+            F("total_bytes", INT64, "4+", default=-1),
+            F("usable_bytes", INT64, "4+", default=-1),
+        ],
+    ),
+]
+
+ELECT_LEADERS_REQUEST = [
+    F("election_type", INT8, "1+"),
+    F("topic_partitions", [F("topic", STRING), F("partitions", Array(INT32))], nullable="0+"),
+    F("timeout_ms", INT32, default=60000),
+]
+
+ELECT_LEADERS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16, "1+"),
+    F(
+        "replica_election_results",
+        [
+            F("topic", STRING),
+            F(
+                "partition_result",
+                [
+                    F("partition_id", INT32),
+                    F("error_code", INT16),
+                    F("error_message", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
+]

@@ -258,3 +258,27 @@ LIST_GROUPS_RESPONSE = [
         [F("group_id", STRING), F("protocol_type", STRING), F("group_state", STRING, "4+")],
     ),
 ]
+
+DELETE_GROUPS_REQUEST = [F("groups_names", Array(STRING))]
+
+DELETE_GROUPS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("results", [F("group_id", STRING), F("error_code", INT16)]),
+]
+
+OFFSET_DELETE_REQUEST = [
+    F("group_id", STRING),
+    F("topics", [F("name", STRING), F("partitions", [F("partition_index", INT32)])]),
+]
+
+OFFSET_DELETE_RESPONSE = [
+    F("error_code", INT16),
+    F("throttle_time_ms", INT32),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F("partitions", [F("partition_index", INT32), F("error_code", INT16)]),
+        ],
+    ),
+]

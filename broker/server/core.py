@@ -103,6 +103,11 @@ class BrokerCore:
                 cfg["log.flush.offset.checkpoint.interval.ms"],
                 self.logs.checkpoint_recovery_points,
             ),
+            (
+                "log-start-checkpoint",
+                cfg["log.flush.start.offset.checkpoint.interval.ms"],
+                self.logs.checkpoint_log_starts,
+            ),
         ]
         if cfg["log.cleaner.enable"]:
             duties.append(("cleaner", cfg["log.cleaner.backoff.ms"], self.logs.run_cleaner))

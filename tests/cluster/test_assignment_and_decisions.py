@@ -3,8 +3,9 @@
 import pytest
 
 from broker.cluster.assignment import AssignmentError, assign_replicas
-from broker.cluster.controller import decide, initial_state, preferred_moves
+from broker.cluster.controller import decide, elect, initial_state, preferred_moves
 from broker.cluster.zk import PartitionState
+from broker.protocol.errors import ErrorCode
 
 
 def test_round_robin_like_kafka():
@@ -73,3 +74,20 @@ def test_initial_state_and_preferred_leader_moves():
     assert moves[("t", 0)].leader == 0 and moves[("t", 0)].leader_epoch == 4
     assert ("t", 2) not in moves  # broker 2 is not in the ISR
     assert ("t", 1) not in moves
+
+
+def test_elect_leaders_preferred_and_unclean():
+    state = PartitionState(leader=2, leader_epoch=4, isr=(2, 1))
+    code, new = elect([1, 2, 3], state, {1, 2, 3}, unclean=False)
+    assert code == ErrorCode.NONE and (new.leader, new.leader_epoch, new.isr) == (1, 5, (2, 1))
+    assert elect([2, 1, 3], state, {1, 2, 3}, False) == (ErrorCode.ELECTION_NOT_NEEDED, None)
+    assert elect([3, 2, 1], state, {1, 2, 3}, False) == (
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        None,
+    )  # 3 is live but not in the ISR
+    assert elect([1, 2], state, {2, 3}, False)[0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    assert elect([1, 2], state, {1, 2}, True) == (ErrorCode.ELECTION_NOT_NEEDED, None)
+    offline = PartitionState(leader=-1, leader_epoch=7, isr=(2,))
+    code, new = elect([2, 3, 1], offline, {1, 3}, unclean=True)
+    assert code == ErrorCode.NONE and (new.leader, new.leader_epoch, new.isr) == (3, 8, (3,))
+    assert elect([2], offline, {1, 3}, True) == (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, None)

@@ -196,7 +196,9 @@ def test_snappy_and_zstd_from_every_client_are_read_by_every_client(module_broke
         consumer.seek_to_beginning()
         assert sorted(m.value for m in consumer) == expected
         consumer.close()
-        assert _stored_codecs(bootstrap, topic) == {Codec[codec.upper()]}
+        # librdkafka sends a batch uncompressed when compressing does not make it smaller
+        stored = _stored_codecs(bootstrap, topic)
+        assert Codec[codec.upper()] in stored and stored <= {Codec.NONE, Codec[codec.upper()]}
 
 
 def test_topic_compression_type_recompresses_on_the_broker(module_broker):

@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics and DescribeConfigs.
+"""Topic admin: CreateTopics, DeleteTopics, CreatePartitions and DeleteRecords.
 
 CreateTopics accepts per-topic configs (any topic config the log understands:
 retention.ms, retention.bytes, segment.bytes, segment.ms, cleanup.policy,
@@ -12,46 +12,20 @@ named twice in one request).
 CreateTopics v5+ also answers the created topic's partitions, replication factor and
 configs (v7: its id); DeleteTopics v6 may name topics by id.
 
-DescribeConfigs covers topic (2) and broker (4) resources. Per version: v0 reports
-`is_default`; v1+ `config_source` (1 topic override, 4 static broker config, 5
-default) and, on request, `synonyms`; v3 `config_type` and `documentation`.
+CreatePartitions and DeleteRecords: see their handlers; the checks and the changes
+themselves are ReplicaManager's (with_partitions / alter_topic, delete_records).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from broker.cluster.names import InvalidTopicName, validate_topic_name
 from broker.cluster.replica_manager import TopicError
-from broker.config import KEYS, TOPIC_SYNONYMS
-from broker.log.config import TOPIC_CONFIG_NAMES
 from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.errors import ApiError
 from broker.server.dispatch import handles
+from broker.server.handlers.configs import SOURCE_DEFAULT, SOURCE_TOPIC
 from broker.server.handlers.metadata import NO_TOPIC_ID, named_topic, topic_uuid
-
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-SOURCE_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
-# Kafka's DescribeConfigs ConfigType numbers.
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = range(1, 8)
-_BROKER_TYPES = {
-    "bool": TYPE_BOOLEAN,
-    "string": TYPE_STRING,
-    "int": TYPE_INT,
-    "short": TYPE_SHORT,
-    "long": TYPE_LONG,
-    "double": TYPE_DOUBLE,
-    "list": TYPE_LIST,
-}
-_INT_TOPIC_CONFIGS = {
-    "segment.bytes",
-    "segment.index.bytes",
-    "index.interval.bytes",
-    "max.message.bytes",
-    "min.insync.replicas",
-}
 
 
 @handles(ApiKey.CREATE_TOPICS)
@@ -166,108 +140,46 @@ def delete_topics(ctx, body):
     return {"throttle_time_ms": 0, "responses": results}
 
 
-@handles(ApiKey.DESCRIBE_CONFIGS)
-def describe_configs(ctx, body):
+@handles(ApiKey.CREATE_PARTITIONS)
+async def create_partitions(ctx, body):
+    """Grow topics to `count` partitions (never shrink: INVALID_PARTITIONS), with the
+    given replica lists or assigned as for a new topic; `validate_only` checks only."""
+    replicas = ctx.core.replicas
+    counts = Counter(t["name"] for t in body["topics"])
     results = []
-    for res in body["resources"]:
-        rtype, rname = res["resource_type"], res["resource_name"]
-        result = {
-            "error_code": ErrorCode.NONE,
-            "error_message": None,
-            "resource_type": rtype,
-            "resource_name": rname,
-            "configs": [],
-        }
-        if rtype == RESOURCE_TOPIC:
-            entries = _topic_entries(ctx.core, rname, result)
-        elif rtype == RESOURCE_BROKER:
-            entries = _broker_entries(ctx.core, rname, result)
-        else:
-            result["error_code"] = ErrorCode.INVALID_REQUEST
-            result["error_message"] = f"Unsupported resource type {rtype}"
-            entries = []
-        wanted = res["configuration_keys"]
-        for entry in entries:
-            if wanted is not None and entry["name"] not in wanted:
-                continue
-            if not body["include_synonyms"]:
-                entry["synonyms"] = []
-            if not body["include_documentation"]:
-                entry["documentation"] = None
-            result["configs"].append(entry)
-        results.append(result)
+    for topic in body["topics"]:
+        name = topic["name"]
+        code, message = ErrorCode.NONE, None
+        try:
+            if counts[name] > 1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            given = topic["assignments"]
+            assignments = None if given is None else [a["broker_ids"] for a in given]
+            meta = replicas.with_partitions(name, topic["count"], assignments)
+            if not body["validate_only"]:
+                await replicas.alter_topic(meta)
+        except TopicError as e:
+            code, message = e.code, e.message
+        results.append({"name": name, "error_code": code, "error_message": message})
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _entry(name, value, read_only, source, synonyms, config_type, doc) -> dict:
-    return {
-        "name": name,
-        "value": value,
-        "read_only": read_only,
-        "is_default": source == SOURCE_DEFAULT,
-        "config_source": source,
-        "is_sensitive": False,
-        "synonyms": synonyms,
-        "config_type": config_type,
-        "documentation": doc,
-    }
-
-
-def _topic_entries(core, name: str, result: dict) -> list[dict]:
-    try:
-        validate_topic_name(name)
-    except InvalidTopicName as e:
-        result["error_code"], result["error_message"] = ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)
-        return []
-    meta = core.replicas.topic(name)
-    if meta is None:
-        result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        result["error_message"] = f"Topic {name} does not exist."
-        return []
-    values, _ = core.replicas.effective_configs(meta)
-    defaults = core.replicas.default_log_config.to_props()
-    cfg = core.config
-    entries = []
-    for key in TOPIC_CONFIG_NAMES:
-        synonyms = []
-        if key in meta.configs:
-            synonyms.append({"name": key, "value": meta.configs[key], "source": SOURCE_TOPIC})
-        broker_key = cfg.topic_default_source(key)
-        if broker_key is not None:
-            synonyms.append(
-                {"name": broker_key, "value": defaults[key], "source": SOURCE_STATIC_BROKER}
+@handles(ApiKey.DELETE_RECORDS)
+def delete_records(ctx, body):
+    """Move each partition's log start up to the given offset (-1: the high
+    watermark); the answer's low watermark is the leader's new log start."""
+    replicas = ctx.core.replicas
+    topics = []
+    for t in body["topics"]:
+        partitions = []
+        for p in t["partitions"]:
+            low, code = -1, ErrorCode.NONE
+            try:
+                low = replicas.delete_records(t["name"], p["partition_index"], p["offset"])
+            except ApiError as e:
+                code = e.code
+            partitions.append(
+                {"partition_index": p["partition_index"], "low_watermark": low, "error_code": code}
             )
-        synonyms.append(
-            {"name": TOPIC_SYNONYMS.get(key, key), "value": defaults[key], "source": SOURCE_DEFAULT}
-        )
-        source = synonyms[0]["source"]
-        entries.append(
-            _entry(key, values[key], False, source, synonyms, _topic_type(key, values[key]), None)
-        )
-    return entries
-
-
-def _topic_type(key: str, value: str) -> int:
-    if key in _INT_TOPIC_CONFIGS:
-        return TYPE_INT
-    if key == "cleanup.policy":
-        return TYPE_LIST
-    if value in ("true", "false"):
-        return TYPE_BOOLEAN
-    return TYPE_LONG if value.lstrip("-").isdigit() else TYPE_STRING
-
-
-def _broker_entries(core, name: str, result: dict) -> list[dict]:
-    if name not in ("", str(core.broker_id)):
-        result["error_code"] = ErrorCode.INVALID_REQUEST
-        result["error_message"] = f"This is broker {core.broker_id}, not {name}"
-        return []
-    entries = []
-    for key, value, is_default in core.config.describe():
-        source = SOURCE_DEFAULT if is_default else SOURCE_STATIC_BROKER
-        spec = KEYS[key]
-        synonyms = [{"name": key, "value": value, "source": source}]
-        entries.append(
-            _entry(key, value, True, source, synonyms, _BROKER_TYPES[spec.type], spec.doc)
-        )
-    return entries
+        topics.append({"name": t["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

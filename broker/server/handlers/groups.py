@@ -1,5 +1,6 @@
 """Consumer-group APIs: FindCoordinator, Join/Sync/Heartbeat/LeaveGroup, OffsetCommit,
-OffsetFetch, DescribeGroups, ListGroups, all answered by `broker.groups`.
+OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete, all answered
+by `broker.groups`.
 
 The `GroupCoordinator` lives in `core.extensions["groups"]`. Its state is the
 compacted internal topic `__consumer_offsets`, created on the first FindCoordinator
@@ -363,3 +364,38 @@ def list_groups(ctx, body):
         if not wanted or state.lower() in wanted
     ]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
+
+
+@handles(ApiKey.DELETE_GROUPS)
+async def delete_groups(ctx, body):
+    """Only an Empty group (no members) can be deleted: its offsets go with it."""
+    results = []
+    for group_id in body["groups_names"]:
+        code = await _coordinator(ctx).delete_group(group_id, _now_ms())
+        results.append({"group_id": group_id, "error_code": code})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+@handles(ApiKey.OFFSET_DELETE)
+async def offset_delete(ctx, body):
+    """Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION (Kafka checks its
+    metadata first); the others are the coordinator's (see Offsets.delete_offsets)."""
+    known, unknown = [], set()
+    for t in body["topics"]:
+        for p in t["partitions"]:
+            tp = (t["name"], p["partition_index"])
+            if _partition_exists(ctx.core, *tp):
+                known.append(tp)
+            else:
+                unknown.add(tp)
+    top, results = await _coordinator(ctx).delete_offsets(body["group_id"], known, _now_ms())
+    topics = []
+    if not top:
+        for t in body["topics"]:
+            partitions = []
+            for p in t["partitions"]:
+                tp = (t["name"], p["partition_index"])
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else results[tp]
+                partitions.append({"partition_index": tp[1], "error_code": code})
+            topics.append({"name": t["name"], "partitions": partitions})
+    return {"error_code": top, "throttle_time_ms": 0, "topics": topics}

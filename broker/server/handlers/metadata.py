@@ -156,25 +156,34 @@ def _cluster_response(ctx, body, created: list[str]) -> dict:
             topics.append(
                 {"error_code": code, "name": name, "is_internal": False, "partitions": []}
             )
-    brokers = {
-        b.broker_id: {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-        for b in node.brokers.values()
-    }
-    if core.broker_id not in brokers:
-        host, port = core.advertised
-        brokers[core.broker_id] = {
-            "node_id": core.broker_id,
-            "host": host,
-            "port": port,
-            "rack": None,
-        }
     return {
         "throttle_time_ms": 0,
-        "brokers": [brokers[b] for b in sorted(brokers)],
+        "brokers": live_brokers(core),
         "cluster_id": core.cluster_id,
         "controller_id": node.controller_id,
         "topics": topics,
     }
+
+
+def live_brokers(core) -> list[dict]:
+    """The live brokers, by id, as Metadata lists them (this broker always included:
+    it serves even before its registration shows up)."""
+    host, port = core.advertised
+    brokers = {core.broker_id: {"node_id": core.broker_id, "host": host, "port": port}}
+    brokers[core.broker_id]["rack"] = core.config["broker.rack"]
+    if core.cluster is not None:
+        for b in core.cluster.brokers.values():
+            brokers[b.broker_id] = {
+                "node_id": b.broker_id,
+                "host": b.host,
+                "port": b.port,
+                "rack": b.rack,
+            }
+    return [brokers[b] for b in sorted(brokers)]
+
+
+def controller_id(core) -> int:
+    return core.cluster.controller_id if core.cluster is not None else core.broker_id
 
 
 @handles(ApiKey.METADATA)
@@ -205,10 +214,9 @@ def metadata(ctx, body):
                     )
                     continue
             topics.append(topic_entry(core, name))
-    host, port = core.advertised
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": core.broker_id, "host": host, "port": port, "rack": None}],
+        "brokers": live_brokers(core),
         "cluster_id": core.cluster_id,
         "controller_id": core.broker_id,
         "topics": topics,

@@ -1,6 +1,6 @@
 import pytest
 
-from broker.log import LogConfig, LogManager
+from broker.log import LogConfig, LogManager, OffsetOutOfRangeError
 from broker.log.manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE
 from tests.broker.log.util import make_batch
 
@@ -59,3 +59,32 @@ def test_refuses_escaping_names(tmp_path, topic):
         manager.create(topic, 0)
     manager.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_delete_records_moves_the_log_start_inside_a_segment_and_keeps_it(tmp_path, crash):
+    data = tmp_path / "data"
+    manager = LogManager(data, LogConfig(segment_bytes=500))
+    log = manager.create("trim", 0)
+    for _ in range(10):
+        log.append(make_batch(2, size=100))
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 3
+    target = bases[2] + 1  # inside the third segment
+    assert log.delete_records_before(target)
+    assert not log.delete_records_before(target - 1)  # never backwards
+    assert [s.base_offset for s in log.segments] == bases[2:]
+    assert log.log_start_offset == target
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(target - 1, 1 << 20)
+    assert log.read(target, 1 << 20) is not None
+    manager.checkpoint_log_starts()
+    if crash:  # no clean close: the checkpoint alone brings the start back
+        for p in manager.all_logs():
+            p.flush()
+    else:
+        manager.close()
+    manager = LogManager(data, LogConfig(segment_bytes=500))
+    assert manager.get("trim", 0).log_start_offset == target
+    assert manager.get("trim", 0).delete_records_before(10_000)  # at most the log end
+    assert manager.get("trim", 0).log_start_offset == 20

@@ -1,0 +1,149 @@
+"""The admin APIs on a three-broker cluster: a change made through any broker reaches
+every broker (configs, partitions), deleted records stay deleted on the followers
+(a follower that becomes leader starts where the old leader did), and ElectLeaders
+gives leadership back to the preferred replica."""
+
+from confluent_kafka import ElectionType, KafkaError, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
+
+from broker.protocol import ApiKey, ErrorCode
+from tests.broker.server.wire import WireClient
+from tests.cluster.util import create_topic, producer, wait_until
+
+TIMEOUT = 30
+
+
+def _one_broker_admin(broker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def _retention_seen_by(broker, topic: str) -> str | None:
+    with WireClient(broker.port) as client:
+        answer = client.request(
+            ApiKey.DESCRIBE_CONFIGS,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": 2,
+                        "resource_name": topic,
+                        "configuration_keys": ["retention.ms"],
+                    }
+                ],
+                "include_synonyms": False,
+            },
+        )
+    (entry,) = answer["results"][0]["configs"]
+    return entry["value"] if entry["config_source"] == 1 else None
+
+
+def _partitions_seen_by(broker, topic: str) -> list[int]:
+    with WireClient(broker.port) as client:
+        answer = client.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
+    return sorted(p["leader_id"] for p in answer["topics"][0]["partitions"])
+
+
+def _produce(cluster, topic: str, values: list[bytes], partition: int = 0) -> None:
+    p = producer(cluster, acks="all")
+    errors = []
+    for v in values:
+        p.produce(topic, v, partition=partition, on_delivery=lambda e, m: e and errors.append(e))
+    assert p.flush(TIMEOUT) == 0 and errors == []
+
+
+def test_config_and_partition_changes_reach_every_broker(cluster_factory):
+    cluster = cluster_factory(3)
+    create_topic(cluster, "shared", 1, 3)
+    first, *others = cluster.brokers.values()
+    entry = ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("TOPIC", "shared", incremental_configs=[entry])
+    admin = _one_broker_admin(first)  # kept: a collected client cancels its requests
+    admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
+    for b in cluster.brokers.values():
+        wait_until(
+            lambda b=b: _retention_seen_by(b, "shared") == "7200000",
+            what=f"broker {b.port} to see the new retention.ms",
+        )
+
+    admin = _one_broker_admin(others[-1])
+    admin.create_partitions([NewPartitions("shared", 4)])["shared"].result(TIMEOUT)
+    for b in cluster.brokers.values():
+        wait_until(
+            lambda b=b: len(leaders := _partitions_seen_by(b, "shared")) == 4 and min(leaders) >= 0,
+            what=f"broker {b.port} to see 4 led partitions",
+        )
+    assignments = [cluster.zk.assignment("shared", p) for p in range(4)]
+    assert all(len(set(a)) == 3 for a in assignments)
+    _produce(cluster, "shared", [b"new partition"], partition=3)
+
+
+def test_deleted_records_stay_deleted_after_the_leader_changes(cluster_factory):
+    cluster = cluster_factory(3, {"auto.leader.rebalance.enable": "false"})
+    create_topic(cluster, "trimmed", 1, 3)
+    _produce(cluster, "trimmed", [b"r%d" % i for i in range(20)])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    tp = TopicPartition("trimmed", 0, 12)
+    assert admin.delete_records([tp])[tp].result(TIMEOUT).low_watermark == 12
+    _produce(cluster, "trimmed", [b"after"])  # a fetch round carries the new log start
+    leader = cluster.zk.state("trimmed")["leader"]
+    cluster.brokers[leader].stop()
+    wait_until(
+        lambda: cluster.zk.state("trimmed")["leader"] not in (-1, leader),
+        what="another broker to lead trimmed-0",
+    )
+    new_leader = cluster.brokers[cluster.zk.state("trimmed")["leader"]]
+    request = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [{"name": "trimmed", "partitions": [{"partition_index": 0, "timestamp": -2}]}],
+    }
+
+    def earliest():
+        with WireClient(new_leader.port) as client:
+            answer = client.request(ApiKey.LIST_OFFSETS, 1, request)
+        part = answer["topics"][0]["partitions"][0]
+        return part["offset"] if part["error_code"] == 0 else None
+
+    wait_until(lambda: earliest() is not None, what="the new leader to answer")
+    assert earliest() == 12
+
+
+def test_elect_leaders_gives_leadership_back_to_the_preferred_replica(cluster_factory):
+    cluster = cluster_factory(3, {"auto.leader.rebalance.enable": "false"})
+    create_topic(cluster, "elected", 1, 3)
+    preferred = cluster.zk.assignment("elected")[0]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    tp = TopicPartition("elected", 0)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(TIMEOUT)
+    assert result[tp].code() == KafkaError.ELECTION_NOT_NEEDED
+
+    cluster.brokers[preferred].restart()  # a new leader while it was away
+    wait_until(
+        lambda: (s := cluster.zk.state("elected"))["leader"] != preferred and len(s["isr"]) == 3,
+        what="another leader and the preferred replica back in the ISR",
+    )
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    result = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(TIMEOUT)
+    assert result[tp] is None
+    assert cluster.zk.state("elected")["leader"] == preferred
+    _produce(cluster, "elected", [b"after the election"])
+
+    follower = next(b for i, b in cluster.brokers.items() if i != cluster.zk.controller())
+    with WireClient(follower.port) as client:
+        answer = client.request(
+            ApiKey.ELECT_LEADERS,
+            2,
+            {
+                "election_type": 0,
+                "topic_partitions": [{"topic": "elected", "partitions": [0]}],
+                "timeout_ms": 5000,
+            },
+        )
+    (result,) = answer["replica_election_results"]
+    assert result["partition_result"][0]["error_code"] == ErrorCode.NOT_CONTROLLER

@@ -56,27 +56,14 @@ def brokers_seen(port: int) -> int:
     """How many live brokers the broker on 127.0.0.1:`port` lists in its Metadata
     (0 when it does not answer). A broker listens before ZooKeeper has told it about
     its peers; a cluster is ready for RF > 1 topics only once every broker sees all."""
-    from broker.protocol import ApiKey, decode_response, encode_request
+    from broker.protocol import ApiKey
+    from broker.protocol.client import BlockingClient
 
-    frame = encode_request(ApiKey.METADATA, 1, 1, "logflume-launcher", {"topics": []})
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-            sock.sendall(frame)
-            size = int.from_bytes(_recv_exactly(sock, 4), "big")
-            _, body = decode_response(ApiKey.METADATA, 1, _recv_exactly(sock, size))
+        with BlockingClient("127.0.0.1", port, timeout=2, client_id="logflume-launcher") as c:
+            return len(c.request(ApiKey.METADATA, 1, {"topics": []})["brokers"])
     except OSError:
         return 0
-    return len(body["brokers"])
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionResetError("connection closed mid-response")
-        data += chunk
-    return bytes(data)
 
 
 def wait_for_port(

@@ -12,6 +12,8 @@ import signal
 import sys
 import time
 
+from logflume import client_config
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -19,7 +21,7 @@ def add_parser(subparsers) -> None:
         help="print a topic's records, one value per line",
         description="Print records of a topic, one value per line (like kafka-console-consumer.sh).",
     )
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    client_config.add_arguments(p)
     p.add_argument("--topic", required=True)
     p.add_argument("--from-beginning", action="store_true")
     p.add_argument("--group", default=None, help="consume as a member of this group")
@@ -47,20 +49,22 @@ def run(args) -> int:
         TopicPartition,
     )
 
-    from logflume.commands.topics import _Quiet
-
     if args.offset is not None and args.partition is None:
         return _error("--offset needs --partition")
     connect_timeout = (args.timeout_ms or 10000) / 1000
-    conf = {
-        "bootstrap.servers": args.bootstrap_server,
-        "group.id": args.group or "logflume-console-consumer",
-        "enable.auto.commit": args.group is not None,
-        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
-        "enable.partition.eof": False,
-        "logger": _Quiet(),
-    }
-    consumer = Consumer(conf)
+    try:
+        conf = client_config.client_config(
+            args,
+            **{
+                "group.id": args.group or "logflume-console-consumer",
+                "enable.auto.commit": args.group is not None,
+                "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+                "enable.partition.eof": False,
+            },
+        )
+        consumer = Consumer(conf)
+    except (client_config.CommandConfigError, KafkaException, ValueError) as e:
+        return _error(client_config.describe_error(e))
     try:
         meta = consumer.list_topics(args.topic, timeout=connect_timeout).topics[args.topic]
     except KafkaException as e:

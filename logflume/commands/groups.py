@@ -1,13 +1,30 @@
-"""`logflume groups`: list and describe consumer groups (like kafka-consumer-groups.sh).
+"""`logflume groups`: list, describe, reset, delete consumer groups and their offsets
+(like kafka-consumer-groups.sh, with its flags).
 
 `--describe --group G` prints one row per partition the group has committed or
 been assigned: committed offset, log end offset, lag and the member that owns it;
-`--members` prints one row per member with its assignment instead. Works against any
-Kafka-compatible broker: confluent-kafka's AdminClient for groups and offsets, a
-Consumer's watermarks for log end offsets.
+`--members` prints one row per member with its assignment instead.
+
+`--reset-offsets` moves the committed offsets of an inactive group (no members, as
+Kafka requires) for `--topic T` / `--topic T:0,2` / `--all-topics`: `--to-earliest`,
+`--to-latest`, `--to-current`, `--to-offset N`, `--shift-by N`, `--to-datetime
+2026-11-25T06:00:00.000` (local time unless it ends in Z or +hh:mm) or `--by-duration
+PnDTnHnMnS`; new offsets are kept within the log start and end. Without `--execute`
+it only prints the plan (`--dry-run`). `--delete` deletes whole (inactive) groups;
+`--delete-offsets --topic T` deletes one group's offsets of T (Kafka's OffsetDelete:
+refused for topics a live member subscribes to).
+
+Works against any Kafka-compatible broker: confluent-kafka's AdminClient for groups
+and offsets, a Consumer's watermarks for log end offsets, and for OffsetDelete,
+which confluent-kafka does not offer, the broker's own codec on a plain connection.
 """
 
+import re
 import sys
+import time
+from datetime import datetime
+
+from logflume import client_config
 
 _NONE = "-"
 
@@ -15,16 +32,32 @@ _NONE = "-"
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "groups",
-        help="list or describe consumer groups",
-        description="Inspect consumer groups on a Kafka-compatible broker "
+        help="list, describe, reset or delete consumer groups",
+        description="Inspect and manage consumer groups on a Kafka-compatible broker "
         "(like kafka-consumer-groups.sh).",
     )
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    client_config.add_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list group ids")
     action.add_argument("--describe", action="store_true", help="offsets and lag of a group")
-    p.add_argument("--group", help="the group to describe")
+    action.add_argument("--reset-offsets", action="store_true", help="move committed offsets")
+    action.add_argument("--delete", action="store_true", help="delete inactive groups")
+    action.add_argument("--delete-offsets", action="store_true", help="delete a group's offsets")
+    p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
     p.add_argument("--members", action="store_true", help="--describe: one row per member")
+    p.add_argument("--topic", action="append", default=[], help="TOPIC or TOPIC:P,P (repeatable)")
+    p.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic")
+    spec = p.add_mutually_exclusive_group()
+    spec.add_argument("--to-earliest", action="store_true")
+    spec.add_argument("--to-latest", action="store_true")
+    spec.add_argument("--to-current", action="store_true")
+    spec.add_argument("--to-offset", type=int, metavar="N")
+    spec.add_argument("--shift-by", type=int, metavar="N")
+    spec.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
+    spec.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    run_mode = p.add_mutually_exclusive_group()
+    run_mode.add_argument("--dry-run", action="store_true", help="print the plan (default)")
+    run_mode.add_argument("--execute", action="store_true", help="apply the reset")
     p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
     p.set_defaults(func=run)
 
@@ -38,32 +71,36 @@ def run(args) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    if args.describe and not args.group:
-        return fail("--group is required with --describe")
-    conf = {
-        "bootstrap.servers": args.bootstrap_server,
-        "socket.timeout.ms": args.timeout_ms,
-        "log_level": 0,
-        "logger": _Quiet(),
-    }
+    if not args.list and not args.group:
+        return fail("--group is required")
+    if args.delete_offsets and (len(args.group) != 1 or not args.topic):
+        return fail("--delete-offsets needs one --group and --topic")
     timeout = args.timeout_ms / 1000
-    admin = AdminClient(conf)
+    try:
+        conf = client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
+        admin = AdminClient(conf)
+    except (client_config.CommandConfigError, KafkaException, ValueError) as e:
+        return fail(client_config.describe_error(e))
     try:
         if args.list:
             listed = admin.list_consumer_groups(request_timeout=timeout).result(timeout)
             for g in sorted(listed.valid, key=lambda g: g.group_id):
                 print(g.group_id)
             return 0
-        return _describe(admin, conf, args, timeout)
-    except KafkaException as e:
-        err = e.args[0] if e.args else e
-        return fail(err.str() if hasattr(err, "str") else str(err))
+        if args.reset_offsets:
+            return _reset(admin, args, timeout)
+        if args.delete:
+            return _delete(admin, args, timeout)
+        if args.delete_offsets:
+            return _delete_offsets(args, timeout)
+        return max(_describe(admin, conf, args, group, timeout) for group in args.group)
+    except (KafkaException, ValueError, OSError) as e:
+        return fail(client_config.describe_error(e))
 
 
-def _describe(admin, conf: dict, args, timeout: float) -> int:
+def _describe(admin, conf: dict, args, group: str, timeout: float) -> int:
     from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
 
-    group = args.group
     desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
     offsets = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)], request_timeout=timeout
@@ -156,11 +193,218 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
         print(" ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
 
 
-class _Quiet:
-    """A logger for librdkafka that drops its chatter (connection refused ...)."""
+# -- --reset-offsets ---------------------------------------------------------------------
 
-    def log(self, *args, **kwargs) -> None:
-        return None
 
-    def __getattr__(self, name):
-        return self.log
+def _reset(admin, args, timeout: float) -> int:
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+
+    specs = (args.to_earliest, args.to_latest, args.to_current, args.to_offset, args.shift_by)
+    specs += (args.to_datetime, args.by_duration)
+    if all(v in (None, False) for v in specs):
+        return fail(
+            "--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "
+            "--to-offset, --shift-by, --to-datetime, --by-duration"
+        )
+    if not args.topic and not args.all_topics:
+        return fail("--reset-offsets needs --topic or --all-topics")
+    if not args.execute and not args.dry_run:
+        print(
+            "WARN: No action will be performed as the --execute option is missing. "
+            "Use --dry-run to print the plan only, --execute to apply it."
+        )
+    status = 0
+    for group in args.group:
+        desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+        state = desc.result(timeout).state
+        if state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
+            print(
+                f"Error: Assignments can only be reset if the group '{group}' is inactive, "
+                f"but the current state is {state.name.title().replace('_', '')}.",
+                file=sys.stderr,
+            )
+            status = 1
+            continue
+        committed = _committed(admin, group, timeout)
+        partitions = _partitions(admin, args, committed, timeout)
+        plan = _new_offsets(admin, args, partitions, committed, timeout)
+        rows = [[group, t, str(p), str(o)] for (t, p), o in sorted(plan.items())]
+        _print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows)
+        if args.execute and plan:
+            tps = [TopicPartition(t, p, o) for (t, p), o in sorted(plan.items())]
+            request = [ConsumerGroupTopicPartitions(group, tps)]
+            admin.alter_consumer_group_offsets(request, request_timeout=timeout)[group].result(
+                timeout
+            )
+    return status
+
+
+def _committed(admin, group: str, timeout: float) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    offsets = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=timeout
+    )[group].result(timeout)
+    return {
+        (tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions if tp.offset >= 0
+    }
+
+
+def _partitions(admin, args, committed, timeout: float) -> list[tuple[str, int]]:
+    if args.all_topics:
+        return sorted(committed)
+    metadata = admin.list_topics(timeout=timeout)
+    out = []
+    for item in args.topic:
+        topic, _, numbers = item.partition(":")
+        if topic not in metadata.topics:
+            raise ValueError(f"Topic '{topic}' does not exist")
+        known = sorted(metadata.topics[topic].partitions)
+        wanted = [int(n) for n in numbers.split(",")] if numbers else known
+        unknown = [n for n in wanted if n not in known]
+        if unknown:
+            raise ValueError(f"Topic '{topic}' has no partition {unknown[0]}")
+        out += [(topic, n) for n in wanted]
+    return out
+
+
+def _new_offsets(admin, args, partitions, committed, timeout: float) -> dict:
+    from confluent_kafka.admin import OffsetSpec
+
+    earliest = _list_offsets(admin, partitions, OffsetSpec.earliest(), timeout)
+    latest = _list_offsets(admin, partitions, OffsetSpec.latest(), timeout)
+
+    def clamp(tp, offset: int) -> int:
+        return min(max(offset, earliest[tp]), latest[tp])
+
+    if args.to_earliest:
+        return dict(earliest)
+    if args.to_latest:
+        return dict(latest)
+    if args.to_current:
+        return {tp: committed.get(tp, latest[tp]) for tp in partitions}
+    if args.to_offset is not None:
+        return {tp: clamp(tp, args.to_offset) for tp in partitions}
+    if args.shift_by is not None:
+        return {tp: clamp(tp, committed.get(tp, latest[tp]) + args.shift_by) for tp in partitions}
+    if args.to_datetime is not None:
+        ts_ms = parse_datetime(args.to_datetime)
+    else:
+        ts_ms = int(time.time() * 1000) - parse_duration(args.by_duration)
+    found = _list_offsets(admin, partitions, OffsetSpec.for_timestamp(ts_ms), timeout)
+    return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
+
+
+def _list_offsets(admin, partitions, spec, timeout: float) -> dict[tuple[str, int], int]:
+    from confluent_kafka import TopicPartition
+
+    if not partitions:
+        return {}
+    request = {TopicPartition(t, p): spec for t, p in partitions}
+    futures = admin.list_offsets(request, request_timeout=timeout)
+    return {(tp.topic, tp.partition): f.result(timeout).offset for tp, f in futures.items()}
+
+
+def parse_datetime(text: str) -> int:
+    """kafka-consumer-groups' --to-datetime: 'YYYY-MM-DDTHH:mm:SS.sss', local time
+    unless followed by Z or an offset; -> epoch milliseconds."""
+    value = text.strip()
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"--to-datetime {text!r}: expected YYYY-MM-DDTHH:mm:SS.sss[Z|+hh:mm]"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    return int(moment.timestamp() * 1000)
+
+
+_DURATION = re.compile(
+    r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+def parse_duration(text: str) -> int:
+    """An ISO-8601 duration as kafka-consumer-groups' --by-duration takes it
+    (PnDTnHnMnS) -> milliseconds."""
+    m = _DURATION.match(text.strip().upper())
+    if not m or not any(m.groupdict().values()):
+        raise ValueError(f"--by-duration {text!r}: expected PnDTnHnMnS, e.g. PT1H30M")
+    days, hours, minutes = (int(m[k] or 0) for k in "dhm")
+    seconds = float(m["s"] or 0)
+    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
+
+
+# -- --delete, --delete-offsets ---------------------------------------------------------
+
+
+def _delete(admin, args, timeout: float) -> int:
+    futures = admin.delete_consumer_groups(args.group, request_timeout=timeout)
+    failed = {}
+    for group, future in futures.items():
+        try:
+            future.result(timeout)
+        except Exception as e:  # noqa: BLE001 - each group's error is reported
+            failed[group] = client_config.describe_error(e)
+    done = [g for g in args.group if g not in failed]
+    if done:
+        names = ", ".join(f"'{g}'" for g in done)
+        print(f"Deletion of requested consumer groups ({names}) was successful.")
+    if failed:
+        print("Error: Deletion of some consumer groups failed:", file=sys.stderr)
+        for group, message in failed.items():
+            print(f"* Group '{group}' could not be deleted due to: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _delete_offsets(args, timeout: float) -> int:
+    """OffsetDelete through the group's coordinator (FindCoordinator first)."""
+    from broker.protocol import ApiKey, ErrorCode
+    from broker.protocol.client import BlockingClient
+    from common.hostport import parse_hostport
+
+    if args.command_config:
+        return fail("--delete-offsets speaks plaintext only: --command-config is not supported")
+    group = args.group[0]
+    topics: dict[str, list[int] | None] = {}
+    for item in args.topic:
+        topic, _, numbers = item.partition(":")
+        topics[topic] = [int(n) for n in numbers.split(",")] if numbers else None
+    host, port = parse_hostport(args.bootstrap_server.split(",")[0], "--bootstrap-server")
+    with BlockingClient(host, port, timeout) as client:
+        found = client.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
+        if found["error_code"]:
+            return fail(
+                f"no coordinator for group '{group}': {ErrorCode(found['error_code']).name}"
+            )
+        meta = client.request(ApiKey.METADATA, 1, {"topics": [{"name": t} for t in topics]})
+    counts = {t["name"]: len(t["partitions"]) for t in meta["topics"] if not t["error_code"]}
+    body_topics = []
+    for topic, numbers in topics.items():
+        wanted = numbers if numbers is not None else list(range(counts.get(topic, 0)))
+        body_topics.append({"name": topic, "partitions": [{"partition_index": n} for n in wanted]})
+    with BlockingClient(found["host"], found["port"], timeout) as coordinator:
+        answer = coordinator.request(
+            ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": body_topics}
+        )
+    if answer["error_code"]:
+        return fail(f"Encounter some unknown error: {ErrorCode(answer['error_code']).name}")
+    rows, status = [], 0
+    for t in answer["topics"]:
+        for p in t["partitions"]:
+            code = ErrorCode(p["error_code"])
+            rows.append(
+                [
+                    t["name"],
+                    str(p["partition_index"]),
+                    "Successful" if not code else f"Error: {code.name}",
+                ]
+            )
+            status |= bool(code)
+    print(f"Request succeed for deleting offsets from group '{group}'.")
+    _print_table(["TOPIC", "PARTITION", "STATUS"], rows)
+    return status

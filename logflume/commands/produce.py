@@ -7,6 +7,8 @@ acknowledged (per --acks) within --timeout-ms.
 
 import sys
 
+from logflume import client_config
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -14,7 +16,7 @@ def add_parser(subparsers) -> None:
         help="send stdin lines to a topic",
         description="Send one record per stdin line to a topic (like kafka-console-producer.sh).",
     )
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    client_config.add_arguments(p)
     p.add_argument("--topic", required=True)
     p.add_argument("--acks", choices=("0", "1", "all", "-1"), default="all")
     p.add_argument(
@@ -32,21 +34,23 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from confluent_kafka import KafkaException, Producer
 
-    from logflume.commands.topics import _Quiet
-
     timeout = args.timeout_ms / 1000
-    producer = Producer(
-        {
-            "bootstrap.servers": args.bootstrap_server,
-            "acks": "all" if args.acks in ("all", "-1") else args.acks,
-            "compression.type": args.compression,
-            "linger.ms": args.linger_ms,
-            "message.timeout.ms": args.timeout_ms,
-            "socket.timeout.ms": min(args.timeout_ms, 60000),
-            "enable.idempotence": False,
-            "logger": _Quiet(),
-        }
-    )
+    try:
+        conf = client_config.client_config(
+            args,
+            **{
+                "acks": "all" if args.acks in ("all", "-1") else args.acks,
+                "compression.type": args.compression,
+                "linger.ms": args.linger_ms,
+                "message.timeout.ms": args.timeout_ms,
+                "socket.timeout.ms": min(args.timeout_ms, 60000),
+                "enable.idempotence": False,
+            },
+        )
+        producer = Producer(conf)
+    except (client_config.CommandConfigError, KafkaException, ValueError) as e:
+        print(f"logflume produce: {client_config.describe_error(e)}", file=sys.stderr)
+        return 1
     try:
         topic_meta = producer.list_topics(args.topic, timeout=timeout).topics[args.topic]
     except KafkaException as e:

@@ -1,22 +1,31 @@
-"""`logflume topics`: create, list, describe and delete topics (like kafka-topics.sh).
+"""`logflume topics`: create, list, describe, alter and delete topics (like
+kafka-topics.sh, with its flags).
 
-Works against any Kafka-compatible broker through confluent-kafka's AdminClient.
+`--alter --partitions N` adds partitions (never removes: Kafka refuses). `--describe`
+takes kafka-topics' filters: `--under-replicated-partitions` (ISR smaller than the
+replicas), `--unavailable-partitions` (no live leader), `--under-min-isr-partitions`
+(ISR smaller than the topic's min.insync.replicas); with a filter, only the matching
+partition lines are printed. Works against any Kafka-compatible broker through
+confluent-kafka's AdminClient.
 """
 
 import sys
+
+from logflume import client_config
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "topics",
-        help="create, list, describe or delete topics",
+        help="create, list, describe, alter or delete topics",
         description="Manage topics on a Kafka-compatible broker (like kafka-topics.sh).",
     )
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    client_config.add_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true")
     action.add_argument("--list", action="store_true")
     action.add_argument("--describe", action="store_true")
+    action.add_argument("--alter", action="store_true", help="add partitions (--partitions)")
     action.add_argument("--delete", action="store_true")
     p.add_argument("--topic")
     p.add_argument("--partitions", type=int, default=-1)
@@ -25,6 +34,23 @@ def add_parser(subparsers) -> None:
         "--config", action="append", default=[], metavar="KEY=VALUE", help="topic config"
     )
     p.add_argument("--if-not-exists", action="store_true", help="--create: no error if it exists")
+    p.add_argument("--if-exists", action="store_true", help="--alter/--delete: no error if absent")
+    filters = p.add_mutually_exclusive_group()
+    filters.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="--describe: partitions whose ISR is smaller than their replicas",
+    )
+    filters.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="--describe: partitions without a live leader",
+    )
+    filters.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="--describe: partitions whose ISR is smaller than min.insync.replicas",
+    )
     p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
     p.set_defaults(func=run)
 
@@ -38,8 +64,10 @@ def run(args) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    if (args.create or args.delete) and not args.topic:
-        return fail("--topic is required with --create and --delete")
+    if (args.create or args.delete or args.alter) and not args.topic:
+        return fail("--topic is required with --create, --alter and --delete")
+    if args.alter and args.partitions < 1:
+        return fail("--alter needs --partitions N (the new partition count)")
     configs = {}
     for item in args.config:
         key, sep, value = item.partition("=")
@@ -47,14 +75,12 @@ def run(args) -> int:
             return fail(f"--config {item!r}: expected KEY=VALUE")
         configs[key] = value
     timeout = args.timeout_ms / 1000
-    admin = AdminClient(
-        {
-            "bootstrap.servers": args.bootstrap_server,
-            "socket.timeout.ms": args.timeout_ms,
-            "log_level": 0,
-            "logger": _Quiet(),
-        }
-    )
+    try:
+        admin = AdminClient(
+            client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
+        )
+    except (client_config.CommandConfigError, KafkaException, ValueError) as e:
+        return fail(client_config.describe_error(e))
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as e:
@@ -64,13 +90,15 @@ def run(args) -> int:
             return _create(admin, metadata, args, configs, timeout)
         if args.delete:
             return _delete(admin, metadata, args, timeout)
+        if args.alter:
+            return _alter(admin, metadata, args, timeout)
         if args.list:
             for name in sorted(metadata.topics):
                 print(name)
             return 0
         return _describe(admin, metadata, args, timeout)
     except KafkaException as e:
-        return fail(str(e.args[0].str() if e.args and hasattr(e.args[0], "str") else e))
+        return fail(client_config.describe_error(e))
 
 
 def _create(admin, metadata, args, configs, timeout) -> int:
@@ -87,9 +115,22 @@ def _create(admin, metadata, args, configs, timeout) -> int:
 
 def _delete(admin, metadata, args, timeout) -> int:
     if args.topic not in metadata.topics:
-        return fail(f"Topic '{args.topic}' does not exist as expected")
+        return 0 if args.if_exists else fail(f"Topic '{args.topic}' does not exist as expected")
     admin.delete_topics([args.topic], request_timeout=timeout)[args.topic].result(timeout)
     print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def _alter(admin, metadata, args, timeout) -> int:
+    from confluent_kafka.admin import NewPartitions
+
+    if args.topic not in metadata.topics:
+        return 0 if args.if_exists else fail(f"Topic '{args.topic}' does not exist as expected")
+    futures = admin.create_partitions(
+        [NewPartitions(args.topic, args.partitions)], request_timeout=timeout
+    )
+    futures[args.topic].result(timeout)
+    print(f"Altered topic {args.topic}: {args.partitions} partitions.")
     return 0
 
 
@@ -101,7 +142,7 @@ def _describe(admin, metadata, args, timeout) -> int:
         return fail(f"Topic '{args.topic}' does not exist as expected")
     resources = [ConfigResource("topic", n) for n in names]
     configs = admin.describe_configs(resources, request_timeout=timeout) if resources else {}
-    overrides = {}
+    overrides, min_isr = {}, {}
     for res, future in configs.items():
         entries = future.result(timeout)
         overrides[res.name] = ",".join(
@@ -109,15 +150,27 @@ def _describe(admin, metadata, args, timeout) -> int:
             for e in sorted(entries.values(), key=lambda e: e.name)
             if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         )
+        entry = entries.get("min.insync.replicas")
+        min_isr[res.name] = int(entry.value) if entry is not None and entry.value else 1
+    live = set(metadata.brokers)
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    filtered = filtered or args.under_min_isr_partitions
     for name in names:
         topic = metadata.topics[name]
         parts = sorted(topic.partitions.values(), key=lambda p: p.id)
-        rf = len(parts[0].replicas) if parts else 0
-        print(
-            f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\t"
-            f"Configs: {overrides.get(name, '')}"
-        )
+        if not filtered:
+            rf = len(parts[0].replicas) if parts else 0
+            print(
+                f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\t"
+                f"Configs: {overrides.get(name, '')}"
+            )
         for p in parts:
+            if args.under_replicated_partitions and len(p.isrs) >= len(p.replicas):
+                continue
+            if args.unavailable_partitions and p.leader in live:
+                continue
+            if args.under_min_isr_partitions and len(p.isrs) >= min_isr[name]:
+                continue
             replicas = ",".join(map(str, p.replicas))
             isr = ",".join(map(str, p.isrs))
             print(
@@ -125,13 +178,3 @@ def _describe(admin, metadata, args, timeout) -> int:
                 f"Replicas: {replicas}\tIsr: {isr}"
             )
     return 0
-
-
-class _Quiet:
-    """A logger for librdkafka that drops its chatter (connection refused ...)."""
-
-    def log(self, *args, **kwargs) -> None:
-        return None
-
-    def __getattr__(self, name):
-        return self.log

@@ -1,57 +1,17 @@
 """A tiny blocking Kafka client over the broker's own codec, for protocol-level tests."""
 
-import socket
-import struct
-
-from broker.protocol import decode_response, encode_request
+from broker.protocol.client import BlockingClient
 from broker.protocol.records import BatchBuilder
 
 
-class WireClient:
-    """One TCP connection; requests are answered in order. Not thread-safe."""
+class WireClient(BlockingClient):
+    """One TCP connection to a broker on loopback; requests are answered in order."""
 
     def __init__(self, port: int, timeout: float = 10.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.corr = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def send(self, api_key: int, version: int, body: dict, client_id: str = "wire-test") -> int:
-        self.corr += 1
-        self.sock.sendall(encode_request(api_key, version, self.corr, client_id, body))
-        return self.corr
+        super().__init__("127.0.0.1", port, timeout, client_id="wire-test")
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
-
-    def recv_frame(self) -> bytes:
-        (size,) = struct.unpack(">i", self._recv_exact(4))
-        return self._recv_exact(size)
-
-    def recv(self, api_key: int, version: int) -> tuple[int, dict]:
-        return decode_response(api_key, version, self.recv_frame())
-
-    def request(self, api_key: int, version: int, body: dict) -> dict:
-        corr = self.send(api_key, version, body)
-        got, resp = self.recv(api_key, version)
-        assert got == corr
-        return resp
-
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed by broker")
-            buf += chunk
-        return bytes(buf)
 
     def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
         """True once the broker closed the connection (EOF or reset) within timeout."""

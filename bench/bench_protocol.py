@@ -10,7 +10,9 @@ one (Produce v9, Fetch v12: compact lengths, tagged sections), measured interlea
 
 Then the check a leader runs on every produced batch (`RecordBatch.validate` and
 `validate_records`: CRC, decompression, record walk) for a batch of 160 nginx-like
-lines of ~100 bytes in each of the five codecs, with its compression ratio.
+lines of ~100 bytes in each of the five codecs, with its compression ratio; and the
+legacy format conversions old clients cost (Produce v0-2 up-converts a magic 1
+message set, Fetch v0-3 down-converts a v2 batch), same 160 lines.
 
 Run: .venv/bin/python -m bench.bench_protocol [--seconds 1.0] [--repeats 5]
 Prints requests/s (median of the repeats) and the implied records/s.
@@ -150,10 +152,37 @@ def measure_codecs(seconds: float, repeats: int) -> dict[str, tuple[float, float
     }
 
 
+def measure_legacy(seconds: float, repeats: int) -> dict[str, tuple[float, float, float]]:
+    """{conversion: (median, min, max) records/s}."""
+    from broker.protocol.legacy import down_convert, up_convert
+
+    batch = nginx_batch(Codec.NONE)
+    legacy = down_convert(batch, 1, 0, 1 << 30)
+    cases = {
+        "up-convert a magic 1 message set (Produce v2)": lambda: up_convert(legacy),
+        "down-convert a v2 batch to magic 1 (Fetch v3)": lambda: down_convert(batch, 1, 0, 1 << 30),
+    }
+    results = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            results[name].append(rate(fn, seconds) * RECORDS_PER_BATCH)
+    return {k: (statistics.median(v), min(v), max(v)) for k, v in results.items()}
+
+
 def figures(mode: str) -> list[dict]:
     seconds, repeats = {"quick": (0.3, 3), "default": (1.0, 5), "full": (2.0, 7)}[mode]
     records = PARTITIONS * RECORDS_PER_BATCH
     out = []
+    for name, (median, low, high) in measure_legacy(seconds, repeats).items():
+        out.append(
+            {
+                "area": "protocol",
+                "metric": f"{name}, 160 nginx lines",
+                "value": median,
+                "unit": "records/s",
+                "detail": f"median of {repeats} x {seconds:g} s (min {low:,.0f}, max {high:,.0f})",
+            }
+        )
     for codec, (median, low, high, ratio) in measure_codecs(seconds, repeats).items():
         out.append(
             {
@@ -195,6 +224,10 @@ def main() -> None:
             f"check a produced {codec:6s} batch  {median * RECORDS_PER_BATCH / 1e6:6.2f} M records/s"
             f"  (min {low * RECORDS_PER_BATCH / 1e6:.2f}, max {high * RECORDS_PER_BATCH / 1e6:.2f});"
             f" compression ratio {ratio:.1f}"
+        )
+    for name, (median, low, high) in measure_legacy(args.seconds, args.repeats).items():
+        print(
+            f"{name:48s} {median / 1e6:6.2f} M records/s (min {low / 1e6:.2f}, max {high / 1e6:.2f})"
         )
 
 

@@ -18,6 +18,10 @@ append (or high-watermark move) re-reads; the fetch answers once `min_bytes` are
 there, a partition turns to an error, or the wait expires (then with whatever is
 there).
 
+Fetch v0-3 predate record batches v2: their answers are down-converted to legacy
+messages (protocol/legacy.py) from bytes read out of the slice; later versions
+never touch the record bytes.
+
 Follower fetch seam: a follower whose last fetched epoch (v12+) diverges from this
 log gets `diverging_epoch` and nothing else (`_divergence`). Otherwise, for
 replica_id >= 0 the fetch offset is reported to
@@ -33,6 +37,7 @@ import asyncio
 
 from broker.log.common import OffsetOutOfRangeError
 from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.legacy import down_convert
 from broker.server.dispatch import handles
 from broker.server.purgatory import DelayedOperation
 
@@ -135,7 +140,9 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
     return topics, found, errors
 
 
-def _response(topics: list[dict]) -> dict:
+def _response(topics: list[dict], version: int, body: dict) -> dict:
+    if version <= 3:
+        _down_convert(topics, version, body)
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -144,13 +151,28 @@ def _response(topics: list[dict]) -> dict:
     }
 
 
+def _down_convert(topics: list[dict], version: int, body: dict) -> None:
+    """Fetch v0-3 answers legacy messages (v0-1 magic 0, v2-3 magic 1)."""
+    magic = 0 if version <= 1 else 1
+    for topic, wanted in zip(topics, body["topics"], strict=True):
+        for part, req in zip(topic["partitions"], wanted["partitions"], strict=True):
+            if len(part["records"]):
+                part["records"] = down_convert(
+                    part["records"].read_bytes(),
+                    magic,
+                    req["fetch_offset"],
+                    req["partition_max_bytes"],
+                )
+
+
 class DelayedFetch(DelayedOperation):
     """A fetch waiting for min_bytes; owned by the fetch purgatory."""
 
-    def __init__(self, core, body: dict, future: asyncio.Future):
+    def __init__(self, core, body: dict, version: int, future: asyncio.Future):
         super().__init__(body["max_wait_ms"] / 1000)
         self.core = core
         self.body = body
+        self.version = version
         self.future = future
         self.result: list[dict] | None = None
 
@@ -168,7 +190,7 @@ class DelayedFetch(DelayedOperation):
             return
         if self.result is None:
             self.result, _, _ = read_partitions(self.core, self.body)
-        self.future.set_result(_response(self.result))
+        self.future.set_result(_response(self.result, self.version, self.body))
 
 
 @handles(ApiKey.FETCH)
@@ -176,9 +198,9 @@ def fetch(ctx, body):
     core = ctx.core
     topics, found, errors = read_partitions(core, body)
     if body["max_wait_ms"] <= 0 or found >= body["min_bytes"] or errors or not topics:
-        return _response(topics)
+        return _response(topics, ctx.api_version, body)
     future = asyncio.get_running_loop().create_future()
-    op = DelayedFetch(core, body, future)
+    op = DelayedFetch(core, body, ctx.api_version, future)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     core.fetch_purgatory.try_complete_else_watch(op, keys)
     return future

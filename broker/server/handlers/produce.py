@@ -11,6 +11,9 @@ carrying its own code (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
 OUT_OF_ORDER_SEQUENCE_NUMBER, NOT_LEADER_OR_FOLLOWER, ...), which the partition
 answers.
 
+Produce v0-2 carry the legacy message format (magic 0/1): it is converted to one v2
+batch first (protocol/legacy.py), and the log stores only v2.
+
 - acks=0: no response at all; if any partition failed the connection is closed
   (the only signal such a producer gets).
 - acks=1: answer once the leader has appended.
@@ -40,6 +43,8 @@ import time
 from broker.log.common import RecordValidationError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
+from broker.protocol.legacy import magic_of, up_convert
+from broker.protocol.records import CorruptRecordError
 from broker.server.dispatch import CloseConnection, handles
 from broker.server.purgatory import DelayedOperation
 
@@ -148,6 +153,8 @@ def produce(ctx, body):
                 resp = _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif not records:
                 resp = _partition_response(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
+            elif ctx.api_version <= 2 and (records := _up_converted(records)) is None:
+                resp = _partition_response(index, ErrorCode.CORRUPT_MESSAGE, "bad message set")
             else:
                 resp, next_offset = _append(partition, index, records, acks)
                 if acks == -1 and resp["error_code"] == ErrorCode.NONE:
@@ -168,6 +175,17 @@ def produce(ctx, body):
     if core.produce_purgatory.try_complete_else_watch(op, [p.key for p, _, _ in waiting]):
         return response  # the usual single-node case: the HW moved with the append
     return future
+
+
+def _up_converted(records) -> bytes | None:
+    """Produce v0-2 carry a legacy MessageSet (or, rarely, v2 batches): one v2 batch."""
+    if magic_of(records) >= 2:
+        return records
+    try:
+        return up_convert(records)
+    except CorruptRecordError as e:
+        log.info("refused a legacy message set: %s", e)
+        return None
 
 
 def _append(partition, index: int, records, acks: int) -> tuple[dict, int]:

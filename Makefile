@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+NODE_CLIENTS := tests/interop/node/node_modules/.installed
 
 .PHONY: up test lint fmt bench soak system-deps clean
 
@@ -17,6 +18,11 @@ $(STAMP): pyproject.toml setup.py broker/protocol/_recordscheck.c
 system-deps:
 	bash deploy/system-deps.sh
 
+# The Node.js Kafka clients the interoperability tests run (kafkajs, @platformatic/kafka).
+$(NODE_CLIENTS): tests/interop/node/package.json tests/interop/node/package-lock.json
+	cd tests/interop/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 up: $(STAMP) system-deps
 	$(BIN)/logflume up
 
@@ -28,7 +34,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: $(STAMP) system-deps lint
+test: $(STAMP) system-deps $(NODE_CLIENTS) lint
 	$(BIN)/pytest -m "not soak"
 
 soak: $(STAMP) system-deps

@@ -9,6 +9,7 @@ set -euo pipefail
 declare -A wanted=(
   [java]=openjdk-17-jre-headless
   [kcat]=kcat
+  [npm]=npm  # Node.js clients of the interoperability tests (the machine image brings Node 20)
   [nc]=netcat-openbsd
   [ip]=iproute2
   [/usr/sbin/iptables]=iptables

@@ -81,6 +81,7 @@ class LocalMetadataStore:
         self.topics_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_cluster_id()
         self._topics: dict[str, TopicMeta] = {}
+        self._names: dict[str, str] = {}  # topic id (hex) -> name
         self._load_topics()
 
     def _load_cluster_id(self) -> str:
@@ -111,7 +112,18 @@ class LocalMetadataStore:
             if path.name != f"{meta.name}.json":
                 log.error("topic metadata %s names topic %r; skipped", path, meta.name)
                 continue
-            self._topics[meta.name] = meta
+            self._index(meta)
+
+    def _index(self, meta: TopicMeta) -> None:
+        old = self._topics.get(meta.name)
+        if old is not None:
+            self._names.pop(old.topic_id, None)
+        self._topics[meta.name] = meta
+        self._names[meta.topic_id] = meta.name
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id `topic_id` (requests that name topics by id)."""
+        return self._names.get(topic_id.hex)
 
     def topics(self) -> dict[str, TopicMeta]:
         return dict(self._topics)
@@ -126,11 +138,13 @@ class LocalMetadataStore:
         """Create or replace a topic's record durably."""
         validate_topic_name(meta.name)
         atomic_write(self.topics_dir / f"{meta.name}.json", meta.to_json())
-        self._topics[meta.name] = meta
+        self._index(meta)
 
     def delete(self, name: str) -> None:
         validate_topic_name(name)
-        self._topics.pop(name, None)
+        old = self._topics.pop(name, None)
+        if old is not None:
+            self._names.pop(old.topic_id, None)
         try:
             (self.topics_dir / f"{name}.json").unlink()
         except FileNotFoundError:

@@ -71,7 +71,18 @@ PRODUCE_RESPONSE = [
 
 FETCH_REQUEST = [
     F("cluster_id", STRING, "12+", nullable="12+", tag=0),
-    F("replica_id", INT32, default=-1),
+    F("replica_id", INT32, "0-14", default=-1),
+    F(
+        "replica_state",
+        Struct(
+            (
+                F("replica_id", INT32, "15+", default=-1),
+                F("replica_epoch", INT64, "15+", default=-1),
+            )
+        ),
+        "15+",
+        tag=1,
+    ),
     F("max_wait_ms", INT32),
     F("min_bytes", INT32),
     F("max_bytes", INT32, "3+", default=0x7FFFFFFF),
@@ -81,7 +92,8 @@ FETCH_REQUEST = [
     F(
         "topics",
         [
-            F("topic", STRING),
+            F("topic", STRING, "0-12"),
+            F("topic_id", UUID, "13+"),
             F(
                 "partitions",
                 [
@@ -91,11 +103,16 @@ FETCH_REQUEST = [
                     F("last_fetched_epoch", INT32, "12+", default=-1),
                     F("log_start_offset", INT64, "5+", default=-1),
                     F("partition_max_bytes", INT32),
+                    F("replica_directory_id", UUID, "17+", tag=0),
                 ],
             ),
         ],
     ),
-    F("forgotten_topics_data", [F("topic", STRING), F("partitions", Array(INT32))], "7+"),
+    F(
+        "forgotten_topics_data",
+        [F("topic", STRING, "7-12"), F("topic_id", UUID, "13+"), F("partitions", Array(INT32))],
+        "7+",
+    ),
     F("rack_id", STRING, "11+"),
 ]
 
@@ -108,7 +125,8 @@ FETCH_RESPONSE = [
     F(
         "responses",
         [
-            F("topic", STRING),
+            F("topic", STRING, "0-12"),
+            F("topic_id", UUID, "13+"),
             F(
                 "partitions",
                 [
@@ -161,6 +179,17 @@ FETCH_RESPONSE = [
                 ],
             ),
         ],
+    ),
+    F(
+        "node_endpoints",
+        [
+            F("node_id", INT32, "16+"),
+            F("host", STRING, "16+"),
+            F("port", INT32, "16+"),
+            F("rack", STRING, "16+", nullable="16+"),
+        ],
+        "16+",
+        tag=0,
     ),
 ]
 

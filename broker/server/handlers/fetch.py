@@ -18,7 +18,8 @@ append (or high-watermark move) re-reads; the fetch answers once `min_bytes` are
 there, a partition turns to an error, or the wait expires (then with whatever is
 there).
 
-Fetch v0-3 predate record batches v2: their answers are down-converted to legacy
+Fetch v13+ names topics by id and v15+ moves the replica id into `replica_state`
+(`_by_id` maps both back). Fetch v0-3 predate record batches v2: their answers are down-converted to legacy
 messages (protocol/legacy.py) from bytes read out of the slice; later versions
 never touch the record bytes.
 
@@ -91,12 +92,13 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
     topics = []
     for topic in body["topics"]:
         name = topic["topic"]
+        unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
         parts = []
         for req in topic["partitions"]:
             index = req["partition"]
             partition = replicas.get_partition(name, index)
             if partition is None:
-                parts.append(_empty(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_empty(index, unknown))
                 errors = True
                 continue
             code = _check_epoch(partition, req["current_leader_epoch"])
@@ -136,7 +138,7 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
                 budget = max(0, budget - piece.length)
                 first = False
             parts.append(resp)
-        topics.append({"topic": name, "partitions": parts})
+        topics.append({"topic": name, "topic_id": topic.get("topic_id"), "partitions": parts})
     return topics, found, errors
 
 
@@ -193,9 +195,20 @@ class DelayedFetch(DelayedOperation):
         self.future.set_result(_response(self.result, self.version, self.body))
 
 
+def _by_id(core, body: dict, version: int) -> None:
+    """Fetch v13+ names topics by id (an unknown id gets UNKNOWN_TOPIC_ID); v15+
+    carries the replica id in `replica_state`. Both are turned into the v12 shape."""
+    if version >= 15:
+        body["replica_id"] = body["replica_state"]["replica_id"]
+    if version >= 13:
+        for topic in body["topics"]:
+            topic["topic"] = core.replicas.store.name_of(topic["topic_id"])
+
+
 @handles(ApiKey.FETCH)
 def fetch(ctx, body):
     core = ctx.core
+    _by_id(core, body, ctx.api_version)
     topics, found, errors = read_partitions(core, body)
     if body["max_wait_ms"] <= 0 or found >= body["min_bytes"] or errors or not topics:
         return _response(topics, ctx.api_version, body)

@@ -139,6 +139,29 @@ def test_a_consumer_fetch_v12_reads_without_divergence(module_broker):
         assert len(bytes(part["records"])) > 0
 
 
+def test_fetch_v13_to_v17_name_topics_by_id(module_broker):
+    """v13+ names topics by id (an unknown id: UNKNOWN_TOPIC_ID, answered by id);
+    v15+ carries the replica id in replica_state; v17's directory id is ignored."""
+    with WireClient(module_broker.port) as c:
+        assert create(c, "fv-ids", 1)["error_code"] == ErrorCode.NONE
+        c.request(ApiKey.PRODUCE, 9, produce_body("fv-ids", batch(b"by", b"id")))
+        topic_id = metadata(c, [{"topic_id": uuid.UUID(int=0), "name": "fv-ids"}])["topics"][0][
+            "topic_id"
+        ]
+        stranger = uuid.uuid4()
+        for version in (13, 15, 17):
+            body = fetch_body("fv-ids") | {"session_id": 0, "session_epoch": -1, "rack_id": ""}
+            body["replica_state"] = {"replica_id": -1, "replica_epoch": -1}
+            known = body["topics"][0] | {"topic_id": topic_id}
+            body["topics"] = [known, {"topic_id": stranger, "partitions": known["partitions"]}]
+            answer = c.request(ApiKey.FETCH, version, body)["responses"]
+            assert [t["topic_id"] for t in answer] == [topic_id, stranger]
+            part, unknown = answer[0]["partitions"][0], answer[1]["partitions"][0]
+            assert part["error_code"] == ErrorCode.NONE and part["high_watermark"] == 2
+            assert len(bytes(part["records"])) > 0
+            assert unknown["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
+
+
 def test_divergence_of_a_follower_by_its_last_fetched_epoch(tmp_path):
     """Leader log: epoch 0 at offsets 0-9, epoch 2 from 10, end 15."""
     cache = LeaderEpochCache(tmp_path, lambda: 15)

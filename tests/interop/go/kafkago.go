@@ -1,0 +1,79 @@
+// Drives kafka-go as Debian packages it (0.2.1, the legacy message format) against a
+// broker, as tests/interop/test_go_client.py asks:
+//
+//	go run kafkago.go <bootstrap> <topic> <group>
+//
+// It creates the topic, writes 20 records uncompressed and 20 gzip-compressed,
+// reads all 40 in a group committing each, and prints one JSON
+// line with what it saw. Errors exit non-zero.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	kafka "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/gzip"
+)
+
+func fail(what string, err error) {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
+	os.Exit(1)
+}
+
+func main() {
+	bootstrap, topic, group := os.Args[1], os.Args[2], os.Args[3]
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	conn, err := kafka.Dial("tcp", bootstrap)
+	if err != nil {
+		fail("dial", err)
+	}
+	err = conn.CreateTopics(kafka.TopicConfig{Topic: topic, NumPartitions: 2, ReplicationFactor: 1})
+	if err != nil {
+		fail("create topic", err)
+	}
+
+	for _, codec := range []string{"none", "gzip"} {
+		config := kafka.WriterConfig{Brokers: []string{bootstrap}, Topic: topic, BatchTimeout: 10 * time.Millisecond}
+		if codec == "gzip" {
+			config.CompressionCodec = gzip.NewCompressionCodec()
+		}
+		writer := kafka.NewWriter(config)
+		var messages []kafka.Message
+		for i := 0; i < 20; i++ {
+			messages = append(messages, kafka.Message{
+				Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("%s-%d", codec, i)),
+			})
+		}
+		if err := writer.WriteMessages(ctx, messages...); err != nil {
+			fail("write "+codec, err)
+		}
+		writer.Close()
+	}
+
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: []string{bootstrap}, GroupID: group, Topic: topic, MaxWait: 200 * time.Millisecond,
+	})
+	var seen []string
+	for len(seen) < 40 {
+		m, err := reader.FetchMessage(ctx)
+		if err != nil {
+			fail("fetch", err)
+		}
+		seen = append(seen, string(m.Value))
+		if err := reader.CommitMessages(ctx, m); err != nil {
+			fail("commit", err)
+		}
+	}
+	reader.Close()
+	conn.Close()
+	sort.Strings(seen)
+	out, _ := json.Marshal(map[string]interface{}{"consumed": seen})
+	fmt.Println(string(out))
+}

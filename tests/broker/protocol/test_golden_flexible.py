@@ -226,3 +226,55 @@ def test_malformed_tagged_sections_are_invalid_requests(tail):
     body_hex = "ffffffff 000001f4 00000001 7fffffff 00 00000000 ffffffff 01 01 01" + tail
     with pytest.raises(InvalidRequest):
         decode_request(bytes.fromhex("0001 000c 00000001 ffff 00" + body_hex))
+
+
+def test_incremental_alter_configs_v1_request():
+    wire = frame(
+        "002c 0001 00000001 0001" + b"c".hex() + "00"  # header v2
+        "02"  # one resource
+        "02"
+        "02"
+        + b"t".hex()  # TOPIC, "t"
+        + "02"  # one config
+        "0d" + b"retention.ms".hex() + "00"  # SET
+        "05" + b"1000".hex() + "00"  # value, config's tagged fields
+        "00"  # resource's tagged fields
+        "00"
+        "00"  # validate_only, tagged fields
+    )
+    body = {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "t",
+                "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}],
+            }
+        ],
+        "validate_only": False,
+    }
+    assert check_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body, wire, "c") == body
+
+
+def test_describe_cluster_v0_response():
+    wire = frame(
+        "00000001 00"  # response header v1
+        "00000000 0000 00"  # throttle, error code, null error message
+        "04" + b"abc".hex() + "00000000"  # cluster id, controller 0
+        "02"
+        "00000000"
+        "02" + b"h".hex() + "00002384"
+        "00"
+        "00"  # broker 0 h:9092, no rack
+        "80000000 00"  # authorized operations not computed, tagged fields
+    )
+    body = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "cluster_id": "abc",
+        "controller_id": 0,
+        "brokers": [{"broker_id": 0, "host": "h", "port": 9092, "rack": None}],
+        "cluster_authorized_operations": -(2**31),
+    }
+    decoded = check_response(ApiKey.DESCRIBE_CLUSTER, 0, body, wire)
+    assert decoded["brokers"] == body["brokers"] and decoded["cluster_id"] == "abc"

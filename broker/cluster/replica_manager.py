@@ -265,13 +265,7 @@ class ReplicaManager:
         return meta
 
     def delete_topic(self, name: str) -> None:
-        try:
-            validate_topic_name(name)
-        except InvalidTopicName as e:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        meta = self.store.get(name)
-        if meta is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        meta = self.existing_topic(name)
         if not self.config["delete.topic.enable"]:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED)
         if self.cluster is not None:

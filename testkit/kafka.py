@@ -8,9 +8,11 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None):
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, config: dict | None = None, replication=1
+):
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+    futures = admin.create_topics([NewTopic(name, partitions, replication, config=config or {})])
     futures[name].result(30)
 
 

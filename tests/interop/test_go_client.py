@@ -2,7 +2,7 @@
 writes and reads the legacy message format, magic 1). It creates a topic, writes
 uncompressed and gzip records, reads them in a group and commits each
 (go/kafkago.go); the commits and the records are then checked with a current
-client."""
+client. On one broker and on a three-broker cluster (conftest.py)."""
 
 import json
 import os
@@ -17,7 +17,7 @@ from testkit.kafka import consume_all
 GO_DIR = Path(__file__).parent / "go"
 
 
-def test_kafka_go_produces_consumes_and_commits(module_broker, tmp_path):
+def test_kafka_go_produces_consumes_and_commits(target, tmp_path):
     env = os.environ | {
         "GOPATH": "/usr/share/gocode",  # Debian's Go packages, no module download
         "GO111MODULE": "off",
@@ -34,7 +34,7 @@ def test_kafka_go_produces_consumes_and_commits(module_broker, tmp_path):
     )
     assert build.returncode == 0, build.stderr
     run = subprocess.run(
-        [str(binary), module_broker.bootstrap, "go-topic", "go-group"],
+        [str(binary), target.bootstrap, "go-topic", "go-group", str(target.replication)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -43,9 +43,9 @@ def test_kafka_go_produces_consumes_and_commits(module_broker, tmp_path):
     expected = sorted(f"{codec}-{i}" for codec in ("none", "gzip") for i in range(20))
     assert json.loads(run.stdout)["consumed"] == expected
 
-    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
     offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("go-group")])
     committed = offsets["go-group"].result(30).topic_partitions
     assert sum(tp.offset for tp in committed) == 40
-    values = sorted(m.value().decode() for m in consume_all(module_broker.bootstrap, "go-topic", 2))
+    values = sorted(m.value().decode() for m in consume_all(target.bootstrap, "go-topic", 2))
     assert values == expected

@@ -2,7 +2,8 @@
 Kafka 0.10.1 (magic 1, Produce v2 / Fetch v3), 0.9 (magic 0, Produce v1 / Fetch v1)
 and 0.8.2 (magic 0, Produce v0 / Fetch v0). What they produce is read back by them
 and by a current client with the same offsets, keys, values and timestamps; what a
-current client produces (lz4 batches with headers) is read by them."""
+current client produces (lz4 batches with headers) is read by them. On one broker
+and on a three-broker cluster (conftest.py)."""
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -42,10 +43,10 @@ def _current_read(bootstrap: str, topic: str, count: int) -> list[tuple]:
 
 
 @pytest.mark.parametrize("api,codec,timestamps", ERAS, ids=lambda v: str(v))
-def test_legacy_producer_read_by_legacy_and_current_clients(module_broker, api, codec, timestamps):
-    bootstrap = module_broker.bootstrap
+def test_legacy_producer_read_by_legacy_and_current_clients(target, api, codec, timestamps):
+    bootstrap = target.bootstrap
     topic = "legacy-" + "-".join(map(str, api))
-    create_topic(bootstrap, topic)
+    create_topic(bootstrap, topic, replication=target.replication)
     producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=api, compression_type=codec)
     for i in range(50):
         ts = 1_790_000_000_000 + i if timestamps else None
@@ -62,10 +63,10 @@ def test_legacy_producer_read_by_legacy_and_current_clients(module_broker, api, 
 
 
 @pytest.mark.parametrize("api", [era[0] for era in ERAS], ids=str)
-def test_current_producer_read_by_legacy_clients(module_broker, api):
-    bootstrap = module_broker.bootstrap
+def test_current_producer_read_by_legacy_clients(target, api):
+    bootstrap = target.bootstrap
     topic = "current-for-" + "-".join(map(str, api))
-    create_topic(bootstrap, topic)
+    create_topic(bootstrap, topic, replication=target.replication)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "compression.type": "lz4", "linger.ms": 50}
     )

@@ -2,7 +2,8 @@
 @platformatic/kafka (which needs Kafka >= 3.5: flexible ApiVersions, Fetch with
 topic ids). Each creates a topic, produces uncompressed and gzip records, consumes
 them in a group and commits, adds a partition and describes the group (node
-clients.mjs); a current Python client then reads the same records."""
+clients.mjs); a current Python client then reads the same records. On one broker
+and on a three-broker cluster (conftest.py)."""
 
 import json
 import subprocess
@@ -16,10 +17,10 @@ NODE_DIR = Path(__file__).parent / "node"
 
 
 @pytest.mark.parametrize("client", ["kafkajs", "platformatic"])
-def test_node_client_produces_consumes_commits_and_administers(module_broker, client):
+def test_node_client_produces_consumes_commits_and_administers(target, client):
     topic, group = f"node-{client}", f"node-group-{client}"
     run = subprocess.run(
-        ["node", "clients.mjs", client, module_broker.bootstrap, topic, group],
+        ["node", "clients.mjs", client, target.bootstrap, topic, group, str(target.replication)],
         cwd=NODE_DIR,
         capture_output=True,
         text=True,
@@ -34,5 +35,5 @@ def test_node_client_produces_consumes_commits_and_administers(module_broker, cl
     assert result["groupState"].lower() == "empty"
     if client == "kafkajs":
         assert result["configEntries"] > 10
-    values = sorted(m.value().decode() for m in consume_all(module_broker.bootstrap, topic, 3))
+    values = sorted(m.value().decode() for m in consume_all(target.bootstrap, topic, 3))
     assert values == expected

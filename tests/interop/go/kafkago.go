@@ -1,7 +1,7 @@
 // Drives kafka-go as Debian packages it (0.2.1, the legacy message format) against a
 // broker, as tests/interop/test_go_client.py asks:
 //
-//	go run kafkago.go <bootstrap> <topic> <group>
+//	go run kafkago.go <bootstrap> <topic> <group> <replication factor>
 //
 // It creates the topic, writes 20 records uncompressed and 20 gzip-compressed,
 // reads all 40 in a group committing each, and prints one JSON
@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
@@ -27,20 +29,25 @@ func fail(what string, err error) {
 
 func main() {
 	bootstrap, topic, group := os.Args[1], os.Args[2], os.Args[3]
+	replication, err := strconv.Atoi(os.Args[4])
+	if err != nil {
+		fail("replication factor", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	conn, err := kafka.Dial("tcp", bootstrap)
+	brokers := strings.Split(bootstrap, ",")
+	conn, err := kafka.Dial("tcp", brokers[0])
 	if err != nil {
 		fail("dial", err)
 	}
-	err = conn.CreateTopics(kafka.TopicConfig{Topic: topic, NumPartitions: 2, ReplicationFactor: 1})
+	err = conn.CreateTopics(kafka.TopicConfig{Topic: topic, NumPartitions: 2, ReplicationFactor: replication})
 	if err != nil {
 		fail("create topic", err)
 	}
 
 	for _, codec := range []string{"none", "gzip"} {
-		config := kafka.WriterConfig{Brokers: []string{bootstrap}, Topic: topic, BatchTimeout: 10 * time.Millisecond}
+		config := kafka.WriterConfig{Brokers: brokers, Topic: topic, BatchTimeout: 10 * time.Millisecond}
 		if codec == "gzip" {
 			config.CompressionCodec = gzip.NewCompressionCodec()
 		}
@@ -58,7 +65,7 @@ func main() {
 	}
 
 	reader := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: []string{bootstrap}, GroupID: group, Topic: topic, MaxWait: 200 * time.Millisecond,
+		Brokers: brokers, GroupID: group, Topic: topic, MaxWait: 200 * time.Millisecond,
 	})
 	var seen []string
 	for len(seen) < 40 {

@@ -1,5 +1,5 @@
 // Drives one Node.js Kafka client against a broker, as tests/interop/test_node_clients.py
-// asks: node clients.mjs <kafkajs|platformatic> <bootstrap> <topic> <group>
+// asks: node clients.mjs <kafkajs|platformatic> <bootstrap> <topic> <group> <replicas>
 // It creates the topic (2 partitions), produces 20 records uncompressed and 20
 // gzip-compressed, consumes all 40 in a group and commits, runs the admin calls the
 // client has, and prints one JSON line with what it saw. Errors exit non-zero.
@@ -12,7 +12,8 @@ import {
   stringSerializers
 } from '@platformatic/kafka'
 
-const [client, bootstrap, topic, group] = process.argv.slice(2)
+const [client, bootstrap, topic, group, replicas] = process.argv.slice(2)
+const replicationFactor = Number(replicas)
 const brokers = bootstrap.split(',')
 const values = (codec) => Array.from({ length: 20 }, (_, i) => ({ key: `k${i}`, value: `${codec}-${i}` }))
 
@@ -20,7 +21,7 @@ async function withKafkajs () {
   const kafka = new kafkajs.Kafka({ clientId: 'interop-kafkajs', brokers, logLevel: kafkajs.logLevel.NOTHING })
   const admin = kafka.admin()
   await admin.connect()
-  await admin.createTopics({ topics: [{ topic, numPartitions: 2 }], waitForLeaders: true })
+  await admin.createTopics({ topics: [{ topic, numPartitions: 2, replicationFactor }], waitForLeaders: true })
   const producer = kafka.producer()
   await producer.connect()
   await producer.send({ topic, messages: values('none') })
@@ -61,7 +62,7 @@ async function withKafkajs () {
 
 async function withPlatformatic () {
   const admin = new Admin({ clientId: 'interop-platformatic', bootstrapBrokers: brokers })
-  await admin.createTopics({ topics: [topic], partitions: 2, replicas: 1 })
+  await admin.createTopics({ topics: [topic], partitions: 2, replicas: replicationFactor })
   const producer = new Producer({ clientId: 'interop-platformatic', bootstrapBrokers: brokers, serializers: stringSerializers })
   for (const compression of ['none', 'gzip']) {
     await producer.send({ messages: values(compression).map((m) => ({ ...m, topic })), compression })

@@ -6,10 +6,13 @@ versions in which it is nullable. A type is a primitive (INT32, STRING, RECORDS,
 `Array(primitive)`, or a list of Fields (an array of structs).
 
 `compile_message(fields, version)` turns one schema at one version into a
-`MessageCodec` whose `decode(buf, pos)` and `encode(body, out)` are chains of
-closures built once at import time: consecutive fixed-width fields collapse into a
-single struct.Struct, so the hot paths (Produce decode, Fetch encode) do a handful of
-unpack/pack calls per partition and no per-field type dispatch.
+`MessageCodec` whose `decode(buf, pos)` and `encode(body, out)` are generated once at
+import time as straight-line Python per struct (`_generate`): consecutive
+fixed-width fields collapse into a single struct.Struct, strings and record sets are
+one reader or writer call, arrays of structs loop in place, so the hot paths
+(Produce decode, Fetch encode) do a handful of calls per partition and no per-field
+type dispatch. The generated source contains only names and constants of the
+declarations; tagged fields and arrays of primitives use the step closures below.
 
 Flexible versions (KIP-482, `compile_message(..., flexible=True)`) write strings,
 bytes, records and arrays with compact (unsigned varint length + 1) prefixes and end
@@ -489,82 +492,134 @@ def compile_message(fields: list[Field], version: int, flexible: bool = False) -
         raise TypeError(f"tagged fields {[f.name for f in tagged]} in non-flexible v{version}")
     present = [f for f in present if f.tag is None]
     absent = [(f.name, _default_maker(f)) for f in fields if not f.exists(version)]
-    read_steps = []
-    write_steps = []
-    for kind, item in _runs(present):
-        if kind == "fixed":
-            read_steps.append(_fixed_run_step(item))
-            write_steps.append(_fixed_run_encoder(item))
-        else:
-            read, write = _field_steps(item, version, flexible)
-            read_steps.append(read)
-            write_steps.append(write)
-    read_steps = tuple(read_steps)
-    write_steps = tuple(write_steps)
-    if flexible:
-        tags = _tagged_steps(tagged, version) if tagged else None
-        decode, encode = _flexible(read_steps, write_steps, absent, tags)
-    else:
-        decode, encode = _plain(read_steps, write_steps, absent)
+    tags = _tagged_steps(tagged, version) if tagged else None
+    decode, encode = _generate(present, version, flexible, absent, tags)
     return MessageCodec(tuple(present), version, decode, encode)
 
 
-def _plain(read_steps: tuple, write_steps: tuple, absent: list):
-    if absent:
-
-        def decode(buf, pos):
-            d = {}
-            for s in read_steps:
-                pos = s(buf, pos, d)
-            for name, make in absent:
-                d[name] = make()
-            return d, pos
-
-    else:
-
-        def decode(buf, pos):
-            d = {}
-            for s in read_steps:
-                pos = s(buf, pos, d)
-            return d, pos
-
-    def encode(d, out):
-        for s in write_steps:
-            s(d, out)
-
-    return decode, encode
-
-
-def _flexible(read_steps: tuple, write_steps: tuple, absent: list, tags):
-    """Codec of a flexible struct. Its tag section is handled inline when empty (the
-    usual case: no tagged field sent or given), else by `tags` (from _tagged_steps),
-    or skipped when the struct declares no tagged field."""
-    skip = p.skip_tagged_fields
-    if tags is None:
-        read_tagged, write_tagged, names, defaults = None, None, (), ()
-    else:
-        read_tagged, write_tagged, names, defaults = tags
-
-    def decode(buf, pos):
-        d = {}
-        for s in read_steps:
-            pos = s(buf, pos, d)
-        for name, make in absent:
-            d[name] = make()
-        if buf[pos] == 0:
-            for name, make in defaults:
-                d[name] = make()
-            return d, pos + 1
-        if read_tagged is None:
-            return d, skip(buf, pos)
-        return d, read_tagged(buf, pos, d)
-
-    def encode(d, out):
-        for s in write_steps:
-            s(d, out)
-        if write_tagged is None or d.keys().isdisjoint(names):
-            out.append(b"\x00")
+def _generate(present: list[Field], version: int, flexible: bool, absent: list, tags):
+    """decode and encode of one struct as straight-line Python, compiled once: each
+    fixed run is one unpack/pack, each string or records field one reader/writer call,
+    arrays and nested structs one call to their own step; no loop over steps. A
+    flexible struct's tag section is handled inline when empty (the usual case), else
+    by `tags` (from _tagged_steps), or skipped when the struct declares no tagged field."""
+    env: dict = {"skip": p.skip_tagged_fields}
+    dec = ["def decode(buf, pos):", "    d = {}"]
+    enc = ["def encode(d, out):", "    append = out.append"]
+    for i, (kind, item) in enumerate(_runs(present)):
+        if kind == "fixed":
+            st = struct.Struct(">" + "".join(f.type.fmt for f in item))
+            env[f"u{i}"], env[f"k{i}"] = st.unpack_from, st.pack
+            targets = ", ".join(f"d[{f.name!r}]" for f in item)
+            dec += [f"    {targets}, = u{i}(buf, pos)", f"    pos += {st.size}"]
+            args = []
+            for j, f in enumerate(item):
+                env[f"z{i}_{j}"] = f.default_value()
+                args.append(f"d.get({f.name!r}, z{i}_{j})")
+            enc.append(f"    append(k{i}({', '.join(args)}))")
+        elif isinstance(item.type, Var):
+            nullable = item.nullable_at(version)
+            env[f"r{i}"] = _var_reader(item.type, nullable, flexible)
+            dec.append(f"    d[{item.name!r}], pos = r{i}(buf, pos)")
+            if item.type is RECORDS:
+                enc += _records_encode(env, i, item, version, flexible)
+                continue
+            env[f"w{i}"], env[f"z{i}"] = _var_writer(item.type, flexible), item.default_value()
+            if nullable:
+                enc.append(f"    append(w{i}(d.get({item.name!r}, z{i})))")
+            else:
+                env[f"t{i}"] = item.type.default
+                enc += [
+                    f"    v = d.get({item.name!r}, z{i})",
+                    f"    append(w{i}(t{i} if v is None else v))",
+                ]
+        elif isinstance(item.type, list):  # an array of structs: the hot loops
+            dec += _struct_array_decode(env, i, item, version, flexible)
+            enc += _struct_array_encode(env, i, item, version, flexible)
         else:
-            write_tagged(d, out)
+            env[f"q{i}"], env[f"s{i}"] = _field_steps(item, version, flexible)
+            dec.append(f"    pos = q{i}(buf, pos, d)")
+            enc.append(f"    s{i}(d, out)")
+    for j, (name, make) in enumerate(absent):
+        env[f"m{j}"] = make
+        dec.append(f"    d[{name!r}] = m{j}()")
+    if not flexible:
+        dec.append("    return d, pos")
+    else:
+        read_tagged, write_tagged, names, defaults = tags or (None, None, (), ())
+        env["read_tagged"], env["write_tagged"], env["names"] = read_tagged, write_tagged, names
+        dec.append("    if buf[pos] == 0:")
+        for j, (name, make) in enumerate(defaults):
+            env[f"g{j}"] = make
+            dec.append(f"        d[{name!r}] = g{j}()")
+        dec.append("        return d, pos + 1")
+        dec.append(
+            f"    return d, {'skip(buf, pos)' if tags is None else 'read_tagged(buf, pos, d)'}"
+        )
+        if tags is None:
+            enc.append('    append(b"\\x00")')
+        else:
+            enc += [
+                "    if d.keys().isdisjoint(names):",
+                '        append(b"\\x00")',
+                "    else:",
+                "        write_tagged(d, out)",
+            ]
+    exec("\n".join(dec) + "\n\n" + "\n".join(enc), env)  # noqa: S102 - our own source
+    return env["decode"], env["encode"]
 
-    return decode, encode
+
+def _struct_array_decode(env: dict, i: int, f: Field, version: int, flexible: bool) -> list:
+    env[f"e{i}"] = compile_message(f.type, version, flexible).decode
+    env[f"c{i}"] = p.read_compact_array_length if flexible else _read_int32_count
+    env["check_count"], env["ProtocolError"] = _check_count, ProtocolError
+    invalid = f"raise ProtocolError(f'invalid count {{n}} for array {f.name} at offset {{pos}}')"
+    null = [
+        "    if n < 0:",
+        f"        if n == -1 and {f.nullable_at(version)}:",
+        f"            d[{f.name!r}] = None",
+        "        else:",
+        f"            {invalid}",
+    ]
+    return [
+        f"    n, pos = c{i}(buf, pos)",
+        *null,
+        "    else:",
+        "        check_count(n, buf, pos, 1)",
+        "        items = []",
+        "        for _ in range(n):",
+        f"            item, pos = e{i}(buf, pos)",
+        "            items.append(item)",
+        f"        d[{f.name!r}] = items",
+    ]
+
+
+def _records_encode(env: dict, i: int, f: Field, version: int, flexible: bool) -> list:
+    """A record set: its length (record_set_length: bytes or a file slice), then the
+    value itself as its own part, never copied."""
+    env[f"n{i}"], env[f"x{i}"] = _count_writer(flexible)
+    env[f"z{i}"], env["record_set_length"] = f.default_value(), record_set_length
+    if_null = f"append(x{i})" if f.nullable_at(version) else f"append(n{i}(0)); append(b'')"
+    return [
+        f"    v = d.get({f.name!r}, z{i})",
+        "    if v is None:",
+        f"        {if_null}",
+        "    else:",
+        f"        append(n{i}(record_set_length(v)))",
+        "        append(v)",
+    ]
+
+
+def _struct_array_encode(env: dict, i: int, f: Field, version: int, flexible: bool) -> list:
+    env[f"a{i}"] = compile_message(f.type, version, flexible).encode
+    env[f"n{i}"], env[f"x{i}"] = _count_writer(flexible)
+    if_null = f"append(x{i})" if f.nullable_at(version) else f"append(n{i}(0))"
+    return [
+        f"    vs = d.get({f.name!r})",
+        "    if vs is None:",
+        f"        {if_null}",
+        "    else:",
+        f"        append(n{i}(len(vs)))",
+        "        for v in vs:",
+        f"            a{i}(v, out)",
+    ]

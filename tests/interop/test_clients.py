@@ -1,4 +1,6 @@
-"""Real Kafka clients against a broker subprocess: kcat, confluent-kafka, kafka-python, aiokafka."""
+"""Real Kafka clients against a broker subprocess: kcat, confluent-kafka, kafka-python,
+aiokafka; the first four tests on one broker and on a three-broker cluster
+(conftest.py `target`), the codec tests on one broker."""
 
 import asyncio
 import subprocess
@@ -11,9 +13,9 @@ from broker.protocol.records import Codec, iter_batches
 from tests.broker.server.wire import WireClient, fetch_body
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+    admin.create_topics([NewTopic(name, partitions, replication)])[name].result(10)
 
 
 def read_all(
@@ -36,8 +38,8 @@ def read_all(
     return out
 
 
-def test_kcat_lz4_produce_and_consume(module_broker):
-    bootstrap = module_broker.bootstrap
+def test_kcat_lz4_produce_and_consume(target):
+    bootstrap = target.bootstrap
     lines = "".join(f"line-{i}\n" for i in range(2000))
     subprocess.run(
         ["kcat", "-b", bootstrap, "-P", "-t", "kcat-t", "-z", "lz4"],
@@ -62,9 +64,9 @@ def test_kcat_lz4_produce_and_consume(module_broker):
     assert 'topic "kcat-t" with 1 partitions' in meta.stdout
 
 
-def test_confluent_kafka_acks_all_lz4_partitions(module_broker):
-    bootstrap = module_broker.bootstrap
-    create_topic(bootstrap, "ck-t", 4)
+def test_confluent_kafka_acks_all_lz4_partitions(target):
+    bootstrap = target.bootstrap
+    create_topic(bootstrap, "ck-t", 4, target.replication)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "acks": "all", "compression.type": "lz4", "linger.ms": 5}
     )
@@ -88,12 +90,12 @@ def test_confluent_kafka_acks_all_lz4_partitions(module_broker):
         assert by_key.setdefault(k, p) == p  # keyed records stay on one partition
 
 
-def test_kafka_python_producer_and_assigned_consumer(module_broker):
+def test_kafka_python_producer_and_assigned_consumer(target):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTP
 
-    bootstrap = module_broker.bootstrap
-    create_topic(bootstrap, "kp-t", 2)
+    bootstrap = target.bootstrap
+    create_topic(bootstrap, "kp-t", 2, target.replication)
     producer = KafkaProducer(
         bootstrap_servers=bootstrap, enable_idempotence=False, acks="all", compression_type="gzip"
     )
@@ -111,12 +113,12 @@ def test_kafka_python_producer_and_assigned_consumer(module_broker):
     assert sorted(values) == sorted(b"kp-%d" % i for i in range(500))
 
 
-def test_aiokafka_producer_and_assigned_consumer(module_broker):
+def test_aiokafka_producer_and_assigned_consumer(target):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka import TopicPartition as ATP
 
-    bootstrap = module_broker.bootstrap
-    create_topic(bootstrap, "aio-t", 3)
+    bootstrap = target.bootstrap
+    create_topic(bootstrap, "aio-t", 3, target.replication)
 
     async def main():
         producer = AIOKafkaProducer(

@@ -171,6 +171,13 @@ def consume(bootstrap: str, topic: str, count: int, timeout_ms: int = 20000) -> 
     return result.stdout.splitlines()
 
 
+def _json_or_none(value: str):
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
 def test_demo_end_to_end_then_clean_stop(up_factory):
     up = up_factory()
     up.wait_ready()
@@ -194,7 +201,11 @@ def test_demo_end_to_end_then_clean_stop(up_factory):
             )
     assert consume(up.bootstrap, "netcat", 3) == tokens
 
-    records = [json.loads(v) for v in consume(up.bootstrap, "nginx-access", 20)]
+    # the generator writes ~0.2 % unparsable lines, which the agent forwards as they
+    # are (flagged, for the ETL's rejects); every other value is a parsed record
+    values = consume(up.bootstrap, "nginx-access", 20)
+    records = [r for r in map(_json_or_none, values) if isinstance(r, dict) and "method" in r]
+    assert len(values) == 20 and len(records) >= 17, values
     assert all(r["method"] and r["status"] >= 100 and r["path"].startswith("/") for r in records)
 
     up.proc.send_signal(signal.SIGTERM)

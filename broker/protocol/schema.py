@@ -241,21 +241,13 @@ def _var_step(f: Field, version: int, flexible: bool):
     return step
 
 
-def _fixed_run_step(run: list[Field]):
-    st = struct.Struct(">" + "".join(f.type.fmt for f in run))
-    names = tuple(f.name for f in run)
-    unpack, size = st.unpack_from, st.size
-    if len(names) == 1:
-        name = names[0]
-
-        def step(buf, pos, d):
-            d[name] = unpack(buf, pos)[0]
-            return pos + size
-
-        return step
+def _fixed_step(f: Field):
+    """Read step of one fixed-width field outside a generated struct (a tagged field)."""
+    name = f.name
+    unpack, size = struct.Struct(">" + f.type.fmt).unpack_from, struct.calcsize(">" + f.type.fmt)
 
     def step(buf, pos, d):
-        d.update(zip(names, unpack(buf, pos), strict=True))
+        d[name] = unpack(buf, pos)[0]
         return pos + size
 
     return step
@@ -399,13 +391,12 @@ def _var_encoder(f: Field, version: int, flexible: bool):
     return step
 
 
-def _fixed_run_encoder(run: list[Field]):
-    pack = struct.Struct(">" + "".join(f.type.fmt for f in run)).pack
-    names = tuple(f.name for f in run)
-    defaults = tuple(f.default_value() for f in run)
+def _fixed_encoder(f: Field):
+    """Write step of one fixed-width field outside a generated struct (a tagged field)."""
+    name, default, pack = f.name, f.default_value(), struct.Struct(">" + f.type.fmt).pack
 
     def step(d, out):
-        out.append(pack(*map(d.get, names, defaults)))
+        out.append(pack(d.get(name, default)))
 
     return step
 
@@ -433,7 +424,7 @@ def _field_steps(f: Field, version: int, flexible: bool) -> tuple:
     if isinstance(f.type, Struct):
         return _struct_step(f, version, flexible), _struct_encoder(f, version, flexible)
     if isinstance(f.type, Fixed):
-        return _fixed_run_step([f]), _fixed_run_encoder([f])
+        return _fixed_step(f), _fixed_encoder(f)
     if f.type is RECORDS:
         return _var_step(f, version, flexible), _records_encoder(f, version, flexible)
     return _var_step(f, version, flexible), _var_encoder(f, version, flexible)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.cluster.names import InvalidTopicName, validate_topic_name
 from broker.config import KEYS, TOPIC_SYNONYMS
 from broker.log.config import TOPIC_CONFIG_NAMES
 from broker.protocol import ApiKey, ErrorCode
@@ -100,14 +99,9 @@ def _entry(name, value, read_only, source, synonyms, config_type, doc) -> dict:
 
 def _topic_entries(core, name: str, result: dict) -> list[dict]:
     try:
-        validate_topic_name(name)
-    except InvalidTopicName as e:
-        result["error_code"], result["error_message"] = ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)
-        return []
-    meta = core.replicas.topic(name)
-    if meta is None:
-        result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        result["error_message"] = f"Topic {name} does not exist."
+        meta = core.replicas.existing_topic(name)
+    except ApiError as e:
+        result["error_code"], result["error_message"] = e.code, str(e)
         return []
     values, _ = core.replicas.effective_configs(meta)
     defaults = core.replicas.default_log_config.to_props()

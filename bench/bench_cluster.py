@@ -23,6 +23,13 @@ processes).
    Afterwards every record is read back: every acknowledged one must be there, once,
    in order (zero acknowledged records lost).
 3. `--soak`: the failover run with 100 kills (`--soak-kills`).
+4. `--partition-cuts N` (root: network namespaces): a fresh cluster in namespaces
+   (`testkit.netns`) with `logflume cluster up`'s defaults; N times the partition's
+   leader is cut off from ZooKeeper and both followers while clients still reach it,
+   and each client's stall is timed: from the cut to its first acknowledgement from
+   the new leader (librdkafka, kafka-python, kafkajs producers, `testkit.producers`).
+
+    sudo .venv/bin/python -m bench.bench_cluster --skip-throughput --kills 10 --session-ms 3000 --partition-cuts 10
 """
 
 from __future__ import annotations
@@ -316,6 +323,140 @@ def failover(cluster: Cluster, kills: int, load_rate: int, label: str) -> dict:
     }
 
 
+# -- failover under a network partition ---------------------------------------------------
+
+PARTITION_TOPIC = "netsplit"
+
+
+def partition_failover(cuts: int, max_cut_s: float = 30.0) -> dict:
+    """`cuts` times: cut the partition's leader off from ZooKeeper and both followers
+    (clients still reach it), time from the cut to each client's first acknowledgement
+    from the new leader, heal, wait for a full ISR. The cluster runs in network
+    namespaces (testkit.netns, needs root) with `logflume cluster up`'s defaults; the
+    producers are testkit.producers' three clients (librdkafka, kafka-python, kafkajs).
+    A client that did not resume within `max_cut_s` counts as `max_cut_s`."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kazoo.client import KazooClient
+
+    from broker.cluster.launcher import LOCAL_CLUSTER_DEFAULTS
+    from testkit.netns import NetLab, NetnsCluster
+    from testkit.producers import CLIENTS, Producers
+
+    lab = NetLab()
+    root = Path(tempfile.mkdtemp(prefix="bench-netsplit-"))
+    times: dict[str, list[float]] = {name: [] for name in CLIENTS}
+    elect: list[float] = []
+    try:
+        defaults = {
+            **LOCAL_CLUSTER_DEFAULTS,
+            "default.replication.factor": RF,
+            "offsets.topic.replication.factor": RF,
+            "min.insync.replicas": 2,
+        }
+        cluster = NetnsCluster(lab, root, settings=defaults)
+        with lab.inside("client"):
+            cluster.start()
+            zk = KazooClient(hosts=cluster.zk_connect)
+            zk.start(timeout=30)
+            path = f"/brokers/topics/{PARTITION_TOPIC}/partitions/0/state"
+
+            def state() -> dict:
+                import orjson
+
+                return orjson.loads(zk.get(path)[0]) if zk.exists(path) else {}
+
+            def healthy() -> bool:
+                s = state()
+                return len(zk.get_children("/brokers/ids")) == RF and len(s.get("isr", [])) == RF
+
+            wait = Cluster._wait
+            wait(lambda: len(zk.get_children("/brokers/ids")) == RF, 60, "every broker")
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            fut = admin.create_topics([NewTopic(PARTITION_TOPIC, 1, RF)])
+            fut[PARTITION_TOPIC].result(20)
+            wait(healthy, 60, "a leader and a full ISR")
+            producers = Producers(cluster.bootstrap, PARTITION_TOPIC, lab, root).start()
+            try:
+                for k in range(cuts):
+                    wait(healthy, 120, "a full ISR")
+                    n = producers.acked()
+                    wait(lambda n=n: producers.acked() > n + 300, 60, "acks before the cut")
+                    s = state()
+                    old, epoch = s["leader"], s["leader_epoch"]
+                    others = [f"b{b}" for b in range(RF) if b != old]
+                    t_cut = time.time()
+                    lab.isolate(f"b{old}", ["zk", *others])
+                    wait(
+                        lambda old=old, epoch=epoch: (
+                            (x := state())["leader"] not in (-1, old) and x["leader_epoch"] > epoch
+                        ),
+                        max_cut_s,
+                        "a new leader",
+                    )
+                    t_elect = time.time()
+                    elect.append(t_elect - t_cut)
+                    deadline = t_cut + max_cut_s
+                    while time.time() < deadline and any(
+                        producers.first_ack(c, after=t_elect) is None for c in CLIENTS
+                    ):
+                        time.sleep(0.05)
+                    for c in CLIENTS:
+                        first = producers.first_ack(c, after=t_elect)
+                        times[c].append(max_cut_s if first is None else first - t_cut)
+                    lab.heal_all()
+                    print(
+                        f"  cut {k + 1}/{cuts}: leader {old}, new leader after "
+                        f"{elect[-1]:.2f} s, clients resumed after "
+                        + ", ".join(f"{c} {times[c][-1]:.2f} s" for c in CLIENTS),
+                        flush=True,
+                    )
+            finally:
+                lab.heal_all()
+                producers.stop(flush_s=120)
+            acked = {(a.producer, a.seq): a.offset for a in producers.acks}
+            values = read_back_values(cluster.bootstrap, PARTITION_TOPIC, len(acked))
+            zk.stop()
+            zk.close()
+            cluster.stop(timeout=20)
+    finally:
+        lab.close()
+        shutil.rmtree(root, ignore_errors=True)
+    stored = {v: o for o, v in values}
+    return {
+        "cuts": cuts,
+        "session_ms": LOCAL_CLUSTER_DEFAULTS["zookeeper.session.timeout.ms"],
+        "elect_median_s": statistics.median(elect),
+        "median_s": {c: statistics.median(t) for c, t in times.items()},
+        "max_s": {c: max(t) for c, t in times.items()},
+        "times": {c: [round(x, 2) for x in t] for c, t in times.items()},
+        "acked": len(acked),
+        "lost_acked": sum(
+            1 for (c, seq), off in acked.items() if stored.get(f"{c}-{seq}".encode()) != off
+        ),
+        "duplicates": len(values) - len(stored),
+    }
+
+
+def read_back_values(bootstrap: str, topic: str, expected: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of partition 0."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-netsplit-read"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out: list[tuple[int, bytes]] = []
+    idle = 0
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and idle < 10:
+        msgs = c.consume(10000, 0.5)
+        if not msgs:
+            idle += 1 if len(out) >= expected else 0
+            continue
+        idle = 0
+        out.extend((m.offset(), m.value()) for m in msgs if m.error() is None)
+    c.close()
+    return out
+
+
 # -- main ---------------------------------------------------------------------------------
 
 
@@ -396,6 +537,12 @@ def main() -> None:
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-failover", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the cluster's data and logs")
+    ap.add_argument(
+        "--partition-cuts",
+        type=int,
+        default=0,
+        help="also cut the leader off by the network this many times (needs root)",
+    )
     args = ap.parse_args()
 
     print(f"load average at start: {load_average()}", flush=True)
@@ -434,6 +581,22 @@ def main() -> None:
             )
     finally:
         cluster.stop(args.keep)
+    if args.partition_cuts:
+        print(
+            f"partitioned leader: {args.partition_cuts} cuts, `logflume cluster up` defaults",
+            flush=True,
+        )
+        r = results["partition"] = partition_failover(args.partition_cuts)
+        print(
+            f"partitioned leader: new leader after {r['elect_median_s']:.2f} s (median); "
+            "clients resumed after (median, max) "
+            + ", ".join(
+                f"{c} {r['median_s'][c]:.2f} s, {r['max_s'][c]:.2f} s" for c in r["median_s"]
+            )
+            + f"; {r['acked']:,} acked, {r['lost_acked']} lost, {r['duplicates']} duplicates; "
+            f"load {load_average()}",
+            flush=True,
+        )
     results["load_end"] = load_average()
     print(json.dumps(results))
 

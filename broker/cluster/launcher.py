@@ -33,6 +33,15 @@ class LauncherError(RuntimeError):
     """ZooKeeper or a broker could not be started."""
 
 
+# What `logflume cluster up` and `logflume up --cluster` give every broker unless
+# `--set` says otherwise. A leader that dies or is cut off from ZooKeeper is replaced
+# after about zookeeper.session.timeout.ms + ZooKeeper's tick (expiry granularity) +
+# the election (~0.1 s) + the client's metadata refresh (< 1 s): about 4 s here. Kafka's
+# 18 s default suits machines that a network separates; brokers on one machine can
+# have a shorter session (deploy/README.md, "Failover").
+LOCAL_CLUSTER_DEFAULTS = {"zookeeper.session.timeout.ms": 3000}
+
+
 def zookeeper_classpath() -> str:
     for d in JAR_DIRS:
         if (d / ZK_JARS[0]).exists():

@@ -25,6 +25,16 @@ Who watches what (all callbacks run on the event loop, see `zk.ZkSession`):
   fetcher of the new leader takes the partition, truncating first). States with an
   older leader epoch than the partition's are ignored.
 
+Fencing (`lease.LeaseKeeper`): when ZooKeeper has not answered for almost a session
+timeout, ZooKeeper may be about to expire this broker and the controller to elect
+other leaders, though the broker hears of it only when it gets through again. So it
+fences itself first: every partition steps down to "leader unknown" (waiting produces
+fail with NOT_LEADER_OR_FOLLOWER), the replica fetchers stop, Metadata names no leader
+and leaves this broker out, states heard meanwhile are recorded but not acted on, and
+the fence listeners (the server: drop client connections, stop listening) are told.
+When ZooKeeper answers again, it re-reads every state and rejoins (leads again if
+ZooKeeper still names it, else follows and truncates), then listens again.
+
 Registration: `/brokers/ids/<id>` is created (ephemeral) once the previous session's
 registration of the same id, if any, has expired; until then the broker already
 follows and serves, it is just not counted as live. Session loss (LOST): every
@@ -51,6 +61,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from broker.cluster import zk
 from broker.cluster.controller import Controller, elect_controller
 from broker.cluster.isr import IsrManager
+from broker.cluster.lease import LeaseKeeper
 from broker.cluster.metadata_store import TopicMeta
 from broker.cluster.producer_ids import ZkProducerIds
 from broker.cluster.replica_fetcher import ReplicaFetcherManager
@@ -82,6 +93,7 @@ class ClusterNode:
         self.fetchers = ReplicaFetcherManager(self, self.config)
         self.isr = IsrManager(self, self.config)
         self.producer_ids = ZkProducerIds(self.zk, self.broker_id)
+        self.lease = LeaseKeeper(self.zk, zk.BROKER_IDS, session_s, self._fence, self._unfence)
         self.controller: Controller | None = None
         self.registered = False
         self._state_stops: dict[str, list] = {}
@@ -90,6 +102,7 @@ class ClusterNode:
         self._topic_lock = asyncio.Lock()
         self._broker_gen = 0
         self.leaving: set[int] = set()
+        self.fence_listeners: list = []  # fn(fenced: bool), e.g. the server's listener
         self._stopping = False
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -107,6 +120,7 @@ class ClusterNode:
             self.zk.watch_children(zk.CONTROLLED_SHUTDOWN, self._leaving_changed),
         ]
         self.isr.start()
+        self.lease.start()
         self._spawn(self._register())
         log.info("broker %d joined ZooKeeper at %s", self.broker_id, self.zk.connect)
 
@@ -137,6 +151,7 @@ class ClusterNode:
         if self.controller is not None:
             await self.controller.stop()
         await cancel_and_wait(list(self._tasks))
+        await self.lease.stop()
         await self.isr.stop()
         await self.fetchers.stop()
         try:
@@ -185,6 +200,48 @@ class ClusterNode:
         elif state == "CONNECTED" and not self.registered:
             self._spawn(self._register())
             self._spawn(self.reread_states())
+
+    @property
+    def fenced(self) -> bool:
+        """True while the session lease has run out (see `lease`): ZooKeeper may
+        already have expired this broker, so it neither leads nor follows, and its
+        Metadata names no leader and leaves itself out of the live brokers."""
+        return self.lease.expired
+
+    def _fence(self, silent_s: float) -> None:
+        if self._stopping:
+            return
+        log.warning(
+            "ZooKeeper unanswered for %.1f s (session timeout %.1f s): fenced, this broker "
+            "stops leading and following until ZooKeeper answers again",
+            silent_s,
+            self.lease.lease.timeout_s,
+        )
+        for p in self.core.replicas.partitions.values():
+            if p.is_leader:
+                log.info("%s-%d: fenced, no longer leader in epoch %d", *p.key, p.leader_epoch)
+                self._step_down(p)
+            else:
+                p.become_follower(-1, p.leader_epoch, p.isr_list(), p.zk_version)
+        self.fetchers.remove_all()
+        self._tell_fenced(True)
+
+    def _unfence(self) -> None:
+        if not self._stopping:
+            log.info("ZooKeeper answers again: re-reading the partitions' states")
+            self._spawn(self._rejoin())
+
+    async def _rejoin(self) -> None:
+        await self.reread_states()
+        if not self.fenced:
+            self._tell_fenced(False)
+
+    def _tell_fenced(self, fenced: bool) -> None:
+        for fn in list(self.fence_listeners):
+            try:
+                fn(fenced)
+            except Exception:
+                log.exception("fence listener failed")
 
     async def _register(self) -> None:
         host, port = self.core.advertised
@@ -368,7 +425,7 @@ class ClusterNode:
                 return
         self.states[key] = state
         part = self.core.replicas.get_partition(topic, p)
-        if part is None or state.leader_epoch < part.leader_epoch:
+        if part is None or state.leader_epoch < part.leader_epoch or self.fenced:
             return
         if state.leader == self.broker_id:
             if not part.is_leader or state.leader_epoch != part.leader_epoch:
@@ -412,7 +469,7 @@ class ClusterNode:
 
     def leader_of(self, topic: str, p: int) -> int:
         state = self.states.get((topic, p))
-        if state is None or state.leader not in self.brokers:
+        if state is None or state.leader not in self.brokers or self.fenced:
             return -1
         return state.leader
 

@@ -95,6 +95,10 @@ class Connection(asyncio.Protocol):
             self.peer = (peer[0], peer[1])
         sock = transport.get_extra_info("socket")
         self._fd = sock.fileno() if sock is not None else -1
+        if self.server.fenced:  # reset at once (BrokerServer._fenced), logged there once
+            self.closed = True
+            transport.abort()
+            return
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

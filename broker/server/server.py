@@ -38,6 +38,7 @@ class BrokerServer:
         self.connections: set[Connection] = set()
         self.direct_sendfile = hasattr(os, "sendfile")
         self.loop_sendfile = False
+        self.fenced = False
         self.port: int | None = None
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task | None = None
@@ -53,6 +54,8 @@ class BrokerServer:
             lambda: Connection(self), host or None, port, reuse_address=True, backlog=1024
         )
         self.port = self.core.bound_port = self._server.sockets[0].getsockname()[1]
+        if self.core.cluster is not None:
+            self.core.cluster.fence_listeners.append(self._fenced)
         adv_host, adv_port = self.core.advertised
         log.info(
             "listening on %s:%d (advertised as %s:%d, broker.id %d, cluster %s, %s loop)",
@@ -67,6 +70,29 @@ class BrokerServer:
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms > 0:
             self._sweeper = asyncio.create_task(self._sweep_idle(idle_ms / 1000))
+
+    def _fenced(self, fenced: bool) -> None:
+        """A broker fenced from ZooKeeper (broker.cluster.lease) is no use to clients:
+        it leads nothing and its view of the cluster is stale. It drops its connections
+        (answers already queued, such as NOT_LEADER_OR_FOLLOWER for waiting produces,
+        go out first) and resets new ones at once until ZooKeeper answers again, so
+        every client asks another broker who leads now. Answering Metadata without
+        leaders is not enough: kafkajs retries LEADER_NOT_AVAILABLE on the same broker
+        for as long as it gets that answer. (The listener stays open: an asyncio server
+        closed while it accepts a connection leaves that connection hanging.)"""
+        self.fenced = fenced
+        if fenced:
+            log.warning("not serving clients until ZooKeeper answers again")
+            # Soon, not now: requests being handled (a produce that found the lease run
+            # out) and the waiting produces failed by the step-down queue their answers
+            # first.
+            asyncio.get_running_loop().call_soon(self._drop_clients)
+        else:
+            log.info("serving clients again")
+
+    def _drop_clients(self) -> None:
+        for conn in list(self.connections):
+            conn.close("broker fenced from ZooKeeper", graceful=True)
 
     async def _sweep_idle(self, idle_s: float) -> None:
         period = max(0.05, min(idle_s / 4, 30.0))

@@ -45,7 +45,8 @@ def add_parser(subparsers) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="broker config for every broker (repeatable)",
+        help="broker config for every broker (repeatable); a local cluster defaults to "
+        "zookeeper.session.timeout.ms=3000 for failover in about 4 s",
     )
     down = sub.add_parser("down", help="stop a cluster started in the background")
     down.add_argument("--data-dir", required=True)
@@ -87,7 +88,7 @@ def start_cluster(
 
 
 def run(args) -> int:
-    from broker.cluster.launcher import pid_file, stop_from_pid_files
+    from broker.cluster.launcher import LOCAL_CLUSTER_DEFAULTS, pid_file, stop_from_pid_files
     from common.hostport import free_port
     from logflume.supervisor import Supervisor
 
@@ -106,6 +107,8 @@ def run(args) -> int:
             print(f"logflume cluster: --set {item!r}: expected key=value", file=sys.stderr)
             return 2
         settings[key.strip()] = value
+    for key, value in LOCAL_CLUSTER_DEFAULTS.items():
+        settings.setdefault(key, str(value))
     settings.setdefault("default.replication.factor", str(min(3, args.brokers)))
     settings.setdefault("offsets.topic.replication.factor", str(min(3, args.brokers)))
     ports = [args.base_port + i if args.base_port else free_port() for i in range(args.brokers)]

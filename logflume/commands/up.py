@@ -338,11 +338,12 @@ class Demo:
     def start_cluster(self) -> tuple[int, dict[str, str]]:
         """ZooKeeper and `--cluster` brokers as supervised children, their output on
         the console; returns the topics' replication factor and config."""
+        from broker.cluster.launcher import LOCAL_CLUSTER_DEFAULTS
         from logflume.commands.cluster import start_cluster
 
         n = self.args.cluster
         replication = min(3, n)
-        settings = dict(BROKER_SETTINGS)
+        settings = {**BROKER_SETTINGS, **LOCAL_CLUSTER_DEFAULTS}
         settings["default.replication.factor"] = replication
         settings["offsets.topic.replication.factor"] = replication
         self.zookeeper = start_cluster(

@@ -1,4 +1,5 @@
-"""ClusterNode after a lost ZooKeeper session (no ZooKeeper: the session is stubbed).
+"""ClusterNode after a lost or fenced ZooKeeper session (no ZooKeeper: the session
+is stubbed).
 
 On LOST a broker steps down everywhere. When it connects again it must re-read its
 partitions' states: kazoo's data watches only report znodes that changed, so a state
@@ -9,6 +10,7 @@ tests (tests/cluster/test_netsplit.py, scenario: ZooKeeper unreachable for all b
 """
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 from broker.cluster import zk
@@ -18,6 +20,7 @@ from broker.cluster.zk import PartitionState
 from broker.config import BrokerConfig
 from broker.log.config import LogConfig
 from broker.log.partition import PartitionLog
+from broker.server.handlers.metadata import controller_id, live_brokers
 
 
 def _node(tmp_path):
@@ -82,3 +85,54 @@ def test_reread_never_goes_back_to_an_older_epoch(tmp_path):
     _zookeeper_has(node, PartitionState(0, 4, (0, 1, 2), 1, version=3))  # a stale read
     asyncio.run(node.reread_states())
     assert not part.is_leader and part.leader_epoch == 5
+
+
+# -- fencing: the session lease ran out (broker.cluster.lease) --------------------------
+
+
+def _fence(node) -> None:
+    """Let the lease run out as if ZooKeeper had not answered for a whole session."""
+    node.lease.lease.expires_at = 0.0
+    node.lease.poll()
+
+
+def test_a_fenced_broker_leads_nothing_follows_nothing_and_says_so(tmp_path):
+    node, part = _node(tmp_path)
+    told = []
+    node.fence_listeners.append(told.append)
+    node.brokers = {b: zk.BrokerInfo(b, f"h{b}", 9092) for b in (0, 1, 2)}
+    node.on_state("t", 0, PartitionState(0, 3, (0, 1, 2), 1, version=7))
+    assert part.is_leader and node.leader_of("t", 0) == 0
+    _fence(node)
+    assert node.fenced and told == [True]
+    assert not part.is_leader and part.leader == -1 and part.leader_epoch == 3
+    assert node.leader_of("t", 0) == -1
+    node.core.advertised, node.core.cluster = ("h0", 9092), node
+    assert [b["node_id"] for b in live_brokers(node.core)] == [1, 2]
+    assert controller_id(node.core) == -1
+
+
+async def test_states_heard_while_fenced_apply_once_zookeeper_answers_again(tmp_path):
+    node, part = _node(tmp_path)
+    told = []
+    node.fence_listeners.append(told.append)
+    node.on_state("t", 0, PartitionState(1, 3, (0, 1, 2), 1, version=7))
+    assert ("t", 0) in node.fetchers.fetchers[1].partitions
+    _fence(node)
+    assert ("t", 0) not in node.fetchers.fetchers[1].partitions
+    state = PartitionState(0, 4, (0, 1), 2, version=8)
+    node.on_state("t", 0, state)  # heard, but a fenced broker does not act on it
+    assert not part.is_leader and part.leader_epoch == 3
+    _zookeeper_has(node, state)
+    assert node.lease.lease.renew(sent_at=time.monotonic(), now=time.monotonic())
+    node.lease.on_renewed()
+    try:
+        await asyncio.wait_for(_until(lambda: told == [True, False]), 5)
+        assert part.is_leader and part.leader_epoch == 4 and part.isr == {0, 1}
+    finally:
+        await node.fetchers.stop()
+
+
+async def _until(condition) -> None:
+    while not condition():  # noqa: ASYNC110
+        await asyncio.sleep(0.01)

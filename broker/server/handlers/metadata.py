@@ -160,19 +160,28 @@ def _cluster_response(ctx, body, created: list[str]) -> dict:
         "throttle_time_ms": 0,
         "brokers": live_brokers(core),
         "cluster_id": core.cluster_id,
-        "controller_id": node.controller_id,
+        "controller_id": controller_id(core),
         "topics": topics,
     }
 
 
 def live_brokers(core) -> list[dict]:
-    """The live brokers, by id, as Metadata lists them (this broker always included:
-    it serves even before its registration shows up)."""
-    host, port = core.advertised
-    brokers = {core.broker_id: {"node_id": core.broker_id, "host": host, "port": port}}
-    brokers[core.broker_id]["rack"] = core.config["broker.rack"]
-    if core.cluster is not None:
-        for b in core.cluster.brokers.values():
+    """The live brokers, by id, as Metadata lists them. This broker is included even
+    before its registration shows up (it serves already), and left out while it is
+    fenced from ZooKeeper (broker.cluster.lease): clients forget brokers that a
+    Metadata answer does not list and ask another one who leads now."""
+    fenced = core.cluster is not None and core.cluster.fenced
+    brokers = {}
+    if not fenced:
+        host, port = core.advertised
+        brokers[core.broker_id] = {
+            "node_id": core.broker_id,
+            "host": host,
+            "port": port,
+            "rack": core.config["broker.rack"],
+        }
+    for b in core.cluster.brokers.values() if core.cluster is not None else ():
+        if not (fenced and b.broker_id == core.broker_id):
             brokers[b.broker_id] = {
                 "node_id": b.broker_id,
                 "host": b.host,
@@ -183,7 +192,9 @@ def live_brokers(core) -> list[dict]:
 
 
 def controller_id(core) -> int:
-    return core.cluster.controller_id if core.cluster is not None else core.broker_id
+    if core.cluster is None:
+        return core.broker_id
+    return -1 if core.cluster.fenced else core.cluster.controller_id
 
 
 @handles(ApiKey.METADATA)

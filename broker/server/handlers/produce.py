@@ -136,6 +136,8 @@ def produce(ctx, body):
     if acks not in (0, 1, -1):  # the request is refused whole: nothing created or appended
         return _answer_all(body, ErrorCode.INVALID_REQUIRED_ACKS)
     core = ctx.core
+    if core.cluster is not None:
+        core.cluster.lease.poll()
     replicas = core.replicas
     failed: list[str] = []
     waiting = []

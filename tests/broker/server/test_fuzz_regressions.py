@@ -165,7 +165,7 @@ def _connection(sock):
 
     core = SimpleNamespace(config={"socket.request.max.bytes": 1 << 20})
     server = SimpleNamespace(
-        core=core, connections=set(), direct_sendfile=True, loop_sendfile=False
+        core=core, connections=set(), direct_sendfile=True, loop_sendfile=False, fenced=False
     )
     conn = Connection(server)
     transport = _FakeTransport(sock)

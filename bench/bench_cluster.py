@@ -252,7 +252,11 @@ class LoadProducer:
         self._thread.join(400)
 
 
-def read_back(bootstrap: str, topic: str, expected: int, timeout_s: float = 300) -> list[int]:
+def read_back(
+    bootstrap: str, topic: str, expected: int, timeout_s: float = 300
+) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of partition 0, once `expected` were read and
+    nothing more came for 5 s."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer(
@@ -264,18 +268,18 @@ def read_back(bootstrap: str, topic: str, expected: int, timeout_s: float = 300)
         }
     )
     c.assign([TopicPartition(topic, 0, 0)])
-    values: list[int] = []
+    out: list[tuple[int, bytes]] = []
     deadline = time.monotonic() + timeout_s
     idle = 0
     while time.monotonic() < deadline and idle < 10:
         msgs = c.consume(10000, 0.5)
         if not msgs:
-            idle += 1 if len(values) >= expected else 0
+            idle += 1 if len(out) >= expected else 0
             continue
         idle = 0
-        values.extend(int(m.value()) for m in msgs if m.error() is None)
+        out.extend((m.offset(), m.value()) for m in msgs if m.error() is None)
     c.close()
-    return values
+    return out
 
 
 def failover(cluster: Cluster, kills: int, load_rate: int, label: str) -> dict:
@@ -306,7 +310,7 @@ def failover(cluster: Cluster, kills: int, load_rate: int, label: str) -> dict:
     finally:
         load.stop()
     acked = set(load.acked_seqs)
-    values = read_back(cluster.bootstrap, topic, len(acked))
+    values = [int(v) for _, v in read_back(cluster.bootstrap, topic, len(acked))]
     return {
         "kills": kills,
         "median_s": statistics.median(times),
@@ -414,7 +418,7 @@ def partition_failover(cuts: int, max_cut_s: float = 30.0) -> dict:
                 lab.heal_all()
                 producers.stop(flush_s=120)
             acked = {(a.producer, a.seq): a.offset for a in producers.acks}
-            values = read_back_values(cluster.bootstrap, PARTITION_TOPIC, len(acked))
+            values = read_back(cluster.bootstrap, PARTITION_TOPIC, len(acked))
             zk.stop()
             zk.close()
             cluster.stop(timeout=20)
@@ -435,26 +439,6 @@ def partition_failover(cuts: int, max_cut_s: float = 30.0) -> dict:
         ),
         "duplicates": len(values) - len(stored),
     }
-
-
-def read_back_values(bootstrap: str, topic: str, expected: int) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record of partition 0."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-netsplit-read"})
-    c.assign([TopicPartition(topic, 0, 0)])
-    out: list[tuple[int, bytes]] = []
-    idle = 0
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and idle < 10:
-        msgs = c.consume(10000, 0.5)
-        if not msgs:
-            idle += 1 if len(out) >= expected else 0
-            continue
-        idle = 0
-        out.extend((m.offset(), m.value()) for m in msgs if m.error() is None)
-    c.close()
-    return out
 
 
 # -- main ---------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ class LauncherError(RuntimeError):
 # after about zookeeper.session.timeout.ms + ZooKeeper's tick (expiry granularity) +
 # the election (~0.1 s) + the client's metadata refresh (< 1 s): about 4 s here. Kafka's
 # 18 s default suits machines that a network separates; brokers on one machine can
-# have a shorter session (deploy/README.md, "Failover").
+# have a shorter session (deploy/README.md, "Several brokers: ZooKeeper and failover").
 LOCAL_CLUSTER_DEFAULTS = {"zookeeper.session.timeout.ms": 3000}
 
 

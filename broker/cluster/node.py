@@ -31,9 +31,9 @@ other leaders, though the broker hears of it only when it gets through again. So
 fences itself first: every partition steps down to "leader unknown" (waiting produces
 fail with NOT_LEADER_OR_FOLLOWER), the replica fetchers stop, Metadata names no leader
 and leaves this broker out, states heard meanwhile are recorded but not acted on, and
-the fence listeners (the server: drop client connections, stop listening) are told.
+the fence listeners (the server: drop client connections, reset new ones) are told.
 When ZooKeeper answers again, it re-reads every state and rejoins (leads again if
-ZooKeeper still names it, else follows and truncates), then listens again.
+ZooKeeper still names it, else follows and truncates), then serves clients again.
 
 Registration: `/brokers/ids/<id>` is created (ephemeral) once the previous session's
 registration of the same id, if any, has expired; until then the broker already

@@ -18,7 +18,7 @@ records; the cluster takes writes again. Figures go to stdout (`pytest -s`), one
 
 In (a) the isolated leader fences itself when its ZooKeeper session lease runs out
 (broker.cluster.lease, a little before ZooKeeper can expire the session): it steps
-down and refuses clients, so every producer finds the new leader while the cut still
+down and turns clients away, so every producer finds the new leader while the cut still
 lasts (checked per client). Its acks=all writes could never complete before that
 either (its ISR cannot shrink without ZooKeeper).
 """

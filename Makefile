@@ -7,12 +7,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NODE_CLIENTS := tests/interop/node/node_modules/.installed
 
-.PHONY: up test lint fmt bench soak system-deps clean
+.PHONY: up test lint fmt bench soak system-deps clean dist
 
 $(STAMP): pyproject.toml setup.py broker/protocol/_recordscheck.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q -e '.[all,dev,bench]'
 	touch $@
 
 system-deps:
@@ -45,3 +45,8 @@ bench: $(STAMP) system-deps
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# Wheels for hosts that should not build from a checkout: dist/logflume-<version>-*.whl
+# (install one with deploy/install-agent.sh --wheel, or pip install 'FILE[agent]').
+dist: $(STAMP)
+	$(BIN)/python -m build --wheel --outdir dist .

@@ -305,19 +305,23 @@ class Sink(Component):
 REGISTRY: dict[tuple[str, str], type[Component]] = {}
 
 
-def register(kind: str, type_name: str) -> Callable[[type[Component]], type[Component]]:
-    """Class decorator: `@register("source", "tail")`. The class needs a `Config` dataclass."""
+def register(
+    kind: str, type_name: str, aliases: tuple[str, ...] = ()
+) -> Callable[[type[Component]], type[Component]]:
+    """Class decorator: `@register("source", "tail")`. The class needs a `Config` dataclass.
+    `aliases`: other names the same type answers to in pipelines.yaml (a type renamed
+    for users keeps its old name working)."""
     if kind not in KINDS:
         raise ValueError(f"unknown component kind {kind!r}")
 
     def deco(cls: type[Component]) -> type[Component]:
         if not dataclasses.is_dataclass(getattr(cls, "Config", None)):
             raise TypeError(f"{cls.__name__} needs a dataclass named Config")
-        key = (kind, type_name)
-        if key in REGISTRY:
-            raise ValueError(f"{kind} type {type_name!r} registered twice")
+        for name in (type_name, *aliases):
+            if (kind, name) in REGISTRY:
+                raise ValueError(f"{kind} type {name!r} registered twice")
+            REGISTRY[(kind, name)] = cls
         cls.kind, cls.type_name = kind, type_name
-        REGISTRY[key] = cls
         return cls
 
     return deco

@@ -15,6 +15,9 @@ Shape of the file (Flume's model, Vector-like spelling):
         sinks:
           <name>: {type: T, channel: c1, ...T's keys}
 
+Values may hold `${VAR}` and `${VAR:-default}`, expanded from the environment
+(common/envsubst.py) before anything else reads them.
+
 Compilation never stops at the first problem: names, types of every key (from the
 component's `Config` dataclass), each class's own `validate`, port clashes
 (`listen_ports` plus the metrics port), and the graph (dangling channel
@@ -26,6 +29,7 @@ dataclasses compared by value, which is how a SIGHUP reload finds what changed.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,6 +39,7 @@ from agent.api import REGISTRY, Duration
 from agent.plugins import load_plugins
 from agent.schema import ConfigError, Errors, build, convert, describe, key_node, plain
 from agent.schema import unknown_key_message as unknown_key
+from common.envsubst import UnsetVariable, expand
 from common.hostport import parse_hostport
 
 SECTIONS = {"sources": "source", "channels": "channel", "sinks": "sink"}
@@ -48,22 +53,22 @@ WIRING_KEYS = {
 
 @dataclasses.dataclass(frozen=True)
 class MetricsSettings:
-    listen: str = "127.0.0.1:9273"
+    listen: str = "127.0.0.1:9273"  # host:port of /metrics (Prometheus) and /health
 
 
 @dataclasses.dataclass(frozen=True)
 class AgentSettings:
-    metrics: MetricsSettings | None = None
-    shutdown_grace: Duration = Duration(10)
+    metrics: MetricsSettings | None = None  # serve metrics and health; null: no server
+    shutdown_grace: Duration = Duration(10)  # on SIGTERM, sinks drain the channels for at most this
 
 
 @dataclasses.dataclass
 class SelectorConfig:
-    type: Literal["replicating", "multiplexing"] = "replicating"
-    header: str | None = None
-    field: str | None = None
-    mapping: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-    default: list[str] = dataclasses.field(default_factory=list)
+    type: Literal["replicating", "multiplexing"] = "replicating"  # replicating: to every channel
+    header: str | None = None  # multiplexing: route by the value of this header
+    field: str | None = None  # multiplexing: route by this field of the parsed record
+    mapping: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # value: [channels]
+    default: list[str] = dataclasses.field(default_factory=list)  # for other values; []: dropped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +121,7 @@ def compile_text(text: str, filename: str = "pipelines.yaml"):
         return {}, [ConfigError(filename, line, col, "", f"invalid YAML: {problem}")]
     if root is None:
         return {}, [ConfigError(filename, 1, 1, "", "empty file; expected 'agents:'")]
+    _expand_env(root, "", errors, os.environ)
     failures = load_plugins()
     agents: dict[str, AgentSpec] = {}
     if not isinstance(root, yaml.MappingNode):
@@ -136,6 +142,44 @@ def compile_text(text: str, filename: str = "pipelines.yaml"):
             if spec is not None:
                 agents[name] = spec
     return (agents if not errors.items else {}), errors.items
+
+
+def _expand_env(node: yaml.Node, path: str, errors: Errors, environ, seen=None) -> None:
+    """Expand `${VAR}` and `${VAR:-default}` (common.envsubst) in every value, in
+    place, before anything reads them. An expanded value, quoted or not, takes the
+    type its key asks for (`count: "${N}"` is an int, a str key keeps `${ZIP}` as
+    written: agent.schema.convert); quotes are needed inside `{...}`, where a bare `{`
+    is YAML syntax. A value, not the file's text, is expanded: what a variable holds
+    (a password with `#` or `: `) can never change the file's structure. A node
+    reached again through a YAML alias is expanded once."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            key_path = f"{path}.{plain(key)}" if path else str(plain(key))
+            _expand_env(value, key_path, errors, environ, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _expand_env(item, f"{path}[{i}]", errors, environ, seen)
+    elif isinstance(node, yaml.ScalarNode) and "$" in node.value:
+        try:
+            node.value = expand(node.value, environ)
+        except UnsetVariable as e:
+            errors.add(
+                node,
+                path,
+                f"environment variable {e.name} is not set "
+                f"(write ${{{e.name}:-default}} to give a default)",
+            )
+            node.unexpanded = True
+            return
+        node.tag = _RESOLVER.resolve(yaml.ScalarNode, node.value, (True, False))
+        node.expanded = True
+
+
+_RESOLVER = yaml.resolver.Resolver()
 
 
 def _compile_agent(name, node, errors: Errors, failures) -> AgentSpec | None:

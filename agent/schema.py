@@ -130,6 +130,8 @@ def convert(node: yaml.Node, tp: Any, path: str, errors: Errors) -> Any:
         errors.add(node, path, f"expected {type_name(tp)}, got {describe(node)}")
         return _INVALID
 
+    if getattr(node, "unexpanded", False):  # a ${VAR} not set: reported already
+        return _INVALID
     if tp is Any:
         return plain(node)
     if origin in (Union, types.UnionType):
@@ -182,6 +184,8 @@ def convert(node: yaml.Node, tp: Any, path: str, errors: Errors) -> Any:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         return float(value) if ok else fail()
     if tp is str:
+        if getattr(node, "expanded", False):  # from ${VAR}: the text as the variable held it
+            return node.value
         return value if isinstance(value, str) else fail()
     return fail()
 

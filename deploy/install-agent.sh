@@ -6,6 +6,10 @@
 #   sudo deploy/install-agent.sh                 # system install under /opt/logflume
 #   deploy/install-agent.sh --prefix /tmp/lf     # trial install: everything under /tmp/lf,
 #                                                # no user, no systemctl, no root needed
+#   sudo deploy/install-agent.sh --wheel dist/logflume-0.1.0-*.whl   # code from a wheel
+#
+# Only the agent's dependencies are installed (`logflume[agent]`); a broker host adds
+# `--extras agent,broker`, a Spark host `--extras etl`.
 set -euo pipefail
 
 usage() {
@@ -14,7 +18,13 @@ usage: install-agent.sh [options]
   --prefix DIR       trial install: virtualenv, etc/, var/ and unit files all under DIR;
                      creates no user and does not touch systemd (default: a system
                      install into /opt/logflume, /etc/logflume, /var/lib/logflume)
-  --source DIR       the logflume source tree to install (default: this script's repo)
+  --source DIR       the logflume source tree to install (default: this script's repo);
+                     the units and the example pipelines.yaml always come from it
+  --wheel FILE       install the code from this wheel (python -m build) instead
+  --from-index       install the code from the package index pip is set up with
+                     (pip.conf, or --pip-args "--index-url URL") instead
+  --extras LIST      the parts to install dependencies for: agent, broker, etl, all,
+                     comma-separated (default: agent)
   --agent NAME       agent of pipelines.yaml whose unit gets enabled (default: web)
   --no-enable        install the units but enable none (e.g. on a broker host)
   --python PATH      Python >= 3.11 that creates the virtualenv (default: python3)
@@ -37,11 +47,17 @@ enable=1
 python=python3
 pip_args=()
 reuse=""
+wheel=""
+from_index=0
+extras=agent
 
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) [ $# -ge 2 ] || die "--prefix needs a directory"; prefix="$2"; trial=1; shift 2 ;;
     --source) [ $# -ge 2 ] || die "--source needs a directory"; source_dir="$2"; shift 2 ;;
+    --wheel) [ $# -ge 2 ] || die "--wheel needs a file"; wheel="$2"; shift 2 ;;
+    --from-index) from_index=1; shift ;;
+    --extras) [ $# -ge 2 ] || die "--extras needs a list"; extras="$2"; shift 2 ;;
     --agent) [ $# -ge 2 ] || die "--agent needs a name"; agent="$2"; shift 2 ;;
     --no-enable) enable=0; shift ;;
     --python) [ $# -ge 2 ] || die "--python needs a path"; python="$2"; shift 2 ;;
@@ -55,6 +71,10 @@ done
 [ -f "$source_dir/pyproject.toml" ] || die "$source_dir is not a logflume source tree (no pyproject.toml)"
 [ -f "$source_dir/deploy/systemd/logflume-agent@.service" ] || die "$source_dir has no deploy/systemd units"
 [ -z "$reuse" ] || [ -d "$reuse" ] || die "--reuse-site-packages: no directory $reuse"
+[ -z "$wheel" ] || [ "$from_index" -eq 0 ] || die "--wheel and --from-index exclude each other"
+[ -z "$wheel" ] || [[ "$wheel" == *.whl && -f "$wheel" ]] || die "--wheel: no wheel file $wheel"
+[[ "$extras" =~ ^(agent|broker|etl|all)(,(agent|broker|etl|all))*$ ]] \
+  || die "--extras: expected a comma-separated list of agent, broker, etl, all; got '$extras'"
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
   || die "$python is missing or older than Python 3.11 (use --python)"
 
@@ -63,11 +83,13 @@ if [ "$trial" -eq 1 ]; then
   prefix="$(cd "$prefix" && pwd)"
   etc_dir="$prefix/etc/logflume"
   state_dir="$prefix/var/lib/logflume"
+  log_dir="$prefix/var/log/logflume"
   unit_dir="$prefix/etc/systemd/system"
 else
   [ "$(id -u)" -eq 0 ] || die "a system install needs root (or use --prefix DIR for a trial install)"
   etc_dir=/etc/logflume
   state_dir=/var/lib/logflume
+  log_dir=/var/log/logflume
   unit_dir=/etc/systemd/system
 fi
 
@@ -83,10 +105,21 @@ if [ -n "$reuse" ]; then
 fi
 build="$(mktemp -d)"
 trap 'rm -rf "$build"' EXIT
-tar -C "$source_dir" --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./build \
-  --exclude='*.egg-info' --exclude=__pycache__ --exclude=./bench/out -cf - . | tar -C "$build" -xf -
-say "installing logflume from $source_dir"
-"$prefix/bin/python" -m pip install --quiet --disable-pip-version-check "${pip_args[@]}" "$build"
+if [ -n "$wheel" ]; then
+  target="$(cd "$(dirname "$wheel")" && pwd)/$(basename "$wheel")[$extras]"
+  say "installing logflume[$extras] from $wheel"
+elif [ "$from_index" -eq 1 ]; then
+  target="logflume[$extras]"
+  say "installing logflume[$extras] from the package index"
+else
+  mkdir "$build/src"
+  tar -C "$source_dir" --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./build \
+    --exclude='*.egg-info' --exclude=__pycache__ --exclude=./bench/out -cf - . \
+    | tar -C "$build/src" -xf -
+  target="$build/src[$extras]"
+  say "installing logflume[$extras] from $source_dir"
+fi
+"$prefix/bin/python" -m pip install --quiet --disable-pip-version-check "${pip_args[@]}" "$target"
 "$prefix/bin/logflume" --help >/dev/null || die "$prefix/bin/logflume does not run"
 install -d -m 0755 "$prefix/share/logflume"
 install -m 0644 "$source_dir/deploy/README.md" "$prefix/share/logflume/README.md"
@@ -104,17 +137,20 @@ if [ "$trial" -eq 0 ]; then
   fi
 fi
 
-# 3. Configuration and state. An existing pipelines.yaml is the operator's: kept.
+# 3. Configuration and state. An existing pipelines.yaml is the operator's: kept. It
+#    may hold credentials, so only root and group logflume read it. The state and log
+#    directories include those of the offline job's cron line (share/logflume/).
 install -d -m 0755 "$etc_dir"
 if [ -e "$etc_dir/pipelines.yaml" ]; then
   say "keeping existing $etc_dir/pipelines.yaml"
 else
-  install -m 0644 "$source_dir/pipelines.yaml" "$etc_dir/pipelines.yaml"
+  install -m 0640 "$source_dir/pipelines.yaml" "$etc_dir/pipelines.yaml"
   say "wrote $etc_dir/pipelines.yaml (the repository's example: edit its paths and broker address)"
 fi
-install -d -m 0750 "$state_dir"
+install -d -m 0750 "$state_dir" "$state_dir/etl" "$log_dir"
 if [ "$trial" -eq 0 ]; then
-  chown logflume:logflume "$state_dir"
+  chown root:logflume "$etc_dir/pipelines.yaml"
+  chown logflume:logflume "$state_dir" "$state_dir/etl" "$log_dir"
 fi
 
 # 4. systemd units, with their paths rewritten for a trial prefix: the agent and
@@ -132,6 +168,11 @@ for path in "$source_dir"/deploy/systemd/*.service "$source_dir"/deploy/etl/*.se
   installed+=("$unit")
 done
 say "installed units ${installed[*]} in $unit_dir"
+# The cron line, for hosts without systemd: to be copied to /etc/cron.d by hand.
+sed -e "s|/opt/logflume|$prefix|g" -e "s|/var/lib/logflume|$state_dir|g" \
+  -e "s|/var/log/logflume|$log_dir|g" "$source_dir/deploy/etl/logflume-etl-offline.cron" \
+  >"$build/logflume-etl-offline.cron"
+install -m 0644 "$build/logflume-etl-offline.cron" "$prefix/share/logflume/logflume-etl-offline.cron"
 
 if [ "$trial" -eq 0 ] && [ -d /run/systemd/system ]; then
   systemctl daemon-reload

@@ -15,8 +15,8 @@ class ConsoleSink(Sink):
 
     @dataclasses.dataclass
     class Config:
-        format: Format = "auto"
-        batch_events: int = 1000
+        format: Format = "auto"  # auto: JSON if parsed, else the line; raw: the line; json: JSON
+        batch_events: int = 1000  # most events taken from the channel per write
 
     async def run(self, channel: Channel) -> None:
         encode = encoder(self.config.format)

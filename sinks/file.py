@@ -23,13 +23,13 @@ class FileSink(Sink):
 
     @dataclasses.dataclass
     class Config:
-        directory: str
-        prefix: str = "events"
-        format: Format = "auto"
-        roll_size: Size = Size(128 << 20)
-        roll_interval: Duration = Duration(3600)
-        fsync: bool = False
-        batch_events: int = 5000
+        directory: str  # where the files are written (created if missing)
+        prefix: str = "events"  # start of file names: `<prefix>-<UTC time>-<seq>.log`
+        format: Format = "auto"  # auto: JSON if parsed, else the line; raw: the line; json: JSON
+        roll_size: Size = Size(128 << 20)  # the current file rolls once it is this big
+        roll_interval: Duration = Duration(3600)  # the current file rolls once it is this old
+        fsync: bool = False  # fsync each batch before committing it (survives a host crash)
+        batch_events: int = 5000  # most events taken from the channel per write
 
     @classmethod
     def validate(cls, config) -> list[str]:

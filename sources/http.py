@@ -25,13 +25,13 @@ from sources._lines import LineSplitter, base_headers
 
 @dataclasses.dataclass
 class HttpConfig:
-    listen: str = "127.0.0.1:8280"
-    path: str = "/"
-    max_body_bytes: Size = Size(10 * 1024 * 1024)
-    max_line_bytes: Size = Size(1024 * 1024)
-    read_timeout: Duration = Duration(30.0)
-    retry_after: int = 1  # seconds, sent with 503
-    add_host: bool = False
+    listen: str = "127.0.0.1:8280"  # host:port to serve on
+    path: str = "/"  # URL path that takes POST requests (not /health)
+    max_body_bytes: Size = Size(10 * 1024 * 1024)  # a larger request body is answered 413
+    max_line_bytes: Size = Size(1024 * 1024)  # longer lines (and JSON strings) are cut to this
+    read_timeout: Duration = Duration(30.0)  # a body not read within this is answered 408
+    retry_after: int = 1  # seconds, sent as Retry-After with 503 (channel full)
+    add_host: bool = False  # add header `host`: this machine's host name
 
 
 @register("source", "http")

@@ -70,28 +70,28 @@ from sources._tail_watch import Watcher, glob_root
 
 @dataclasses.dataclass
 class Multiline:
-    start_pattern: str  # a line matching this (re.match, bytes) starts an event
-    timeout: Duration = Duration(1.0)  # an event with no new line this long is emitted
+    start_pattern: str  # regex: a line it matches at its start begins an event; others join it
+    timeout: Duration = Duration(1.0)  # an event that got no new line for this long is emitted
 
 
 @dataclasses.dataclass
 class TailConfig:
     paths: list[str]  # globs (`**` allowed); relative ones are taken from the cwd
-    exclude: list[str] = dataclasses.field(default_factory=list)
-    start_at: Literal["end", "beginning"] = "end"  # files found on the very first run
-    rescan_interval: Duration = Duration(5.0)
-    poll_interval: Duration = Duration(0.25)
+    exclude: list[str] = dataclasses.field(default_factory=list)  # globs of paths to skip (fnmatch)
+    start_at: Literal["end", "beginning"] = "end"  # first run only: where existing files start
+    rescan_interval: Duration = Duration(5.0)  # how often the globs are matched again
+    poll_interval: Duration = Duration(0.25)  # files are checked for growth at least this often
     close_grace: Duration = Duration(1.0)  # a rotated-away/deleted file at EOF this long closes
-    close_inactive: Duration = Duration(300.0)  # an idle watched file closes (reopens on growth)
+    close_inactive: Duration = Duration(300.0)  # a file idle this long closes (reopens on growth)
     forget_after: Duration = Duration(86400.0)  # positions of files unseen this long are dropped
-    persist_interval: Duration = Duration(1.0)
-    read_chunk_bytes: Size = Size(256 * 1024)
-    batch_size: int = 1000
-    max_line_bytes: Size = Size(1024 * 1024)
-    multiline: Multiline | None = None  # {start_pattern: '^\S', timeout: 1s}
-    gzip: bool = True  # read *.gz files that match the globs
+    persist_interval: Duration = Duration(1.0)  # how often delivered positions are saved
+    read_chunk_bytes: Size = Size(256 * 1024)  # most read from one file at a time
+    batch_size: int = 1000  # most events per batch put into the channels
+    max_line_bytes: Size = Size(1024 * 1024)  # longer lines are cut; longer multiline events split
+    multiline: Multiline | None = None  # join lines into events (stack traces); null: one per line
+    gzip: bool = True  # read `*.gz` files that match the globs
     watch: bool = True  # use watchdog for prompt wake-ups (polling always runs too)
-    add_host: bool = False
+    add_host: bool = False  # add header `host`: this machine's host name
 
 
 _DURATIONS = (

@@ -81,14 +81,14 @@ class OctetCounter:
 
 @dataclasses.dataclass
 class TcpConfig:
-    listen: str = "127.0.0.1:5140"
-    framing: Literal["auto", "newline", "octet_counting"] = "auto"
-    max_line_bytes: Size = Size(1024 * 1024)
-    idle_timeout: Duration = Duration(300.0)
-    max_connections: int = 256
-    read_bytes: Size = Size(64 * 1024)
-    batch_size: int = 1000
-    add_host: bool = False
+    listen: str = "127.0.0.1:5140"  # host:port to accept connections on
+    framing: Literal["auto", "newline", "octet_counting"] = "auto"  # auto: detected per connection
+    max_line_bytes: Size = Size(1024 * 1024)  # longer lines are cut; the rest is skipped
+    idle_timeout: Duration = Duration(300.0)  # a connection silent this long is closed
+    max_connections: int = 256  # connections beyond this are closed on accept
+    read_bytes: Size = Size(64 * 1024)  # most read from a connection at a time
+    batch_size: int = 1000  # most events per batch put into the channels
+    add_host: bool = False  # add header `host`: this machine's host name
 
 
 @register("source", "tcp")

@@ -35,11 +35,11 @@ SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
 @dataclasses.dataclass
 class UdpConfig:
-    listen: str = "127.0.0.1:8285"
-    rcvbuf_bytes: Size = Size(64 * 1024 * 1024)  # kernel queue while the loop is busy
-    max_line_bytes: Size = Size(MAX_DATAGRAM)
+    listen: str = "127.0.0.1:8285"  # host:port to receive datagrams on
+    rcvbuf_bytes: Size = Size(64 * 1024 * 1024)  # socket receive buffer (SO_RCVBUF): holds bursts
+    max_line_bytes: Size = Size(MAX_DATAGRAM)  # longer lines are cut to this
     batch_size: int = 1000  # datagrams drained per wake-up, offered as one batch
-    add_host: bool = False
+    add_host: bool = False  # add header `host`: this machine's host name
 
 
 @register("source", "udp")

@@ -61,13 +61,13 @@ class FileChannel(Channel):
 
     @dataclasses.dataclass
     class Config:
-        directory: str | None = None  # default: the component's state directory
-        capacity: int = 1_000_000
-        byte_capacity: Size = Size(1 << 30)
-        segment_bytes: Size = Size(64 << 20)
-        cache_bytes: Size = Size(32 << 20)
-        fsync: bool = True
-        checkpoint_interval: Duration = Duration(1)
+        directory: str | None = None  # where the WAL is kept; null: the channel's state directory
+        capacity: int = 1_000_000  # most events stored and not yet committed
+        byte_capacity: Size = Size(1 << 30)  # most bytes of uncommitted records on disk
+        segment_bytes: Size = Size(64 << 20)  # a new WAL segment file starts past this size
+        cache_bytes: Size = Size(32 << 20)  # events kept in memory for takes; beyond: read back
+        fsync: bool = True  # fsync puts before acknowledging them (false: a host crash loses some)
+        checkpoint_interval: Duration = Duration(1)  # how often the committed position is saved
 
     @classmethod
     def validate(cls, config) -> list[str]:

@@ -70,8 +70,8 @@ class MemoryChannel(Channel):
 
     @dataclasses.dataclass
     class Config:
-        capacity: int = 100_000
-        byte_capacity: Size = Size(64 << 20)
+        capacity: int = 100_000  # most events held, taken and not yet committed included
+        byte_capacity: Size = Size(64 << 20)  # most memory held, estimated from the events
 
     @classmethod
     def validate(cls, config) -> list[str]:

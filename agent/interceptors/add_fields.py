@@ -22,12 +22,12 @@ from agent.api import Context, Event, Interceptor, register
 
 @dataclasses.dataclass
 class AddFieldsConfig:
-    fields: dict[str, Any] = dataclasses.field(default_factory=dict)
-    host: bool = False
-    host_key: str = "host"
-    timestamp: bool = False
-    timestamp_key: str = "timestamp"
-    target: Literal["headers", "record", "both"] = "headers"
+    fields: dict[str, Any] = dataclasses.field(default_factory=dict)  # fields to add: {name: value}
+    host: bool = False  # also add this machine's host name
+    host_key: str = "host"  # name of the host name field
+    timestamp: bool = False  # also add the time of the batch (ISO 8601, UTC, milliseconds)
+    timestamp_key: str = "timestamp"  # name of the time field
+    target: Literal["headers", "record", "both"] = "headers"  # where they go; record: parsed only
 
 
 @register("interceptor", "add_fields")

@@ -86,8 +86,8 @@ def parse_seconds(text: str | None) -> float | None:
 
 @dataclasses.dataclass
 class NginxConfig:
-    format: Literal["combined", "combined_timed", "regex"] = "combined"
-    pattern: str | None = None  # for format: regex, with named groups
+    format: Literal["combined", "combined_timed", "regex"] = "combined"  # log_format of the lines
+    pattern: str | None = None  # format: regex only: a regex with named groups, one per field
 
 
 @register("interceptor", "nginx")

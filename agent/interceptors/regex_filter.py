@@ -17,9 +17,9 @@ from agent.api import Context, Event, Interceptor, register
 
 @dataclasses.dataclass
 class RegexFilterConfig:
-    pattern: str
-    mode: Literal["include", "exclude"] = "include"
-    header: str | None = None
+    pattern: str  # regex searched for in the body (or in `header`)
+    mode: Literal["include", "exclude"] = "include"  # keep the matching events, or drop them
+    header: str | None = None  # search this header instead; an event without it never matches
 
 
 @register("interceptor", "regex_filter")

@@ -101,7 +101,7 @@ def parse(text: str, now: dt.datetime, only: str = "auto") -> dict | str:
 
 @dataclasses.dataclass
 class SyslogConfig:
-    format: Literal["auto", "rfc5424", "rfc3164"] = "auto"
+    format: Literal["auto", "rfc5424", "rfc3164"] = "auto"  # auto: RFC 5424, else RFC 3164
 
 
 @register("interceptor", "syslog")

@@ -1,9 +1,14 @@
-"""`logflume agent run|validate`: run one agent of pipelines.yaml, or check the file."""
+"""`logflume agent run|validate|reference`: run one agent of pipelines.yaml, check the
+file, or print the reference of its keys (CONFIGURATION.md, pipelines.schema.json)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 
 def add_parser(subparsers) -> None:
@@ -12,11 +17,37 @@ def add_parser(subparsers) -> None:
     run_p = sub.add_parser("run", help="run one agent until SIGTERM (SIGHUP reloads the file)")
     run_p.add_argument("--config", default="pipelines.yaml", help="pipelines file")
     run_p.add_argument("--name", help="agent to run (may be omitted if the file has one)")
-    run_p.add_argument("--state-dir", help="positions, WAL... (default ./data/agent/<name>)")
+    run_p.add_argument(
+        "--state-dir",
+        help="read positions and file channels (default: /var/lib/logflume/agent-<name> as "
+        "root, as the systemd unit has it; else $XDG_STATE_HOME/logflume/agent-<name>)",
+    )
     run_p.set_defaults(func=run)
     val_p = sub.add_parser("validate", help="check a pipelines file; print every error")
     val_p.add_argument("--config", default="pipelines.yaml", help="pipelines file")
     val_p.set_defaults(func=validate)
+    ref_p = sub.add_parser(
+        "reference", help="print the reference of pipelines.yaml keys (Markdown or JSON Schema)"
+    )
+    ref_p.add_argument(
+        "--format",
+        choices=("markdown", "json-schema"),
+        default="markdown",
+        help="markdown (CONFIGURATION.md, the default) or json-schema (pipelines.schema.json)",
+    )
+    ref_p.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
+    ref_p.set_defaults(func=reference)
+
+
+def default_state_dir(name: str, euid: int, environ: Mapping[str, str], home: Path) -> Path:
+    """Where an agent keeps its state unless told: an absolute path that does not
+    depend on the directory it was started from (a relative default made an agent
+    started elsewhere silently start without its positions). Root gets the systemd
+    unit's directory, so a hand-started agent resumes where the service stopped."""
+    if euid == 0:
+        return Path("/var/lib/logflume") / f"agent-{name}"
+    base = environ.get("XDG_STATE_HOME") or str(home / ".local" / "state")
+    return Path(base) / "logflume" / f"agent-{name}"
 
 
 def _compile(path: str):
@@ -37,6 +68,22 @@ def validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def reference(args: argparse.Namespace) -> int:
+    """CONFIGURATION.md and pipelines.schema.json are this command's output."""
+    from agent.reference import MissingPlugins, render
+
+    try:
+        text = render(args.format)
+    except MissingPlugins as exc:
+        print(f"cannot make the reference: {exc}", file=sys.stderr)
+        return 1
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import uvloop
 
@@ -51,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
     if name not in agents:
         print(f"no agent {name!r} in {args.config}; agents: {', '.join(agents)}", file=sys.stderr)
         return 1
-    state_dir = args.state_dir or f"./data/agent/{name}"
+    if args.state_dir:
+        state_dir = Path(args.state_dir).absolute()
+    else:
+        state_dir = default_state_dir(name, os.geteuid(), os.environ, Path.home())
+    logging.getLogger("agent").info("agent %s: state in %s", name, state_dir)
     uvloop.run(AgentRuntime(agents[name], state_dir, args.config).run())
     return 0

@@ -5,7 +5,7 @@ Theory of operation:
 1. The agents' pipelines file is not run as is: a derived copy goes to
    `<data-dir>/run/pipelines.yaml`, because the repository's file names the demo's
    fixed addresses (broker 127.0.0.1:9092, UDP 8285, metrics port) and files under
-   `data/`. The copy points every `broker` sink at our broker (`--broker-port`),
+   `data/`. The copy points every `kafka` sink at our broker (`--broker-port`),
    re-roots relative `tail` paths under `data/` into `--data-dir`, and applies
    `--udp-port` / `--metrics-port` when given, so that tests (and a second demo) can
    run beside a first one on free ports. The repository file stays the one to edit.
@@ -47,6 +47,7 @@ TOPICS = {"nginx-access": 3, "netcat": 1, "nginx-stats": 1}
 # A demo left running should not fill the disk: small segments, ~256 MiB per partition.
 BROKER_SETTINGS = {"log.segment.bytes": 64 << 20, "log.retention.bytes": 256 << 20}
 STARTUP_TIMEOUT = 90.0
+KAFKA_SINK_TYPES = ("kafka", "broker")  # sinks/kafka.py: its name and its old alias
 
 
 def add_parser(subparsers) -> None:
@@ -117,7 +118,7 @@ class DemoConfig:
                 host = str(source.get("listen", "")).rpartition(":")[0] or "127.0.0.1"
                 source["listen"] = f"{host}:{udp_port}"
         for sink in _mappings(agent.get("sinks")):
-            if sink.get("type") == "broker":
+            if sink.get("type") in KAFKA_SINK_TYPES:
                 sink["bootstrap_servers"] = self.bootstrap
 
     def _rehome(self, path: str) -> str:
@@ -135,7 +136,7 @@ class DemoConfig:
     def routes(self, agent: str) -> list[tuple[dict, list[str]]]:
         """(source config, topics it reaches) for each source of `agent`."""
         spec = self.raw["agents"][agent]
-        sinks = [s for s in _mappings(spec.get("sinks")) if s.get("type") == "broker"]
+        sinks = [s for s in _mappings(spec.get("sinks")) if s.get("type") in KAFKA_SINK_TYPES]
         out = []
         for source in _mappings(spec.get("sources")):
             channels = set(source.get("channels") or [])

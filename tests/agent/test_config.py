@@ -277,3 +277,53 @@ def test_tail_paths_the_agent_cannot_read_are_errors_with_their_line(shared_dir)
         f"{where} '{locked}/*.log': cannot list directory {locked} (permission denied)",
         f"{where} '{secret}': cannot read {secret} (permission denied)",
     ]
+
+
+# -- ${VAR} in values -------------------------------------------------------------------
+
+
+def test_environment_variables_fill_values_with_the_type_their_key_asks_for(monkeypatch):
+    monkeypatch.setenv("LF_COUNT", "7")
+    monkeypatch.setenv("LF_SECRET", "p#ss: word")
+    monkeypatch.setenv("LF_ZIP", "007")
+    monkeypatch.delenv("LF_UNSET", raising=False)
+    text = GOOD.replace("count: 5", 'count: "${LF_COUNT}", prefix: "${LF_SECRET}"').replace(
+        "127.0.0.1:9273", '"${LF_UNSET:-127.0.0.1:9399}"'
+    )
+    text += "  block:\n    sources:\n      gen:\n        type: test-gen\n"
+    text += "        count: ${LF_COUNT}\n        prefix: ${LF_ZIP}\n        channels: [mem]\n"
+    text += "    channels:\n      mem: {type: memory}\n"
+    text += "    sinks:\n      out: {type: console, channel: mem}\n"
+    agents, errors = compile_(text)
+    assert errors == []
+    web, block = agents["web"], agents["block"]
+    assert web.sources["gen"].config.count == 7
+    assert web.settings.metrics.listen == "127.0.0.1:9399"
+    assert web.sources["gen"].config.prefix == "p#ss: word"  # never re-parsed as YAML
+    assert block.sources["gen"].config.count == 7
+    assert block.sources["gen"].config.prefix == "007"  # a str key keeps it as written
+
+
+def test_an_unset_variable_names_its_key_and_line(monkeypatch):
+    monkeypatch.delenv("LF_BROKERS", raising=False)
+    errors = errors_of(GOOD.replace("count: 5", 'count: "${LF_BROKERS}"'))
+    assert errors == [
+        "pipelines.yaml:6:36: agents.web.sources.gen.count: environment variable LF_BROKERS "
+        "is not set (write ${LF_BROKERS:-default} to give a default)"
+    ]
+
+
+def test_an_expanded_value_of_the_wrong_type_is_an_error_like_any_other(monkeypatch):
+    monkeypatch.setenv("LF_COUNT", "many")
+    errors = errors_of(GOOD.replace("count: 5", 'count: "${LF_COUNT}"'))
+    assert errors == ["pipelines.yaml:6:36: agents.web.sources.gen.count: expected int, got 'many'"]
+
+
+def test_the_kafka_sink_answers_to_its_old_name_broker_too():
+    kafka = "type: kafka, channel: mem, topic: t"
+    old = "type: broker, channel: mem, topic: t"
+    new_agents, new_errors = compile_(GOOD.replace("type: console, channel: mem", kafka))
+    old_agents, old_errors = compile_(GOOD.replace("type: console, channel: mem", old))
+    assert new_errors == old_errors == []
+    assert new_agents["web"].sinks["out"].cls is old_agents["web"].sinks["out"].cls
+    assert new_agents["web"].sinks["out"].cls.type_name == "kafka"

@@ -7,6 +7,7 @@ itself: a real install, in seconds rather than the minutes pyspark's wheel takes
 
 import configparser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -133,3 +134,46 @@ def test_second_install_keeps_the_operators_pipelines(trial):
 def test_unknown_option_is_refused():
     result = run(["bash", str(SCRIPT), "--bogus"])
     assert result.returncode != 0 and "unknown option: --bogus" in result.stderr
+
+
+def test_trial_install_prepares_the_cron_line_and_guards_the_config(trial):
+    """The offline job's cron line (share/logflume/, paths pointing into the prefix)
+    finds the directories it locks and logs in; pipelines.yaml, which may hold
+    credentials, is not world-readable."""
+    prefix, _ = trial
+    cron = (prefix / "share" / "logflume" / "logflume-etl-offline.cron").read_text()
+    (line,) = [x for x in cron.splitlines() if x and not x.startswith(("#", "SHELL"))]
+    words = line.split()
+    lock = Path(words[words.index("-n") + 1])
+    log = Path(words[words.index(">>") + 1])
+    assert lock.is_relative_to(prefix) and log.is_relative_to(prefix)
+    assert lock.parent.is_dir() and log.parent.is_dir()
+    assert words[words.index("-n") + 2] == str(prefix / "bin" / "logflume")
+    mode = (prefix / "etc" / "logflume" / "pipelines.yaml").stat().st_mode & 0o777
+    assert mode == 0o640
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        UNITS / "logflume-agent@.service",
+        UNITS / "logflume-broker@.service",
+        REPO / "deploy" / "etl" / "logflume-etl-offline.service",
+    ],
+    ids=lambda p: p.name,
+)
+def test_every_unit_is_hardened(unit, tmp_path):
+    """`systemd-analyze security` rates each unit below 5 ("OK"; 10 is fully exposed)."""
+    copy = tmp_path / unit.name.replace("@", "@1")
+    shutil.copy(unit, copy)
+    result = run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(copy)])
+    found = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", result.stdout)
+    assert found, result.stdout + result.stderr
+    assert float(found.group(1)) < 5, result.stdout
+
+
+def test_broker_unit_fails_loudly_without_its_properties():
+    """A missing config file is an error (AssertPathExists), not a silent skip."""
+    unit = parse_unit(UNITS / "logflume-broker@.service")["Unit"]
+    assert unit["AssertPathExists"] == "/etc/logflume/broker-%i.properties"
+    assert "ConditionPathExists" not in unit

@@ -2,6 +2,7 @@ import argparse
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from logflume.cli import build_parser
 
@@ -23,3 +24,52 @@ def test_help_lists_subcommands():
     # argparse lists a subcommand (indented, under COMMAND) only when it has a help text
     listed = re.findall(r"^    (\S+)", out, re.MULTILINE)
     assert listed == names
+
+
+def test_log_level_is_checked_and_case_blind():
+    parser = build_parser()
+    assert parser.parse_args(["--log-level", "debug", "agent", "validate"]).log_level == "DEBUG"
+    bad = subprocess.run(
+        [sys.executable, "-m", "logflume", "--log-level", "verbose", "agent", "validate"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2
+    assert "invalid choice: 'VERBOSE'" in bad.stderr
+
+
+def test_the_agent_state_dir_default_is_absolute_and_independent_of_the_cwd(tmp_path):
+    from logflume.commands.agent import default_state_dir
+
+    home = tmp_path / "home"
+    assert default_state_dir("web", 0, {}, home) == Path("/var/lib/logflume/agent-web")
+    user = default_state_dir("web", 1000, {}, home)
+    assert user == home / ".local" / "state" / "logflume" / "agent-web"
+    xdg = default_state_dir("web", 1000, {"XDG_STATE_HOME": "/srv/state"}, home)
+    assert xdg == Path("/srv/state/logflume/agent-web")
+    assert all(p.is_absolute() for p in (user, xdg))
+
+
+def test_agent_run_says_where_its_state_is(tmp_path):
+    """The state dir is printed at start (here given relative: it is made absolute)."""
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(
+        "agents:\n  solo:\n    sources:\n      u: {type: udp, listen: '127.0.0.1:0', "
+        "channels: [c]}\n    channels:\n      c: {type: memory}\n    sinks:\n"
+        "      out: {type: console, channel: c}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logflume", "agent", "run", "--config", str(config),
+         "--state-dir", "relative-state"],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        line = proc.stderr.readline()
+        while line and "state in" not in line:
+            line = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert f"agent solo: state in {tmp_path / 'relative-state'}" in line

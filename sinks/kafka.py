@@ -1,7 +1,8 @@
-"""The `broker` sink: take batches from a channel and produce them to a Kafka topic.
+"""The `kafka` sink: take batches from a channel and produce them to a Kafka topic.
 
 Works against the bundled broker or any Kafka-compatible cluster, through
-confluent-kafka (librdkafka). Theory of operation:
+confluent-kafka (librdkafka); `type: broker`, its first name, is kept as an alias.
+Theory of operation:
 
 - Up to `max_inflight_batches` take transactions are open at once. Each batch is
   produced in one tight loop (value = encoded event, key from a header or record
@@ -77,30 +78,30 @@ class _Tracker:
             self._finish()
 
 
-@register("sink", "broker")
-class BrokerSink(Sink):
+@register("sink", "kafka", aliases=("broker",))
+class KafkaSink(Sink):
     """Owns one confluent-kafka Producer and its poll thread."""
 
     @dataclasses.dataclass
     class Config:
-        topic: str
-        bootstrap_servers: str = "127.0.0.1:9092"
-        acks: Literal["all", -1, 0, 1] = "all"
-        compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"
-        batch_size: Size = Size(1_000_000)
-        linger_ms: int = 5
-        key_header: str | None = None
-        key_field: str | None = None
-        enable_idempotence: bool = True
-        format: Format = "auto"
-        dead_letter_topic: str | None = None
-        dead_letter_max_bytes: Size = Size(64 << 10)
-        retry_backoff: Duration = Duration(0.5)
-        max_retry_backoff: Duration = Duration(30)
-        delivery_timeout: Duration = Duration(30)
-        batch_events: int = 10_000
-        max_inflight_batches: int = 4
-        producer: dict[str, str] = dataclasses.field(default_factory=dict)
+        topic: str  # topic to produce to
+        bootstrap_servers: str = "127.0.0.1:9092"  # brokers to connect to: host:port,host:port
+        acks: Literal["all", -1, 0, 1] = "all"  # all, -1: all in-sync replicas; 1: leader; 0: none
+        compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"  # codec of batches
+        batch_size: Size = Size(1_000_000)  # most bytes per produce batch (librdkafka batch.size)
+        linger_ms: int = 5  # milliseconds to wait for more records before sending a batch
+        key_header: str | None = None  # record key: the value of this header; null: no key
+        key_field: str | None = None  # record key: this field of the parsed record (not both)
+        enable_idempotence: bool = True  # broker drops duplicates of retries; needs acks: all
+        format: Format = "auto"  # auto: JSON if parsed, else the line; raw: the line; json: JSON
+        dead_letter_topic: str | None = None  # for records rejected for good; null: `<topic>.dlq`
+        dead_letter_max_bytes: Size = Size(64 << 10)  # dead-lettered values are cut to this
+        retry_backoff: Duration = Duration(0.5)  # first wait before failed records are sent again
+        max_retry_backoff: Duration = Duration(30)  # the wait doubles on each retry up to this
+        delivery_timeout: Duration = Duration(30)  # records not acknowledged in this fail (retried)
+        batch_events: int = 10_000  # most events per take from the channel
+        max_inflight_batches: int = 4  # most take batches in delivery at once
+        producer: dict[str, str] = dataclasses.field(default_factory=dict)  # librdkafka settings
 
     @classmethod
     def validate(cls, config) -> list[str]:

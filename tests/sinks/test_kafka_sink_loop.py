@@ -5,13 +5,13 @@ broker in test_broker_sink.py)."""
 import pytest
 
 from agent.channels.memory import MemoryChannel
-from sinks.broker import BrokerSink
+from sinks.kafka import KafkaSink
 from tests.agent.helpers import context, events
 
 
 async def test_a_failed_delivery_rolls_its_take_back_into_the_channel(tmp_path):
     channel = MemoryChannel(MemoryChannel.Config(), context(tmp_path, "mem"))
-    sink = BrokerSink(BrokerSink.Config(topic="lines"), context(tmp_path, "k"))
+    sink = KafkaSink(KafkaSink.Config(topic="lines"), context(tmp_path, "k"))
 
     async def fatal(batch_events):
         raise RuntimeError("fatal producer error")

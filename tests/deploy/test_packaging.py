@@ -1,0 +1,160 @@
+"""Packaging: the wheel's extras keep Spark off web hosts, the agent runs without the
+other parts' dependencies, and install-agent.sh installs from a wheel.
+
+The wheel is built here from this tree (`pip wheel --no-deps --no-build-isolation`:
+no network). The installs reuse this virtualenv's site-packages, as the trial install
+of test_install_agent.py does, so they take seconds; what a web host really downloads
+for `logflume[agent]` is measured by hand (deploy/README.md, "Install").
+"""
+
+import socket
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+from common.hostport import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "deploy" / "install-agent.sh"
+SPARK_AND_FRIENDS = ("pyspark", "pyarrow", "pandas")
+BROKER_ONLY = ("kazoo", "cramjam", "zstandard")
+
+# Runs the logflume command with the given packages made unimportable, as on a web host
+# that installed `logflume[agent]` only.
+WITHOUT = """
+import importlib.abc, sys
+blocked = set(sys.argv[1].split(","))
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in blocked:
+            raise ImportError(f"{name} is not installed on this host")
+sys.meta_path.insert(0, Absent())
+from logflume.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+    result = subprocess.run(
+        [*cmd, "-w", str(out), str(REPO)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (path,) = out.glob("logflume-*.whl")
+    return path
+
+
+def requirements(wheel: Path) -> dict[str, set[str]]:
+    """Distribution names the wheel requires, by extra ("" for the base)."""
+    with zipfile.ZipFile(wheel) as z:
+        (name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        meta = Parser().parsestr(z.read(name).decode())
+    out: dict[str, set[str]] = {}
+    for req in meta.get_all("Requires-Dist"):
+        spec, _, marker = req.partition(";")
+        dist = spec.split("[")[0].split("<")[0].split(">")[0].split("=")[0].strip().lower()
+        extra = marker.split("extra ==")[1].strip().strip("'\"") if "extra ==" in marker else ""
+        out.setdefault(extra, set()).add(dist)
+    return out
+
+
+def test_the_wheel_keeps_spark_and_zookeeper_out_of_the_agent(wheel):
+    reqs = requirements(wheel)
+    agent = reqs[""] | reqs["agent"]
+    assert not agent & {*SPARK_AND_FRIENDS, *BROKER_ONLY}, agent
+    assert {"aiohttp", "watchdog", "confluent-kafka", "orjson", "pyyaml"} <= agent
+    assert set(SPARK_AND_FRIENDS) <= reqs["etl"]
+    assert set(BROKER_ONLY) <= reqs["broker"]
+    assert reqs["all"] == {"logflume"}  # logflume[agent,broker,etl]
+
+
+def test_the_agent_runs_without_spark_and_the_broker_parts(tmp_path):
+    blocked = ",".join((*SPARK_AND_FRIENDS, *BROKER_ONLY))
+    cli = [sys.executable, "-c", WITHOUT, blocked]
+    checked = subprocess.run(
+        [*cli, "agent", "validate", "--config", str(REPO / "pipelines.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    port = free_port()
+    config = tmp_path / "pipelines.yaml"
+    config.write_text(
+        "agents:\n  web:\n    sources:\n"
+        f"      nc: {{type: udp, listen: '127.0.0.1:{port}', channels: [c]}}\n"
+        "    channels:\n      c: {type: file}\n"
+        "    sinks:\n      out: {type: console, channel: c, format: raw}\n"
+    )
+    agent = subprocess.Popen(
+        [*cli, "agent", "run", "--config", str(config), "--state-dir", str(tmp_path / "state")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    seen = threading.Event()
+
+    def send() -> None:  # until the agent has bound its port and printed a line
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            deadline = time.monotonic() + 30
+            while not seen.wait(0.2) and time.monotonic() < deadline:
+                s.sendto(b"hello from a web host\n", ("127.0.0.1", port))
+        agent.terminate()  # ends the reading below, at the latest after 30 s
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        output = []
+        for line in agent.stdout:
+            output.append(line)
+            if line.strip() == "hello from a web host":
+                break
+    finally:
+        seen.set()
+        sender.join()
+        agent.wait(30)
+    assert output and output[-1].strip() == "hello from a web host", "".join(output)
+
+
+def test_install_agent_installs_the_code_from_a_wheel(wheel, tmp_path):
+    prefix = tmp_path / "logflume"
+    cmd = ["bash", str(SCRIPT), "--prefix", str(prefix), "--python", sys.executable]
+    cmd += ["--wheel", str(wheel), "--reuse-site-packages", sysconfig.get_path("purelib")]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"installing logflume[agent] from {wheel}" in result.stdout
+    python = prefix / "bin" / "python"
+    where = subprocess.run(
+        [str(python), "-c", "import agent, importlib.metadata as m; "
+         "print(agent.__file__); print(m.distribution('logflume').read_text('WHEEL') is not None)"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    path, from_wheel = where.stdout.split()
+    assert path.startswith(str(prefix)) and from_wheel == "True"
+    config = prefix / "etc" / "logflume" / "pipelines.yaml"
+    check = subprocess.run(
+        [str(prefix / "bin" / "logflume"), "agent", "validate", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_install_agent_refuses_unknown_extras_and_a_missing_wheel(tmp_path):
+    base = ["bash", str(SCRIPT), "--prefix", str(tmp_path / "p")]
+    bad = subprocess.run([*base, "--extras", "agent,spark"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--extras: expected" in bad.stderr
+    gone = subprocess.run(
+        [*base, "--wheel", str(tmp_path / "x.whl")], capture_output=True, text=True
+    )
+    assert gone.returncode != 0 and "no wheel file" in gone.stderr

@@ -19,7 +19,8 @@ Values may hold `${VAR}` and `${VAR:-default}`, expanded from the environment
 (common/envsubst.py) before anything else reads them.
 
 Compilation never stops at the first problem: names, types of every key (from the
-component's `Config` dataclass), each class's own `validate`, port clashes
+component's `Config` dataclass), each class's own `validate` (on the keys that parsed,
+even when others did not), port clashes
 (`listen_ports` plus the metrics port), and the graph (dangling channel
 references, channels no sink reads) are all checked, and each error carries
 file:line:column and the dotted path of the key. The specs are plain frozen
@@ -37,7 +38,16 @@ import yaml
 
 from agent.api import REGISTRY, Duration
 from agent.plugins import load_plugins
-from agent.schema import ConfigError, Errors, build, convert, describe, key_node, plain
+from agent.schema import (
+    ConfigError,
+    Errors,
+    build,
+    convert,
+    describe,
+    key_node,
+    plain,
+    salvage,
+)
 from agent.schema import unknown_key_message as unknown_key
 from common.envsubst import UnsetVariable, expand
 from common.hostport import parse_hostport
@@ -250,6 +260,9 @@ def _compile_component(kind, name, node, path, errors: Errors, failures):
         config = build(cls.Config, node, path, errors, skip=WIRING_KEYS[kind])
         if config is not None:
             _run_validate(cls, config, node, path, errors)
+        elif (partial := salvage(cls.Config, node, skip=WIRING_KEYS[kind])) is not None:
+            # the keys that parsed are checked in this pass too (see _run_validate)
+            _run_validate(cls, partial[0], node, path, errors, broken=partial[1])
     extra: dict[str, Any] = {}
     if kind == "source":
         extra = _source_wiring(node, path, errors, failures)
@@ -268,7 +281,12 @@ def _compile_component(kind, name, node, path, errors: Errors, failures):
     return ComponentSpec(name, cls, config)
 
 
-def _run_validate(cls, config, node, path, errors: Errors) -> None:
+def _run_validate(
+    cls, config, node, path, errors: Errors, broken: frozenset[str] | None = None
+) -> None:
+    """The component's own checks. `broken`: keys that failed to parse and stand at
+    their defaults in `config`; then only findings about other keys are reported,
+    since a finding about a default standing in for a broken key means nothing."""
     try:
         problems = cls.validate(config)
     except Exception as exc:  # a plugin bug is reported as a config error, not a crash
@@ -277,6 +295,8 @@ def _run_validate(cls, config, node, path, errors: Errors) -> None:
     for message in problems:
         key, sep, rest = message.partition(":")
         key = key.strip()
+        if broken is not None and (key in broken or not (sep and key in fields)):
+            continue
         if sep and key in fields:
             found = key_node(node, key)
             errors.add(found[1] if found else node, f"{path}.{key}", rest.strip())

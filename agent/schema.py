@@ -229,6 +229,35 @@ def build(cls: type, node: yaml.Node, path: str, errors: Errors, skip: tuple[str
         return None
 
 
+def salvage(cls: type, node: yaml.Node, skip: tuple[str, ...] = ()):
+    """After `build` failed: (an instance built from the keys that convert, the names
+    of the keys that do not), so that checks of the good keys can run in the same pass;
+    None when that cannot be built (not a mapping, a required key missing or broken).
+    Records no errors: `build` did."""
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    values: dict[str, Any] = {}
+    broken: set[str] = set()
+    for key_node, value_node in node.value:
+        key = plain(key_node)
+        if key in skip or key not in fields or key in values or key in broken:
+            continue
+        value = convert(value_node, hints[key], str(key), Errors(""))
+        if value is _INVALID:
+            broken.add(key)
+        else:
+            values[key] = value
+    for name, f in fields.items():
+        if name not in values and f.default is _MISSING and f.default_factory is _MISSING:
+            return None
+    try:
+        return cls(**values), frozenset(broken)
+    except (TypeError, ValueError):
+        return None
+
+
 def unknown_key_message(key: Any, known: list[str]) -> str:
     close = difflib.get_close_matches(str(key), known, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""

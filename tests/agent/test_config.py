@@ -327,3 +327,30 @@ def test_the_kafka_sink_answers_to_its_old_name_broker_too():
     assert new_errors == old_errors == []
     assert new_agents["web"].sinks["out"].cls is old_agents["web"].sinks["out"].cls
     assert new_agents["web"].sinks["out"].cls.type_name == "kafka"
+
+
+def test_a_components_checks_run_in_the_same_pass_as_its_type_errors(tmp_path):
+    """One pass lists everything: a key of the wrong type no longer hides what the
+    component's own checks find in the keys that did parse (here: tail's paths)."""
+    missing = f"{tmp_path}/nonexistent/*.log"
+    text = TAIL.format(paths=f'["{missing}"]').replace(
+        "        channels: [mem]\n", "        channels: [mem]\n        batch_size: lots\n", 1
+    )
+    assert errors_of(text) == [
+        "pipelines.yaml:8:21: agents.web.sources.logs.batch_size: expected int, got 'lots'",
+        f"pipelines.yaml:6:16: agents.web.sources.logs.paths: '{missing}': directory"
+        f" {tmp_path}/nonexistent does not exist (create it if the program writing"
+        " there starts later)",
+    ]
+
+
+def test_checks_of_a_key_that_failed_to_parse_are_not_reported_twice(tmp_path):
+    """Only findings about keys that parsed are added: a check that would run on the
+    default standing in for a broken key could only report nonsense."""
+    text = GOOD.replace(
+        "type: memory, capacity: 1000, byte_capacity: 1MiB",
+        "type: file, capacity: many, byte_capacity: 0",
+    )
+    assert errors_of(text) == [
+        "pipelines.yaml:8:35: agents.web.channels.mem.capacity: expected int, got 'many'"
+    ]

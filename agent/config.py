@@ -42,11 +42,11 @@ from agent.schema import (
     ConfigError,
     Errors,
     build,
+    build_partial,
     convert,
     describe,
     key_node,
     plain,
-    salvage,
 )
 from agent.schema import unknown_key_message as unknown_key
 from common.envsubst import UnsetVariable, expand
@@ -257,12 +257,10 @@ def _compile_component(kind, name, node, path, errors: Errors, failures):
         # still check the wiring keys' shapes so their errors show up in this pass
         config = None
     else:
-        config = build(cls.Config, node, path, errors, skip=WIRING_KEYS[kind])
+        config, broken = build_partial(cls.Config, node, path, errors, skip=WIRING_KEYS[kind])
         if config is not None:
-            _run_validate(cls, config, node, path, errors)
-        elif (partial := salvage(cls.Config, node, skip=WIRING_KEYS[kind])) is not None:
-            # the keys that parsed are checked in this pass too (see _run_validate)
-            _run_validate(cls, partial[0], node, path, errors, broken=partial[1])
+            # with other errors, the keys that parsed are checked in this pass too
+            _run_validate(cls, config, node, path, errors, broken if len(errors) > before else None)
     extra: dict[str, Any] = {}
     if kind == "source":
         extra = _source_wiring(node, path, errors, failures)

@@ -194,13 +194,28 @@ def build(cls: type, node: yaml.Node, path: str, errors: Errors, skip: tuple[str
     """A `cls` dataclass instance from a mapping node, or None after recording errors.
 
     Keys in `skip` belong to the caller (e.g. `type`, `channels`) and are ignored."""
+    before = len(errors)
+    built, _ = build_partial(cls, node, path, errors, skip)
+    return built if len(errors) == before else None
+
+
+def build_partial(
+    cls: type, node: yaml.Node, path: str, errors: Errors, skip: tuple[str, ...] = ()
+) -> tuple[Any, frozenset[str]]:
+    """Like `build`, but when some keys fail: (an instance from the keys that convert,
+    defaults standing in for the others, the names of the keys that failed), so that
+    checks of the good keys can run in the same pass. The instance is None when none
+    can be made (not a mapping, a required key missing or broken). Every error is
+    recorded; one from the constructor only when nothing else failed (a default
+    standing in for a broken key may be what it complains about)."""
     if not isinstance(node, yaml.MappingNode):
         errors.add(node, path, f"expected a mapping, got {describe(node)}")
-        return None
+        return None, frozenset()
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     before = len(errors)
     values: dict[str, Any] = {}
+    broken: set[str] = set()
     seen: set[str] = set()
     for key_node, value_node in node.value:
         key = plain(key_node)
@@ -215,47 +230,24 @@ def build(cls: type, node: yaml.Node, path: str, errors: Errors, skip: tuple[str
             errors.add(key_node, key_path, unknown_key_message(key, list(fields) + list(skip)))
             continue
         value = convert(value_node, hints[key], key_path, errors)
-        if value is not _INVALID:
-            values[key] = value
-    for name, f in fields.items():
-        if name not in seen and f.default is _MISSING and f.default_factory is _MISSING:
-            errors.add(node, f"{path}.{name}" if path else name, "missing required key")
-    if len(errors) > before:
-        return None
-    try:
-        return cls(**values)
-    except (TypeError, ValueError) as exc:
-        errors.add(node, path, str(exc))
-        return None
-
-
-def salvage(cls: type, node: yaml.Node, skip: tuple[str, ...] = ()):
-    """After `build` failed: (an instance built from the keys that convert, the names
-    of the keys that do not), so that checks of the good keys can run in the same pass;
-    None when that cannot be built (not a mapping, a required key missing or broken).
-    Records no errors: `build` did."""
-    if not isinstance(node, yaml.MappingNode):
-        return None
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    values: dict[str, Any] = {}
-    broken: set[str] = set()
-    for key_node, value_node in node.value:
-        key = plain(key_node)
-        if key in skip or key not in fields or key in values or key in broken:
-            continue
-        value = convert(value_node, hints[key], str(key), Errors(""))
         if value is _INVALID:
             broken.add(key)
         else:
             values[key] = value
+    missing = False
     for name, f in fields.items():
         if name not in values and f.default is _MISSING and f.default_factory is _MISSING:
-            return None
+            missing = True
+            if name not in seen:
+                errors.add(node, f"{path}.{name}" if path else name, "missing required key")
+    if missing:
+        return None, frozenset(broken)
     try:
         return cls(**values), frozenset(broken)
-    except (TypeError, ValueError):
-        return None
+    except (TypeError, ValueError) as exc:
+        if len(errors) == before:
+            errors.add(node, path, str(exc))
+        return None, frozenset(broken)
 
 
 def unknown_key_message(key: Any, known: list[str]) -> str:

@@ -40,6 +40,7 @@ import yaml
 from agent.api import REGISTRY, Duration, Interceptor, Size
 from agent.config import SECTIONS, AgentSettings, SelectorConfig
 from agent.plugins import PLUGIN_PACKAGES, load_plugins
+from agent.schema import DURATION_RE, DURATION_UNITS
 
 FORMATS = ("markdown", "json-schema")
 ORDER = ("source", "interceptor", "channel", "sink")  # the order of the Markdown sections
@@ -231,7 +232,7 @@ _SIZE_UNITS = (
     ("MB", 10**6),
     ("kB", 10**3),
 )
-_DURATION_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
+_DURATION_UNITS = sorted(DURATION_UNITS.items(), key=lambda unit: -unit[1])  # largest first
 _TYPE_NAMES = {
     str: "string",
     int: "integer",
@@ -439,7 +440,7 @@ ENV = {"$ref": "#/$defs/env"}
 # The texts agent.schema.parse_size and parse_duration accept, as ECMA 262 patterns
 # (JSON Schema has no flags: the units' case is spelled out).
 SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([kKmMgGtT][iI]?)?[bB]?\s*$"
-DURATION_PATTERN = r"^\s*\d+(\.\d+)?\s*(ms|s|m|h|d)\s*$"
+DURATION_PATTERN = DURATION_RE.pattern  # also a valid JSON Schema (ECMA-262) pattern
 
 
 def json_schema() -> dict:

@@ -80,8 +80,8 @@ def describe(node: yaml.Node) -> str:
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 
 
 def parse_size(value: Any) -> Size | None:
@@ -97,8 +97,8 @@ def parse_size(value: Any) -> Size | None:
 def parse_duration(value: Any) -> Duration | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
         return Duration(value)
-    if isinstance(value, str) and (m := _DURATION_RE.match(value)):
-        return Duration(float(m.group(1)) * _DURATION_UNITS[m.group(2)])
+    if isinstance(value, str) and (m := DURATION_RE.match(value)):
+        return Duration(float(m.group(1)) * DURATION_UNITS[m.group(2)])
     return None
 
 

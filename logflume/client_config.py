@@ -34,7 +34,12 @@ class Quiet:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="broker(s) to connect to first, comma-separated",
+    )
     parser.add_argument(
         "--command-config",
         metavar="FILE",

@@ -49,7 +49,9 @@ def add_parser(subparsers) -> None:
         "zookeeper.session.timeout.ms=3000 for failover in about 4 s",
     )
     down = sub.add_parser("down", help="stop a cluster started in the background")
-    down.add_argument("--data-dir", required=True)
+    down.add_argument(
+        "--data-dir", required=True, help="the --data-dir the cluster was started with"
+    )
     p.set_defaults(func=run)
 
 

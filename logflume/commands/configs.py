@@ -25,15 +25,22 @@ def add_parser(subparsers) -> None:
         description="Describe or alter configs on a Kafka-compatible broker (like kafka-configs.sh).",
     )
     client_config.add_arguments(p)
-    p.add_argument("--entity-type", required=True, choices=("topics", "brokers"))
+    p.add_argument(
+        "--entity-type",
+        required=True,
+        choices=("topics", "brokers"),
+        help="what the configs belong to",
+    )
     name = p.add_mutually_exclusive_group()
     name.add_argument("--entity-name", help="the topic or broker id (default: all)")
     name.add_argument(
         "--entity-default", action="store_true", help="brokers: the cluster-wide default"
     )
     action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--describe", action="store_true")
-    action.add_argument("--alter", action="store_true")
+    action.add_argument("--describe", action="store_true", help="print the configs")
+    action.add_argument(
+        "--alter", action="store_true", help="change configs (--add-config, --delete-config)"
+    )
     p.add_argument("--all", action="store_true", help="--describe: every config, not overrides")
     p.add_argument("--add-config", default="", metavar="K=V,K2=[A,B]", help="--alter: set")
     p.add_argument("--delete-config", default="", metavar="K,K2", help="--alter: remove")

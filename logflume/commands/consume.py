@@ -22,14 +22,20 @@ def add_parser(subparsers) -> None:
         description="Print records of a topic, one value per line (like kafka-console-consumer.sh).",
     )
     client_config.add_arguments(p)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--from-beginning", action="store_true")
+    p.add_argument("--topic", required=True, help="the topic to read")
+    p.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the earliest offset (default: only new records)",
+    )
     p.add_argument("--group", default=None, help="consume as a member of this group")
-    p.add_argument("--max-messages", type=int, default=None)
+    p.add_argument("--max-messages", type=int, default=None, help="exit after this many records")
     p.add_argument(
         "--timeout-ms", type=int, default=None, help="exit after this long without a record"
     )
-    p.add_argument("--partition", type=int, default=None)
+    p.add_argument(
+        "--partition", type=int, default=None, help="read only this partition (default: all)"
+    )
     p.add_argument("--offset", type=int, default=None, help="start offset (with --partition)")
     p.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE")
     p.set_defaults(func=run)

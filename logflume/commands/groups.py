@@ -48,13 +48,23 @@ def add_parser(subparsers) -> None:
     p.add_argument("--topic", action="append", default=[], help="TOPIC or TOPIC:P,P (repeatable)")
     p.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic")
     spec = p.add_mutually_exclusive_group()
-    spec.add_argument("--to-earliest", action="store_true")
-    spec.add_argument("--to-latest", action="store_true")
-    spec.add_argument("--to-current", action="store_true")
-    spec.add_argument("--to-offset", type=int, metavar="N")
-    spec.add_argument("--shift-by", type=int, metavar="N")
-    spec.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
-    spec.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    spec.add_argument("--to-earliest", action="store_true", help="reset to the log start")
+    spec.add_argument("--to-latest", action="store_true", help="reset to the log end")
+    spec.add_argument(
+        "--to-current", action="store_true", help="reset to the committed offset (or the end)"
+    )
+    spec.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N")
+    spec.add_argument(
+        "--shift-by", type=int, metavar="N", help="move the committed offset by N (may be < 0)"
+    )
+    spec.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="reset to the first record at or after this time",
+    )
+    spec.add_argument(
+        "--by-duration", metavar="PnDTnHnMnS", help="reset to the first record this long ago"
+    )
     run_mode = p.add_mutually_exclusive_group()
     run_mode.add_argument("--dry-run", action="store_true", help="print the plan (default)")
     run_mode.add_argument("--execute", action="store_true", help="apply the reset")

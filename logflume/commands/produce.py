@@ -17,16 +17,26 @@ def add_parser(subparsers) -> None:
         description="Send one record per stdin line to a topic (like kafka-console-producer.sh).",
     )
     client_config.add_arguments(p)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--acks", choices=("0", "1", "all", "-1"), default="all")
+    p.add_argument("--topic", required=True, help="the topic to write")
     p.add_argument(
-        "--compression", choices=("none", "gzip", "lz4", "snappy", "zstd"), default="none"
+        "--acks",
+        choices=("0", "1", "all", "-1"),
+        default="all",
+        help="replicas that must have a record before it counts as sent (default all)",
+    )
+    p.add_argument(
+        "--compression",
+        choices=("none", "gzip", "lz4", "snappy", "zstd"),
+        default="none",
+        help="batch compression codec (default none)",
     )
     p.add_argument("--key-separator", default=None, help="split each line into key SEP value")
     p.add_argument(
         "--partition", type=int, default=None, help="send every record to this partition"
     )
-    p.add_argument("--linger-ms", type=int, default=5)
+    p.add_argument(
+        "--linger-ms", type=int, default=5, help="wait this long to fill a batch (default 5)"
+    )
     p.add_argument("--timeout-ms", type=int, default=30000, help="delivery timeout")
     p.set_defaults(func=run)
 

@@ -22,14 +22,26 @@ def add_parser(subparsers) -> None:
     )
     client_config.add_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--create", action="store_true")
-    action.add_argument("--list", action="store_true")
-    action.add_argument("--describe", action="store_true")
+    action.add_argument("--create", action="store_true", help="create --topic")
+    action.add_argument("--list", action="store_true", help="list topic names")
+    action.add_argument(
+        "--describe", action="store_true", help="partitions, leaders, replicas and ISR"
+    )
     action.add_argument("--alter", action="store_true", help="add partitions (--partitions)")
-    action.add_argument("--delete", action="store_true")
-    p.add_argument("--topic")
-    p.add_argument("--partitions", type=int, default=-1)
-    p.add_argument("--replication-factor", type=int, default=-1)
+    action.add_argument("--delete", action="store_true", help="delete --topic")
+    p.add_argument("--topic", help="the topic (--describe: default all)")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=-1,
+        help="--create: partition count (default num.partitions); --alter: the new count",
+    )
+    p.add_argument(
+        "--replication-factor",
+        type=int,
+        default=-1,
+        help="--create: copies of each partition (default: default.replication.factor)",
+    )
     p.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE", help="topic config"
     )

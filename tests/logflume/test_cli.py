@@ -26,6 +26,25 @@ def test_help_lists_subcommands():
     assert listed == names
 
 
+def test_every_subcommand_and_argument_has_a_help_text():
+    """--help, the man page and the completion descriptions all come from these texts."""
+    missing = []
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {choice.dest: choice.help for choice in action._choices_actions}
+                for name, sub in action.choices.items():
+                    if not helps.get(name):
+                        missing.append(f"{path} {name}")
+                    walk(sub, f"{path} {name}")
+            elif not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "logflume")
+    assert missing == []
+
+
 def test_log_level_is_checked_and_case_blind():
     parser = build_parser()
     assert parser.parse_args(["--log-level", "debug", "agent", "validate"]).log_level == "DEBUG"

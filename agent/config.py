@@ -4,7 +4,7 @@ Shape of the file (Flume's model, Vector-like spelling):
 
     agents:
       <agent>:
-        metrics: {listen: 127.0.0.1:9273}     # optional /metrics and /health
+        metrics: {listen: 127.0.0.1:8286}     # optional /metrics and /health
         shutdown_grace: 10s                   # optional, drain time on SIGTERM
         sources:
           <name>: {type: T, channels: [c1, ...], interceptors: [{type: T, ...}],
@@ -63,7 +63,8 @@ WIRING_KEYS = {
 
 @dataclasses.dataclass(frozen=True)
 class MetricsSettings:
-    listen: str = "127.0.0.1:9273"  # host:port of /metrics (Prometheus) and /health
+    # 8286, next to the UDP source's 8285, is no well-known exporter's (9273 is Telegraf's)
+    listen: str = "127.0.0.1:8286"  # host:port of /metrics (Prometheus) and /health
 
 
 @dataclasses.dataclass(frozen=True)

@@ -315,7 +315,7 @@ working example (the demo's pipeline).
 ```yaml
 agents:
   <agent>:                       # logflume agent run --name <agent>
-    metrics: {listen: 127.0.0.1:9273}
+    metrics: {listen: 127.0.0.1:8286}
     shutdown_grace: 10s
     sources:
       <name>: {type: <source type>, channels: [<channel>], ...}

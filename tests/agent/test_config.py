@@ -26,7 +26,7 @@ def errors_of(text):
 GOOD = """
 agents:
   web:
-    metrics: {listen: 127.0.0.1:9273}
+    metrics: {listen: 127.0.0.1:8286}
     shutdown_grace: 3s
     sources:
       gen: {type: test-gen, count: 5, channels: [mem]}
@@ -42,7 +42,7 @@ def test_valid_file_compiles_with_typed_configs():
     assert errors == []
     web = agents["web"]
     assert web.settings.shutdown_grace == 3.0
-    assert web.settings.metrics.listen == "127.0.0.1:9273"
+    assert web.settings.metrics.listen == "127.0.0.1:8286"
     assert web.channels["mem"].config.byte_capacity == 1 << 20
     assert web.sources["gen"].config.count == 5
     assert web.sources["gen"].channels == ("mem",)
@@ -288,7 +288,7 @@ def test_environment_variables_fill_values_with_the_type_their_key_asks_for(monk
     monkeypatch.setenv("LF_ZIP", "007")
     monkeypatch.delenv("LF_UNSET", raising=False)
     text = GOOD.replace("count: 5", 'count: "${LF_COUNT}", prefix: "${LF_SECRET}"').replace(
-        "127.0.0.1:9273", '"${LF_UNSET:-127.0.0.1:9399}"'
+        "127.0.0.1:8286", '"${LF_UNSET:-127.0.0.1:9399}"'
     )
     text += "  block:\n    sources:\n      gen:\n        type: test-gen\n"
     text += "        count: ${LF_COUNT}\n        prefix: ${LF_ZIP}\n        channels: [mem]\n"

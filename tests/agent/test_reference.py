@@ -219,7 +219,7 @@ BAD = {
     "unknown agent key": ((*WEB, "sorces"), {}, WEB),
     "unknown nested key": (
         (*WEB, "metrics", "port"),
-        9273,
+        8286,
         (*WEB, "metrics"),
     ),
     "int as text": (

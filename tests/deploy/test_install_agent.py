@@ -153,6 +153,16 @@ def test_trial_install_prepares_the_cron_line_and_guards_the_config(trial):
     assert mode == 0o640
 
 
+def test_trial_install_brings_the_man_page_and_bash_completion(trial):
+    prefix, _ = trial
+    page = prefix / "share" / "man" / "man1" / "logflume.1"
+    shown = run(["man", "-l", str(page)], env={**os.environ, "MANPAGER": "cat"})
+    assert shown.returncode == 0 and "logflume agent run" in shown.stdout, shown.stderr
+    completion = prefix / "share" / "bash-completion" / "completions" / "logflume"
+    loaded = run(["bash", "--norc", "-c", f"source {completion} && complete -p logflume"])
+    assert loaded.returncode == 0 and loaded.stdout.startswith("complete "), loaded.stderr
+
+
 @pytest.mark.parametrize(
     "unit",
     [

@@ -6,8 +6,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NODE_CLIENTS := tests/interop/node/node_modules/.installed
+# Wheels of the agent's dependencies, so that tests/deploy/test_deb.py builds the .deb
+# offline; the downloads happen here, in set-up.
+WHEELHOUSE := $(VENV)/wheelhouse
+WHEELHOUSE_STAMP := $(WHEELHOUSE)/.filled
 
-.PHONY: up test lint fmt bench soak system-deps clean dist
+.PHONY: up test lint fmt bench soak system-deps clean dist deb
 
 $(STAMP): pyproject.toml setup.py broker/protocol/_recordscheck.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +27,11 @@ $(NODE_CLIENTS): tests/interop/node/package.json tests/interop/node/package-lock
 	cd tests/interop/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+$(WHEELHOUSE_STAMP): $(STAMP)
+	$(BIN)/pip wheel -q --wheel-dir $(WHEELHOUSE) '.[agent]'
+	rm -f $(WHEELHOUSE)/logflume-*.whl
+	touch $@
+
 up: $(STAMP) system-deps
 	$(BIN)/logflume up
 
@@ -34,7 +43,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: $(STAMP) system-deps $(NODE_CLIENTS) lint
+test: $(STAMP) system-deps $(NODE_CLIENTS) $(WHEELHOUSE_STAMP) lint
 	$(BIN)/pytest -m "not soak"
 
 soak: $(STAMP) system-deps
@@ -50,3 +59,8 @@ clean:
 # (install one with deploy/install-agent.sh --wheel, or pip install 'FILE[agent]').
 dist: $(STAMP)
 	$(BIN)/python -m build --wheel --outdir dist .
+
+# A Debian package of the agent, self-contained (deploy/deb/build-agent-deb.sh):
+# dist/logflume-agent_<version>-1_<arch>.deb
+deb: dist
+	bash deploy/deb/build-agent-deb.sh --wheel "$$(ls -t dist/logflume-*.whl | head -1)" --out dist

@@ -7,19 +7,15 @@ of test_install_agent.py does, so they take seconds; what a web host really down
 for `logflume[agent]` is measured by hand (deploy/README.md, "Install").
 """
 
-import socket
 import subprocess
 import sys
 import sysconfig
-import threading
-import time
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
-import pytest
-
 from common.hostport import free_port
+from tests.deploy import udp_agent
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "install-agent.sh"
@@ -39,18 +35,6 @@ sys.meta_path.insert(0, Absent())
 from logflume.cli import main
 sys.exit(main(sys.argv[2:]))
 """
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
-    result = subprocess.run(
-        [*cmd, "-w", str(out), str(REPO)], capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    (path,) = out.glob("logflume-*.whl")
-    return path
 
 
 def requirements(wheel: Path) -> dict[str, set[str]]:
@@ -89,39 +73,9 @@ def test_the_agent_runs_without_spark_and_the_broker_parts(tmp_path):
     assert checked.returncode == 0, checked.stdout + checked.stderr
     port = free_port()
     config = tmp_path / "pipelines.yaml"
-    config.write_text(
-        "agents:\n  web:\n    sources:\n"
-        f"      nc: {{type: udp, listen: '127.0.0.1:{port}', channels: [c]}}\n"
-        "    channels:\n      c: {type: file}\n"
-        "    sinks:\n      out: {type: console, channel: c, format: raw}\n"
-    )
-    agent = subprocess.Popen(
-        [*cli, "agent", "run", "--config", str(config), "--state-dir", str(tmp_path / "state")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    seen = threading.Event()
-
-    def send() -> None:  # until the agent has bound its port and printed a line
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            deadline = time.monotonic() + 30
-            while not seen.wait(0.2) and time.monotonic() < deadline:
-                s.sendto(b"hello from a web host\n", ("127.0.0.1", port))
-        agent.terminate()  # ends the reading below, at the latest after 30 s
-
-    sender = threading.Thread(target=send)
-    sender.start()
-    try:
-        output = []
-        for line in agent.stdout:
-            output.append(line)
-            if line.strip() == "hello from a web host":
-                break
-    finally:
-        seen.set()
-        sender.join()
-        agent.wait(30)
+    config.write_text(udp_agent.config(port))
+    run = [*cli, "agent", "run", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    output = udp_agent.echoes(run, port, "hello from a web host")
     assert output and output[-1].strip() == "hello from a web host", "".join(output)
 
 

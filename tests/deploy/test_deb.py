@@ -1,0 +1,125 @@
+"""The agent's Debian package (deploy/deb/build-agent-deb.sh): built from this tree's
+wheel, installed with dpkg on this machine, the agent started as its unit starts it,
+then purged.
+
+The build is offline: the dependencies' wheels come from the wheelhouse `make test`
+fills in set-up (.venv/wheelhouse). Installing needs root and Debian's python3.11,
+which deploy/system-deps.sh provides; the package owns /opt/logflume, so the test
+refuses to run over a /opt/logflume that some other install made.
+"""
+
+import grp
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.hostport import free_port
+from tests.deploy import udp_agent
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "deploy" / "deb" / "build-agent-deb.sh"
+WHEELHOUSE = Path(sys.prefix) / "wheelhouse"
+UNIT = Path("/lib/systemd/system/logflume-agent@.service")
+
+
+def run(cmd, **kwargs):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def deb(wheel, tmp_path_factory) -> Path:
+    assert WHEELHOUSE.is_dir(), f"no {WHEELHOUSE}: `make test` fills it in set-up"
+    out = tmp_path_factory.mktemp("deb")
+    pip_args = f"--no-index --find-links {WHEELHOUSE}"
+    result = run(
+        ["bash", str(BUILD), "--wheel", str(wheel), "--out", str(out), "--pip-args", pip_args]
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (path,) = out.glob("logflume-agent_*.deb")
+    assert result.stdout.strip() == str(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def installed(deb):
+    """The package installed on this machine for the module's tests, purged after."""
+    assert os.geteuid() == 0, "dpkg -i needs root (CI runs the suite as root)"
+    owner = run(["dpkg-query", "-W", "-f=${Status}", "logflume-agent"])
+    if "installed" not in owner.stdout:
+        assert not Path("/opt/logflume").exists(), "/opt/logflume exists and is no package's"
+    result = run(["dpkg", "-i", str(deb)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    yield result.stdout
+    purged = run(["dpkg", "--purge", "logflume-agent"])
+    assert purged.returncode == 0, purged.stdout + purged.stderr
+    assert not Path("/opt/logflume").exists() and not Path("/usr/bin/logflume").exists()
+    assert not Path("/etc/logflume/pipelines.yaml").exists()
+
+
+def test_package_fields_and_contents(deb):
+    fields = run(["dpkg-deb", "-f", str(deb)]).stdout
+    assert re.search(r"^Package: logflume-agent$", fields, re.MULTILINE)
+    assert re.search(r"^Depends: python3\.11", fields, re.MULTILINE)
+    assert run(["dpkg-deb", "-I", str(deb), "conffiles"]).stdout.split() == [
+        "/etc/logflume/pipelines.yaml"
+    ]
+    listing = run(["dpkg-deb", "-c", str(deb)]).stdout
+    paths = {line.split()[5].removeprefix(".") for line in listing.splitlines()}
+    assert {
+        "/usr/bin/logflume",
+        "/opt/logflume/bin/logflume",
+        "/lib/systemd/system/logflume-agent@.service",
+        "/usr/share/man/man1/logflume.1.gz",
+        "/usr/share/bash-completion/completions/logflume",
+    } <= paths
+    assert not [p for p in paths if p.endswith(".pyc")]  # compiled by postinst
+    assert not [p for p in paths if "/pyspark/" in p or "/kazoo/" in p]  # the agent only
+
+
+def test_dpkg_install_sets_up_user_config_and_command(installed):
+    user = pwd.getpwnam("logflume")
+    config = Path("/etc/logflume/pipelines.yaml").stat()
+    assert config.st_mode & 0o777 == 0o640 and config.st_uid == 0
+    assert config.st_gid == grp.getgrnam("logflume").gr_gid
+    state = Path("/var/lib/logflume").stat()
+    assert state.st_uid == user.pw_uid and state.st_mode & 0o777 == 0o750
+    assert run(["/usr/bin/logflume", "--help"]).returncode == 0
+    assert run(["man", "-w", "logflume"]).stdout.strip() == "/usr/share/man/man1/logflume.1.gz"
+    assert list(Path("/opt/logflume/lib").rglob("__pycache__"))  # postinst compiled them
+    check = run(
+        ["/usr/bin/logflume", "agent", "validate", "--config", "/etc/logflume/pipelines.yaml"]
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_installed_unit_verifies(installed, tmp_path):
+    shutil.copy(UNIT, tmp_path / "logflume-agent@web.service")
+    result = run(
+        ["systemd-analyze", "verify", "--man=no", str(tmp_path / "logflume-agent@web.service")]
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_agent_runs_as_its_unit_runs_it(installed):
+    """ExecStartPre and ExecStart of the installed unit, as its User=, on a config an
+    operator wrote: a UDP line comes out of the console sink."""
+    port = free_port()
+    Path("/etc/logflume/pipelines.yaml").write_text(udp_agent.config(port))
+    state = Path("/var/lib/logflume/agent-web")
+    shutil.rmtree(state, ignore_errors=True)  # a previous run's positions and channel
+    unit = UNIT.read_text().replace("%i", "web")
+    user = re.search(r"^User=(\S+)$", unit, re.MULTILINE)[1]
+    pre = re.search(r"^ExecStartPre=(.+)$", unit, re.MULTILINE)[1].split()
+    start = re.search(r"^ExecStart=(.+)$", unit, re.MULTILINE)[1].split()
+    checked = run(["runuser", "-u", user, "--", *pre], cwd="/")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    line = "hello from a packaged agent"
+    output = udp_agent.echoes(["runuser", "-u", user, "--", *start], port, line, cwd="/")
+    assert output and output[-1].strip() == line, "".join(output)
+    assert state.is_dir() and state.stat().st_uid == pwd.getpwnam(user).pw_uid

@@ -104,6 +104,37 @@ def test_install_agent_installs_the_code_from_a_wheel(wheel, tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+def test_install_agent_from_an_index_into_a_fresh_virtualenv(wheel, tmp_path):
+    """--from-index with pip pointed at a local index: the wheel and the dependency
+    wheels `make test` downloads in set-up. Nothing is reused from this virtualenv, so
+    what lands is what a web host gets: the agent's dependencies and no Spark."""
+    wheelhouse = Path(sys.prefix) / "wheelhouse"
+    assert wheelhouse.is_dir(), f"no {wheelhouse}: `make test` fills it in set-up"
+    prefix = tmp_path / "logflume"
+    pip_args = f"--no-index --find-links {wheel.parent} --find-links {wheelhouse}"
+    cmd = ["bash", str(SCRIPT), "--prefix", str(prefix), "--python", sys.executable]
+    result = subprocess.run(
+        [*cmd, "--from-index", "--pip-args", pip_args], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "installing logflume[agent] from the package index" in result.stdout
+    listed = subprocess.run(
+        [str(prefix / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+    )
+    installed = {line.split("==")[0].lower() for line in listed.stdout.split()}
+    assert {"logflume", "aiohttp", "watchdog", "confluent-kafka"} <= installed
+    assert not installed & {*SPARK_AND_FRIENDS, *BROKER_ONLY}, installed
+    config = prefix / "etc" / "logflume" / "pipelines.yaml"
+    check = subprocess.run(
+        [str(prefix / "bin" / "logflume"), "agent", "validate", "--config", str(config)],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
 def test_install_agent_refuses_unknown_extras_and_a_missing_wheel(tmp_path):
     base = ["bash", str(SCRIPT), "--prefix", str(tmp_path / "p")]
     bad = subprocess.run([*base, "--extras", "agent,spark"], capture_output=True, text=True)

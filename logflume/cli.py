@@ -9,11 +9,11 @@ to run. Command modules import their heavy dependencies inside `func`, so that
 
 import argparse
 import importlib
-import logging
 import pkgutil
-import sys
 
+import logflume
 import logflume.commands
+from common.logformat import LOG_FORMATS, configure_logging
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -24,11 +24,25 @@ def build_parser() -> argparse.ArgumentParser:
         description="Log pipeline: agents, a Kafka-compatible broker and Spark ETL.",
     )
     parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {logflume.__version__}",
+        help="print the version and exit",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
         choices=LOG_LEVELS,
         help="how much to log on stderr: " + ", ".join(LOG_LEVELS) + " (default INFO)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=LOG_FORMATS,
+        help="how to log on stderr: text (default) or json, one object per line with "
+        "timestamp, level, logger, message, pid and exception, for journald, Fluent Bit "
+        "or Vector; up and cluster up pass it on to the processes they start",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(logflume.commands.__path__), key=lambda m: m.name):
@@ -36,11 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def logging_flags(args: argparse.Namespace) -> list[str]:
+    """The global flags that give a child `logflume` process this one's logging."""
+    return ["--log-level", args.log_level, "--log-format", args.log_format]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level, args.log_format)
     return args.func(args) or 0

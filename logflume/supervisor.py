@@ -12,6 +12,10 @@ Theory of operation (used by `logflume up` and `logflume cluster up`):
 - A child's stdout and stderr share one pipe; a reader thread per child copies each
   line to our stdout behind a colored, aligned label such as `[broker]`, unless the
   child has a log file (`ChildSpec.log_file`), which then gets its output instead.
+  With `log_format="json"` (`logflume --log-format json up`) every line is a JSON
+  object instead: a child's own JSON log lines get its name as `child`, its other
+  lines and the supervisor's messages become objects of the same shape
+  (`common.logformat`).
   A child with a `pid_file` has its current pid there while it runs, for a
   `... down` command run elsewhere and for tests.
 - The control thread calls `poll()` regularly. Before `supervising` is switched on
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import logging
 import os
 import signal
 import subprocess
@@ -39,6 +44,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from common.fsutil import atomic_write
+from common.logformat import JsonFormatter, json_line
 
 PR_SET_PDEATHSIG = 1
 BACKOFF_FIRST = 1.0
@@ -165,11 +171,13 @@ class ChildExited(RuntimeError):
 
 
 class Output:
-    """Serialises labelled lines onto one binary stream; safe across threads."""
+    """Serialises labelled lines (or JSON log lines, with `json`) onto one binary
+    stream; safe across threads."""
 
-    def __init__(self, stream: BinaryIO, color: bool):
+    def __init__(self, stream: BinaryIO, color: bool, json: bool = False):
         self.stream = stream
         self.color = color
+        self.json = json
         self.width = 0
         self._lock = threading.Lock()
         self._colors: dict[str, str] = {}
@@ -182,18 +190,30 @@ class Output:
             text = f"\x1b[{self._colors[name]}m{text}\x1b[0m"
         return text.encode()
 
-    def line(self, name: str, data: bytes) -> None:
+    def line(self, name: str, data: bytes, pid: int | None = None) -> None:
+        """One line that child `name` (process `pid`) printed."""
         data = data.rstrip(b"\r\n")
+        if self.json:
+            self._write(json_line(data, name, pid, child=name))
+        else:
+            self._write(self.label(name) + b" " + data)
+
+    def text(self, name: str, message: str, level: int = logging.INFO) -> None:
+        """A message of our own, under `name`; in JSON one record, however many lines."""
+        if self.json:
+            record = logging.LogRecord(name, level, __file__, 0, message, None, None)
+            self._write(JsonFormatter().format(record).encode())
+            return
+        for row in message.splitlines() or [""]:
+            self._write(self.label(name) + b" " + row.encode())
+
+    def _write(self, row: bytes) -> None:
         with self._lock:
             try:
-                self.stream.write(self.label(name) + b" " + data + b"\n")
+                self.stream.write(row + b"\n")
                 self.stream.flush()
             except (BrokenPipeError, ValueError):
                 pass  # nobody reads our output any more; the children keep running
-
-    def text(self, name: str, message: str) -> None:
-        for row in message.splitlines() or [""]:
-            self.line(name, row.encode())
 
 
 class Child:
@@ -225,16 +245,23 @@ class Supervisor:
     reader threads.
     """
 
-    def __init__(self, stream: BinaryIO | None = None, color: bool | None = None, grace=10.0):
+    def __init__(
+        self,
+        stream: BinaryIO | None = None,
+        color: bool | None = None,
+        grace=10.0,
+        log_format: str = "text",
+    ):
         stream = stream if stream is not None else sys.stdout.buffer
-        self.output = Output(stream, want_color(sys.stdout) if color is None else color)
+        color = want_color(sys.stdout) if color is None else color
+        self.output = Output(stream, color, json=log_format == "json")
         self.grace = grace
         self.children: list[Child] = []
         self.supervising = False
         self.label = "up"
 
-    def say(self, message: str) -> None:
-        self.output.text(self.label, message)
+    def say(self, message: str, level: int = logging.INFO) -> None:
+        self.output.text(self.label, message, level)
 
     def start(self, spec: ChildSpec) -> Child:
         child = Child(spec)
@@ -268,16 +295,16 @@ class Supervisor:
         if log is None:
             child.reader = threading.Thread(
                 target=self._copy_lines,
-                args=(child.spec.name, child.proc.stdout),
+                args=(child.spec.name, child.proc.stdout, child.proc.pid),
                 name=f"output-{child.spec.name}",
                 daemon=True,
             )
             child.reader.start()
 
-    def _copy_lines(self, name: str, pipe: BinaryIO) -> None:
+    def _copy_lines(self, name: str, pipe: BinaryIO, pid: int) -> None:
         with pipe:
             for line in iter(pipe.readline, b""):
-                self.output.line(name, line)
+                self.output.line(name, line, pid)
 
     def poll(self) -> None:
         """Notice exits and perform due restarts. Raises `ChildExited` during startup."""
@@ -297,12 +324,17 @@ class Supervisor:
             if not self.supervising:
                 raise ChildExited(child.spec.name, code)
             if not child.spec.restart:
-                self.say(f"{child.spec.name} {describe_exit(code)}; not restarting it")
+                self.say(
+                    f"{child.spec.name} {describe_exit(code)}; not restarting it", logging.WARNING
+                )
                 child.proc = None
                 continue
             delay = child.backoff.delay(now - child.started_at)
             child.restart_at = now + delay
-            self.say(f"{child.spec.name} {describe_exit(code)}; restarting in {delay:.0f}s")
+            self.say(
+                f"{child.spec.name} {describe_exit(code)}; restarting in {delay:.0f}s",
+                logging.WARNING,
+            )
 
     def run(self, start, stop: threading.Event) -> int:
         """A whole foreground life: `start()` starts the children and waits for them
@@ -318,7 +350,7 @@ class Supervisor:
         except Stopped:
             pass
         except (ChildExited, RuntimeError) as exc:
-            self.say(f"startup failed: {exc}")
+            self.say(f"startup failed: {exc}", logging.ERROR)
             code = 1
         finally:
             self.say("stopping")
@@ -354,7 +386,10 @@ class Supervisor:
             try:
                 proc.wait(self.grace)
             except subprocess.TimeoutExpired:
-                self.say(f"{child.spec.name} ignored SIGTERM for {self.grace:.0f}s; killing it")
+                self.say(
+                    f"{child.spec.name} ignored SIGTERM for {self.grace:.0f}s; killing it",
+                    logging.WARNING,
+                )
             while _group_alive(proc.pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
             _signal_group(proc.pid, signal.SIGKILL)

@@ -169,9 +169,17 @@ class ZooKeeperProcess:
 
 
 def broker_command(
-    data_dir: Path, port: int, zookeeper: str, broker_id: int, settings: dict | None = None
+    data_dir: Path,
+    port: int,
+    zookeeper: str,
+    broker_id: int,
+    settings: dict | None = None,
+    log_flags: list[str] | None = None,
 ) -> list[str]:
-    cmd = [sys.executable, "-m", "logflume", "broker", "--data-dir", str(data_dir)]
+    """The broker's command line; `log_flags` are global `logflume` flags such as
+    `--log-format json`, which go before the subcommand."""
+    cmd = [sys.executable, "-m", "logflume", *(log_flags or []), "broker"]
+    cmd += ["--data-dir", str(data_dir)]
     cmd += ["--listen", f"127.0.0.1:{port}", "--zookeeper", zookeeper]
     cmd += ["--broker-id", str(broker_id)]
     for key, value in (settings or {}).items():

@@ -10,7 +10,8 @@ output goes to its log file (`broker-N.log`, `zookeeper/zookeeper.log`) and its 
 to `<name>.pid`; `down` stops a cluster started in the background: it signals the
 `up` process through `<data dir>/cluster.pid`, or, if that one is gone, each process
 from its pid file. `logflume up --cluster` starts its cluster with `start_cluster`
-too, with the output on the console.
+too, with the output on the console. The brokers get our `--log-level` and
+`--log-format`; ZooKeeper logs as its log4j set-up says.
 """
 
 from __future__ import annotations
@@ -63,12 +64,14 @@ def start_cluster(
     stop: threading.Event,
     to_files: bool,
     timeout: float = 90.0,
+    log_flags: list[str] | None = None,
 ) -> str:
     """Start ZooKeeper, then broker i (id i, data in `root/broker-i`) on `ports[i]`,
     as children of `sup`, waiting until each serves and sees all the others (so that
     an RF N topic can be created at once); returns ZooKeeper's connect
     string. `to_files`: output to log files and pids to pid files under `root`
-    instead of output to the console."""
+    instead of output to the console. `log_flags`: global `logflume` flags for the
+    brokers (`logflume.cli.logging_flags`)."""
     from broker.cluster.launcher import ZooKeeperProcess, broker_command, brokers_seen, pid_file
     from logflume.supervisor import ChildSpec
 
@@ -82,7 +85,7 @@ def start_cluster(
     sup.start(spec("zookeeper", zk.command(), zk.log_path))
     sup.wait_for("zookeeper", zk.is_serving, timeout, stop)
     for i, port in enumerate(ports):
-        argv = broker_command(root / f"broker-{i}", port, zk.connect, i, settings)
+        argv = broker_command(root / f"broker-{i}", port, zk.connect, i, settings, log_flags)
         sup.start(spec(f"broker-{i}", argv, root / f"broker-{i}.log"))
     for i, port in enumerate(ports):
         sup.wait_for(f"broker-{i}", lambda p=port: brokers_seen(p) >= len(ports), timeout, stop)
@@ -92,6 +95,7 @@ def start_cluster(
 def run(args) -> int:
     from broker.cluster.launcher import LOCAL_CLUSTER_DEFAULTS, pid_file, stop_from_pid_files
     from common.hostport import free_port
+    from logflume.cli import logging_flags
     from logflume.supervisor import Supervisor
 
     data_dir = Path(args.data_dir)
@@ -117,11 +121,13 @@ def run(args) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    sup = Supervisor()
+    sup = Supervisor(log_format=args.log_format)
     sup.label = "cluster"
 
     def start() -> None:
-        zookeeper = start_cluster(sup, data_dir, ports, settings, stop, to_files=True)
+        zookeeper = start_cluster(
+            sup, data_dir, ports, settings, stop, to_files=True, log_flags=logging_flags(args)
+        )
         sup.say(f"zookeeper: {zookeeper}")
         sup.say("bootstrap servers: " + ",".join(f"127.0.0.1:{p}" for p in ports))
         sup.say(f"logs and pid files in {data_dir}; what dies is restarted with backoff")

@@ -22,7 +22,9 @@ Theory of operation:
    0..N-1), each a supervised child; topics get replication factor min(3, N) and
    min.insync.replicas=2 (when N >= 2), and the agents and Spark get all N bootstrap
    servers.
-4. Ctrl-C, SIGTERM or SIGHUP stop everything in reverse start order (SIGTERM, a
+4. Every `logflume` child gets our `--log-level` and `--log-format`, and with
+   `--log-format json` the console is JSON lines too (`logflume.supervisor`).
+5. Ctrl-C, SIGTERM or SIGHUP stop everything in reverse start order (SIGTERM, a
    grace period, SIGKILL). A child exiting before the banner stops the demo with
    exit code 1: a demo that cannot start says so instead of restarting in a loop.
 """
@@ -260,6 +262,7 @@ class Demo:
     """One `logflume up` run: owns the supervisor and the stop flag (main thread only)."""
 
     def __init__(self, args: argparse.Namespace):
+        from logflume.cli import logging_flags
         from logflume.supervisor import Supervisor
 
         self.args = args
@@ -267,8 +270,9 @@ class Demo:
         self.ports = [args.broker_port + i for i in range(max(1, args.cluster))]
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.ports)
         self.stop = threading.Event()
-        self.sup = Supervisor(grace=args.grace)
-        self.py = [sys.executable, "-m", "logflume"]
+        self.sup = Supervisor(grace=args.grace, log_format=args.log_format)
+        self.log_flags = logging_flags(args)
+        self.py = [sys.executable, "-m", "logflume", *self.log_flags]
 
     def wait(self, what: str, ready, timeout: float = STARTUP_TIMEOUT) -> None:
         self.sup.wait_for(what, ready, timeout, self.stop)
@@ -355,6 +359,7 @@ class Demo:
             self.stop,
             to_files=False,
             timeout=STARTUP_TIMEOUT,
+            log_flags=self.log_flags,
         )
         topic_config = {"min.insync.replicas": "2"} if n >= 2 else {}
         return replication, topic_config

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from logflume.cli import build_parser
 
 
@@ -55,6 +57,15 @@ def test_log_level_is_checked_and_case_blind():
     )
     assert bad.returncode == 2
     assert "invalid choice: 'VERBOSE'" in bad.stderr
+
+
+def test_log_format_is_text_or_json(capsys):
+    parser = build_parser()
+    assert parser.parse_args(["agent", "validate"]).log_format == "text"
+    assert parser.parse_args(["--log-format", "json", "agent", "validate"]).log_format == "json"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--log-format", "yaml", "agent", "validate"])
+    assert "invalid choice: 'yaml'" in capsys.readouterr().err
 
 
 def test_the_agent_state_dir_default_is_absolute_and_independent_of_the_cwd(tmp_path):

@@ -62,6 +62,7 @@ def test_flags_and_their_choices(script):
         "ERROR",
         "CRITICAL",
     ]
+    assert complete(script, "logflume --log-format ") == ["text", "json"]
     assert complete(script, "logflume produce --compression z") == ["zstd"]
 
 

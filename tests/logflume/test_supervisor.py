@@ -1,4 +1,6 @@
 import io
+import json
+import logging
 import os
 import signal
 import subprocess
@@ -50,6 +52,33 @@ def test_colors_when_asked(sup):
     sup.start(sh("agent", "echo hi; sleep 30"))
     poll_until(sup, lambda: "hi" in text(sup))
     assert "\x1b[" in text(sup) and "[agent]" in text(sup)
+
+
+def test_json_output_is_one_object_per_line():
+    """`--log-format json`: a child's JSON lines are kept and say which child wrote
+    them; its other lines and the supervisor's own messages become objects too."""
+    out = io.BytesIO()
+    s = Supervisor(stream=out, color=True, grace=2.0, log_format="json")
+    s.buffer = out
+    try:
+        child = s.start(
+            sh(
+                "broker",
+                """echo '{"level":"ERROR","message":"m","pid":1}'; \
+            echo plain >&2; sleep 30""",
+            )
+        )
+        poll_until(s, lambda: text(s).count("\n") >= 2)
+        s.say("banner\nsecond line", logging.WARNING)
+    finally:
+        s.stop()
+    rows = [json.loads(line) for line in text(s).splitlines()]
+    assert {"level": "ERROR", "message": "m", "pid": 1, "child": "broker"} in rows
+    (plain,) = [r for r in rows if r["message"] == "plain"]
+    assert (plain["level"], plain["logger"], plain["pid"]) == ("INFO", "broker", child.pid)
+    (own,) = [r for r in rows if r["message"] == "banner\nsecond line"]
+    assert (own["level"], own["logger"], own["pid"]) == ("WARNING", "up", os.getpid())
+    assert "child" not in own and "\x1b[" not in text(s)
 
 
 def test_exit_during_startup_is_fatal(sup):

@@ -31,6 +31,7 @@ import pytest
 from common.hostport import free_port
 from logflume.commands.up import DemoConfig, port_free
 from spark_etl.loggen import MONTHS
+from testkit.procs import wait_until
 from tests.logflume.proc_scan import alive, all_pids, descendants, in_groups, pgid, wait_gone
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,7 +76,13 @@ class Up:
     """A `logflume up` subprocess (in its own session) whose output is collected."""
 
     def __init__(
-        self, tmp_path: Path, *extra: str, config="pipelines.yaml", spark=False, brokers=1
+        self,
+        tmp_path: Path,
+        *extra: str,
+        config="pipelines.yaml",
+        spark=False,
+        brokers=1,
+        log_format="text",
     ):
         self.broker_port = free_port() if brokers == 1 else free_port_run(brokers)
         self.udp_port, self.metrics_port = free_port(), free_port()
@@ -83,7 +90,8 @@ class Up:
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
         self.data_dir = tmp_path / "data"
         DATA_DIRS.append(self.data_dir)
-        cmd = [sys.executable, "-m", "logflume", "up", "--config", config]
+        cmd = [sys.executable, "-m", "logflume", "--log-format", log_format, "up"]
+        cmd += ["--config", config]
         cmd += [] if spark else ["--no-spark"]
         cmd += ["--data-dir", str(self.data_dir), "--broker-port", str(self.broker_port)]
         cmd += ["--udp-port", str(self.udp_port), "--metrics-port", str(self.metrics_port)]
@@ -106,7 +114,7 @@ class Up:
         for raw in self.proc.stdout:
             line = raw.decode(errors="replace").rstrip("\n")
             self.lines.append(line)
-            if line.startswith("[up]") and "Ctrl-C stops everything" in line:  # banner's end
+            if "Ctrl-C stops everything" in line and _from_up(line):  # banner's end
                 self.ready.set()
 
     @property
@@ -135,6 +143,11 @@ class Up:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def _from_up(line: str) -> bool:
+    """Whether `line` is the supervisor's own, as text (`[up] ...`) or as JSON."""
+    return line.startswith("[up]") or (_json_or_none(line) or {}).get("logger") == "up"
 
 
 def free_port_run(n: int) -> int:
@@ -213,6 +226,29 @@ def test_demo_end_to_end_then_clean_stop(up_factory):
     up.reader.join(5)
     assert up.lines[-1].endswith("stopped")
     assert wait_gone(pids | in_groups(groups), timeout=5) == set()
+
+
+def test_demo_logs_json_lines_when_asked(up_factory):
+    """`logflume --log-format json up`: every console line is one JSON object; the
+    broker's and the agent's own records (they were given the flag) say which child
+    wrote them, the generator's plain lines and the supervisor's messages have the
+    same keys."""
+    up = up_factory(log_format="json")
+    up.wait_ready()
+    wait_until(lambda: '"child":"loggen"' in up.output, 60, "a line from the generator")
+    up.proc.send_signal(signal.SIGTERM)
+    assert up.proc.wait(60) == 0, up.output
+    up.reader.join(5)
+    rows = [json.loads(line) for line in up.lines]
+    assert all({"timestamp", "level", "logger", "message", "pid"} <= r.keys() for r in rows)
+    by_child = {}
+    for row in rows:
+        by_child.setdefault(row.get("child"), []).append(row)
+    assert {None, "broker", "web", "loggen"} <= by_child.keys()
+    assert any(r["logger"].startswith("broker.") for r in by_child["broker"])
+    assert any("agent" in r["logger"] for r in by_child["web"])
+    assert {r["logger"] for r in by_child[None]} == {"up"}
+    assert rows[-1]["message"] == "stopped"
 
 
 # (status, body bytes) of the lines the Spark test appends: every status class

@@ -127,8 +127,11 @@ class Histogram(Protocol):
 class Metrics(Protocol):
     """Prometheus-style registry handed to every component (agent/metrics.py).
 
-    Names follow Prometheus conventions (`logflume_agent_events_in_total`); labels
-    identify the component (`component="tail-nginx"`).
+    Names follow Prometheus conventions (`logflume_agent_events_in_total`; a
+    counter's name ends in `_total`); labels identify the component
+    (`component="tail-nginx"`). Asking again for the same name and labels returns
+    the same series. Series may be asked for and updated from any thread (a
+    client library's callback thread, a worker thread saving state).
     """
 
     def counter(self, name: str, help: str, **labels: str) -> Counter: ...

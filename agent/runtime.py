@@ -27,10 +27,11 @@ from pathlib import Path
 
 from agent.api import Channel, Context, Event, Source
 from agent.config import AgentSpec, SourceSpec, compile_file
-from agent.metrics import MetricsServer, Registry
+from agent.metrics import Registry
 from agent.selector import Selector
 from agent.supervisor import Supervised
 from common.hostport import parse_hostport
+from common.prometheus import MetricsServer
 
 log = logging.getLogger("logflume.agent")
 
@@ -154,9 +155,11 @@ class AgentRuntime:
         if settings is None:
             return
         host, port = parse_hostport(settings.listen, "metrics.listen")
-        self.metrics_server = MetricsServer(self.registry, host, port)
+        self.metrics_server = MetricsServer(
+            self.registry.prometheus, self.registry.status, host, port
+        )
         await self.metrics_server.start()
-        log.info("metrics on http://%s:%d/metrics", host, port)
+        log.info("metrics on http://%s:%d/metrics", host, self.metrics_server.port)
 
     # ---- stopping --------------------------------------------------------------
 

@@ -20,18 +20,27 @@ Theory of operation:
   fresh producer.
 - With `enable_idempotence` (the default; needs `acks: all`) the broker drops the
   duplicates librdkafka's own retries could create within a producer session.
+
+What explains a stalled sink is exported as gauges: librdkafka's statistics (every
+`statistics.interval.ms`, 5 s unless `producer:` says otherwise; 0 turns them off)
+give the producer queue's depth and, per broker, connection state, round-trip time
+and requests waiting to be sent (`_ProducerStats`); the sink itself gives the age
+of its oldest in-flight take batch, refreshed at least every AGE_REFRESH_S.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import threading
 import time
 from collections import deque
 from typing import Literal
 
-from agent.api import Channel, Duration, Sink, Size, register
+import orjson
+
+from agent.api import Channel, Duration, Metrics, Sink, Size, register
 from agent.delivery import Format, SinkCounters, encode_all
 
 PARTITION_ANY = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
@@ -45,6 +54,8 @@ PERMANENT = {
     "RECORD_LIST_TOO_LARGE",
     "INVALID_REQUIRED_ACKS",
 }
+STATS_INTERVAL_MS = 5000  # librdkafka statistics.interval.ms unless `producer:` sets it
+AGE_REFRESH_S = 1.0  # the oldest-undelivered gauge is at most this stale
 
 
 class _Tracker:
@@ -76,6 +87,74 @@ class _Tracker:
         self.expected = expected
         if self.count == expected:
             self._finish()
+
+
+class _ProducerStats:
+    """Gauges of one sink from librdkafka's statistics JSON (its STATISTICS.md).
+
+    `on_stats` is the producer's `stats_cb`: librdkafka calls it from `poll()` or
+    `flush()`, so on the sink's poll thread (or the thread flushing at the end),
+    never on the loop. It touches nothing but its own gauges, which are thread-safe.
+    """
+
+    def __init__(self, metrics: Metrics, component: str, log: logging.Logger):
+        self._metrics, self._component, self._log = metrics, component, log
+        self.queue_messages = metrics.gauge(
+            "logflume_agent_kafka_queue_messages",
+            "Messages in the producer's queues, waiting for or in transmission (msg_cnt)",
+            component=component,
+        )
+        self.queue_bytes = metrics.gauge(
+            "logflume_agent_kafka_queue_bytes",
+            "Bytes of the messages in the producer's queues (msg_size)",
+            component=component,
+        )
+        self._brokers: dict[str, tuple] = {}  # broker name -> (up, rtt, outbuf) gauges
+
+    def _broker(self, name: str) -> tuple:
+        gauges = self._brokers.get(name)
+        if gauges is None:
+            m, labels = self._metrics, {"component": self._component, "broker": name}
+            gauges = self._brokers[name] = (
+                m.gauge(
+                    "logflume_agent_kafka_broker_up",
+                    "1 while the producer's connection to the broker is up (state UP)",
+                    **labels,
+                ),
+                m.gauge(
+                    "logflume_agent_kafka_broker_rtt_seconds",
+                    "Average request round-trip time to the broker (last interval with requests)",
+                    **labels,
+                ),
+                m.gauge(
+                    "logflume_agent_kafka_broker_outbuf_messages",
+                    "Messages in requests waiting to be sent to the broker (outbuf_msg_cnt)",
+                    **labels,
+                ),
+            )
+        return gauges
+
+    def on_stats(self, text: str) -> None:
+        try:
+            stats = orjson.loads(text)
+            self.queue_messages.set(stats["msg_cnt"])
+            self.queue_bytes.set(stats["msg_size"])
+            seen = set()
+            for name, broker in stats["brokers"].items():
+                if broker["nodeid"] < 0 or broker["source"] in ("internal", "logical"):
+                    continue  # bootstrap placeholders and librdkafka's own handles
+                up, rtt, outbuf = self._broker(name)
+                up.set(1 if broker["state"] == "UP" else 0)
+                if broker["rtt"]["cnt"]:  # no request in the interval: keep the last
+                    rtt.set(broker["rtt"]["avg"] / 1e6)  # microseconds
+                outbuf.set(broker["outbuf_msg_cnt"])
+                seen.add(name)
+            # librdkafka forgets learned brokers when it loses every connection (and
+            # bootstraps again): they are down until they come back
+            for name in self._brokers.keys() - seen:
+                self._brokers[name][0].set(0)
+        except (ValueError, KeyError, TypeError) as exc:  # raising would stop poll()
+            self._log.warning("producer statistics not understood: %r", exc)
 
 
 @register("sink", "kafka", aliases=("broker",))
@@ -135,6 +214,12 @@ class KafkaSink(Sink):
             "Records produced again after a failure",
             component=c,
         )
+        self.oldest_age = m.gauge(
+            "logflume_agent_oldest_undelivered_event_age_seconds",
+            "Time since the sink took its oldest batch not yet acknowledged (0: none)",
+            component=c,
+        )
+        self.stats = _ProducerStats(m, c, context.log)
         self.dlq_topic = config.dead_letter_topic or f"{config.topic}.dlq"
         self.producer = None
 
@@ -155,6 +240,8 @@ class KafkaSink(Sink):
             "queue.buffering.max.kbytes": 1 << 20,
             "message.max.bytes": 1_000_000,
             "error_cb": self._on_error,
+            "statistics.interval.ms": STATS_INTERVAL_MS,
+            "stats_cb": self.stats.on_stats,
         }
         conf.update(self.config.producer)
         return conf
@@ -176,6 +263,7 @@ class KafkaSink(Sink):
             stop.set()
             await asyncio.to_thread(poller.join, 5)
             await asyncio.to_thread(self.producer.flush, 2)
+            self.oldest_age.set(0)
 
     def _poll(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -183,7 +271,7 @@ class KafkaSink(Sink):
 
     async def _loop(self, channel: Channel) -> None:
         cfg = self.config
-        inflight: deque[tuple] = deque()  # (take batch, delivery task)
+        inflight: deque[tuple] = deque()  # (take batch, delivery task, monotonic time taken)
         take_task: asyncio.Task | None = None
         try:
             while True:
@@ -191,9 +279,10 @@ class KafkaSink(Sink):
                     # a failed delivery raises while its batch is still in flight,
                     # so _abort rolls the batch back
                     inflight[0][1].result()
-                    batch, _ = inflight.popleft()
+                    batch = inflight.popleft()[0]
                     await batch.commit()
                     self.counters.out.inc(len(batch.events))
+                self.oldest_age.set(time.monotonic() - inflight[0][2] if inflight else 0)
                 waiters = set()
                 if len(inflight) < cfg.max_inflight_batches:
                     if take_task is None:
@@ -201,11 +290,14 @@ class KafkaSink(Sink):
                     waiters.add(take_task)
                 if inflight:
                     waiters.add(inflight[0][1])
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    waiters, timeout=AGE_REFRESH_S, return_when=asyncio.FIRST_COMPLETED
+                )
                 if take_task is not None and take_task.done():
                     batch, take_task = take_task.result(), None
                     if batch.events:
-                        inflight.append((batch, asyncio.create_task(self._deliver(batch.events))))
+                        task = asyncio.create_task(self._deliver(batch.events))
+                        inflight.append((batch, task, time.monotonic()))
                     else:
                         await batch.commit()
         except BaseException:
@@ -218,8 +310,8 @@ class KafkaSink(Sink):
             take_task.cancel()
             await asyncio.wait({take_task})
             if not take_task.cancelled() and take_task.exception() is None:
-                inflight.append((take_task.result(), None))
-        for batch, task in reversed(inflight):
+                inflight.append((take_task.result(), None, None))
+        for batch, task, _ in reversed(inflight):
             if task is not None:
                 task.cancel()
             self.counters.rollbacks.inc()

@@ -229,6 +229,11 @@ class TailSource(Source):
             "Failed writes of the position file",
             **labels,
         )
+        self._m_saved_at = m.gauge(
+            "logflume_agent_tail_position_saved_timestamp_seconds",
+            "Unix time of the last successful write of the position file",
+            **labels,
+        )
 
     # ----------------------------------------------------------------- main loop
 
@@ -371,6 +376,8 @@ class TailSource(Source):
             self._saved = None
             self._m_persist_errors.inc()
             self._log.error("tail: cannot write positions to %s: %s", self._store.path, exc)
+        else:  # also when a newer save went first: that one is just as recent
+            self._m_saved_at.set(time.time())
 
     def _persist(self) -> None:
         entries = self._entries()

@@ -91,6 +91,8 @@ class FileChannel(Channel):
             "1 while the channel's directory has no space and puts wait",
             component=context.name,
         )
+        self._disk_full = False  # the last append failed for want of space
+        self.disk_full.set(0)  # the series outlives a channel replaced by a reload
         self._last_disk_log = -_LOG_EVERY_S
         self._ready: deque[wal.RecordRef] = deque()
         self._taken: dict[int, wal.RecordRef] = {}  # first_seq -> ref
@@ -313,7 +315,8 @@ class FileChannel(Channel):
                     pass
                 retry = min(retry * 2, _RETRY_MAX_S)
                 continue
-            if self.disk_full.value:
+            if self._disk_full:
+                self._disk_full = False
                 self.disk_full.set(0)
                 self.log.warning("file channel %s: space again, puts resumed", self.context.name)
             return
@@ -343,6 +346,7 @@ class FileChannel(Channel):
 
     def _on_disk_full(self, exc: OSError) -> None:
         """Gauge up, one log line per 10 s, and delete what committed data allows."""
+        self._disk_full = True
         self.disk_full.set(1)
         now = time.monotonic()
         if now - self._last_disk_log >= _LOG_EVERY_S:

@@ -10,6 +10,12 @@ def context(tmp_path, name="c", registry=None) -> Context:
     return Context("test", name, registry or Registry(), str(tmp_path), logging.getLogger(name))
 
 
+def metric(component, name: str, **labels: str) -> float | None:
+    """The value of `component`'s series `name` (labelled with its name) in its registry."""
+    ctx = component.context
+    return ctx.metrics.value(name, component=ctx.name, **labels)
+
+
 def events(n, prefix="e", settled=None, size=10):
     """n events; with `settled` (a list), each event's Ack appends its body when settled."""
     out = []

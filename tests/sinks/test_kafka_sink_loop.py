@@ -6,7 +6,7 @@ import pytest
 
 from agent.channels.memory import MemoryChannel
 from sinks.kafka import KafkaSink
-from tests.agent.helpers import context, events
+from tests.agent.helpers import context, events, metric
 
 
 async def test_a_failed_delivery_rolls_its_take_back_into_the_channel(tmp_path):
@@ -21,7 +21,7 @@ async def test_a_failed_delivery_rolls_its_take_back_into_the_channel(tmp_path):
     await channel.put(sent)
     with pytest.raises(RuntimeError, match="fatal producer error"):
         await sink._loop(channel)
-    assert sink.counters.rollbacks.value == 1
+    assert metric(sink, "logflume_agent_sink_rollbacks_total") == 1
     again = await channel.take(10, 0.1)
     assert [e.body for e in again.events] == [e.body for e in sent]
     await again.commit()

@@ -1,13 +1,15 @@
 """Tail source: the basics, positions and acknowledgements, restarts."""
 
 import asyncio
+import errno
 import logging
 import os
+import time
 
 import orjson
 import pytest
 
-from sources._tail_positions import FP_MAX
+from sources._tail_positions import FP_MAX, PositionStore
 from sources.tail import Multiline
 from tests.sources.harness import FakeMetrics, Harness, build
 
@@ -283,6 +285,30 @@ async def test_metrics_lines_and_bytes_behind(tmp_path):
     )
     await h.stop()
     assert metrics.value("logflume_agent_tail_lines_total", component="src") == 40
+
+
+async def test_position_saved_timestamp_is_the_last_successful_save(tmp_path, monkeypatch):
+    log = logdir(tmp_path) / "app.log"
+    log.write_bytes(lines("s", 20))
+    metrics = FakeMetrics()
+    name = "logflume_agent_tail_position_saved_timestamp_seconds"
+    errors = "logflume_agent_tail_position_write_errors_total"
+    before = time.time()
+    h = Harness(tail(tmp_path, metrics)).start()
+    await h.wait_lines(20)
+    assert before <= metrics.value(name, component="src") <= time.time()
+
+    def disk_full(self, entries):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(PositionStore, "_save", disk_full)
+    await h.wait_for(lambda: metrics.value(errors) >= 1, what="a failed save")
+    last = metrics.value(name, component="src")
+    await h.wait_for(lambda: metrics.value(errors) >= 3, what="more failed saves")
+    assert metrics.value(name, component="src") == last
+    monkeypatch.undo()
+    await h.wait_for(lambda: metrics.value(name, component="src") > last, what="a save")
+    await h.stop()
 
 
 # watchdog warns about its own race when a watched tree grows two levels at once

@@ -1,7 +1,7 @@
 import asyncio
 
 from agent.channels.memory import EVENT_OVERHEAD, MemoryChannel
-from tests.agent.helpers import context, events
+from tests.agent.helpers import context, events, metric
 
 
 def channel(tmp_path, **cfg):
@@ -21,7 +21,7 @@ async def test_bounded_by_events_put_waits_and_offer_refuses(tmp_path):
     await batch.commit()
     await asyncio.wait_for(blocked, 1)
     assert ch.pending() == 9
-    assert ch.metrics.refused.value == 3
+    assert metric(ch, "logflume_agent_channel_offer_refused_total") == 3
 
 
 async def test_bounded_by_bytes(tmp_path):
@@ -29,7 +29,7 @@ async def test_bounded_by_bytes(tmp_path):
     ch = channel(tmp_path, capacity=1000, byte_capacity=3 * per_event)
     await ch.put(events(3, size=100))
     assert not ch.offer(events(1, size=100))
-    assert ch.metrics.bytes.value == 3 * per_event
+    assert metric(ch, "logflume_agent_channel_bytes") == 3 * per_event
 
 
 async def test_oversized_batch_enters_an_empty_channel(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from agent.api import TransactionError
 from agent.channels.file import FileChannel
 from agent.channels.memory import MemoryChannel
-from tests.agent.helpers import context, events
+from tests.agent.helpers import context, events, metric
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -39,7 +39,7 @@ async def test_commit_twice_raises_and_counts_once(kind, tmp_path):
     with pytest.raises(TransactionError, match=r"cannot commit .* already committed"):
         await batch.commit()
     assert ch.pending() == 2
-    assert ch.metrics.committed.value == 3
+    assert metric(ch, "logflume_agent_channel_take_committed_total") == 3
     assert await bodies(ch) == [b"f0", b"f1"]
     await ch.close()
 
@@ -52,7 +52,7 @@ async def test_rollback_after_commit_raises_and_returns_nothing(kind, tmp_path):
     with pytest.raises(TransactionError, match=r"cannot roll back .* already committed"):
         await batch.rollback()
     assert ch.pending() == 0
-    assert ch.metrics.rolled_back.value == 0
+    assert metric(ch, "logflume_agent_channel_take_rollback_total") == 0
     assert await bodies(ch) == []
     await ch.close()
 
@@ -68,7 +68,7 @@ async def test_commit_after_rollback_raises_and_keeps_the_events(kind, tmp_path)
         await batch.commit()
     assert len(settled) == settled_before
     assert ch.pending() == 3
-    assert ch.metrics.committed.value == 0
+    assert metric(ch, "logflume_agent_channel_take_committed_total") == 0
     assert await bodies(ch) == [b"e0", b"e1", b"e2"]
     await ch.close()
 
@@ -81,7 +81,7 @@ async def test_rollback_twice_raises_and_returns_the_events_once(kind, tmp_path)
     with pytest.raises(TransactionError, match=r"cannot roll back .* already rolled back"):
         await batch.rollback()
     assert ch.pending() == 3
-    assert ch.metrics.rolled_back.value == 3
+    assert metric(ch, "logflume_agent_channel_take_rollback_total") == 3
     assert await bodies(ch) == [b"e0", b"e1", b"e2"]
     await ch.close()
 
@@ -116,8 +116,8 @@ async def test_use_after_the_channel_closed_raises(kind, tmp_path):
         TransactionError, match=r"^cannot open a take: channel '(mem|fc)' is closed$"
     ):
         await ch.take(2, 0.1)
-    assert ch.metrics.committed.value == 0
-    assert ch.metrics.rolled_back.value == 0
+    assert metric(ch, "logflume_agent_channel_take_committed_total") == 0
+    assert metric(ch, "logflume_agent_channel_take_rollback_total") == 0
 
 
 async def test_misuse_messages_name_the_channel_and_the_take(kind, tmp_path):

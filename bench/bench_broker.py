@@ -230,7 +230,7 @@ def finish(proc: subprocess.Popen, timeout: float = 600) -> dict:
 
 
 class Broker:
-    def __init__(self, event_loop: str, profile: Path | None = None):
+    def __init__(self, event_loop: str, profile: Path | None = None, settings: dict | None = None):
         self.dir = Path(tempfile.mkdtemp(prefix="bench-broker-"))
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
@@ -247,6 +247,8 @@ class Broker:
             str(self.dir / "data"),
         ]
         cmd += ["--listen", self.bootstrap, "--event-loop", event_loop]
+        for key, value in (settings or {}).items():
+            cmd += ["--set", f"{key}={value}"]
         self.proc = subprocess.Popen(cmd)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

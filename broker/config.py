@@ -123,6 +123,8 @@ _KEYS = [
     Key("auto.leader.rebalance.enable", "bool", True, "Give leaders back to preferred."),
     Key("leader.imbalance.check.interval.seconds", "long", 300, "Rebalance check period."),
     Key("leader.imbalance.per.broker.percentage", "int", 10, "Allowed imbalance."),
+    # logflume's own (Kafka exports its metrics over JMX instead):
+    Key("metrics.listen", "string", None, "HOST:PORT of /metrics and /health; off when unset."),
 ]
 KEYS: dict[str, Key] = {k.name: k for k in _KEYS}
 
@@ -266,6 +268,11 @@ class BrokerConfig:
         self.listen = parse_listener(self.get("listeners"))
         adv = self.get("advertised.listeners")
         self.advertised = parse_listener(adv) if adv else None
+        metrics = self.get("metrics.listen")
+        try:
+            self.metrics_listen = parse_hostport(metrics, "metrics.listen") if metrics else None
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         positive = (
             "num.partitions",
             "default.replication.factor",

@@ -124,14 +124,24 @@ def zookeeper_process(data_dir: Path):
 
 class BrokerCluster:
     """`count` BrokerProcess-es joined through ZooKeeper at `zookeeper` (with a chroot
-    per cluster, so clusters of one module share one ZooKeeper); broker ids 0..n-1."""
+    per cluster, so clusters of one module share one ZooKeeper); broker ids 0..n-1.
+    `per_broker(i)` adds settings of broker i (e.g. a port of its own)."""
 
-    def __init__(self, root: Path, zookeeper: str, count: int = 3, settings: dict | None = None):
+    def __init__(
+        self,
+        root: Path,
+        zookeeper: str,
+        count: int = 3,
+        settings: dict | None = None,
+        per_broker=None,
+    ):
         self.root = Path(root)
         self.zookeeper = zookeeper
         self.brokers: dict[int, BrokerProcess] = {}
         for i in range(count):
             cfg = {"zookeeper.connect": zookeeper, "broker.id": i, **(settings or {})}
+            if per_broker is not None:
+                cfg.update(per_broker(i))
             self.brokers[i] = BrokerProcess(self.root / f"broker-{i}", settings=cfg)
 
     @property

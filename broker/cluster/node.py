@@ -434,6 +434,7 @@ class ClusterNode:
                 log.info("%s-%d: leader in epoch %d", topic, p, state.leader_epoch)
                 self._coordinator_hook(topic, p, True)
             else:
+                self.core.metrics.isr_changed(len(part.isr), len(state.isr))
                 part.update_isr(state.isr, state.version)
             return
         changed = part.leader != state.leader or part.leader_epoch != state.leader_epoch

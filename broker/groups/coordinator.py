@@ -104,6 +104,10 @@ class GroupCoordinator:
         return self._table.groups
 
     @property
+    def rebalances_completed(self) -> int:
+        return self._rebalance.completed
+
+    @property
     def owned(self) -> set[int]:
         """The `__consumer_offsets` partitions coordinated here."""
         return self._table.owned

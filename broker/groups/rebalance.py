@@ -51,6 +51,7 @@ class Rebalance:
         self._writer = writer
         self._config = config
         self._latest_ms = 0  # the newest time `tick` was given
+        self.completed = 0  # rebalances completed (generations started), for metrics
         self._tasks: set[asyncio.Task] = set()
 
     # -- asked by members ------------------------------------------------------------
@@ -168,6 +169,7 @@ class Rebalance:
             group.join_deadline = now_ms + group.rebalance_timeout_ms
             return
         group.generation += 1
+        self.completed += 1
         group.pending_sync.clear()
         if not group.members:
             group.protocol = None

@@ -188,9 +188,12 @@ class LogManager:
         if compacted:
             self.checkpoint_cleaner()
 
-    def flush_dirty(self) -> None:
+    def flush_dirty(self, observe: Callable[[float], None] | None = None) -> None:
+        """Flush the logs whose flush.ms is due; `observe` gets each flush's seconds."""
         for p in self._logs.values():
-            p.flush_if_due()
+            started = time.perf_counter()
+            if p.flush_if_due() and observe is not None:
+                observe(time.perf_counter() - started)
 
     def close(self) -> bool:
         """Flush and close every log, write checkpoints, then the clean-shutdown marker.

@@ -58,12 +58,13 @@ _NOT_READY = object()
 
 
 class _Slot:
-    __slots__ = ("header", "body", "future")
+    __slots__ = ("header", "body", "future", "started")
 
-    def __init__(self, header, body=_NOT_READY, future=None):
+    def __init__(self, header, body=_NOT_READY, future=None, started=0.0):
         self.header = header
         self.body = body
         self.future = future
+        self.started = started  # time.perf_counter() at arrival, for the latency metric
 
 
 class Connection(asyncio.Protocol):
@@ -72,6 +73,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, server):
         self.server = server
         self.core = server.core
+        self.metrics = server.core.metrics
         self.max_request = server.core.config["socket.request.max.bytes"]
         self.transport: asyncio.Transport | None = None
         self.peer = ("?", 0)
@@ -100,10 +102,14 @@ class Connection(asyncio.Protocol):
             transport.abort()
             return
         self.server.connections.add(self)
+        self.metrics.connections += 1
+        self.metrics.connections_created += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.connections.discard(self)
+        if self in self.server.connections:
+            self.server.connections.discard(self)
+            self.metrics.connections -= 1
         for slot in self._pending:
             if slot.future is not None:
                 slot.future.cancel()
@@ -136,6 +142,7 @@ class Connection(asyncio.Protocol):
         while len(buf) >= 4 and not self.closed:
             size = int.from_bytes(buf[:4], "big", signed=True)
             if size < 0 or size > self.max_request:
+                self.metrics.invalid_requests += 1
                 self.close(
                     f"request size {size} exceeds socket.request.max.bytes={self.max_request}"
                 )
@@ -151,6 +158,7 @@ class Connection(asyncio.Protocol):
     # -- requests --------------------------------------------------------------------
 
     def _handle_frame(self, frame: bytes) -> None:
+        started = time.perf_counter()
         try:
             header, body = decode_request(frame)
         except UnsupportedVersion as e:
@@ -158,13 +166,16 @@ class Connection(asyncio.Protocol):
                 self._pending.append(_Slot(e.header, api_versions_fallback(e.header)))
                 self._pump()
             else:
+                self.metrics.invalid_requests += 1
                 self.close(str(e))
             return
         except InvalidRequest as e:
+            self.metrics.invalid_requests += 1
             self.close(f"invalid request: {e}")
             return
         handler = lookup(header.api_key)
         if handler is None:
+            self.metrics.invalid_requests += 1
             self.close(f"no handler for api key {header.api_key}")
             return
         ctx = RequestContext(self.core, header, self.peer[0], self.peer[1])
@@ -179,18 +190,18 @@ class Connection(asyncio.Protocol):
             )
             self.close("handler error")
             return
-        if result is None:
-            return
-        if isinstance(result, dict):
-            self._pending.append(_Slot(header, result))
-            self._pump()
+        if result is None or isinstance(result, dict):
+            self.metrics.request_done(header.api_key, started, result)
+            if result is not None:
+                self._pending.append(_Slot(header, result))
+                self._pump()
             return
         future = asyncio.ensure_future(result)
-        slot = _Slot(header, future=future)
+        slot = _Slot(header, future=future, started=started)
         self._pending.append(slot)
-        future.add_done_callback(self._on_future_done)
+        future.add_done_callback(lambda f: self._on_future_done(slot, f))
 
-    def _on_future_done(self, future: asyncio.Future) -> None:
+    def _on_future_done(self, slot: _Slot, future: asyncio.Future) -> None:
         if future.cancelled():
             return
         exc = future.exception()
@@ -200,6 +211,7 @@ class Connection(asyncio.Protocol):
             log.error("request failed", exc_info=exc)
             self.close("handler error")
         else:
+            self.metrics.request_done(slot.header.api_key, slot.started, future.result())
             self._pump()
 
     # -- responses -------------------------------------------------------------------

@@ -5,6 +5,7 @@
 - `store`: the local topic registry (`broker.cluster.metadata_store`),
 - `logs`: the `LogManager` over the data directory,
 - `replicas`: the `ReplicaManager` with every hosted `Partition`,
+- `metrics`: the `BrokerMetrics` every part bumps and Prometheus scrapes,
 - `produce_purgatory` / `fetch_purgatory`: delayed acks=all produces and long-poll
   fetches, re-checked whenever a partition's log end or high watermark moves,
 - the background duties Kafka runs on timers: retention
@@ -33,6 +34,7 @@ from broker.cluster.partition import Partition
 from broker.cluster.replica_manager import ReplicaManager, default_log_config
 from broker.config import BrokerConfig
 from broker.log import LogConfig, LogManager
+from broker.metrics import BrokerMetrics
 from broker.server.dispatch import load_handlers
 from broker.server.purgatory import Purgatory
 from broker.tasks import cancel_and_wait
@@ -57,6 +59,7 @@ class BrokerCore:
         self.cluster = None  # broker.cluster.node.ClusterNode when zookeeper.connect is set
         self._tasks: list[asyncio.Task] = []
         self._modules = load_handlers()
+        self.metrics = BrokerMetrics(self)
 
     @property
     def cluster_id(self) -> str:
@@ -97,7 +100,7 @@ class BrokerCore:
         flush_every = min(cfg["log.flush.scheduler.interval.ms"], 1000)
         duties: list[tuple[str, int, Callable[[], object]]] = [
             ("retention", cfg["log.retention.check.interval.ms"], self.logs.run_retention),
-            ("flush", flush_every, self.logs.flush_dirty),
+            ("flush", flush_every, lambda: self.logs.flush_dirty(self.metrics.flush_time.observe)),
             (
                 "recovery-checkpoint",
                 cfg["log.flush.offset.checkpoint.interval.ms"],

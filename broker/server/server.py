@@ -23,6 +23,7 @@ import time
 from broker.config import BrokerConfig
 from broker.server.connection import Connection
 from broker.server.core import BrokerCore
+from common.prometheus import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class BrokerServer:
         self.port: int | None = None
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task | None = None
+        self.metrics_server: MetricsServer | None = None
 
     async def start(self) -> None:
         await self.core.start()
@@ -67,9 +69,27 @@ class BrokerServer:
             self.core.cluster_id,
             type(loop).__module__.split(".")[0],
         )
+        if self.config.metrics_listen is not None:
+            host, port = self.config.metrics_listen
+            self.metrics_server = MetricsServer(self.core.metrics.registry, self.health, host, port)
+            await self.metrics_server.start()
+            log.info("metrics on http://%s:%d/metrics", host, self.metrics_server.port)
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms > 0:
             self._sweeper = asyncio.create_task(self._sweep_idle(idle_ms / 1000))
+
+    def health(self) -> tuple[bool, dict]:
+        """Ready when serving clients: listening, and in a cluster registered in
+        ZooKeeper and not fenced from it."""
+        cluster = self.core.cluster
+        ready = self._server is not None and not self.fenced
+        if cluster is not None:
+            ready = ready and cluster.registered
+        return ready, {
+            "broker_id": self.core.broker_id,
+            "partitions": len(self.core.replicas.partitions),
+            "fenced": self.fenced,
+        }
 
     def _fenced(self, fenced: bool) -> None:
         """A broker fenced from ZooKeeper (broker.cluster.lease) is no use to clients:
@@ -119,6 +139,8 @@ class BrokerServer:
         for conn in list(self.connections):
             conn.close("broker shutting down", graceful=True)
         await asyncio.sleep(0)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         await self.core.stop()
 
 

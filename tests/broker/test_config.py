@@ -106,6 +106,7 @@ def test_config_synonyms_precedence(tmp_path):
         ("num.partitions=0", "num.partitions"),
         ("listeners=SSL://h:1", "listener"),
         ("advertised.listeners=nohostport", "listener"),
+        ("metrics.listen=9100", "metrics.listen"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, override, key):

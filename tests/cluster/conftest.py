@@ -33,13 +33,18 @@ def zookeeper(tmp_path_factory):
 
 @pytest.fixture
 def cluster_factory(zookeeper, tmp_path):
-    """`cluster_factory(count=3, settings={...})`: brokers in a fresh ZooKeeper chroot."""
+    """`cluster_factory(count=3, settings={...}, per_broker=None)`: brokers in a fresh
+    ZooKeeper chroot (`per_broker(i)`: settings of broker i only)."""
     made = []
 
-    def make(count=3, settings=None):
+    def make(count=3, settings=None, per_broker=None):
         chroot = f"{zookeeper.connect}/c{uuid.uuid4().hex[:8]}"
         cluster = BrokerCluster(
-            tmp_path / f"cluster{len(made)}", chroot, count, {**FAST, **(settings or {})}
+            tmp_path / f"cluster{len(made)}",
+            chroot,
+            count,
+            {**FAST, **(settings or {})},
+            per_broker,
         )
         made.append(cluster)
         cluster.zk = ZkView(chroot)

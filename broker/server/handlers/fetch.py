@@ -142,7 +142,8 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
     return topics, found, errors
 
 
-def _response(topics: list[dict], version: int, body: dict) -> dict:
+def _response(core, topics: list[dict], version: int, body: dict) -> dict:
+    _count_bytes_out(core, topics, follower=body["replica_id"] >= 0)
     if version <= 3:
         _down_convert(topics, version, body)
     return {
@@ -151,6 +152,18 @@ def _response(topics: list[dict], version: int, body: dict) -> dict:
         "session_id": 0,
         "responses": topics,
     }
+
+
+def _count_bytes_out(core, topics: list[dict], follower: bool) -> None:
+    stats = core.metrics.topics
+    for topic in topics:
+        sent = sum(len(part["records"]) for part in topic["partitions"])
+        if not sent:
+            continue
+        if follower:
+            stats[topic["topic"]].replication_bytes_out += sent
+        else:
+            stats[topic["topic"]].bytes_out += sent
 
 
 def _down_convert(topics: list[dict], version: int, body: dict) -> None:
@@ -192,7 +205,7 @@ class DelayedFetch(DelayedOperation):
             return
         if self.result is None:
             self.result, _, _ = read_partitions(self.core, self.body)
-        self.future.set_result(_response(self.result, self.version, self.body))
+        self.future.set_result(_response(self.core, self.result, self.version, self.body))
 
 
 def _by_id(core, body: dict, version: int) -> None:
@@ -211,7 +224,7 @@ def fetch(ctx, body):
     _by_id(core, body, ctx.api_version)
     topics, found, errors = read_partitions(core, body)
     if body["max_wait_ms"] <= 0 or found >= body["min_bytes"] or errors or not topics:
-        return _response(topics, ctx.api_version, body)
+        return _response(core, topics, ctx.api_version, body)
     future = asyncio.get_running_loop().create_future()
     op = DelayedFetch(core, body, ctx.api_version, future)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]

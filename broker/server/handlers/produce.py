@@ -159,8 +159,12 @@ def produce(ctx, body):
                 resp = _partition_response(index, ErrorCode.CORRUPT_MESSAGE, "bad message set")
             else:
                 resp, next_offset = _append(partition, index, records, acks)
-                if acks == -1 and resp["error_code"] == ErrorCode.NONE:
-                    waiting.append((partition, next_offset, resp))
+                if resp["error_code"] == ErrorCode.NONE:
+                    stats = core.metrics.topics[name]
+                    stats.messages_in += next_offset - resp["base_offset"]
+                    stats.bytes_in += len(records)
+                    if acks == -1:
+                        waiting.append((partition, next_offset, resp))
             if resp["error_code"] != ErrorCode.NONE:
                 failed.append(f"{name}-{index}: {ErrorCode(resp['error_code']).name}")
             parts.append(resp)

@@ -163,7 +163,10 @@ def _connection(sock):
 
     from broker.server.connection import Connection
 
+    from broker.metrics import BrokerMetrics
+
     core = SimpleNamespace(config={"socket.request.max.bytes": 1 << 20})
+    core.metrics = BrokerMetrics(core)
     server = SimpleNamespace(
         core=core, connections=set(), direct_sendfile=True, loop_sendfile=False, fenced=False
     )

@@ -161,9 +161,8 @@ class _FakeTransport:
 def _connection(sock):
     from types import SimpleNamespace
 
-    from broker.server.connection import Connection
-
     from broker.metrics import BrokerMetrics
+    from broker.server.connection import Connection
 
     core = SimpleNamespace(config={"socket.request.max.bytes": 1 << 20})
     core.metrics = BrokerMetrics(core)

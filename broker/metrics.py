@@ -9,7 +9,7 @@ Two kinds, kept apart for speed:
   broker's event loop, so the hot path takes no lock and allocates nothing.
 - State (partition and leader counts, under-replicated, under-min-ISR and offline
   partitions, the active controller, per-partition log size, segments and offsets,
-  purgatory sizes, groups, committed offsets and lag) is read from the core when
+  the data directory's free space, purgatory sizes, groups, committed offsets and lag) is read from the core when
   Prometheus scrapes, as Kafka computes its gauges when JMX reads them.
 
 `BrokerMetrics` is a prometheus_client collector registered in the broker's own
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -287,6 +288,17 @@ class BrokerMetrics:
             start.add_metric(key, p.log.log_start_offset)
             hw.add_metric(key, p.high_watermark)
         yield from (size, segments, end, start, hw)
+        disk = os.statvfs(self.core.data_dir)
+        yield GaugeMetricFamily(
+            PREFIX + "log_dir_available_bytes",
+            "Bytes available to the broker on the data directory's file system",
+            disk.f_bavail * disk.f_frsize,
+        )
+        yield GaugeMetricFamily(
+            PREFIX + "log_dir_capacity_bytes",
+            "Size of the data directory's file system",
+            disk.f_blocks * disk.f_frsize,
+        )
         yield HistogramMetricFamily(
             PREFIX + "log_flush_duration_seconds",
             "Time of each scheduled log flush (fsync)",

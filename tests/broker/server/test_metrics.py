@@ -88,6 +88,8 @@ def test_counts_match_the_workload(broker):
     assert m.get("logflume_broker_under_replicated_partitions") == 0
     assert m.get("logflume_broker_offline_partitions") == 0
     assert m.get("logflume_build_info", component="broker", version="0.1.0") == 1
+    capacity = m.get("logflume_broker_log_dir_capacity_bytes")
+    assert 0 < m.get("logflume_broker_log_dir_available_bytes") <= capacity
     assert m.get("process_cpu_seconds_total") > 0
 
     produce(broker.bootstrap, 100)  # nobody reads these yet: the group lags by 100

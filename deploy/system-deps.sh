@@ -19,6 +19,11 @@ declare -A wanted=(
   [redis-benchmark]=redis-tools
   [shellcheck]=shellcheck
   [man]=man-db  # the tests render `logflume manpage`
+  # promtool checks deploy/monitoring's alert rules and scrape config. The package
+  # also holds the Prometheus server, which its postinst does not start in a
+  # container (policy-rc.d forbids it, or invoke-rc.d finds no runlevel); on a host
+  # booted with systemd it is enabled and started (port 9090), like redis-server.
+  [promtool]=prometheus
   [/usr/bin/python3.11]=python3.11  # the agent .deb runs on Debian's Python (deploy/deb)
   [/usr/lib/python3.11/ensurepip/__main__.py]=python3.11-venv
   [dpkg-deb]=dpkg

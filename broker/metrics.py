@@ -30,7 +30,7 @@ import bisect
 import collections
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import (
@@ -41,6 +41,8 @@ from prometheus_client.core import (
 )
 
 from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.registry import SCHEMAS
+from broker.protocol.schema import Struct
 from common.prometheus import new_registry
 
 if TYPE_CHECKING:
@@ -119,17 +121,46 @@ def _error_label(code: int) -> str:
         return str(code)
 
 
-def _count_errors(body: dict, errors: collections.Counter) -> None:
-    """Every non-zero `error_code` of a response body, however deep (Kafka's
-    ErrorsPerSec counts each partition's error of a produce or fetch)."""
-    for key, value in body.items():
-        if key == "error_code":
-            if value:
-                errors[value] += 1
-        elif type(value) is list:
-            for item in value:
-                if type(item) is dict:
-                    _count_errors(item, errors)
+def _error_counter(fields: list) -> Callable[[dict, collections.Counter], None] | None:
+    """A function counting the non-zero `error_code`s of a response body that
+    `fields` (an API's response schema) describe, or None if there can be none.
+    Kafka's ErrorsPerSec counts each one (each partition's error of a produce or
+    fetch). Only the arrays and structs that lead to an error code are visited, so a
+    produce answer costs a lookup per partition."""
+    direct = any(f.name == "error_code" for f in fields)
+    nested = []
+    for f in fields:
+        inner = f.type if isinstance(f.type, list) else None
+        if isinstance(f.type, Struct):
+            inner = list(f.type.fields)
+        count = _error_counter(inner) if inner is not None else None
+        if count is not None:
+            nested.append((f.name, isinstance(f.type, list), count))
+    if not direct and not nested:
+        return None
+
+    def count_errors(body: dict, errors: collections.Counter) -> None:
+        if direct and (code := body.get("error_code")):
+            errors[code] += 1
+        for name, is_array, count in nested:
+            value = body.get(name)
+            if not value:
+                continue
+            if not is_array:
+                count(value, errors)
+            elif count.leaf:  # an array of structs with an error code and no deeper one
+                for item in value:
+                    if code := item.get("error_code"):
+                        errors[code] += 1
+            else:
+                for item in value:
+                    count(item, errors)
+
+    count_errors.leaf = direct and not nested
+    return count_errors
+
+
+ERROR_COUNTERS = {int(key): _error_counter(api.response) for key, api in SCHEMAS.items()}
 
 
 class BrokerMetrics:
@@ -157,8 +188,8 @@ class BrokerMetrics:
         stats = self.requests[api_key]
         stats.count += 1
         stats.latency.observe(time.perf_counter() - started)
-        if type(body) is dict:
-            _count_errors(body, stats.errors)
+        if type(body) is dict and (count := ERROR_COUNTERS.get(api_key)) is not None:
+            count(body, stats.errors)
 
     def isr_changed(self, before: int, after: int) -> None:
         if after < before:

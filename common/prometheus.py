@@ -15,6 +15,7 @@ agent) started in one test process apart.
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import metadata
 
 from aiohttp import web
 from prometheus_client import (
@@ -26,8 +27,6 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
-import logflume
-
 Health = Callable[[], tuple[bool, dict]]
 
 
@@ -38,9 +37,18 @@ def new_registry(component: str) -> CollectorRegistry:
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     Info("logflume_build", "Version of the running logflume process", registry=registry).info(
-        {"version": logflume.__version__, "component": component}
+        {"version": _version(), "component": component}
     )
     return registry
+
+
+def _version() -> str:
+    """The installed distribution's version (shared utilities import no other package
+    of the project, so not `logflume.__version__`, which is the same number)."""
+    try:
+        return metadata.version("logflume")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class MetricsServer:

@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, Producer
 
+import logflume
 from broker.protocol import ApiKey
 from common.hostport import free_port
 from testkit.procs import BrokerProcess, wait_until
@@ -87,7 +88,8 @@ def test_counts_match_the_workload(broker):
     assert m.get("logflume_broker_active_controller") == 1
     assert m.get("logflume_broker_under_replicated_partitions") == 0
     assert m.get("logflume_broker_offline_partitions") == 0
-    assert m.get("logflume_build_info", component="broker", version="0.1.0") == 1
+    # the installed distribution's version, which `logflume --version` prints too
+    assert m.get("logflume_build_info", component="broker", version=logflume.__version__) == 1
     capacity = m.get("logflume_broker_log_dir_capacity_bytes")
     assert 0 < m.get("logflume_broker_log_dir_available_bytes") <= capacity
     assert m.get("process_cpu_seconds_total") > 0

@@ -14,7 +14,9 @@ processes, acks=1, 6 partitions, lz4 (bench_broker's producer role):
     small batches   linger.ms 50, batch.num.messages 100: many more requests per
                     record, where per-request costs (latency histogram, error walk) show
 
-The figure is on/off of the median records/s per workload (target >= 0.97).
+The figure is on/off of the median records/s per workload (target >= 0.97). With
+metrics on it also gives the broker's CPU per produce request (its requests counter),
+to set the metrics' own cost per request against.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import urllib.request
 
 from bench.bench_broker import PARTITIONS, Broker, produce_run
 from common.hostport import free_port
+from testkit.scrape import scrape
 
 WORKLOADS = {"large batches": 100_000, "small batches": 100}
 SCRAPE_EVERY_S = 1.0
@@ -49,6 +52,10 @@ class Scraper(threading.Thread):
             self.scrapes += 1
 
 
+def _produce_requests(port: int) -> float:
+    return scrape(port).get("logflume_broker_requests_total", api="Produce") or 0.0
+
+
 def one(variant: str, seconds: float) -> dict[str, float]:
     settings, scraper = {}, None
     if variant == "on":
@@ -63,8 +70,15 @@ def one(variant: str, seconds: float) -> dict[str, float]:
         for name, batch in WORKLOADS.items():
             topic = f"metrics-{batch}"
             broker.create_topic(topic, PARTITIONS)
+            before = _produce_requests(port) if scraper else 0
+            cpu = broker.cpu_seconds()
             r = produce_run(broker, topic, seconds, 2, acks=1, batch_messages=batch)
             rates[name] = r["rate"]
+            if scraper is not None:
+                requests = _produce_requests(port) - before
+                rates[f"{name}: broker CPU us per produce request"] = (
+                    (broker.cpu_seconds() - cpu) / requests * 1e6
+                )
         if scraper is not None:
             scraper.stopped.set()
             scraper.join(15)
@@ -99,6 +113,9 @@ def main() -> None:
         print(f"| {name} | {off:,.0f} | {on:,.0f} | {on / off:.3f} |")
     size = statistics.median(x["scrape bytes"] for x in runs["on"])
     print(f"one scrape: {size:,.0f} bytes")
+    for name in WORKLOADS:
+        key = f"{name}: broker CPU us per produce request"
+        print(f"{key} (metrics on): {statistics.median(x[key] for x in runs['on']):,.0f}")
 
 
 if __name__ == "__main__":

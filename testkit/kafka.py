@@ -68,6 +68,33 @@ def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float 
         c.close()
 
 
+def consume_and_commit(
+    bootstrap: str, topic: str, group: str, count: int, timeout: float = 60.0
+) -> None:
+    """Read `count` records of `topic` from the start as member of `group`, then
+    commit: the group's committed offsets are then known to the test."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.subscribe([topic])
+        got, deadline = 0, time.monotonic() + timeout
+        while got < count and time.monotonic() < deadline:
+            for m in c.consume(500, timeout=0.5):
+                if m.error() is not None:
+                    raise KafkaException(m.error())
+                got += 1
+        assert got == count, f"read {got} of {count} records of {topic}"
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+
+
 def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tests"})
     try:

@@ -6,14 +6,13 @@ import json
 import re
 import shutil
 import subprocess
-import time
 
 import pytest
-from confluent_kafka import Consumer
 from prometheus_client.parser import text_string_to_metric_families
 
 from common.hostport import free_port
 from testkit.agent import AgentProcess
+from testkit.kafka import consume_and_commit
 from testkit.procs import wait_until
 from testkit.scrape import scrape
 from tests.deploy.conftest import REPO
@@ -126,26 +125,6 @@ def nginx_line(i: int) -> str:
     )
 
 
-def consume_and_commit(bootstrap: str, count: int) -> None:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": GROUP,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        consumer.subscribe([TOPIC])
-        got, deadline = 0, time.monotonic() + 60
-        while got < count and time.monotonic() < deadline:
-            got += sum(m.error() is None for m in consumer.consume(100, timeout=0.5))
-        assert got == count
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
-
-
 def exposed_names(text: str) -> set[str]:
     """Every series name a /metrics text declares, samples or not (a family with
     labels and nothing counted yet, like request errors, has none): a counter's
@@ -185,7 +164,7 @@ def exposition(tmp_path, broker_factory) -> set[str]:
             lambda: "logflume_agent_kafka_broker_up" in scrape(agent.metrics_port).names(),
             what="the producer's statistics",
         )
-        consume_and_commit(broker.bootstrap, LINES)
+        consume_and_commit(broker.bootstrap, TOPIC, GROUP, LINES)
         agent_names = exposed_names(scrape(agent.metrics_port).text)
     finally:
         agent.stop()

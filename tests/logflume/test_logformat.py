@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 
 import orjson
-import pytest
 
 import logflume
 from broker.cluster.launcher import broker_command
@@ -190,9 +189,6 @@ def test_broker_logs_json_lines_and_stops_on_sigterm(tmp_path):
     assert out.find("broker stopped")
 
 
-@pytest.mark.skipif(
-    not Path("/usr/share/java/zookeeper.jar").exists(), reason="needs Debian's zookeeper"
-)
 def test_cluster_up_passes_json_on_to_its_brokers(tmp_path):
     """The supervisor's console and each broker's log file are JSON lines; ZooKeeper
     keeps its own log4j format in its file."""

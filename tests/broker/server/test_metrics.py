@@ -3,15 +3,15 @@ real clients (confluent-kafka, raw frames), scraped and parsed with prometheus_c
 
 import json
 import struct
-import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 import logflume
 from broker.protocol import ApiKey
 from common.hostport import free_port
+from testkit.kafka import consume_and_commit
 from testkit.procs import BrokerProcess, wait_until
 from testkit.scrape import scrape
 from tests.broker.server.test_bad_input import still_serving
@@ -38,32 +38,9 @@ def produce(bootstrap: str, count: int) -> None:
     assert p.flush(30) == 0
 
 
-def consume_and_commit(bootstrap: str, count: int, timeout: float = 60.0) -> None:
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": GROUP,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        c.subscribe([TOPIC])
-        got = 0
-        deadline = time.monotonic() + timeout
-        while got < count and time.monotonic() < deadline:
-            for m in c.consume(500, timeout=0.5):
-                assert m.error() is None, m.error()
-                got += 1
-        assert got == count
-        c.commit(asynchronous=False)
-    finally:
-        c.close()
-
-
 def test_counts_match_the_workload(broker):
     produce(broker.bootstrap, 500)
-    consume_and_commit(broker.bootstrap, 500)
+    consume_and_commit(broker.bootstrap, TOPIC, GROUP, 500)
     m = scrape(broker.metrics_port)
     topic = {"topic": TOPIC}
     assert m.get("logflume_broker_messages_in_total", **topic) == 500

@@ -26,12 +26,18 @@ def produce_reporting(
     bootstrap: str, topic: str, messages: list[dict], codec: str = "none"
 ) -> dict[int, object]:
     """Produce `messages` in one batch, then once more those failed only for sharing
-    a batch with a bad record; {index: KafkaError or None} of the last attempt."""
+    a batch with a bad record; {index: KafkaError or None} of the last attempt.
+
+    One batch matters: librdkafka names records only in a batch with several record
+    errors (with a single one it fails the whole batch with the partition's error).
+    With a short linger the messages were cut into two batches on a loaded machine,
+    when the producer's thread took the first ones before the rest was queued; the
+    linger is now far longer than queueing them takes, and `flush` sends at once."""
     results: dict[int, object] = {}
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "linger.ms": 200,
+            "linger.ms": 10_000,
             "retries": 0,
             "compression.type": codec,
         }
@@ -40,7 +46,7 @@ def produce_reporting(
     def send(indexes):
         for i in indexes:
             report = lambda err, _msg, i=i: results.__setitem__(i, err)  # noqa: E731
-            p.produce(topic, on_delivery=report, **messages[i])
+            p.produce(topic, partition=0, on_delivery=report, **messages[i])
         assert p.flush(30) == 0
 
     send(range(len(messages)))

@@ -18,6 +18,8 @@ declare -A wanted=(
   [redis-server]=redis-server
   [redis-benchmark]=redis-tools
   [shellcheck]=shellcheck
+  [chromium]=chromium  # the web console's tests render its page in headless Chromium
+  [chromedriver]=chromium-driver
   [man]=man-db  # the tests render `logflume manpage`
   # promtool checks deploy/monitoring's alert rules and scrape config. The package
   # also holds the Prometheus server, which its postinst does not start in a

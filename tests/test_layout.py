@@ -7,7 +7,17 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("common", "logflume", "broker", "agent", "sources", "sinks", "spark_etl", "testkit")
+PACKAGES = (
+    "common",
+    "logflume",
+    "broker",
+    "agent",
+    "sources",
+    "sinks",
+    "spark_etl",
+    "testkit",
+    "console",
+)
 
 
 def module_name(path: Path) -> str:

@@ -12,7 +12,9 @@ Theory of operation:
 2. Children start in order under `logflume.supervisor`: the broker (waited for on its
    port), then the topics are created (so consumers do not race auto-creation with
    default settings), the agents (waited for on /health), the traffic generator,
-   and the near-real-time Spark job unless `--no-spark`. The generator first writes
+   the web console (`logflume console` on 127.0.0.1:`--console-port`, reading the
+   broker and the agents' metrics), and the near-real-time Spark job unless
+   `--no-spark`. The generator first writes
    `--backfill-seconds` of history into a new access log and Spark starts a new
    checkpoint at the earliest offsets, so complete minutes are reported as soon as
    Spark runs. Then a banner says what to try, and from then on crashed children
@@ -83,6 +85,12 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--udp-port", type=int, help="override the agents' UDP source port")
     p.add_argument("--metrics-port", type=int, help="override the agent's /metrics port")
+    p.add_argument(
+        "--console-port",
+        type=int,
+        default=8288,
+        help="the web console's port on 127.0.0.1 (default 8288)",
+    )
     p.add_argument(
         "--trigger-seconds",
         type=int,
@@ -308,6 +316,11 @@ class Demo:
         for name in config.agents():
             argv = self.py + ["agent", "run", "--config", str(config_path), "--name", name]
             sup.start(ChildSpec(name, argv + ["--state-dir", str(data / "agent" / name)]))
+        agents = [config.metrics_address(name) for name in config.agents()]
+        console = self.py + ["console", "--bootstrap-server", self.bootstrap]
+        console += ["--listen", f"127.0.0.1:{args.console_port}"]
+        console += ["--agents", ",".join(f"{h}:{p}" for h, p in filter(None, agents))]
+        sup.start(ChildSpec("console", console))
         sup.start(
             ChildSpec(
                 "loggen",
@@ -339,6 +352,7 @@ class Demo:
             for proto, port in config.listeners(name):
                 check = udp_bound if proto == "udp" else port_open
                 self.wait(f"agent {name} {proto} port {port}", lambda c=check, p=port: c(p))
+        self.wait("console", lambda: healthy("127.0.0.1", args.console_port))
 
     def start_cluster(self) -> tuple[int, dict[str, str]]:
         """ZooKeeper and `--cluster` brokers as supervised children, their output on
@@ -387,6 +401,7 @@ class Demo:
             if address:
                 lines.append(f"           metrics http://{address[0]}:{address[1]}/metrics")
         lines.append(f"           config {rel(config_path)} (derived from {self.args.config})")
+        lines.append(f"  console  http://127.0.0.1:{self.args.console_port}/")
         access = rel(self.data_dir / "demo" / "access.log")
         lines.append(f"  loggen   ~{self.args.rate:g} nginx lines/s appended to {access}")
         stats = rel(self.data_dir / "stats")
@@ -460,6 +475,12 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    if not port_free(args.console_port):
+        print(
+            f"logflume up: port {args.console_port} is in use; pick another with --console-port",
+            file=sys.stderr,
+        )
+        return 2
     demo = Demo(args)
     config = DemoConfig(raw, demo.data_dir, demo.bootstrap, args.udp_port, args.metrics_port)
     config_path = demo.data_dir / "run" / "pipelines.yaml"

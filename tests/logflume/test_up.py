@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -86,6 +87,7 @@ class Up:
     ):
         self.broker_port = free_port() if brokers == 1 else free_port_run(brokers)
         self.udp_port, self.metrics_port = free_port(), free_port()
+        self.console_port = free_port()
         ports = range(self.broker_port, self.broker_port + brokers)
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
         self.data_dir = tmp_path / "data"
@@ -95,6 +97,7 @@ class Up:
         cmd += [] if spark else ["--no-spark"]
         cmd += ["--data-dir", str(self.data_dir), "--broker-port", str(self.broker_port)]
         cmd += ["--udp-port", str(self.udp_port), "--metrics-port", str(self.metrics_port)]
+        cmd += ["--console-port", str(self.console_port)]
         cmd += ["--rate", "200", *extra]
         cmd += ["--cluster", str(brokers)] if brokers > 1 else []
         self.proc = subprocess.Popen(
@@ -197,6 +200,7 @@ def test_demo_end_to_end_then_clean_stop(up_factory):
     out = up.output
     assert f"echo hello | nc -u -w1 127.0.0.1 {up.udp_port}" in out
     assert f"logflume consume --bootstrap-server {up.bootstrap} --topic netcat" in out
+    assert f"console  http://127.0.0.1:{up.console_port}/" in out
     pids, groups = up.tree()
     assert len(pids) >= 3  # broker, agent, generator
 
@@ -220,12 +224,45 @@ def test_demo_end_to_end_then_clean_stop(up_factory):
     records = [r for r in map(_json_or_none, values) if isinstance(r, dict) and "method" in r]
     assert len(values) == 20 and len(records) >= 17, values
     assert all(r["method"] and r["status"] >= 100 and r["path"].startswith("/") for r in records)
+    check_console(up)
 
     up.proc.send_signal(signal.SIGTERM)
     assert up.proc.wait(60) == 0, up.output
     up.reader.join(5)
     assert up.lines[-1].endswith("stopped")
     assert wait_gone(pids | in_groups(groups), timeout=5) == set()
+
+
+def check_console(up: Up) -> None:
+    """The demo's web console answers: its page, and JSON showing the demo's topics,
+    its agent (healthy, with its components) and no error."""
+    base = f"http://127.0.0.1:{up.console_port}"
+    with urllib.request.urlopen(f"{base}/", timeout=10) as resp:
+        assert "logflume console" in resp.read().decode()
+
+    def get(part: str) -> dict:
+        with urllib.request.urlopen(f"{base}/api/{part}", timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def cluster_ready():
+        data = get("cluster")["data"]
+        return data and {"nginx-access", "netcat"} <= {t["name"] for t in data["topics"]}
+
+    wait_until(cluster_ready, 30, "the console to list the demo's topics")
+    assert get("cluster")["error"] is None
+
+    def agent_ready():
+        agents = (get("agents")["data"] or {}).get("agents") or []
+        return agents and agents[0]["status"] == "ok" and agents[0]
+
+    agent = wait_until(agent_ready, 30, "the console to show the agent healthy")
+    names = {(c["kind"], c["name"]) for c in agent["components"]}
+    assert {("source", "nginx"), ("source", "netcat"), ("channel", "nginx")} <= names
+    with urllib.request.urlopen(
+        f"{base}/api/messages?topic=netcat&partition=0&n=5", timeout=20
+    ) as resp:
+        records = json.loads(resp.read())["data"]["records"]
+    assert [r["value"] for r in records][-3:] == consume(up.bootstrap, "netcat", 3)
 
 
 def test_demo_logs_json_lines_when_asked(up_factory):

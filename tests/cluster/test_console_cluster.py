@@ -1,0 +1,63 @@
+"""`logflume console` against a 3-broker cluster (real ZooKeeper), in headless
+Chromium: every broker listed, the controller the cluster reports, and a replicated
+topic's partitions with 3 replicas, all in the ISR."""
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.console.browser import (
+    ConsoleProcess,
+    chromium,
+    save_screenshot,
+    severe_browser_logs,
+    text_of,
+    wait_for_text,
+)
+
+TOPIC = "console-replicated"
+
+
+@pytest.fixture
+def driver(tmp_path):
+    browser = chromium(tmp_path)
+    yield browser
+    browser.quit()
+
+
+def test_console_shows_a_three_broker_cluster(cluster_factory, tmp_path, driver):
+    cluster = cluster_factory(3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics(
+        [NewTopic(TOPIC, num_partitions=2, replication_factor=3)], operation_timeout=15
+    ).values():
+        future.result(timeout=30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce(TOPIC, value=b"r%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    controller = admin.describe_cluster(request_timeout=10).result(timeout=15).controller.id
+
+    console = ConsoleProcess(tmp_path, "--bootstrap-server", cluster.bootstrap).start()
+    try:
+        driver.get(console.url)
+        wait_for_text(driver, "#controller", f"broker {controller}")
+        wait_for_text(driver, "#brokers tbody", lambda t: t.count("127.0.0.1") == 3)
+        for broker_id in (0, 1, 2):
+            assert text_of(driver, f'[data-broker="{broker_id}"] .broker-id') == str(broker_id)
+        role = f'[data-broker="{controller}"] td:last-child'
+        assert text_of(driver, role) == "controller"
+        wait_for_text(driver, f'tr.topic-row[data-topic="{TOPIC}"] .topic-name', TOPIC)
+        for partition in (0, 1):
+            row = f'tr[data-topic="{TOPIC}"][data-partition="{partition}"]'
+            wait_for_text(driver, f"{row} .isr", lambda t: sorted(t.split(",")) == ["0", "1", "2"])
+            assert sorted(text_of(driver, f"{row} .replicas").split(",")) == ["0", "1", "2"]
+            assert text_of(driver, f"{row} .leader") in ("0", "1", "2")
+        # sizes without --broker-metrics: a dash, and the page says why
+        assert text_of(driver, f'tr[data-topic="{TOPIC}"][data-partition="0"] .size') == "—"
+        assert "--broker-metrics" in text_of(driver, "#sizes-note")
+        save_screenshot(driver, tmp_path, "console-cluster.png")
+        assert severe_browser_logs(driver) == []
+    finally:
+        console.stop()
+    assert console.proc.returncode == 0, console.log_text()

@@ -236,9 +236,15 @@ def create_topics(
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from logflume.client_config import Quiet
     from logflume.supervisor import Stopped
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+    # Quiet: librdkafka would print raw `%6|...` lines (e.g. "Purging 1 unserved
+    # events" when the client is destroyed) on our console, past --log-format json;
+    # what fails is reported from the futures.
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "logger": Quiet()}
+    )
     wanted = dict(TOPICS)
     created = []
     while wanted:

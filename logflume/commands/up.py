@@ -13,7 +13,8 @@ Theory of operation:
    port), then the topics are created (so consumers do not race auto-creation with
    default settings), the agents (waited for on /health), the traffic generator,
    the web console (`logflume console` on 127.0.0.1:`--console-port`, reading the
-   broker and the agents' metrics), and the near-real-time Spark job unless
+   broker, its metrics on 127.0.0.1:`--broker-metrics-port` for partition sizes (single
+   node only), and the agents' metrics), and the near-real-time Spark job unless
    `--no-spark`. The generator first writes
    `--backfill-seconds` of history into a new access log and Spark starts a new
    checkpoint at the earliest offsets, so complete minutes are reported as soon as
@@ -90,6 +91,12 @@ def add_parser(subparsers) -> None:
         type=int,
         default=8288,
         help="the web console's port on 127.0.0.1 (default 8288)",
+    )
+    p.add_argument(
+        "--broker-metrics-port",
+        type=int,
+        default=8287,
+        help="the single-node broker's /metrics port on 127.0.0.1 (default 8287)",
     )
     p.add_argument(
         "--trigger-seconds",
@@ -287,6 +294,9 @@ class Demo:
         self.sup = Supervisor(grace=args.grace, log_format=args.log_format)
         self.log_flags = logging_flags(args)
         self.py = [sys.executable, "-m", "logflume", *self.log_flags]
+        # the single node serves /metrics (partition sizes in the console); a cluster's
+        # brokers do not (`logflume cluster up` gives them no metrics port)
+        self.broker_metrics = None if args.cluster else f"127.0.0.1:{args.broker_metrics_port}"
 
     def wait(self, what: str, ready, timeout: float = STARTUP_TIMEOUT) -> None:
         self.sup.wait_for(what, ready, timeout, self.stop)
@@ -301,7 +311,8 @@ class Demo:
         else:
             broker = self.py + ["broker", "--data-dir", str(data / "broker")]
             broker += ["--listen", self.bootstrap]
-            for key, value in BROKER_SETTINGS.items():
+            settings = {**BROKER_SETTINGS, "metrics.listen": self.broker_metrics}
+            for key, value in settings.items():
                 broker += ["--set", f"{key}={value}"]
             sup.start(ChildSpec("broker", broker))
             self.wait("broker", lambda: port_open(args.broker_port))
@@ -326,6 +337,8 @@ class Demo:
         console = self.py + ["console", "--bootstrap-server", self.bootstrap]
         console += ["--listen", f"127.0.0.1:{args.console_port}"]
         console += ["--agents", ",".join(f"{h}:{p}" for h, p in filter(None, agents))]
+        if self.broker_metrics:
+            console += ["--broker-metrics", self.broker_metrics]
         sup.start(ChildSpec("console", console))
         sup.start(
             ChildSpec(
@@ -397,6 +410,7 @@ class Demo:
             )
         else:
             lines.append(f"  broker   {self.bootstrap}, data in {rel(self.data_dir / 'broker')}")
+            lines.append(f"           metrics http://{self.broker_metrics}/metrics")
         for name in config.agents():
             for source, topics in config.routes(name):
                 what = source.get("type", "?")
@@ -481,12 +495,13 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    if not port_free(args.console_port):
-        print(
-            f"logflume up: port {args.console_port} is in use; pick another with --console-port",
-            file=sys.stderr,
-        )
-        return 2
+    ports = [("--console-port", args.console_port)]
+    if not args.cluster:
+        ports.append(("--broker-metrics-port", args.broker_metrics_port))
+    for flag, port in ports:
+        if not port_free(port):
+            print(f"logflume up: port {port} is in use; pick another with {flag}", file=sys.stderr)
+            return 2
     demo = Demo(args)
     config = DemoConfig(raw, demo.data_dir, demo.bootstrap, args.udp_port, args.metrics_port)
     config_path = demo.data_dir / "run" / "pipelines.yaml"

@@ -88,6 +88,7 @@ class Up:
         self.broker_port = free_port() if brokers == 1 else free_port_run(brokers)
         self.udp_port, self.metrics_port = free_port(), free_port()
         self.console_port = free_port()
+        self.broker_metrics_port = free_port()
         ports = range(self.broker_port, self.broker_port + brokers)
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
         self.data_dir = tmp_path / "data"
@@ -98,6 +99,7 @@ class Up:
         cmd += ["--data-dir", str(self.data_dir), "--broker-port", str(self.broker_port)]
         cmd += ["--udp-port", str(self.udp_port), "--metrics-port", str(self.metrics_port)]
         cmd += ["--console-port", str(self.console_port)]
+        cmd += ["--broker-metrics-port", str(self.broker_metrics_port)]
         cmd += ["--rate", "200", *extra]
         cmd += ["--cluster", str(brokers)] if brokers > 1 else []
         self.proc = subprocess.Popen(
@@ -201,6 +203,7 @@ def test_demo_end_to_end_then_clean_stop(up_factory):
     assert f"echo hello | nc -u -w1 127.0.0.1 {up.udp_port}" in out
     assert f"logflume consume --bootstrap-server {up.bootstrap} --topic netcat" in out
     assert f"console  http://127.0.0.1:{up.console_port}/" in out
+    assert f"metrics http://127.0.0.1:{up.broker_metrics_port}/metrics" in out
     pids, groups = up.tree()
     assert len(pids) >= 3  # broker, agent, generator
 
@@ -250,6 +253,12 @@ def check_console(up: Up) -> None:
 
     wait_until(cluster_ready, 30, "the console to list the demo's topics")
     assert get("cluster")["error"] is None
+
+    def netcat_size():  # from the demo broker's /metrics, once the test's lines are in
+        topics = {t["name"]: t for t in get("cluster")["data"]["topics"]}
+        return topics["netcat"]["size"]
+
+    wait_until(netcat_size, 30, "the console to show netcat's size from the broker's metrics")
 
     def agent_ready():
         agents = (get("agents")["data"] or {}).get("agents") or []

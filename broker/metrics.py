@@ -83,6 +83,7 @@ class TopicStats:
 
     __slots__ = (
         "messages_in",
+        "messages_out",
         "bytes_in",
         "bytes_out",
         "replication_bytes_in",
@@ -90,7 +91,7 @@ class TopicStats:
     )
 
     def __init__(self) -> None:
-        self.messages_in = self.bytes_in = self.bytes_out = 0
+        self.messages_in = self.messages_out = self.bytes_in = self.bytes_out = 0
         self.replication_bytes_in = self.replication_bytes_out = 0
 
 
@@ -214,6 +215,7 @@ class BrokerMetrics:
     def _topic_counters(self) -> Iterator[Metric]:
         fields = (
             ("messages_in", "Records appended by producers"),
+            ("messages_out", "Records sent to consumers, from each fetch offset on"),
             ("bytes_in", "Record batch bytes appended by producers"),
             ("bytes_out", "Record batch bytes sent to consumers"),
             ("replication_bytes_in", "Record batch bytes appended from leaders, as a follower"),

@@ -83,6 +83,7 @@ class FetchSlice:
     file: SegmentFile
     position: int
     length: int
+    end_offset: int  # the offset after the slice's last batch
 
     def __len__(self) -> int:
         return self.length

@@ -392,12 +392,12 @@ class PartitionLog:
         start, header = found
         if max_offset is not None and header.base_offset >= max_offset:
             return None
-        end = seg.size if max_offset is None else seg.position_of(max_offset)
+        end = seg.size if max_offset is None else seg.position_of(max_offset)[0]
         first_end = start + header.size
         if first_end >= end or max_bytes <= header.size:
-            return FetchSlice(seg.file, start, header.size)
-        stop = seg.boundary_at_or_before(start, min(end, start + max_bytes))
-        return FetchSlice(seg.file, start, max(stop, first_end) - start)
+            return FetchSlice(seg.file, start, header.size, header.last_offset + 1)
+        stop, end_offset = seg.boundary_at_or_before(start, min(end, start + max_bytes))
+        return FetchSlice(seg.file, start, stop - start, end_offset)
 
     def read_batches(
         self, offset: int, max_bytes: int, max_offset: int | None = None

@@ -301,26 +301,32 @@ class LogSegment:
                 return pos, h
             pos += h.size
 
-    def position_of(self, offset: int) -> int:
-        """Position of the first batch whose base offset is >= `offset` (or the size)."""
+    def position_of(self, offset: int) -> tuple[int, int]:
+        """(position, base offset) of the first batch whose base offset is >= `offset`,
+        or (size, next offset) past the last batch."""
         if offset >= self.next_offset:
-            return self.size
+            return self.size, self.next_offset
         pos = self.index.lookup(offset)[1]
         while True:
             h = self.read_header(pos)
-            if h is None or h.base_offset >= offset:
-                return pos if h is not None else self.size
+            if h is None:
+                return self.size, self.next_offset
+            if h.base_offset >= offset:
+                return pos, h.base_offset
             pos += h.size
 
-    def boundary_at_or_before(self, start: int, limit: int) -> int:
-        """The last batch boundary <= `limit`, scanning from `start` (a boundary)."""
+    def boundary_at_or_before(self, start: int, limit: int) -> tuple[int, int]:
+        """The last batch boundary <= `limit`, scanning from `start` (a boundary), and
+        the offset there (the base offset of the batch it starts, or the next offset)."""
         if limit >= self.size:
-            return self.size
+            return self.size, self.next_offset
         pos = max(start, self.index.lookup_position(limit)[1])
         while True:
             h = self.read_header(pos)
-            if h is None or pos + h.size > limit:
-                return pos
+            if h is None:
+                return pos, self.next_offset
+            if pos + h.size > limit:
+                return pos, h.base_offset
             pos += h.size
 
     # -- lifecycle -----------------------------------------------------------------

@@ -143,7 +143,7 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
 
 
 def _response(core, topics: list[dict], version: int, body: dict) -> dict:
-    _count_bytes_out(core, topics, follower=body["replica_id"] >= 0)
+    _count_out(core, topics, body)
     if version <= 3:
         _down_convert(topics, version, body)
     return {
@@ -154,16 +154,26 @@ def _response(core, topics: list[dict], version: int, body: dict) -> dict:
     }
 
 
-def _count_bytes_out(core, topics: list[dict], follower: bool) -> None:
+def _count_out(core, topics: list[dict], body: dict) -> None:
+    """Bytes sent per topic, to followers or to consumers; for consumers also the
+    records from each fetch offset to the end of what is sent (offsets, so a
+    compacted topic's gaps count too)."""
     stats = core.metrics.topics
-    for topic in topics:
-        sent = sum(len(part["records"]) for part in topic["partitions"])
+    follower = body["replica_id"] >= 0
+    for topic, wanted in zip(topics, body["topics"], strict=True):
+        sent = messages = 0
+        for part, req in zip(topic["partitions"], wanted["partitions"], strict=True):
+            piece = part["records"]
+            if len(piece):
+                sent += len(piece)
+                messages += piece.end_offset - req["fetch_offset"]
         if not sent:
             continue
         if follower:
             stats[topic["topic"]].replication_bytes_out += sent
         else:
             stats[topic["topic"]].bytes_out += sent
+            stats[topic["topic"]].messages_out += messages
 
 
 def _down_convert(topics: list[dict], version: int, body: dict) -> None:

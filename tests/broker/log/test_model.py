@@ -100,6 +100,7 @@ class LogModel(RuleBasedStateMachine):
             : len(got)
         ]
         assert len(got) == 1 or piece.length <= max_bytes
+        assert piece.end_offset == got[-1].last_offset + 1  # appends leave no gaps
         if len(got) < len(expected):
             nxt = expected[len(got)]
             seg_bases = [s.base_offset for s in log.segments]

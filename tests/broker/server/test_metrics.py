@@ -51,6 +51,7 @@ def test_counts_match_the_workload(broker):
     part = {"topic": TOPIC, "partition": "0"}
     assert m.get("logflume_broker_log_size_bytes", **part) == bytes_in
     assert m.get("logflume_broker_bytes_out_total", **topic) >= bytes_in
+    assert m.get("logflume_broker_messages_out_total", **topic) == 500
     assert m.get("logflume_broker_log_end_offset", **part) == 500
     assert m.get("logflume_broker_high_watermark", **part) == 500
     assert m.get("logflume_broker_log_segments", **part) == 1

@@ -206,7 +206,13 @@ def test_restarted_broker_registers_again(cluster):
             f"broker {leader} to register again",
         )
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        assert leader in admin.list_topics(timeout=10).brokers
+        # the broker answering Metadata learns of the registration from its own
+        # ZooKeeper watch, a moment after the znode exists
+        wait_until(
+            lambda: leader in admin.list_topics(timeout=10).brokers,
+            DEADLINE,
+            f"the brokers' metadata to list broker {leader} again",
+        )
         wait_until(
             lambda: (
                 leader

@@ -47,3 +47,14 @@ def module_broker(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("module-broker") / "data").start()
     yield b
     b.stop()
+
+
+@pytest.fixture
+def driver(tmp_path):
+    """Headless Chromium for the console's page tests (tests/console/browser.py),
+    shared by the single-node and the cluster tests; closed after the test."""
+    from tests.console.browser import chromium
+
+    browser = chromium(tmp_path)
+    yield browser
+    browser.quit()

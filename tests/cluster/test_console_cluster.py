@@ -2,13 +2,11 @@
 Chromium: every broker listed, the controller the cluster reports, and a replicated
 topic's partitions with 3 replicas, all in the ISR."""
 
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.console.browser import (
     ConsoleProcess,
-    chromium,
     save_screenshot,
     severe_browser_logs,
     text_of,
@@ -16,13 +14,6 @@ from tests.console.browser import (
 )
 
 TOPIC = "console-replicated"
-
-
-@pytest.fixture
-def driver(tmp_path):
-    browser = chromium(tmp_path)
-    yield browser
-    browser.quit()
 
 
 def test_console_shows_a_three_broker_cluster(cluster_factory, tmp_path, driver):

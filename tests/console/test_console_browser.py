@@ -6,7 +6,6 @@ and the browser's console must have no error."""
 
 import json
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -16,7 +15,6 @@ from testkit.procs import wait_until
 from tests.console.browser import (
     ConsoleProcess,
     chart_drawn,
-    chromium,
     save_screenshot,
     severe_browser_logs,
     text_of,
@@ -96,13 +94,6 @@ def stats_rows() -> list[tuple[bytes, bytes]]:
             )
     rows.append({**rows[2], "requests": 40, "status_2xx": 40})
     return [(r["host"].encode(), json.dumps(r).encode()) for r in rows]
-
-
-@pytest.fixture
-def driver(tmp_path):
-    browser = chromium(tmp_path)
-    yield browser
-    browser.quit()
 
 
 def test_console_single_node_in_a_browser(tmp_path, broker_factory, driver):

@@ -174,7 +174,7 @@ class BrokerMetrics:
             RequestStats
         )
         self.invalid_requests = 0
-        self.connections = 0
+        self.open_connections: set = set()  # the server's live connections (BrokerServer)
         self.connections_created = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -261,7 +261,9 @@ class BrokerMetrics:
         yield purgatory
 
     def _connection_metrics(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily(PREFIX + "connections", "Open client connections", self.connections)
+        yield GaugeMetricFamily(
+            PREFIX + "connections", "Open client connections", len(self.open_connections)
+        )
         yield CounterMetricFamily(
             PREFIX + "connections_created", "Client connections accepted", self.connections_created
         )

@@ -102,14 +102,11 @@ class Connection(asyncio.Protocol):
             transport.abort()
             return
         self.server.connections.add(self)
-        self.metrics.connections += 1
         self.metrics.connections_created += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self in self.server.connections:
-            self.server.connections.discard(self)
-            self.metrics.connections -= 1
+        self.server.connections.discard(self)
         for slot in self._pending:
             if slot.future is not None:
                 slot.future.cancel()

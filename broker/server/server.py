@@ -37,6 +37,7 @@ class BrokerServer:
         self.config = config
         self.core = BrokerCore(config)
         self.connections: set[Connection] = set()
+        self.core.metrics.open_connections = self.connections
         self.direct_sendfile = hasattr(os, "sendfile")
         self.loop_sendfile = False
         self.fenced = False

@@ -6,9 +6,25 @@ import logging
 import os
 import re
 import sys
+from pathlib import Path
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 LOOPBACK = "127.0.0.1"
+
+# The FAIR scheduler pools of the realtime job, declared in conf/fairscheduler.xml.
+PROVISIONAL_POOL = "logflume-provisional"
+FINAL_POOL = "logflume-final"
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+LOG4J2_CONFIG = CONF_DIR / "log4j2.xml"
+POOLS_FILE = CONF_DIR / "fairscheduler.xml"
+# The system property conf/log4j2.xml takes the log file's path from.
+LOG_FILE_PROPERTY = "logflume.spark.log"
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+SCHEDULER_MODE = "spark.scheduler.mode"
+ALLOCATION_FILE = "spark.scheduler.allocation.file"
+# log4j2 also accepts the property's 1.x-era name.
+_LOG4J_CONFIG_OPTION = re.compile(r"-Dlog4j2?\.configurationFile=")
 
 
 def spark_session(
@@ -17,6 +33,7 @@ def spark_session(
     conf: dict[str, str] | None = None,
     log_level: str = "WARN",
     ui: tuple[str, int] | None = None,
+    log_file: str | None = None,
 ):
     """Get or create the session: UTC session time zone, dynamic partition
     overwrite, Python workers on this interpreter (so they see the same packages),
@@ -31,6 +48,23 @@ def spark_session(
     instead of Spark's 200 (200 tiny tasks per shuffle cost a minute per micro-batch
     on two cores), unless `conf`, spark-defaults.conf or spark-submit set it. A
     streaming query keeps the value its checkpoint was created with.
+
+    Logging (`driver_settings`): the driver JVM this call starts logs with
+    conf/log4j2.xml, which keeps the console to errors and the few warnings a user
+    can act on. With `log_file`, everything else worth keeping (Spark's INFO lines,
+    every other WARN) goes to that file, rolled over at 10 MiB with three older
+    files kept; `log_level` is then not applied, because SparkContext.setLogLevel
+    sets the root level, which the file's share of the log depends on. Without
+    `log_file` there is no file, and `log_level` sets the root level as before,
+    within the console's limits: "ERROR" also silences the few warnings shown,
+    "INFO" shows nothing more (a log file has it).
+
+    With `spark.scheduler.mode` FAIR, the scheduler's pools (PROVISIONAL_POOL,
+    FINAL_POOL) come from conf/fairscheduler.xml, unless the settings name an
+    allocation file of their own.
+
+    Neither applies when this process already runs a JVM (spark-submit, a second
+    call): its logging and pools stay as they were set up when it started.
     """
     from pyspark.sql import SparkSession
 
@@ -45,10 +79,15 @@ def spark_session(
     )
     settings = local_listeners(ui) if local_cores(master) else {}
     settings.update(conf or {})
+    if log_file is not None:
+        log_file = os.path.abspath(log_file)
+        os.makedirs(os.path.dirname(log_file), exist_ok=True)
+    settings.update(driver_settings({**spark_defaults(), **settings}, log_file))
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(log_level)
+    if log_file is None:
+        spark.sparkContext.setLogLevel(log_level)
     # py4j logs every callback at INFO ("Received command c on object id p0"), once
     # per micro-batch and query under a root logger at INFO such as the CLI's.
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -57,6 +96,56 @@ def spark_session(
         spark.conf.set(SHUFFLE_PARTITIONS, str(2 * cores))
     register(spark)
     return spark
+
+
+def driver_settings(effective: dict[str, str], log_file: str | None) -> dict[str, str]:
+    """The settings that give the driver JVM logflume's logging and scheduler pools,
+    given the `effective` settings (spark-defaults.conf overlaid with the caller's).
+
+    PySpark hands the builder's settings to the spark-submit that starts the JVM, so
+    `spark.driver.extraJavaOptions` reaches the JVM's command line. The options
+    already in effect are kept, the log4j2 configuration file and the log file's
+    property appended; a configuration file named there wins over conf/log4j2.xml
+    (and then `log_file` is written only if that configuration refers to
+    LOG_FILE_PROPERTY). The allocation file is set only in FAIR mode, where Spark
+    reads it, and only if none is set.
+    """
+    options = effective.get(DRIVER_JAVA_OPTIONS, "").strip()
+    added = []
+    if not _LOG4J_CONFIG_OPTION.search(options):
+        added.append(java_property("log4j2.configurationFile", str(LOG4J2_CONFIG)))
+    if log_file is not None:
+        added.append(java_property(LOG_FILE_PROPERTY, log_file))
+    settings = {DRIVER_JAVA_OPTIONS: " ".join([options, *added]).strip()} if added else {}
+    fair = effective.get(SCHEDULER_MODE, "").strip().upper() == "FAIR"
+    if fair and not effective.get(ALLOCATION_FILE):
+        settings[ALLOCATION_FILE] = POOLS_FILE.as_uri()
+    return settings
+
+
+def java_property(name: str, value: str) -> str:
+    """`-Dname=value` as one option of a Spark Java options string, which Spark
+    splits at blanks outside quotes, a backslash escaping the next character."""
+    option = f"-D{name}={value}"
+    if re.search(r"[\s\"'\\]", option):
+        return '"' + re.sub(r'(["\\])', r"\\\1", option) + '"'
+    return option
+
+
+def spark_defaults() -> dict[str, str]:
+    """The settings in the spark-defaults.conf that spark-submit will read
+    ($SPARK_CONF_DIR, else the conf directory of the Spark PySpark runs), empty if
+    there is none. The builder's settings replace these, so a value to add to
+    (the driver's Java options) has to be read from here first."""
+    import javaproperties
+    from pyspark.find_spark_home import _find_spark_home
+
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
+    try:
+        with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8") as f:
+            return {k: v.strip() for k, v in javaproperties.load(f).items()}
+    except FileNotFoundError:
+        return {}
 
 
 def local_listeners(ui: tuple[str, int] | None) -> dict[str, str]:

@@ -150,6 +150,11 @@ def freshness(probes, rows, since: float) -> tuple[list[float], int]:
     return out, missing
 
 
+def busy_process() -> subprocess.Popen:
+    """A process spinning on one core, as another tenant of a shared machine."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -167,8 +172,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--rate", type=float, default=5000.0, help="lines per second")
     ap.add_argument("--seconds", type=float, default=60.0, help="measured writing time")
     ap.add_argument("--warmup", type=float, default=30.0, help="writing before measuring")
-    ap.add_argument("--provisional-trigger", type=float, default=1.0, help="seconds")
-    ap.add_argument("--trigger", type=float, default=20.0, help="final windows' trigger, s")
+    ap.add_argument("--trigger", type=float, default=1.0, help="the job's micro-batch interval, s")
+    ap.add_argument(
+        "--busy", type=int, default=0, help="busy processes (a spinning loop each) during the run"
+    )
     ap.add_argument("--poll-interval", type=float, default=0.25, help="tail poll_interval, s")
     ap.add_argument("--linger-ms", type=int, default=5, help="broker sink linger_ms")
     ap.add_argument(
@@ -221,12 +228,12 @@ def measure(args) -> dict:
                       "--topic", "nginx-access", "--output", str(root / "out"),
                       "--checkpoint", str(root / "ckpt"), "--master", "local[2]",
                       "--trigger-seconds", str(args.trigger),
-                      "--provisional-trigger-seconds", str(args.provisional_trigger),
                       "--starting-offsets", "earliest", "--conf", "spark.ui.enabled=false",
                       "--conf", f"spark.sql.shuffle.partitions={args.shuffle_partitions}"]
                 + [a for kv in args.conf for a in ("--conf", kv)],
                 stdout=spark_out, stderr=subprocess.STDOUT,
             ))  # fmt: skip
+            procs += [busy_process() for _ in range(args.busy)]
             watcher.start()
             writer = Writer(log, args.rate, args.warmup + args.seconds)
             began = time.time()
@@ -261,9 +268,14 @@ def measure(args) -> dict:
         "latencies": lat,
         "missing": missing,
         "loads": loads,
-        "batches_ms": [  # provisional micro-batches that ended after the warm-up
-            int(ms)
-            for ms in re.findall(r"realtime-provisional: batch \d+ \((\d+) ms\)", spark_text)
+        # the job's 10 s progress lines after the warm-up: (batches, median ms, max ms)
+        "batches": [
+            tuple(map(int, m))
+            for m in re.findall(r"(\d+) batches, median (\d+) ms, max (\d+) ms", spark_text)
+        ],
+        "behind": [
+            int(n.replace(",", ""))
+            for n in re.findall(r"([\d,]+) records behind the topic's end", spark_text)
         ],
         "minutes": len(writer.per_minute),
         "complete": sum(1 for m, n in writer.per_minute.items() if last.get(m) == n),
@@ -275,8 +287,8 @@ def measure(args) -> dict:
 def settings(args) -> str:
     return (
         f"rate {args.rate:g} lines/s, {args.seconds:g} s measured after {args.warmup:g} s"
-        f" warm-up; provisional trigger {args.provisional_trigger:g} s, final trigger"
-        f" {args.trigger:g} s; tail poll_interval {args.poll_interval:g} s; linger_ms"
+        f" warm-up; micro-batches every {args.trigger:g} s; {args.busy} busy processes;"
+        f" tail poll_interval {args.poll_interval:g} s; linger_ms"
         f" {args.linger_ms}; Spark local[2], {args.shuffle_partitions} shuffle partitions"
         + "".join(f", {kv}" for kv in args.conf)
     )
@@ -286,12 +298,17 @@ def load_text(loads: list[float]) -> str:
     return f"min {min(loads):.1f}, median {statistics.median(loads):.1f}, max {max(loads):.1f}"
 
 
-def batches_text(ms: list[int]) -> str:
-    if not ms:
+def batches_text(r: dict) -> str:
+    """From the job's progress lines: batches, median of the 10 s medians, max, and
+    the records behind the topic's end at each line (max, last)."""
+    if not r["batches"]:
         return "none ended after the warm-up"
+    counts, medians, maxes = zip(*r["batches"], strict=True)
+    behind = r["behind"] or [-1]
     return (
-        f"{len(ms)}, duration median {statistics.median(ms) / 1000:.2f} s,"
-        f" p90 {pct(ms, 0.9) / 1000:.2f} s, max {max(ms) / 1000:.2f} s"
+        f"{sum(counts)}, duration median {statistics.median(medians) / 1000:.2f} s,"
+        f" max {max(maxes) / 1000:.2f} s; records behind the topic's end: max"
+        f" {max(behind):,}, last {behind[-1]:,}"
     )
 
 
@@ -303,8 +320,8 @@ def figures(mode: str) -> list[dict]:
     lat = r["latencies"]
     detail = (
         f"{len(lat)} probes ({r['missing']} never covered) of {args.seconds:g} s after"
-        f" {args.warmup:g} s warm-up; load (1 min) {load_text(r['loads'])}; provisional"
-        f" micro-batches after the warm-up: {batches_text(r['batches_ms'])}; minutes whose"
+        f" {args.warmup:g} s warm-up; load (1 min) {load_text(r['loads'])}; micro-batches"
+        f" after the warm-up: {batches_text(r)}; minutes whose"
         f" last row counts every line: {r['complete']}/{r['minutes']}"
     )
     common = {"area": "spark", "unit": "s", "reference": "issue 6", "detail": detail}
@@ -325,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"settings: {settings(args)}")
     print(f"load average (1 min) during the run: {load_text(r['loads'])}")
     print(f"minutes whose last row counts every line written: {r['complete']}/{r['minutes']}")
-    print(f"provisional micro-batches after the warm-up: {batches_text(r['batches_ms'])}")
+    print(f"micro-batches after the warm-up: {batches_text(r)}")
     if not lat:
         print(f"no probe was covered by a stats row ({missing} probes)")
         progress = [ln for ln in r["spark_text"].splitlines() if "realtime" in ln or "rror" in ln]

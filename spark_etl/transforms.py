@@ -233,36 +233,28 @@ def top_paths(parsed: DataFrame, n: int = TOP_PATHS) -> DataFrame:
     )
 
 
-def minute_stats(parsed: DataFrame, watermark: str = "1 minute") -> DataFrame:
-    """Per-minute tumbling windows per host, for streams: the same figures as hourly.
-
-    The watermark (`time` minus `watermark`) lets append mode emit each window once,
-    when no more on-time rows can arrive for it. Columns: window_start, window_end,
-    host, then the hourly figures.
-    """
-    return _split_percentiles(_minute_windows(parsed, watermark, _counts()))
+MINUTE_ROW_COLUMNS = ("minute", "host", "status", "bytes", "client", "request_time")
 
 
-def minute_counts(parsed: DataFrame, watermark: str = "1 minute") -> DataFrame:
-    """`minute_stats` without the sketches: window_start, window_end, host, requests,
-    status_2xx..status_5xx, bytes. Its state is a few longs per window and host (no
-    percentile or HyperLogLog buffers), so a streaming micro-batch updating it is
-    cheap: the realtime job's provisional rows."""
-    return _minute_windows(parsed, watermark, _plain_counts())
-
-
-def _minute_windows(parsed: DataFrame, watermark: str, aggs: list[Column]) -> DataFrame:
-    agg = (
-        accepted(parsed)
-        .withWatermark("time", watermark)
-        .groupBy(F.window("time", "1 minute"), "host")
-        .agg(*aggs)
+def minute_rows(parsed: DataFrame) -> DataFrame:
+    """What the realtime job keeps of each parsed row: `parse_ok`, `minute` (the
+    start of its one-minute window, epoch seconds), `time_ms` (event time, epoch
+    milliseconds), then host, status, bytes, client and request_time (the inputs of
+    `window_stats`). Unparsable rows keep parse_ok false and nulls. No filter, so
+    nothing here makes Spark parse a row twice."""
+    return parsed.select(
+        "parse_ok",
+        F.unix_seconds(F.date_trunc("minute", "time")).alias("minute"),
+        F.unix_millis("time").alias("time_ms"),
+        *MINUTE_ROW_COLUMNS[1:],
     )
-    return agg.select(
-        F.col("window.start").alias("window_start"),
-        F.col("window.end").alias("window_end"),
-        "*",
-    ).drop("window")
+
+
+def window_stats(rows: DataFrame) -> DataFrame:
+    """The figures of one-minute windows per host from `minute_rows` output (parsed
+    rows only): minute, host, requests, status_2xx..status_5xx, bytes,
+    unique_clients, rt_p50, rt_p95, rt_p99, the same figures as `hourly_stats`."""
+    return _split_percentiles(rows.groupBy("minute", "host").agg(*_counts()))
 
 
 def to_json_value(stats: DataFrame) -> DataFrame:

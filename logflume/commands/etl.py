@@ -2,16 +2,17 @@
 
 `offline` processes what arrived since its last run (Trigger.AvailableNow over a
 checkpoint) into hourly Parquet tables, then exits: schedule it hourly
-(deploy/etl/). `realtime` runs until interrupted, emitting per-minute windows to
-Parquet and to a broker topic every few seconds. See spark_etl/jobs/.
+(deploy/etl/). `realtime` runs until interrupted, publishing per-minute windows to
+a broker topic every second and final ones to Parquet. See spark_etl/jobs/.
 """
 
 import argparse
+import os
 import signal
 import threading
 
-# FAIR scheduling: the provisional query's small jobs (their own pool) get the next
-# free core instead of queueing behind the final queries' tasks.
+# FAIR scheduling: the stream's small jobs (their own pool) get the next free core
+# instead of queueing behind the final rows' jobs.
 REALTIME_CONF = {"spark.scheduler.mode": "FAIR"}
 
 
@@ -39,15 +40,14 @@ def add_parser(subparsers) -> None:
     rt.add_argument(
         "--trigger-seconds",
         type=float,
-        default=20.0,
-        help="micro-batch interval of the final windows (default 20; a minute's final row "
-        "cannot come before the minute and the watermark have passed anyway)",
+        default=1.0,
+        help="micro-batch interval: how often provisional rows are published (default 1)",
     )
     rt.add_argument(
-        "--provisional-trigger-seconds",
-        type=float,
-        default=1.0,
-        help="interval of the provisional (final: false) window updates; 0 = none (default 1)",
+        "--no-provisional",
+        dest="provisional",
+        action="store_false",
+        help="publish final rows only (a minute's final row comes once the watermark passes it)",
     )
     rt.add_argument("--stats-topic", default="nginx-stats", help="topic for the JSON windows")
     rt.add_argument("--watermark", default="1 minute", help="allowed event-time lateness")
@@ -72,6 +72,12 @@ def _common(p, base: str) -> None:
         metavar="[HOST:]PORT",
         help="serve Spark's web UI there (a bare port: on 127.0.0.1); with a local master it "
         "is off by default and the driver listens only on 127.0.0.1",
+    )
+    p.add_argument(
+        "--spark-log",
+        metavar="FILE",
+        help="Spark's own log (warnings kept off the console, INFO lines), rolled at 10 MiB; "
+        "default spark.log in a local --checkpoint directory",
     )
     p.add_argument(
         "--no-fail-on-data-loss",
@@ -106,10 +112,23 @@ def session_conf(args, defaults: dict[str, str] | None = None) -> dict[str, str]
     return conf
 
 
+def spark_log(args) -> str | None:
+    """--spark-log, else spark.log in the checkpoint directory when it is local."""
+    if args.spark_log or "://" in args.checkpoint:
+        return args.spark_log
+    return os.path.join(args.checkpoint, "spark.log")
+
+
 def _spark(args, app: str, defaults: dict[str, str] | None = None):
     from spark_etl.session import spark_session
 
-    return spark_session(args.master, app=app, conf=session_conf(args, defaults), ui=args.spark_ui)
+    return spark_session(
+        args.master,
+        app=app,
+        conf=session_conf(args, defaults),
+        ui=args.spark_ui,
+        log_file=spark_log(args),
+    )
 
 
 def run_offline(args) -> int:
@@ -148,7 +167,7 @@ def run_realtime(args) -> int:
             checkpoint=args.checkpoint,
             stats_topic=args.stats_topic,
             trigger_seconds=args.trigger_seconds,
-            provisional_trigger_seconds=args.provisional_trigger_seconds,
+            provisional=args.provisional,
             watermark=args.watermark,
             starting_offsets=args.starting_offsets,
             fail_on_data_loss=args.fail_on_data_loss,

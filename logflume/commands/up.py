@@ -98,12 +98,6 @@ def add_parser(subparsers) -> None:
         default=8287,
         help="the single-node broker's /metrics port on 127.0.0.1 (default 8287)",
     )
-    p.add_argument(
-        "--trigger-seconds",
-        type=int,
-        default=20,
-        help="final windows' micro-batch interval (provisional rows come every second)",
-    )
     p.add_argument("--grace", type=float, default=15.0, help="seconds each child gets to stop")
     p.set_defaults(func=run)
 
@@ -353,11 +347,7 @@ class Demo:
             spark += ["--checkpoint", str(data / "checkpoints" / "realtime")]
             # earliest: a new checkpoint starts with the generator's backfill (complete
             # minutes to report at once); later starts resume from the checkpoint.
-            spark += ["--trigger-seconds", str(args.trigger_seconds)]
             spark += ["--starting-offsets", "earliest"]
-            # Spark's 200 shuffle partitions make each stateful micro-batch crawl on a
-            # laptop; a few suit one machine (fixed in the checkpoint once created).
-            spark += ["--conf", "spark.sql.shuffle.partitions=4"]
             # SIGTERM to the driver only: it stops its queries and then its JVM, which
             # would otherwise abort the micro-batch in flight.
             sup.start(ChildSpec("spark", spark, term_group=False))

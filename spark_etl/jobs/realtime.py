@@ -1,280 +1,539 @@
 """The near-real-time nginx job: `logflume etl realtime`.
 
-Three streaming queries over the same topic, each with its own checkpoint
-sub-directory, all over one-minute tumbling windows per host with a watermark. Two
-compute `transforms.minute_stats` (every figure, with the percentile and
-HyperLogLog sketches) in append mode, so each window is emitted once, FINAL, as soon
-as the watermark (latest event time seen minus `watermark`) passes its end, every
-`trigger_seconds`:
+One streaming query reads and parses the topic once per micro-batch (every
+`trigger_seconds`, default 1 s) and hands each batch to `RealtimeJob`, which keeps
+one-minute tumbling windows per host itself (`window_state.WindowState`: running
+counts of the open windows, the watermark):
 
-- `parquet`: the file sink (exactly-once) into `<output>/minute/date=D/`;
-- `publish`: JSON documents (key = host, `"final": true`) to the broker topic
-  `stats_topic` through the `logflume` data source's stream writer (at-least-once,
-  acks=all).
+- provisional rows: every window the batch changed is published at once to
+  `stats_topic` (key = host) with its counts so far and `"final": false`:
+  window_start, window_end, host, requests, status_2xx..status_5xx, bytes. A
+  provisional row is superseded by any later row of the same window and host.
+- final rows: the batch's rows of open windows are staged as Parquet under the
+  checkpoint (`staging/<minute>/<batch>.parquet`). Once the watermark (latest event
+  time seen minus `watermark`) passes a minute's end and Spark has committed the
+  batch that moved it there, a background thread computes the minute's figures from
+  its staged rows with Spark (`transforms.window_stats`: counts, unique_clients,
+  rt_p50/p95/p99, in scheduler pool FINAL_POOL), writes them to
+  `<output>/minute/date=D/part-<yyyymmdd-HHMM>.parquet` (one file per minute,
+  replaced whole: exactly once) and publishes them with `"final": true`
+  (at-least-once, acks=all), then deletes the staged rows. The final row is the one
+  to keep; its requests equal the last provisional row's.
 
-A final window can only appear after its minute plus the watermark has passed, so
-the third query makes fresh data visible within seconds:
+Why one query: Spark runs one source per query, so the three queries this job had
+(provisional, Parquet finals, published finals) each read and parsed every record
+and kept their own aggregation state, which on two cores made a 1 s provisional
+batch take 2.5-5 s. Now a batch is one Spark job (read, parse, collect as Arrow)
+and the window bookkeeping is a few milliseconds of pyarrow in the driver.
 
-- `provisional`: update mode every `provisional_trigger_seconds` (default 1 s):
-  each micro-batch publishes (from the driver, see DriverPublisher) to the same
-  topic, with `"final": false`, the rows of every window (still open or not yet
-  closed by the watermark) that the batch's records changed, with the counts so far.
-  A provisional row is superseded by any later row of the same window and host
-  (provisional or final); the final row is the one to keep. Readers wanting only
-  settled figures skip `final: false`.
+Exactly once: Spark writes a batch's offsets before running it and runs it again
+after a crash. The window state after batch N is saved as `state/<N>.json` and a
+batch starts from the state of the batch before it, so a replayed batch counts the
+same rows into the same windows and overwrites its own staged files. A minute is
+finalized only after the commit of the batch that closed it, so no replay can add
+rows to a finalized minute. Rows whose window has closed are dropped as late (the
+offline job, which never drops late rows, is the reference); unparsable and late
+rows are counted in the progress line.
 
-Provisional rows carry the counts only (`transforms.minute_counts`): window_start,
-window_end, host, requests, status_2xx, status_3xx, status_4xx, status_5xx, bytes
-and final. No unique_clients, rt_p50/p95/p99: those sketches are the bulk of a
-window's state, and serializing and committing them every second made a
-provisional micro-batch several times longer than its trigger. They come with the
-final row. The provisional query's state has `provisional_shuffle_partitions`
-partitions (default 1: a handful of windows, one state store task per batch instead
-of one per `spark.sql.shuffle.partitions`); a streaming query keeps the value its
-checkpoint was created with, so this applies to new checkpoints only.
-
-Rows later than the watermark are dropped from the windows (that is the price of
-emitting early); the offline job, which never drops late rows, is the reference.
-Each query reads and parses the topic on its own (Spark runs one source per query).
-
-Scheduling, for freshness (issue 6: p99 <= 5 s from log line to provisional row at
-5,000 lines/s on two cores). The final queries start in scheduler pool FINAL_POOL,
-the provisional query in PROVISIONAL_POOL: with `spark.scheduler.mode=FAIR` (what
-`logflume etl realtime` sets) a free core goes to the pool with fewer running
-tasks, so the provisional query's one-task stages no longer queue behind the final
-queries' tasks; under FIFO the pools are ignored. The final trigger defaults to
-20 s: a window's final row cannot come before its minute plus the watermark have
-passed, so a long trigger delays it by seconds out of minutes, while each final
-micro-batch costs a fixed few hundred ms of CPU (planning, state store commit of the
-sketches) that the provisional query would otherwise wait for. bench/NOTES.md
-("Freshness") has the measurements.
+The checkpoint and the output must be on the local file system (the staged rows
+and final files are written by the driver).
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import json
 import logging
+import os
+import re
+import shutil
+import statistics
 import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
 
-from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQueryListener
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from spark_etl import transforms as T
 from spark_etl.jobs.common import printer, source_stream
+from spark_etl.jobs.window_state import COUNTS, WINDOW_S, WindowState
+from spark_etl.session import FINAL_POOL, PROVISIONAL_POOL
 
 POOL_PROPERTY = "spark.scheduler.pool"
-PROVISIONAL_POOL = "logflume-provisional"
-FINAL_POOL = "logflume-final"
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-STOP_INTERRUPTED = "interrupted by stop"  # DriverPublisher's error when a stop cuts a batch
+QUERY_NAME = "logflume-realtime"
+PROGRESS_SECONDS = 10.0
+STOP_INTERRUPTED = "interrupted by stop"  # a batch's error when a stop cuts it
+FIGURES = ("unique_clients", "rt_p50", "rt_p95", "rt_p99")
+_STAGED = [(c, t) for c, t in zip(T.MINUTE_ROW_COLUMNS, ("long", "string", "int", "long",
+                                                         "string", "double"), strict=True)]  # fmt: skip
+STAGED_SCHEMA = ", ".join(f"{c} {t}" for c, t in _STAGED)
+FINAL_SCHEMA = pa.schema(
+    [
+        ("window_start", pa.timestamp("us", tz="UTC")),
+        ("window_end", pa.timestamp("us", tz="UTC")),
+        ("host", pa.string()),
+        *[(c, pa.int64()) for c in COUNTS],
+        ("unique_clients", pa.int64()),
+        *[(c, pa.float64()) for c in FIGURES[1:]],
+    ]
+)
+_UNITS_MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000}
 
 
-class ProgressPrinter(StreamingQueryListener):
-    """Prints one line per micro-batch of the queries named in `names`. Called by
-    Spark's listener bus thread."""
-
-    def __init__(self, say: Callable[[str], None], names: set[str]):
-        self.say = say
-        self.names = names
-
-    def onQueryStarted(self, event) -> None:
-        if event.name in self.names:
-            self.say(f"{event.name}: started (id {event.id})")
-
-    def onQueryProgress(self, event) -> None:
-        p = event.progress
-        if p.name not in self.names:
-            return
-        offsets = []
-        for src in p.sources:
-            end = src.endOffset
-            end = json.loads(end) if isinstance(end, str) else end
-            for t, parts in (end or {}).items():
-                offsets += [f"{t}-{k}@{v}" for k, v in sorted(parts.items())]
-        out = p.sink.numOutputRows if p.sink is not None else -1
-        watermark = (p.eventTime or {}).get("watermark", "-")
-        self.say(
-            f"{p.name}: batch {p.batchId} ({p.batchDuration} ms): {p.numInputRows} records in, "
-            f"{out} window rows out, "
-            f"watermark {watermark}, offsets {' '.join(offsets) or '-'}"
-        )
-
-    def onQueryIdle(self, event) -> None:
-        pass
-
-    def onQueryTerminated(self, event) -> None:
-        if not event.exception:
-            return
-        if STOP_INTERRUPTED in event.exception:
-            self.say(
-                f"query {event.id}: stopped mid-batch (the batch runs again at the next start)"
-            )
-        else:
-            self.say(f"query {event.id} failed: {event.exception}")
+def lateness_ms(watermark: str) -> int:
+    """Milliseconds of an interval such as "1 minute", "30 seconds", "1 minute 30 seconds"."""
+    parts = re.findall(r"(\d+)\s*([a-z]+?)s?\b", watermark.lower())
+    if not parts or re.sub(r"[\d\sa-z]", "", watermark.lower()):
+        raise ValueError(f"watermark {watermark!r}: expected e.g. '1 minute' or '30 seconds'")
+    try:
+        return sum(int(n) * _UNITS_MS[unit] for n, unit in parts)
+    except KeyError as e:
+        raise ValueError(f"watermark {watermark!r}: unknown unit {e.args[0]!r}") from None
 
 
-class DriverPublisher:
-    """The provisional query's foreachBatch sink: collects the batch's few window
-    rows in the driver and produces them (acks=all, flushed before the batch
-    completes: at-least-once). Cheaper and quicker than the data source's writer for
-    a handful of rows every second (no Python worker per task). A producer per batch
-    (a loopback connection costs milliseconds), so nothing outlives the query. Called
-    by Spark's stream thread of one query, one batch at a time."""
+def _iso(minute: int) -> str:
+    """Spark's JSON form of a UTC timestamp, as the rows have always carried it."""
+    return datetime.fromtimestamp(minute, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def window_doc(minute: int, host: str | None, figures: dict, final: bool) -> tuple:
+    """(key, value) of a window row on the stats topic; null fields are left out."""
+    doc = {"window_start": _iso(minute), "window_end": _iso(minute + WINDOW_S), "host": host}
+    doc.update(figures)
+    doc["final"] = final
+    value = orjson.dumps({k: v for k, v in doc.items() if v is not None})
+    return (None if host is None else host.encode(), value)
+
+
+class Publisher:
+    """One producer for the job (acks=all); `send` returns once every row is
+    acknowledged and raises if any failed. Thread-safe (the batch thread and the
+    finalizer both publish)."""
 
     def __init__(self, bootstrap: str, topic: str):
-        self.bootstrap = bootstrap
+        from confluent_kafka import Producer
+
         self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
 
-    def __call__(self, batch, batch_id: int) -> None:
-        from confluent_kafka import KafkaException, Producer
-        from py4j.protocol import Py4JJavaError
+    def send(self, rows: list[tuple]) -> None:
+        from confluent_kafka import KafkaException
 
-        try:
-            rows = batch.collect()  # the batch's only Spark job
-        except Py4JJavaError as e:
-            if "java.lang.InterruptedException" not in str(e):
-                raise
-            # The query is being stopped. Fail the batch (it is not committed and runs
-            # again at the next start) with a short message: Spark matches the error
-            # text against a regex that overflows the JVM stack on the long Java trace
-            # a Py4JJavaError carries, printing a thousand-line StackOverflowError.
-            raise InterruptedError(f"batch {batch_id} {STOP_INTERRUPTED}") from None
-        if not rows:
-            return
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 0})
         errors = []
 
         def delivered(err, _msg) -> None:
             if err is not None:
                 errors.append(err)
 
-        for row in rows:
-            key = None if row.key is None else row.key.encode()
-            producer.produce(self.topic, row.value.encode(), key, on_delivery=delivered)
-        if producer.flush(30) or errors:
-            raise KafkaException(errors[0] if errors else f"batch {batch_id}: flush timed out")
+        for key, value in rows:
+            self.producer.produce(self.topic, value, key, on_delivery=delivered)
+        if self.producer.flush(30) or errors:
+            raise KafkaException(errors[0] if errors else "publish: flush timed out")
+
+    def close(self) -> None:
+        self.producer.close()
 
 
-def start_realtime(
-    spark,
-    *,
-    bootstrap: str,
-    topic: str,
-    output: str,
-    checkpoint: str,
-    stats_topic: str = "nginx-stats",
-    trigger_seconds: float = 20.0,
-    provisional_trigger_seconds: float = 1.0,
-    provisional_shuffle_partitions: int = 1,
-    watermark: str = "1 minute",
-    starting_offsets: str = "latest",
-    fail_on_data_loss: bool = True,
-    say: Callable[[str], None] | None = None,
-) -> list:
-    """Start the queries and return them (running); stop them with `.stop()`.
-    `provisional_trigger_seconds` 0 leaves the provisional query out."""
-    say = say or printer()
-    output, ckpt = output.rstrip("/"), checkpoint.rstrip("/")
-    names = {f"logflume-realtime-{n}" for n in ("parquet", "publish", "provisional")}
-    spark.streams.addListener(ProgressPrinter(say, names))
-    trigger = f"{trigger_seconds} seconds"
+class RealtimeJob:
+    """The query and its window bookkeeping. `start()` runs it; `failure()` is the
+    first error of the query or the finalizer; `stop()` ends both."""
 
-    def parsed():
-        stream = source_stream(spark, bootstrap, topic, starting_offsets, None, fail_on_data_loss)
-        return T.parse_access(stream)
+    def __init__(
+        self,
+        spark,
+        *,
+        bootstrap: str,
+        topic: str,
+        output: str,
+        checkpoint: str,
+        stats_topic: str = "nginx-stats",
+        trigger_seconds: float = 1.0,
+        provisional: bool = True,
+        watermark: str = "1 minute",
+        starting_offsets: str = "latest",
+        fail_on_data_loss: bool = True,
+        say: Callable[[str], None] | None = None,
+    ):
+        self.spark = spark
+        self.bootstrap, self.topic, self.stats_topic = bootstrap, topic, stats_topic
+        self.trigger_seconds, self.provisional = trigger_seconds, provisional
+        self.lateness_ms = lateness_ms(watermark)
+        self.watermark = watermark
+        self.starting_offsets, self.fail_on_data_loss = starting_offsets, fail_on_data_loss
+        self.say = say or printer()
+        self.output = _local(output, "--output") / "minute"
+        ckpt = _local(checkpoint, "--checkpoint")
+        self.stream_dir, self.state_dir = ckpt / "stream", ckpt / "state"
+        self.staging = ckpt / "staging"
+        self.publisher = Publisher(bootstrap, stats_topic)
+        self.state: WindowState | None = None
+        self.query = None
+        self.finalizer = Finalizer(self)
+        self.stopping = threading.Event()
+        self.stats = BatchStats()
 
-    def stats():
-        return T.minute_stats(parsed(), watermark)
-
-    to_files = (
-        stats()
-        .withColumn("date", F.date_format("window_start", "yyyy-MM-dd"))
-        .writeStream.format("parquet")
-        .outputMode("append")
-        .partitionBy("date")
-        .option("path", f"{output}/minute")
-        .option("checkpointLocation", f"{ckpt}/parquet")
-        .trigger(processingTime=trigger)
-        .queryName("logflume-realtime-parquet")
-    )
-    to_topic = (
-        T.to_json_value(stats().withColumn("final", F.lit(True)))
-        .writeStream.format("logflume")
-        .outputMode("append")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", stats_topic)
-        .option("checkpointLocation", f"{ckpt}/publish")
-        .trigger(processingTime=trigger)
-        .queryName("logflume-realtime-publish")
-    )
-    queries = [_start(spark, w, FINAL_POOL) for w in (to_files, to_topic)]
-    if provisional_trigger_seconds > 0:
-        writer = (
-            T.to_json_value(T.minute_counts(parsed(), watermark).withColumn("final", F.lit(False)))
-            .writeStream.outputMode("update")
-            .foreachBatch(DriverPublisher(bootstrap, stats_topic))
-            .option("checkpointLocation", f"{ckpt}/provisional")
-            .trigger(processingTime=f"{provisional_trigger_seconds} seconds")
-            .queryName("logflume-realtime-provisional")
+    def start(self) -> RealtimeJob:
+        self._retire_file_sink_log()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        saved = self._load_state(None)
+        self.finalizer.start()
+        if saved.batch_id >= 0:  # minutes closed before a stop or crash
+            self.finalizer.after(saved)
+        rows = T.minute_rows(
+            T.parse_access(
+                source_stream(
+                    self.spark,
+                    self.bootstrap,
+                    self.topic,
+                    self.starting_offsets,
+                    None,
+                    self.fail_on_data_loss,
+                )  # fmt: skip
+            )
         )
-        conf = {SHUFFLE_PARTITIONS: str(provisional_shuffle_partitions)}
-        queries.append(_start(spark, writer, PROVISIONAL_POOL, conf))
-    provisional = (
-        f", provisional rows every {provisional_trigger_seconds}s"
-        if provisional_trigger_seconds > 0
-        else ""
-    )
-    say(
-        f"realtime: {topic} @ {bootstrap} -> {output}/minute and topic {stats_topic} "
-        f"every {trigger_seconds}s{provisional} (watermark {watermark}, checkpoint {ckpt})"
-    )
-    return queries
+        writer = (
+            rows.writeStream.foreachBatch(self._batch)
+            .option("checkpointLocation", str(self.stream_dir))
+            .trigger(processingTime=f"{self.trigger_seconds} seconds")
+            .queryName(QUERY_NAME)
+        )
+        self.query = _start_in_pool(self.spark, writer, PROVISIONAL_POOL)
+        provisional = "provisional rows every batch, " if self.provisional else ""
+        self.say(
+            f"realtime: {self.topic} @ {self.bootstrap} -> {self.output} and topic "
+            f"{self.stats_topic}: batches every {self.trigger_seconds:g}s, {provisional}"
+            f"final rows once a minute is {self.watermark} old "
+            f"(checkpoint {self.stream_dir.parent})"
+        )
+        return self
+
+    def failure(self) -> str | None:
+        if self.query is not None and self.query.exception() is not None:
+            return str(self.query.exception())
+        return self.finalizer.error
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.finalizer.stop()
+        if self.query is not None:
+            self.query.stop()
+        self.finalizer.join(60)
+        self.publisher.close()
+
+    def progress_line(self) -> str:
+        """One line on the last PROGRESS_SECONDS (or since the previous line). It
+        says "falling behind" when the median batch took longer than the trigger and
+        records wait beyond the last batch (Spark's own warning for each slow batch,
+        the JVM's first ones included, is kept for the log file)."""
+        lag = _lag(self.query.lastProgress if self.query is not None else None)
+        behind = "-" if lag is None else f"{lag:,}"
+        closed = self.finalizer.last_closed
+        closed = "none yet" if closed is None else _iso(closed)[11:16] + " UTC"
+        summary, median_s = self.stats.summary()
+        line = (
+            f"realtime: {summary}, {behind} records behind the topic's end, "
+            f"last window closed {closed}"
+        )
+        if median_s is not None and median_s > self.trigger_seconds and lag:
+            line += (
+                f"; falling behind: batches take longer than the {self.trigger_seconds:g}s "
+                "trigger (give the job more cores or a longer --trigger-seconds)"
+            )
+        return line
+
+    def _batch(self, batch, batch_id: int) -> None:
+        """foreachBatch: one Spark job, then the windows, in the driver."""
+        from py4j.protocol import Py4JJavaError
+
+        started = time.monotonic()
+        try:
+            rows = batch.toArrow()
+        except Py4JJavaError:
+            if not self.stopping.is_set():
+                raise
+            # Fail the batch with a short message: it is not committed and runs again
+            # at the next start. (Spark matches the error text against a regex that
+            # overflows the JVM stack on the long Java trace a Py4JJavaError carries.)
+            raise InterruptedError(f"batch {batch_id} {STOP_INTERRUPTED}") from None
+        state = self._state_before(batch_id)
+        step = state.step(batch_id, rows)
+        if self.provisional and step.changed:
+            self.publisher.send(
+                [
+                    window_doc(m, h, dict(zip(COUNTS, c, strict=True)), False)
+                    for (m, h), c in step.changed.items()
+                ]  # fmt: skip
+            )
+        self._stage(batch_id, step.kept)
+        self._save(state)
+        self.finalizer.after(state)
+        self.stats.add(rows.num_rows, step.unparsable, step.late, time.monotonic() - started)
+
+    def _state_before(self, batch_id: int) -> WindowState:
+        """A copy of the state batch `batch_id` starts from (a failed batch must not
+        leave its counts behind)."""
+        if self.state is None or self.state.batch_id != batch_id - 1:
+            self.state = self._load_state(batch_id)
+        return copy.deepcopy(self.state)
+
+    def _load_state(self, before: int | None) -> WindowState:
+        """The newest saved state of a batch before `before` (None: any)."""
+        ids = sorted(int(p.stem) for p in self.state_dir.glob("*.json"))
+        ids = [i for i in ids if before is None or i < before]
+        if not ids:
+            return WindowState(self.lateness_ms)
+        data = (self.state_dir / f"{ids[-1]}.json").read_bytes()
+        return WindowState.from_json(data, self.lateness_ms)
+
+    def _save(self, state: WindowState) -> None:
+        _write_atomic(self.state_dir / f"{state.batch_id}.json", state.to_json())
+        for old in self.state_dir.glob("*.json"):
+            if int(old.stem) < state.batch_id - 1:
+                old.unlink(missing_ok=True)
+        self.state = state
+
+    def _stage(self, batch_id: int, kept: pa.Table) -> None:
+        if kept.num_rows == 0:
+            return
+        import pyarrow.compute as pc
+
+        kept = kept.select(list(T.MINUTE_ROW_COLUMNS))
+        for minute in pc.unique(kept["minute"]).to_pylist():
+            rows = kept.filter(pc.equal(kept["minute"], minute))
+            path = self.staging / str(minute) / f"{batch_id}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, lambda f, rows=rows: pq.write_table(rows, f))
+
+    def finalize(self, minutes: list[int]) -> None:
+        """Compute, write and publish the final rows of closed `minutes`, then
+        forget their staged rows. Repeatable: the files are replaced whole."""
+        dirs = [str(self.staging / str(m)) for m in minutes]
+        staged = self.spark.read.schema(STAGED_SCHEMA).parquet(*dirs)
+        rows = [r.asDict() for r in T.window_stats(staged).collect()]
+        for minute in minutes:
+            of_minute = sorted((r for r in rows if r["minute"] == minute),
+                               key=lambda r: r["host"] or "")  # fmt: skip
+            if of_minute:
+                self._write_final(minute, of_minute)
+                self.publisher.send(
+                    [
+                        window_doc(minute, r["host"], {k: r[k] for k in (*COUNTS, *FIGURES)}, True)
+                        for r in of_minute
+                    ]  # fmt: skip
+                )
+            shutil.rmtree(self.staging / str(minute), ignore_errors=True)
+
+    def _write_final(self, minute: int, rows: list[dict]) -> None:
+        start = datetime.fromtimestamp(minute, UTC)
+        columns = {
+            "window_start": [start] * len(rows),
+            "window_end": [datetime.fromtimestamp(minute + WINDOW_S, UTC)] * len(rows),
+        }
+        for name in FINAL_SCHEMA.names[2:]:
+            columns[name] = [r[name] for r in rows]
+        table = pa.table(columns, schema=FINAL_SCHEMA)
+        path = self.output / f"date={start:%Y-%m-%d}" / f"part-{start:%Y%m%d-%H%M}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, lambda f: pq.write_table(table, f))
+
+    def _retire_file_sink_log(self) -> None:
+        """Earlier versions wrote the finals with Spark's file sink, whose
+        `_spark_metadata` log would make readers ignore every file not in it."""
+        log = self.output / "_spark_metadata"
+        if log.is_dir():
+            log.rename(self.output / "_spark_metadata.retired")
+            self.say(f"realtime: moved the old file sink log {log} aside")
+
+    def committed(self, batch_id: int) -> bool:
+        """Whether Spark has committed micro-batch `batch_id` (its commit log entry)."""
+        return (self.stream_dir / "commits" / str(batch_id)).exists()
 
 
-def _start(spark, writer, pool: str, conf: dict[str, str] | None = None):
-    """Start `writer` in scheduler pool `pool`, with the session settings `conf`.
+class Finalizer(threading.Thread):
+    """Finalizes closed minutes in the background, in scheduler pool FINAL_POOL,
+    once the batch whose state closed them is committed. Only the newest state
+    matters: the watermark never goes back."""
 
-    A query's jobs go to the pool named by the local property
-    `spark.scheduler.pool` of the thread that starts it, and a query takes session
-    settings such as `spark.sql.shuffle.partitions` when it starts (a new checkpoint
-    records them): both are set around the start and restored, leaving the caller's
-    thread and the other queries unchanged.
-    """
+    def __init__(self, job: RealtimeJob):
+        super().__init__(name="logflume-realtime-finals", daemon=True)
+        self.job = job
+        self.cond = threading.Condition()
+        self.pending: WindowState | None = None
+        self.stopped = False
+        self.error: str | None = None
+        self.last_closed: int | None = None
+
+    def after(self, state: WindowState) -> None:
+        with self.cond:
+            self.pending = state
+            self.cond.notify()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify()
+
+    def run(self) -> None:
+        self.job.spark.sparkContext.setLocalProperty(POOL_PROPERTY, FINAL_POOL)
+        try:
+            while (state := self._next()) is not None:
+                minutes = sorted(
+                    int(d.name) for d in _subdirs(self.job.staging) if state.is_closed(int(d.name))
+                )
+                if minutes:
+                    self.job.finalize(minutes)
+                    self.last_closed = minutes[-1]
+        except Exception as e:  # reported through RealtimeJob.failure()
+            if not self.stopped:
+                logging.getLogger(__name__).exception("finalizing windows failed")
+                self.error = f"finalizing windows failed: {e}"
+
+    def _next(self) -> WindowState | None:
+        """The newest state whose batch Spark has committed; None once stopped."""
+        with self.cond:
+            while not self.stopped:
+                state = self.pending
+                if state is not None and self.job.committed(state.batch_id):
+                    self.pending = None
+                    return state
+                self.cond.wait(0.05 if state is not None else None)
+        return None
+
+
+class BatchStats:
+    """Figures of the batches since the last summary (batch thread adds, the
+    printing thread reads)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self._reset(time.monotonic())
+
+    def _reset(self, now: float) -> None:
+        self.since = now
+        self.records = self.unparsable = self.late = 0
+        self.durations: list[float] = []
+
+    def add(self, records: int, unparsable: int, late: int, seconds: float) -> None:
+        with self.lock:
+            self.records += records
+            self.unparsable += unparsable
+            self.late += late
+            self.durations.append(seconds)
+
+    def summary(self) -> tuple[str, float | None]:
+        """(text, median batch seconds or None), and a new period begins."""
+        now = time.monotonic()
+        with self.lock:
+            rate = self.records / max(now - self.since, 1e-9)
+            durations = self.durations
+            text = f"{rate:,.0f} lines/s in ({self.unparsable} unparsable, {self.late} late), "
+            self._reset(now)
+        if not durations:
+            return text + "no batches", None
+        median = statistics.median(durations)
+        return (
+            text + f"{len(durations)} batches, median {median * 1000:.0f} ms, "
+            f"max {max(durations) * 1000:.0f} ms",
+            median,
+        )
+
+
+def _lag(progress) -> int | None:
+    """Records between the last batch's end offsets and the topic's end."""
+    if not progress or not progress.get("sources"):
+        return None
+    total = 0
+    for source in progress["sources"]:
+        end, latest = (_offsets(source.get(k)) for k in ("endOffset", "latestOffset"))
+        if latest is None or end is None:
+            return None
+        total += sum(max(latest[tp] - end.get(tp, 0), 0) for tp in latest)
+    return total
+
+
+def _offsets(value) -> dict | None:
+    """{(topic, partition): offset} of the data source's offset JSON."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        return None
+    return {(t, p): o for t, parts in value.items() for p, o in parts.items()}
+
+
+def _subdirs(path: Path) -> list[Path]:
+    return [d for d in path.iterdir() if d.is_dir()] if path.is_dir() else []
+
+
+def _local(path: str, flag: str) -> Path:
+    """`path` as a local directory (a file: URI is accepted)."""
+    if path.startswith("file:"):
+        path = re.sub(r"^file:(//)?", "", path)
+    elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path):
+        raise ValueError(f"{flag} {path}: the realtime job needs a local directory")
+    return Path(path).absolute()
+
+
+_tmp_names = itertools.count()
+
+
+def _write_atomic(path: Path, content) -> None:
+    """Write `content` (bytes, or a function writing to a path) to `path` through a
+    hidden temporary file renamed over it: readers and a restarted job see the old
+    file or the new one, never a torn one. Hidden names are skipped by Spark."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_tmp_names)}.tmp")
+    if isinstance(content, bytes):
+        tmp.write_bytes(content)
+    else:
+        content(str(tmp))
+    os.replace(tmp, path)
+
+
+def _start_in_pool(spark, writer, pool: str):
+    """Start `writer` with its jobs in scheduler pool `pool`: a query's jobs go to
+    the pool named by the local property of the thread that starts it, which is
+    restored afterwards."""
     sc = spark.sparkContext
-    pool_before = sc.getLocalProperty(POOL_PROPERTY)
-    conf_before = {key: spark.conf.get(key) for key in conf or {}}
+    before = sc.getLocalProperty(POOL_PROPERTY)
     sc.setLocalProperty(POOL_PROPERTY, pool)
-    for key, value in (conf or {}).items():
-        spark.conf.set(key, value)
     try:
         return writer.start()
     finally:
-        sc.setLocalProperty(POOL_PROPERTY, pool_before)
-        for key, value in conf_before.items():
-            spark.conf.set(key, value)
+        sc.setLocalProperty(POOL_PROPERTY, before)
+
+
+def start_realtime(spark, **kwargs) -> RealtimeJob:
+    """Start the job (see RealtimeJob for the arguments); stop it with `.stop()`."""
+    return RealtimeJob(spark, **kwargs).start()
 
 
 def run_realtime(spark, *, stop: threading.Event | None = None, **kwargs) -> None:
-    """Run until `stop` is set (or forever / until a query fails)."""
-    queries = start_realtime(spark, **kwargs)
+    """Run until `stop` is set (or forever / until the job fails), printing a
+    progress line every PROGRESS_SECONDS."""
+    job = start_realtime(spark, **kwargs)
+    next_line = time.monotonic() + PROGRESS_SECONDS
     try:
         while not (stop is not None and stop.is_set()):
-            for q in queries:
-                if q.awaitTermination(0.5):
-                    raise RuntimeError(f"query {q.name} stopped: {q.exception()}")
+            if job.query.awaitTermination(0.5) or job.failure():
+                raise RuntimeError(f"realtime job stopped: {job.failure()}")
+            if time.monotonic() >= next_line:
+                job.say(job.progress_line())
+                next_line += PROGRESS_SECONDS
     finally:
         if stop is not None and stop.is_set():
             _quiet_interrupted_batches(spark)
-        for q in queries:
-            q.stop()
+        job.stop()
 
 
 def _quiet_interrupted_batches(spark) -> None:
-    """Stopping a query interrupts its running micro-batch: Spark logs the aborted
-    write and py4j the interrupted foreachBatch callback, each with a stack trace.
-    On a requested stop (Ctrl-C) those are expected and would bury the user's
-    terminal, so both loggers are turned down first; the batch itself is not
+    """Stopping the query interrupts its running micro-batch: Spark logs the
+    aborted batch and py4j the interrupted foreachBatch callback, each with a stack
+    trace. On a requested stop (Ctrl-C) those are expected and would bury the
+    user's terminal, so both loggers are turned down first; the batch itself is not
     committed and runs again at the next start."""
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     spark.sparkContext.setLogLevel("FATAL")

@@ -1,8 +1,14 @@
 """The data source's broker I/O, through confluent-kafka (librdkafka).
 
-Every function here opens its own client and closes it before returning (or when
-its generator is closed), so reader and writer objects that Spark pickles never
-hold a socket, a thread or a lock.
+Consumers come from a per-process pool (`_borrowed`), never from the reader and
+writer objects that Spark pickles, so those hold no socket, thread or lock. The
+pool is what keeps a micro-batch cheap: Spark reuses its Python workers and keeps
+the streaming planner process for the query's lifetime, and a new consumer costs a
+connection, an ApiVersions and a Metadata round trip (tens of ms each time, and a
+micro-batch needs one to plan, one to find the latest offsets, one per partition
+read), while a pooled one only re-assigns. Idle consumers are unassigned (no
+background fetching) and closed after POOL_IDLE_S. (Spark's Kafka source pools its
+consumers for the same reason.)
 
 `read_range` is the hot path: it assigns one topic-partition at the range's start,
 consumes in batches (`consume(num_messages=...)`), and turns each batch into one
@@ -19,6 +25,7 @@ import bisect
 import contextlib
 import gc
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from operator import itemgetter
@@ -28,6 +35,7 @@ from spark_etl.source.options import TP, DataLossError, SourceOptions, check_sta
 log = logging.getLogger("spark_etl.source")
 
 CONSUME_BATCH = 10_000
+CONSUME_WAIT_S = 0.2
 METADATA_TIMEOUT_S = 30.0
 # librdkafka timestamp types (0 none, 1 create, 2 log append), as list indexes ->
 # Kafka's timestampType (0 CreateTime, 1 LogAppendTime; -1 for none)
@@ -35,16 +43,53 @@ _NO_TIMESTAMP = 0
 _TS_TYPE = [-1, 0, 1]
 
 
-def _consumer(opts: SourceOptions, **extra):
-    from confluent_kafka import Consumer
+POOL_IDLE_S = 300.0
+_pool_lock = threading.Lock()
+_pool: dict[tuple, list[tuple[float, object]]] = {}  # conf -> [(idle since, consumer)]
 
+
+@contextlib.contextmanager
+def _borrowed(opts: SourceOptions):
+    """A consumer with `opts`' settings, taken from the pool (or new) and given back
+    unassigned; one that failed is closed instead."""
+    conf = _consumer_conf(opts)
+    key = tuple(sorted(conf.items()))
+    now = time.monotonic()
+    consumer, expired = None, []
+    with _pool_lock:
+        idle = _pool.get(key, [])
+        while idle and consumer is None:
+            since, candidate = idle.pop()
+            if now - since < POOL_IDLE_S:
+                consumer = candidate
+            else:
+                expired.append(candidate)
+    for old in expired:
+        old.close()
+    if consumer is None:
+        from confluent_kafka import Consumer
+
+        consumer = Consumer(conf)
+    try:
+        yield consumer
+        consumer.unassign()
+    except BaseException:
+        consumer.close()
+        raise
+    with _pool_lock:
+        _pool.setdefault(key, []).append((time.monotonic(), consumer))
+
+
+def _consumer_conf(opts: SourceOptions) -> dict:
     conf = {
         "group.id": "logflume-spark",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
-        "fetch.wait.max.ms": 100,
+        # A pooled consumer re-assigned while a long poll of its earlier assignment is
+        # in flight waits for it (one fetch per broker at a time): keep it short.
+        "fetch.wait.max.ms": 10,
         "max.partition.fetch.bytes": 8 << 20,
         "queued.max.messages.kbytes": 64 << 10,
         # librdkafka >= 2.0 waits this long to fetch again once its queue is full:
@@ -53,39 +98,32 @@ def _consumer(opts: SourceOptions, **extra):
         "fetch.queue.backoff.ms": 1,
     }
     conf.update(opts.client)
-    conf.update(extra)
-    return Consumer(conf)
+    return conf
 
 
 def topic_partitions(opts: SourceOptions) -> list[TP]:
     """The subscribed topics' partitions, sorted (topics matched by name or pattern)."""
     opts.require_subscription()
-    consumer = _consumer(opts)
-    try:
+    with _borrowed(opts) as consumer:
         meta = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
-        out = []
-        for name, topic in meta.topics.items():
-            if opts.selects(name) and topic.error is None:
-                out += [(name, p) for p in topic.partitions]
-        return sorted(out)
-    finally:
-        consumer.close()
+    out = []
+    for name, topic in meta.topics.items():
+        if opts.selects(name) and topic.error is None:
+            out += [(name, p) for p in topic.partitions]
+    return sorted(out)
 
 
 def watermarks(opts: SourceOptions, tps: list[TP]) -> dict[TP, tuple[int, int]]:
     """(log start offset, high watermark) of each partition, asked of the leaders."""
     from confluent_kafka import TopicPartition
 
-    consumer = _consumer(opts)
-    try:
+    with _borrowed(opts) as consumer:
         return {
             tp: consumer.get_watermark_offsets(
                 TopicPartition(*tp), timeout=METADATA_TIMEOUT_S, cached=False
             )
             for tp in tps
         }
-    finally:
-        consumer.close()
 
 
 def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) -> Iterator:
@@ -93,8 +131,7 @@ def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) 
     from confluent_kafka import TopicPartition
 
     topic, partition = tp
-    consumer = _consumer(opts)
-    try:
+    with _borrowed(opts) as consumer:
         consumer.assign([TopicPartition(topic, partition, start)])
         pos = start
         last_progress = time.monotonic()
@@ -109,8 +146,6 @@ def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) 
                     f"logflume: no records from {topic}-{partition} at offset {pos} "
                     f"(want up to {end}) for {opts.poll_timeout_s:.0f}s"
                 )
-    finally:
-        consumer.close()
 
 
 @contextlib.contextmanager
@@ -137,7 +172,15 @@ def _consume_step(consumer, opts: SourceOptions, tp: TP, pos: int, end: int, arr
     from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
     topic, partition = tp
-    msgs = consumer.consume(num_messages=CONSUME_BATCH, timeout=1.0)
+    # consume() returns when it has `num_messages` or at the timeout: asking for more
+    # than the range holds would wait out the timeout on every read that ends near
+    # the partition's end (a streaming micro-batch), so ask for the range's rest.
+    # (Fewer exist only across gaps: compaction, transaction markers.)
+    msgs = consumer.consume(num_messages=min(CONSUME_BATCH, end - pos), timeout=CONSUME_WAIT_S)
+    if msgs and msgs[0].error() is None and msgs[0].offset() < pos:
+        # Records of a pooled consumer's earlier assignment: librdkafka drops what it
+        # fetched for it on re-assign; this guards the offsets contract all the same.
+        msgs = [m for m in msgs if m.error() is not None or m.offset() >= pos]
     # Records come in runs between (rare) error events: EOF, offset reset.
     flags = list(map(Message.error, msgs))
     errors = _error_indexes(flags) if any(flags) else []

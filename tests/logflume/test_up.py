@@ -16,6 +16,7 @@ import ctypes
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -362,12 +363,15 @@ def test_demo_with_spark_reports_the_minute_stats_of_appended_lines(up_factory):
     them, and the windows the watermark passes are closed and published at once.
 
     The same run checks the final rows (with the sketches) on the topic and the
-    Parquet files, then stops the demo with SIGINT (Ctrl-C) and checks that it exits
+    Parquet files; that two minutes of output read like a pipeline (the realtime
+    job's progress line every 10 s, no Spark warning that batches fall behind, no
+    Spark INFO); then stops the demo with SIGINT (Ctrl-C) and checks that it exits
     0 and leaves no process behind. One Spark start for the module: it is the slow
     part.
     """
-    up = up_factory("--rate", "30", "--trigger-seconds", "2", spark=True)
+    up = up_factory("--rate", "30", spark=True)
     up.wait_ready()
+    ready = time.monotonic()
     now = datetime.now(UTC)
     minute = now.replace(second=0, microsecond=0) + timedelta(minutes=4)
     expected = append_access_lines(up.data_dir / "demo" / "access.log", minute)
@@ -403,6 +407,14 @@ def test_demo_with_spark_reports_the_minute_stats_of_appended_lines(up_factory):
         assert time.monotonic() < waited, "no Parquet minute stats"
         time.sleep(0.5)
 
+    time.sleep(max(0.0, ready + 120 - time.monotonic()))
+    out = up.output
+    progress = re.findall(r"realtime: [\d,]+ lines/s in .* records behind the topic's end", out)
+    assert len(progress) >= 8, out
+    spark = [line for line in out.splitlines() if line.startswith("[spark]")]
+    # the JVM's own notice cannot be configured away
+    noise = [s for s in spark if "realtime: " not in s and "incubator modules" not in s]
+    assert noise == [] and "falling behind" not in out, out
     pids, groups = up.tree()
     up.proc.send_signal(signal.SIGINT)
     assert up.proc.wait(90) == 0, up.output

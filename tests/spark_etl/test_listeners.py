@@ -55,8 +55,10 @@ def test_realtime_job_in_local_mode_listens_only_on_loopback(bk, tmp_path, ui):
     log = (tmp_path / "etl.log").open("wb")
     job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
-        # The queries have started once their checkpoints exist: every listener is open.
-        wait_until(lambda: (tmp_path / "ckpt").exists() and jvm_of(job.pid), 120, "the job")
+        # The query has started once its checkpoint exists: every listener is open.
+        wait_until(
+            lambda: (tmp_path / "ckpt" / "stream").exists() and jvm_of(job.pid), 120, "the job"
+        )
         jvm = jvm_of(job.pid)
         sockets = listening(jvm)
         text = (tmp_path / "etl.log").read_text(errors="replace")

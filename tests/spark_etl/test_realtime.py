@@ -1,23 +1,27 @@
-"""The near-real-time job emits minute windows while data keeps arriving."""
+"""The near-real-time job against a known stream: provisional rows while a minute is
+open, then exactly one final row per minute equal to the truth, across a restart."""
 
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 
 import orjson
+import pyarrow.parquet as pq
 import pytest
-from pyspark.errors import AnalysisException
 
 from spark_etl import loggen
-from spark_etl.jobs.realtime import start_realtime
+from spark_etl.jobs.realtime import RealtimeJob, lateness_ms, start_realtime
 from testkit.kafka import consume_all, create_topic, produce
 from testkit.procs import BrokerProcess
+from tests.spark_etl import expected
 
 BASE = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+MINUTES = 6
 PROVISIONAL_FIELDS = {
     "window_start", "window_end", "host", "requests", "status_2xx", "status_3xx",
     "status_4xx", "status_5xx", "bytes", "final",
 }  # fmt: skip
+COUNT_FIELDS = ("requests", "status_2xx", "status_3xx", "status_4xx", "status_5xx", "bytes")
 
 
 @pytest.fixture
@@ -27,60 +31,85 @@ def bk(tmp_path):
     b.stop()
 
 
-def test_minute_windows_are_emitted_while_data_keeps_arriving(spark, bk, tmp_path):
-    create_topic(bk.bootstrap, "live", 1)
+def _epoch(iso: str) -> int:
+    return int(datetime.fromisoformat(iso).timestamp())
+
+
+def test_every_final_minute_equals_the_truth_across_a_restart(spark, bk, tmp_path):
+    """Six minutes of traffic (10 % unparsable) in chunks of 6 event-time seconds on
+    two partitions; the job is stopped and started again on its checkpoint while
+    they arrive; then one line three minutes ahead closes every minute. Each minute
+    has exactly one Parquet row, equal to the truth; its published final rows equal
+    it; its provisional rows never exceed it and the last one reaches it (the running
+    counts survived the restart, neither lost nor doubled)."""
+    create_topic(bk.bootstrap, "live", 2)
     create_topic(bk.bootstrap, "nginx-stats", 1)
-    # Event time runs ~12x faster than the clock: 30 minutes of traffic in ~150 s,
-    # more than the test waits, so records keep arriving throughout.
-    traffic = list(loggen.generate(BASE, BASE + timedelta(minutes=30), 6000, seed=5))
-    first_minute = sum(1 for a in traffic if a.time < BASE + timedelta(minutes=1))
-    stop = threading.Event()
-
-    def feed():
-        for i in range(0, len(traffic), 20):
-            if stop.is_set():
-                return
-            produce(bk.bootstrap, "live", [a.line().encode() for a in traffic[i : i + 20]])
-            time.sleep(0.5)
-
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
-    out = tmp_path / "out"
-    queries = start_realtime(
-        spark, bootstrap=bk.bootstrap, topic="live", output=str(out),
-        checkpoint=str(tmp_path / "ckpt"), trigger_seconds=1, watermark="5 seconds",
+    end = BASE + timedelta(minutes=MINUTES)
+    items = list(loggen.generate(BASE, end, MINUTES * 400, seed=7, bad_ratio=0.1))
+    truth = expected.by_minute([(a, False) for a in items])
+    chunks = [items[i : i + 40] for i in range(0, len(items), 40)]
+    kwargs = dict(
+        bootstrap=bk.bootstrap, topic="live", output=str(tmp_path / "out"),
+        checkpoint=str(tmp_path / "ckpt"), trigger_seconds=0.5, watermark="10 seconds",
         starting_offsets="earliest", say=lambda _: None,
     )  # fmt: skip
+    job = start_realtime(spark, **kwargs)
     try:
-        deadline = time.monotonic() + 120
-        rows, published = [], []
-        while time.monotonic() < deadline and not (rows and published):
-            time.sleep(1)
-            for q in queries:
-                assert q.exception() is None, q.exception()
-            try:  # readable once the file sink has committed a batch with rows
-                rows = spark.read.parquet(str(out / "minute")).collect()
-            except AnalysisException:
-                rows = []
-            docs = [orjson.loads(m.value()) for m in consume_all(bk.bootstrap, "nginx-stats")]
-            published = [d for d in docs if d["final"]]
-        still_arriving = feeder.is_alive()
+        for n, chunk in enumerate(chunks):
+            produce(bk.bootstrap, "live", [a.line().encode() for a in chunk])
+            time.sleep(0.2)
+            assert job.failure() is None, job.failure()
+            if n == len(chunks) // 2:
+                job.stop()
+                job = start_realtime(spark, **kwargs)
+        last = _until(bk, _of_last_minute, job)
+        assert not any(d["final"] for d in _of_last_minute(last))  # still open
+        closing = next(loggen.generate(end + timedelta(minutes=3), end + timedelta(minutes=3), 1))
+        produce(bk.bootstrap, "live", [closing.line().encode()])
+        docs = _until(bk, lambda docs: len({_epoch(d["window_start"]) for d in docs
+                                            if d["final"]}) == MINUTES, job)  # fmt: skip
+        parquet = tmp_path / "out" / "minute"
+        deadline = time.monotonic() + 30
+        while len(list(parquet.rglob("part-*.parquet"))) < MINUTES:
+            assert time.monotonic() < deadline, list(parquet.rglob("*"))
+            time.sleep(0.2)
     finally:
-        stop.set()
-        for q in queries:
-            q.stop()
-        feeder.join(30)
-    assert still_arriving, "the feeder had finished before any window came out"
-    first = [r for r in rows if r.window_start == BASE.replace(tzinfo=None)]
-    assert len(first) == 1 and first[0].requests == first_minute
-    assert (
-        first[0].status_2xx + first[0].status_3xx + first[0].status_4xx + first[0].status_5xx
-        == first_minute
-    )
-    doc = next(d for d in published if d["window_start"].startswith("2024-05-01T12:00:00"))
-    assert doc["requests"] == first_minute and doc["rt_p99"] >= doc["rt_p50"]
-    early = [d for d in docs if d["window_start"] == doc["window_start"] and not d["final"]]
-    assert early and all(d["requests"] <= first_minute for d in early)
+        job.stop()
+    rows = pq.read_table(parquet).to_pylist()
+    got = {(int(r["window_start"].timestamp()), r["host"]): r for r in rows}
+    assert len(rows) == len(got) == MINUTES and set(got) == set(truth)
+    for key, row in got.items():
+        expected.assert_figures(row, truth[key], key)
+        assert row["window_end"] - row["window_start"] == timedelta(minutes=1)
+    for d in docs:
+        key = (_epoch(d["window_start"]), d.get("host"))
+        if key not in got:  # the closing line's minute
+            continue
+        if d["final"]:
+            assert {k: d[k] for k in COUNT_FIELDS} == {k: got[key][k] for k in COUNT_FIELDS}
+            assert d["unique_clients"] == got[key]["unique_clients"]
+        else:
+            assert set(d) | {"host"} == PROVISIONAL_FIELDS
+            assert d["requests"] <= got[key]["requests"]
+    for key, row in got.items():
+        provisional = [d for d in docs if _epoch(d["window_start"]) == key[0] and not d["final"]]
+        assert provisional and provisional[-1]["requests"] == row["requests"], key
+    assert not any((tmp_path / "ckpt" / "staging" / str(m)).exists() for m, _ in got)
+
+
+def _of_last_minute(docs: list[dict]) -> list[dict]:
+    return [d for d in docs if d["window_start"].startswith("2024-05-01T12:05")]
+
+
+def _until(bk, done, job, timeout: float = 90) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert job.failure() is None, job.failure()
+        docs = [orjson.loads(m.value()) for m in consume_all(bk.bootstrap, "nginx-stats")]
+        if done(docs):
+            return docs
+        assert time.monotonic() < deadline, docs[-5:]
+        time.sleep(0.5)
 
 
 def test_provisional_rows_show_the_open_minute_while_data_keeps_arriving(spark, bk, tmp_path):
@@ -101,30 +130,21 @@ def test_provisional_rows_show_the_open_minute_while_data_keeps_arriving(spark, 
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    queries = start_realtime(
+    job = RealtimeJob(
         spark, bootstrap=bk.bootstrap, topic="now", output=str(tmp_path / "out"),
-        checkpoint=str(tmp_path / "ckpt"), trigger_seconds=30, provisional_trigger_seconds=1,
-        starting_offsets="earliest", say=lambda _: None,
-    )  # fmt: skip
+        checkpoint=str(tmp_path / "ckpt"), starting_offsets="earliest", say=lambda _: None,
+    ).start()  # fmt: skip
     try:
-        deadline = time.monotonic() + 90
-        docs = []
-        while time.monotonic() < deadline and not docs:
-            time.sleep(1)
-            for q in queries:
-                assert q.exception() is None, q.exception()
-            docs = [orjson.loads(m.value()) for m in consume_all(bk.bootstrap, "nginx-stats")]
+        docs = _until(bk, bool, job)
         still_arriving = feeder.is_alive()
         produced = list(sent)
+        assert "lines/s in" in job.progress_line()
     finally:
         stop.set()
-        for q in queries:
-            q.stop()
+        job.stop()
         feeder.join(30)
     assert still_arriving and docs
     assert not any(d["final"] for d in docs)  # the 1-minute watermark closed nothing yet
-    # counts only, no sketches (to_json leaves out a null host)
-    assert all(set(d) | {"host"} == PROVISIONAL_FIELDS for d in docs)
     minutes = {t.replace(second=0, tzinfo=None).isoformat() for t, _ in produced}
     for d in docs:
         assert d["window_start"][:19] in minutes
@@ -133,40 +153,27 @@ def test_provisional_rows_show_the_open_minute_while_data_keeps_arriving(spark, 
         assert 0 < d["requests"] <= in_minute
 
 
-class _Writer:
-    """Stands in for a DataStreamWriter: records what `start` saw."""
-
-    def __init__(self, spark):
-        self.spark = spark
-        self.seen = None
-
-    def start(self):
-        sc = self.spark.sparkContext
-        self.seen = (
-            sc.getLocalProperty("spark.scheduler.pool"),
-            self.spark.conf.get("spark.sql.shuffle.partitions"),
-        )
-        return self
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("1 minute", 60_000),
+        ("30 seconds", 30_000),
+        ("1 minute 30 seconds", 90_000),
+        ("500 milliseconds", 500),
+        ("2 hours", 7_200_000),
+    ],  # fmt: skip
+)
+def test_watermark_intervals(text, ms):
+    assert lateness_ms(text) == ms
 
 
-def test_queries_start_in_their_scheduler_pool_and_settings_are_restored(spark):
-    from spark_etl.jobs.realtime import PROVISIONAL_POOL, _start
-
-    sc = spark.sparkContext
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    assert partitions != "1"
-    sc.setLocalProperty("spark.scheduler.pool", "callers")
-    try:
-        writer = _start(spark, _Writer(spark), PROVISIONAL_POOL,
-                        {"spark.sql.shuffle.partitions": "1"})  # fmt: skip
-        assert writer.seen == (PROVISIONAL_POOL, "1")
-        assert sc.getLocalProperty("spark.scheduler.pool") == "callers"
-        assert spark.conf.get("spark.sql.shuffle.partitions") == partitions
-    finally:
-        sc.setLocalProperty("spark.scheduler.pool", None)
+@pytest.mark.parametrize("text", ["", "soon", "1 fortnight", "-1 minute"])
+def test_bad_watermark_names_the_value(text):
+    with pytest.raises(ValueError, match="watermark"):
+        lateness_ms(text)
 
 
-def test_realtime_cli_runs_fair_with_a_longer_final_trigger_and_conf_wins():
+def test_realtime_cli_defaults_and_conf_wins():
     import argparse
 
     from logflume.commands import etl
@@ -174,7 +181,8 @@ def test_realtime_cli_runs_fair_with_a_longer_final_trigger_and_conf_wins():
     parser = argparse.ArgumentParser()
     etl.add_parser(parser.add_subparsers())
     args = parser.parse_args(["etl", "realtime", "--conf", "spark.scheduler.mode=FIFO"])
-    assert args.trigger_seconds == 20 and args.provisional_trigger_seconds == 1
+    assert args.trigger_seconds == 1 and args.provisional
+    assert parser.parse_args(["etl", "realtime", "--no-provisional"]).provisional is False
     assert etl.session_conf(args, {"spark.scheduler.mode": "FAIR", "a": "b"}) == {
         "spark.scheduler.mode": "FIFO",
         "a": "b",

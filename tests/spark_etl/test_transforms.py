@@ -82,9 +82,8 @@ def test_aggregates_of_accepted_rows_parse_each_row_once(spark):
     # regex and from_json into it (17 regexes per row in the plan).
     raw = spark.createDataFrame([(LINE.encode(),)], "value binary")
     parsed = T.parse_access(raw)
-    for df in (T.minute_counts(parsed), T.minute_stats(parsed), T.hourly_stats(parsed),
-               T.rejected(parsed)):  # fmt: skip
+    for df in (T.minute_rows(parsed), T.hourly_stats(parsed), T.rejected(parsed)):
         plan = df._jdf.queryExecution().executedPlan().toString()
         assert plan.count("regexp_replace") == 1 and plan.count("from_json") == 1, plan
-    assert [r.requests for r in T.minute_counts(parsed).collect()] == [1]
+    assert [r.requests for r in T.window_stats(T.minute_rows(parsed)).collect()] == [1]
     assert T.rejected(parsed).count() == 0

@@ -11,18 +11,11 @@ from pathlib import Path
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 LOOPBACK = "127.0.0.1"
 
-# The FAIR scheduler pools of the realtime job, declared in conf/fairscheduler.xml.
-PROVISIONAL_POOL = "logflume-provisional"
-FINAL_POOL = "logflume-final"
-
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 LOG4J2_CONFIG = CONF_DIR / "log4j2.xml"
-POOLS_FILE = CONF_DIR / "fairscheduler.xml"
 # The system property conf/log4j2.xml takes the log file's path from.
 LOG_FILE_PROPERTY = "logflume.spark.log"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
-SCHEDULER_MODE = "spark.scheduler.mode"
-ALLOCATION_FILE = "spark.scheduler.allocation.file"
 # log4j2 also accepts the property's 1.x-era name.
 _LOG4J_CONFIG_OPTION = re.compile(r"-Dlog4j2?\.configurationFile=")
 
@@ -59,12 +52,8 @@ def spark_session(
     within the console's limits: "ERROR" also silences the few warnings shown,
     "INFO" shows nothing more (a log file has it).
 
-    With `spark.scheduler.mode` FAIR, the scheduler's pools (PROVISIONAL_POOL,
-    FINAL_POOL) come from conf/fairscheduler.xml, unless the settings name an
-    allocation file of their own.
-
-    Neither applies when this process already runs a JVM (spark-submit, a second
-    call): its logging and pools stay as they were set up when it started.
+    None of this logging set-up applies when this process already runs a JVM
+    (spark-submit, a second call): its logging stays as it was set up when it started.
     """
     from pyspark.sql import SparkSession
 
@@ -99,16 +88,15 @@ def spark_session(
 
 
 def driver_settings(effective: dict[str, str], log_file: str | None) -> dict[str, str]:
-    """The settings that give the driver JVM logflume's logging and scheduler pools,
-    given the `effective` settings (spark-defaults.conf overlaid with the caller's).
+    """The settings that give the driver JVM logflume's logging, given the
+    `effective` settings (spark-defaults.conf overlaid with the caller's).
 
     PySpark hands the builder's settings to the spark-submit that starts the JVM, so
     `spark.driver.extraJavaOptions` reaches the JVM's command line. The options
     already in effect are kept, the log4j2 configuration file and the log file's
     property appended; a configuration file named there wins over conf/log4j2.xml
     (and then `log_file` is written only if that configuration refers to
-    LOG_FILE_PROPERTY). The allocation file is set only in FAIR mode, where Spark
-    reads it, and only if none is set.
+    LOG_FILE_PROPERTY).
     """
     options = effective.get(DRIVER_JAVA_OPTIONS, "").strip()
     added = []
@@ -116,11 +104,7 @@ def driver_settings(effective: dict[str, str], log_file: str | None) -> dict[str
         added.append(java_property("log4j2.configurationFile", str(LOG4J2_CONFIG)))
     if log_file is not None:
         added.append(java_property(LOG_FILE_PROPERTY, log_file))
-    settings = {DRIVER_JAVA_OPTIONS: " ".join([options, *added]).strip()} if added else {}
-    fair = effective.get(SCHEDULER_MODE, "").strip().upper() == "FAIR"
-    if fair and not effective.get(ALLOCATION_FILE):
-        settings[ALLOCATION_FILE] = POOLS_FILE.as_uri()
-    return settings
+    return {DRIVER_JAVA_OPTIONS: " ".join([options, *added]).strip()} if added else {}
 
 
 def java_property(name: str, value: str) -> str:

@@ -1,20 +1,14 @@
 """spark_session's defaults, and the settings that give its JVM logflume's logging
-and scheduler pools (what they do to a real run: test_spark_logging.py)."""
+(what they do to a real run: test_spark_logging.py)."""
 
 import logging
 import os
-from xml.etree import ElementTree
 
 import pytest
 
 from spark_etl.session import (
-    ALLOCATION_FILE,
     DRIVER_JAVA_OPTIONS,
-    FINAL_POOL,
     LOG4J2_CONFIG,
-    POOLS_FILE,
-    PROVISIONAL_POOL,
-    SCHEDULER_MODE,
     SHUFFLE_PARTITIONS,
     driver_settings,
     java_property,
@@ -50,15 +44,6 @@ def test_py4j_callbacks_do_not_log_at_info(spark):
     assert logging.getLogger("py4j").getEffectiveLevel() == logging.WARNING
 
 
-def test_the_pools_file_declares_the_realtime_pools():
-    pools = {
-        pool.get("name"): (pool.findtext("schedulingMode"), pool.findtext("weight"),
-                           pool.findtext("minShare"))
-        for pool in ElementTree.parse(POOLS_FILE).getroot().iter("pool")
-    }  # fmt: skip
-    assert pools == {PROVISIONAL_POOL: ("FAIR", "2", "1"), FINAL_POOL: ("FAIR", "1", "0")}
-
-
 def test_driver_settings_add_the_log4j_configuration_and_keep_the_callers_options():
     assert driver_settings({}, None) == {
         DRIVER_JAVA_OPTIONS: f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}"
@@ -84,29 +69,20 @@ def test_java_properties_are_quoted_for_sparks_option_splitting():
     assert java_property("a", 'it\'s "q"\\') == '"-Da=it\'s \\"q\\"\\\\"'
 
 
-def test_fair_mode_gets_the_packaged_pools_unless_the_caller_names_a_file():
-    for mode in ("FAIR", "fair", " Fair "):
-        settings = driver_settings({SCHEDULER_MODE: mode}, None)
-        assert settings[ALLOCATION_FILE] == POOLS_FILE.as_uri()
-    assert ALLOCATION_FILE not in driver_settings({}, None)
-    assert ALLOCATION_FILE not in driver_settings({SCHEDULER_MODE: "FIFO"}, None)
-    own = {SCHEDULER_MODE: "FAIR", ALLOCATION_FILE: "/etc/pools.xml"}
-    assert ALLOCATION_FILE not in driver_settings(own, None)
-
-
 def test_spark_defaults_come_from_the_conf_dir(tmp_path, monkeypatch):
     """spark_session overlays its settings on these: without reading them, its Java
     options would replace those of spark-defaults.conf."""
     (tmp_path / "spark-defaults.conf").write_text(
         "# site settings\n"
         "spark.driver.extraJavaOptions   -Dsite.option=1 \n"
-        "spark.scheduler.mode=FAIR\n"
+        "spark.sql.shuffle.partitions=8\n"
     )
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     defaults = spark_defaults()
-    assert defaults == {DRIVER_JAVA_OPTIONS: "-Dsite.option=1", SCHEDULER_MODE: "FAIR"}
+    assert defaults == {DRIVER_JAVA_OPTIONS: "-Dsite.option=1", SHUFFLE_PARTITIONS: "8"}
     settings = driver_settings(defaults, None)
-    assert settings[DRIVER_JAVA_OPTIONS].startswith("-Dsite.option=1 -Dlog4j2.configurationFile=")
-    assert settings[ALLOCATION_FILE] == POOLS_FILE.as_uri()
+    assert settings == {
+        DRIVER_JAVA_OPTIONS: f"-Dsite.option=1 -Dlog4j2.configurationFile={LOG4J2_CONFIG}"
+    }
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "none"))
     assert spark_defaults() == {}

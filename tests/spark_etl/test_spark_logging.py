@@ -1,5 +1,5 @@
 """What Spark's driver logs where: the console keeps to what a user can act on, the
-log file (spark_session's `log_file`) gets the rest, and the FAIR pools are declared.
+log file (spark_session's `log_file`) gets the rest.
 
 The log4j2 configuration only applies to a JVM that spark_session starts, and the
 test session's JVM is already running: the real run is a fresh Python process.
@@ -11,23 +11,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spark_etl.session import FINAL_POOL, LOG4J2_CONFIG, PROVISIONAL_POOL
+from spark_etl.session import LOG4J2_CONFIG
 
 REPO = Path(__file__).resolve().parents[2]
 
 # One event per rule of conf/log4j2.xml, sent through SLF4J as Spark's own code logs,
-# then a job in each pool and a stateful streaming query of three micro-batches that
-# ends by itself (Trigger.AvailableNow), so no stop cuts a batch. Prints a JSON report
-# of the JVM's logging and scheduler state.
+# then a batch job and a stateful streaming query of three micro-batches that ends by
+# itself (Trigger.AvailableNow), so no stop cuts a batch. Prints a JSON report of the
+# JVM's logging state.
 PROGRAM = """
 import json, sys
-from spark_etl.session import FINAL_POOL, PROVISIONAL_POOL, spark_session
+from spark_etl.session import spark_session
 
 log_file, data, checkpoint, probes = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 spark = spark_session(
     "local[2]",
     app="logflume-logging-test",
-    conf={"spark.scheduler.mode": "FAIR", "spark.driver.extraJavaOptions": "-Dlogflume.test=kept"},
+    conf={"spark.driver.extraJavaOptions": "-Dlogflume.test=kept"},
     log_level="ERROR",
     log_file=log_file,
 )
@@ -35,9 +35,7 @@ sc = spark.sparkContext
 jvm = sc._jvm
 for logger, level, message in probes:
     getattr(jvm.org.slf4j.LoggerFactory.getLogger(logger), level)(message)
-for pool in (PROVISIONAL_POOL, FINAL_POOL):
-    sc.setLocalProperty("spark.scheduler.pool", pool)
-    spark.range(1000).selectExpr("sum(id)").collect()
+spark.range(1000).selectExpr("sum(id)").collect()
 query = (
     spark.readStream.option("maxFilesPerTrigger", 1).text(data)
     .groupBy("value").count()
@@ -49,10 +47,6 @@ query = (
 query.awaitTermination()
 config = jvm.org.apache.logging.log4j.LogManager.getContext(False).getConfiguration()
 rolling = config.getAppender("file").getManager()
-pools = {}
-for name in (PROVISIONAL_POOL, FINAL_POOL):
-    pool = sc._jsc.sc().getPoolForName(name).get()
-    pools[name] = [pool.schedulingMode().toString(), pool.weight(), pool.minShare()]
 report = {
     "batches": query.lastProgress["batchId"] + 1,
     "config": config.getConfigurationSource().getLocation(),
@@ -60,7 +54,6 @@ report = {
     "kept_option": jvm.java.lang.System.getProperty("logflume.test"),
     "max_file_size": rolling.getTriggeringPolicy().getMaxFileSize(),
     "max_index": rolling.getRolloverStrategy().getMaxIndex(),
-    "pools": pools,
 }
 spark.stop()
 print(json.dumps(report))
@@ -97,8 +90,6 @@ PROBES = [
 # Warnings seen on the console of a realtime run before this configuration, and
 # Spark's own notices about its logging set-up: none may reach the console.
 NOISE = [
-    "Fair Scheduler configuration file not found",
-    "has not been configured",
     "is not supported in streaming DataFrames",
     "Disabling AQE",
     "Truncated the string representation",
@@ -138,7 +129,6 @@ def test_console_gets_what_a_user_can_act_on_and_the_file_the_rest(tmp_path):
     # With a log file, log_level ("ERROR" here) is not applied: the root stays at WARN.
     assert report["root_level"] == "WARN"
     assert (report["max_file_size"], report["max_index"]) == (10 * 1024 * 1024, 3)
-    assert report["pools"] == {PROVISIONAL_POOL: ["FAIR", 2, 1], FINAL_POOL: ["FAIR", 1, 0]}
 
     for _, _, message, on_console, in_file in PROBES:
         assert (message in console) == on_console, message
@@ -149,13 +139,10 @@ def test_console_gets_what_a_user_can_act_on_and_the_file_the_rest(tmp_path):
     for noise in NOISE:
         assert noise not in console, noise
 
-    # The file has Spark's INFO lines (logger names in full), the streaming query's
-    # warnings, and no sign of an undeclared pool.
+    # The file has Spark's INFO lines (logger names in full) and the streaming
+    # query's warnings.
     assert re.search(r"^\S+ \S+ INFO org\.apache\.spark\.SparkContext: ", logged, re.M)
     assert "spark.sql.adaptive.enabled is not supported in streaming" in logged
-    assert f"to pool {PROVISIONAL_POOL}" in logged and f"to pool {FINAL_POOL}" in logged
-    for undeclared in ("has not been configured", "Fair Scheduler configuration file not found"):
-        assert undeclared not in logged and undeclared not in console, undeclared
 
 
 def test_without_a_log_file_log_level_sets_the_root_and_nothing_is_written(spark):

@@ -1,7 +1,9 @@
-"""Freshness of the whole pipeline (issue 6): agent + broker + Spark realtime job.
+"""Freshness of the whole pipeline (issues 6, 16): agent + broker + Spark realtime job.
 
-Target: a line appended to a tailed access log appears in the realtime job's output
-within 5 s at p99, at 5,000 lines/s.
+Target (issue 16): a line appended to a tailed access log appears in the realtime
+job's output within 1.5 s at p99 at 5,000 lines/s, within 3 s with one extra busy
+process (`--busy 1`); the job keeps up with 20,000 lines/s (`--rate 20000`: the
+records behind the topic's end stay near 0).
 
 Setup, all on loopback with free ports, as a user runs it: a `logflume broker`
 subprocess; `python -m logflume agent run` with a generated pipelines file (tail
@@ -45,6 +47,7 @@ from spark_etl import loggen
 from testkit.procs import BrokerProcess
 
 TICK = 0.1
+TEMPLATE = 50_000  # distinct lines the writer cycles through
 PIPELINES = """agents:
   bench:
     shutdown_grace: 2s
@@ -81,24 +84,32 @@ class Writer(threading.Thread):
         self.per_minute: dict[int, int] = {}
 
     def run(self) -> None:
+        """Lines come from a pre-rendered template (rendering costs ~20 us a line,
+        more than 20,000 lines/s allow one thread) whose timestamp is swapped for the
+        current second's."""
         began = time.time()
-        written = seed = 0
+        written = 0
+        base = datetime.fromtimestamp(int(began), UTC)
+        template = [a.line().encode() + b"\n" for a in loggen.generate(base, base, TEMPLATE)]
+        stamp = base.strftime("[%d/%b/%Y:%H:%M:%S").encode()
         with open(self.path, "ab") as f:
             while (now := time.time()) - began < self.seconds:
                 due = int((now - began) * self.rate) - written
                 if due > 0:
                     second = datetime.fromtimestamp(int(now), UTC)
-                    text = "".join(
-                        a.line() + "\n" for a in loggen.generate(second, second, due, seed=seed)
+                    start = written % TEMPLATE
+                    lines = [template[(start + i) % TEMPLATE] for i in range(due)]
+                    f.write(
+                        b"".join(lines).replace(
+                            stamp, second.strftime("[%d/%b/%Y:%H:%M:%S").encode()
+                        )
                     )
-                    f.write(text.encode())
                     f.flush()
                     at = time.time()
                     minute = int(now) // 60 * 60
                     self.per_minute[minute] = self.per_minute.get(minute, 0) + due
                     self.probes.append((at, minute, self.per_minute[minute]))
                     written += due
-                    seed += 1
                 time.sleep(max(0.0, TICK - (time.time() - now)))
 
 
@@ -172,7 +183,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--rate", type=float, default=5000.0, help="lines per second")
     ap.add_argument("--seconds", type=float, default=60.0, help="measured writing time")
     ap.add_argument("--warmup", type=float, default=30.0, help="writing before measuring")
-    ap.add_argument("--trigger", type=float, default=1.0, help="the job's micro-batch interval, s")
+    ap.add_argument("--trigger", type=float, default=0.5, help="the job's micro-batch interval, s")
     ap.add_argument(
         "--busy", type=int, default=0, help="busy processes (a spinning loop each) during the run"
     )
@@ -273,6 +284,10 @@ def measure(args) -> dict:
             tuple(map(int, m))
             for m in re.findall(r"(\d+) batches, median (\d+) ms, max (\d+) ms", spark_text)
         ],
+        "rates": [
+            int(n.replace(",", ""))
+            for n in re.findall(r"realtime: ([\d,]+) lines/s in", spark_text)
+        ],
         "behind": [
             int(n.replace(",", ""))
             for n in re.findall(r"([\d,]+) records behind the topic's end", spark_text)
@@ -308,7 +323,8 @@ def batches_text(r: dict) -> str:
     return (
         f"{sum(counts)}, duration median {statistics.median(medians) / 1000:.2f} s,"
         f" max {max(maxes) / 1000:.2f} s; records behind the topic's end: max"
-        f" {max(behind):,}, last {behind[-1]:,}"
+        f" {max(behind):,}, last {behind[-1]:,}; lines/s in (10 s periods): median"
+        f" {statistics.median(r['rates'] or [0]):,.0f}"
     )
 
 
@@ -324,13 +340,13 @@ def figures(mode: str) -> list[dict]:
         f" after the warm-up: {batches_text(r)}; minutes whose"
         f" last row counts every line: {r['complete']}/{r['minutes']}"
     )
-    common = {"area": "spark", "unit": "s", "reference": "issue 6", "detail": detail}
+    common = {"area": "spark", "unit": "s", "reference": "issue 16", "detail": detail}
     what = "freshness, log line appended -> provisional row on nginx-stats, 5,000 lines/s"
     if not lat:
         return [{**common, "metric": f"{what}, p99", "value": "no probe covered",
-                 "target": "<= 5", "ok": False}]  # fmt: skip
+                 "target": "<= 1.5", "ok": False}]  # fmt: skip
     return [
-        {**common, "metric": f"{what}, p99", "value": pct(lat, 0.99), "target": "<= 5"},
+        {**common, "metric": f"{what}, p99", "value": pct(lat, 0.99), "target": "<= 1.5"},
         {**common, "metric": f"{what}, p50", "value": pct(lat, 0.5), "detail": ""},
     ]
 
@@ -351,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"freshness over {len(lat)} probes ({missing} never covered): p50 {pct(lat, 0.5):.2f} s,"
         f" p90 {pct(lat, 0.9):.2f} s, p99 {pct(lat, 0.99):.2f} s, max {max(lat):.2f} s"
-        f" (target p99 <= 5 s)"
+        f" (target p99 <= 1.5 s; <= 3 s with one busy process)"
     )
     return 0
 

@@ -239,8 +239,8 @@ MINUTE_ROW_COLUMNS = ("minute", "host", "status", "bytes", "client", "request_ti
 def minute_rows(parsed: DataFrame) -> DataFrame:
     """What the realtime job keeps of each parsed row: `parse_ok`, `minute` (the
     start of its one-minute window, epoch seconds), `time_ms` (event time, epoch
-    milliseconds), then host, status, bytes, client and request_time (the inputs of
-    `window_stats`). Unparsable rows keep parse_ok false and nulls. No filter, so
+    milliseconds), then host, status, bytes, client and request_time (what the
+    final figures need). Unparsable rows keep parse_ok false and nulls. No filter, so
     nothing here makes Spark parse a row twice."""
     return parsed.select(
         "parse_ok",
@@ -248,13 +248,6 @@ def minute_rows(parsed: DataFrame) -> DataFrame:
         F.unix_millis("time").alias("time_ms"),
         *MINUTE_ROW_COLUMNS[1:],
     )
-
-
-def window_stats(rows: DataFrame) -> DataFrame:
-    """The figures of one-minute windows per host from `minute_rows` output (parsed
-    rows only): minute, host, requests, status_2xx..status_5xx, bytes,
-    unique_clients, rt_p50, rt_p95, rt_p99, the same figures as `hourly_stats`."""
-    return _split_percentiles(rows.groupBy("minute", "host").agg(*_counts()))
 
 
 def to_json_value(stats: DataFrame) -> DataFrame:

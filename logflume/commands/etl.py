@@ -3,17 +3,13 @@
 `offline` processes what arrived since its last run (Trigger.AvailableNow over a
 checkpoint) into hourly Parquet tables, then exits: schedule it hourly
 (deploy/etl/). `realtime` runs until interrupted, publishing per-minute windows to
-a broker topic every second and final ones to Parquet. See spark_etl/jobs/.
+a broker topic every half second and final ones to Parquet. See spark_etl/jobs/.
 """
 
 import argparse
 import os
 import signal
 import threading
-
-# FAIR scheduling: the stream's small jobs (their own pool) get the next free core
-# instead of queueing behind the final rows' jobs.
-REALTIME_CONF = {"spark.scheduler.mode": "FAIR"}
 
 
 def add_parser(subparsers) -> None:
@@ -40,8 +36,8 @@ def add_parser(subparsers) -> None:
     rt.add_argument(
         "--trigger-seconds",
         type=float,
-        default=1.0,
-        help="micro-batch interval: how often provisional rows are published (default 1)",
+        default=0.5,
+        help="micro-batch interval: how often provisional rows are published (default 0.5)",
     )
     rt.add_argument(
         "--no-provisional",
@@ -119,13 +115,13 @@ def spark_log(args) -> str | None:
     return os.path.join(args.checkpoint, "spark.log")
 
 
-def _spark(args, app: str, defaults: dict[str, str] | None = None):
+def _spark(args, app: str):
     from spark_etl.session import spark_session
 
     return spark_session(
         args.master,
         app=app,
-        conf=session_conf(args, defaults),
+        conf=session_conf(args),
         ui=args.spark_ui,
         log_file=spark_log(args),
     )
@@ -156,7 +152,7 @@ def run_realtime(args) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    spark = _spark(args, "logflume-etl-realtime", REALTIME_CONF)
+    spark = _spark(args, "logflume-etl-realtime")
     try:
         job(
             spark,

@@ -23,7 +23,9 @@ the running counts exactly where the committed batches left them.
 from __future__ import annotations
 
 import dataclasses
+import math
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -143,3 +145,26 @@ def _window_counts(rows: pa.Table) -> dict[Key, list[int]]:
         (m, h): [aggregated[n][i] for n in names]
         for i, (m, h) in enumerate(zip(aggregated["minute"], aggregated["host"], strict=True))
     }
+
+
+def minute_figures(rows: pa.Table) -> list[dict]:
+    """The final figures of one minute's staged rows (parsed rows of open windows:
+    host, status, bytes, client, request_time), one dict per host, sorted by host:
+    COUNTS, unique_clients (exact) and rt_p50/rt_p95/rt_p99 (nearest rank: the
+    smallest request_time with at least that share of the host's timed requests at
+    or below it; None when none was timed)."""
+    out = []
+    for host in sorted(rows["host"].unique().to_pylist(), key=lambda h: (h is not None, h)):
+        mine = rows.filter(
+            pc.is_null(rows["host"]) if host is None else pc.equal(rows["host"], host)
+        )
+        (counts,) = _window_counts(mine).values()  # one minute, one host
+        figures = dict(zip(COUNTS, counts, strict=True))
+        figures["host"] = host
+        figures["unique_clients"] = pc.count_distinct(mine["client"]).as_py()
+        times = np.sort(mine["request_time"].drop_null().to_numpy())
+        for p in (50, 95, 99):
+            rank = max(1, math.ceil(p * len(times) / 100))
+            figures[f"rt_p{p}"] = float(times[rank - 1]) if len(times) else None
+        out.append(figures)
+    return out

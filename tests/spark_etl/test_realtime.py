@@ -80,6 +80,7 @@ def test_every_final_minute_equals_the_truth_across_a_restart(spark, bk, tmp_pat
     assert len(rows) == len(got) == MINUTES and set(got) == set(truth)
     for key, row in got.items():
         expected.assert_figures(row, truth[key], key)
+        assert row["unique_clients"] == truth[key]["clients"]  # exact in the realtime job
         assert row["window_end"] - row["window_start"] == timedelta(minutes=1)
     for d in docs:
         key = (_epoch(d["window_start"]), d.get("host"))
@@ -180,11 +181,7 @@ def test_realtime_cli_defaults_and_conf_wins():
 
     parser = argparse.ArgumentParser()
     etl.add_parser(parser.add_subparsers())
-    args = parser.parse_args(["etl", "realtime", "--conf", "spark.scheduler.mode=FIFO"])
-    assert args.trigger_seconds == 1 and args.provisional
+    args = parser.parse_args(["etl", "realtime", "--conf", "a=c"])
+    assert args.trigger_seconds == 0.5 and args.provisional
     assert parser.parse_args(["etl", "realtime", "--no-provisional"]).provisional is False
-    assert etl.session_conf(args, {"spark.scheduler.mode": "FAIR", "a": "b"}) == {
-        "spark.scheduler.mode": "FIFO",
-        "a": "b",
-    }
-    assert etl.REALTIME_CONF == {"spark.scheduler.mode": "FAIR"}
+    assert etl.session_conf(args, {"a": "b", "d": "e"}) == {"a": "c", "d": "e"}

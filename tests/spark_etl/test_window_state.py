@@ -4,7 +4,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_etl.jobs.window_state import COUNTS, WindowState
+from spark_etl.jobs.window_state import COUNTS, WindowState, minute_figures
 
 M = 1_714_564_800  # a minute start, epoch seconds
 SCHEMA = pa.schema(
@@ -95,3 +95,21 @@ def test_how_rows_are_cut_into_batches_does_not_change_the_counts(specs, cuts):
         state.step(batch, rows(*specs[start:]))
     assert state.open == expected
     assert all(len(c) == len(COUNTS) for c in state.open.values())
+
+
+def test_minute_figures_are_exact_per_host_with_nearest_rank_percentiles():
+    staged = pa.Table.from_pylist(
+        [{"minute": M, "host": "b", "status": 200 + i % 2 * 300, "bytes": i,
+          "client": f"10.0.0.{i % 7}", "request_time": float(i)} for i in range(1, 101)]
+        + [{"minute": M, "host": None, "status": 404, "bytes": 1, "client": "c",
+            "request_time": None}],
+        schema=pa.schema([f for f in SCHEMA if f.name in
+                          ("minute", "host", "status", "bytes", "client", "request_time")]),
+    )  # fmt: skip
+    nobody, b = minute_figures(staged)
+    assert nobody == {"requests": 1, "status_2xx": 0, "status_3xx": 0, "status_4xx": 1,
+                      "status_5xx": 0, "bytes": 1, "host": None, "unique_clients": 1,
+                      "rt_p50": None, "rt_p95": None, "rt_p99": None}  # fmt: skip
+    assert (b["requests"], b["status_2xx"], b["status_5xx"], b["bytes"]) == (100, 50, 50, 5050)
+    assert b["unique_clients"] == 7
+    assert (b["rt_p50"], b["rt_p95"], b["rt_p99"]) == (50.0, 95.0, 99.0)

@@ -20,12 +20,14 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
-    """Replace `path` with `data` all or nothing (see the module docstring)."""
+def atomic_write(path: str | os.PathLike, data: bytes | str, *, hidden_tmp: bool = False) -> None:
+    """Replace `path` with `data` all or nothing (see the module docstring).
+    `hidden_tmp` names the temporary file with a leading dot, for directories that
+    other programs list and read (Spark and pyarrow skip hidden files)."""
     path = Path(path)
     if isinstance(data, str):
         data = data.encode()
-    tmp = path.with_name(path.name + TMP_SUFFIX)
+    tmp = path.with_name(("." if hidden_tmp else "") + path.name + TMP_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:

@@ -45,10 +45,8 @@ and final files are written by the driver).
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import logging
-import os
 import re
 import shutil
 import statistics
@@ -60,11 +58,14 @@ from pathlib import Path
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from common.fsutil import atomic_write
 from spark_etl import transforms as T
 from spark_etl.jobs.common import printer, source_stream
 from spark_etl.jobs.window_state import COUNTS, WINDOW_S, WindowState, minute_figures
+from spark_etl.source.options import offsets_from_json
 
 QUERY_NAME = "logflume-realtime"
 PROGRESS_SECONDS = 10.0
@@ -289,7 +290,7 @@ class RealtimeJob:
         return WindowState.from_json(data, self.lateness_ms)
 
     def _save(self, state: WindowState) -> None:
-        _write_atomic(self.state_dir / f"{state.batch_id}.json", state.to_json())
+        atomic_write(self.state_dir / f"{state.batch_id}.json", state.to_json())
         for old in self.state_dir.glob("*.json"):
             if int(old.stem) < state.batch_id - 1:
                 old.unlink(missing_ok=True)
@@ -298,21 +299,20 @@ class RealtimeJob:
     def _stage(self, batch_id: int, kept: pa.Table) -> None:
         if kept.num_rows == 0:
             return
-        import pyarrow.compute as pc
-
         kept = kept.select(list(T.MINUTE_ROW_COLUMNS))
         for minute in pc.unique(kept["minute"]).to_pylist():
             rows = kept.filter(pc.equal(kept["minute"], minute))
             path = self.staging / str(minute) / f"{batch_id}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(path, lambda f, rows=rows: pq.write_table(rows, f))
+            atomic_write(path, _parquet(rows))
 
     def finalize(self, minutes: list[int]) -> None:
         """Compute, write and publish the final rows of closed `minutes`, then
         forget their staged rows. Repeatable: the files are replaced whole."""
         for minute in minutes:
             staged = self.staging / str(minute)
-            rows = minute_figures(pq.read_table(staged)) if any(staged.glob("*.parquet")) else []
+            files = sorted(staged.glob("*.parquet"))
+            rows = minute_figures(pa.concat_tables(map(pq.read_table, files))) if files else []
             if rows:
                 self._write_final(minute, rows)
                 self.publisher.send(
@@ -334,7 +334,7 @@ class RealtimeJob:
         table = pa.table(columns, schema=FINAL_SCHEMA)
         path = self.output / f"date={start:%Y-%m-%d}" / f"part-{start:%Y%m%d-%H%M}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, lambda f: pq.write_table(table, f))
+        atomic_write(path, _parquet(table), hidden_tmp=True)
 
     def _retire_file_sink_log(self) -> None:
         """Earlier versions wrote the finals with Spark's file sink, whose
@@ -451,12 +451,10 @@ def _lag(progress) -> int | None:
 
 
 def _offsets(value) -> dict | None:
-    """{(topic, partition): offset} of the data source's offset JSON."""
+    """{(topic, partition): offset} of the data source's offset JSON (or None)."""
     if isinstance(value, str):
         value = json.loads(value)
-    if not isinstance(value, dict):
-        return None
-    return {(t, p): o for t, parts in value.items() for p, o in parts.items()}
+    return offsets_from_json(value) if isinstance(value, dict) else None
 
 
 def _subdirs(path: Path) -> list[Path]:
@@ -472,19 +470,10 @@ def _local(path: str, flag: str) -> Path:
     return Path(path).absolute()
 
 
-_tmp_names = itertools.count()
-
-
-def _write_atomic(path: Path, content) -> None:
-    """Write `content` (bytes, or a function writing to a path) to `path` through a
-    hidden temporary file renamed over it: readers and a restarted job see the old
-    file or the new one, never a torn one. Hidden names are skipped by Spark."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_tmp_names)}.tmp")
-    if isinstance(content, bytes):
-        tmp.write_bytes(content)
-    else:
-        content(str(tmp))
-    os.replace(tmp, path)
+def _parquet(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
 
 
 def start_realtime(spark, **kwargs) -> RealtimeJob:

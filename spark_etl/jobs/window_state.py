@@ -94,7 +94,6 @@ class WindowState:
             {
                 "batch_id": self.batch_id,
                 "max_time_ms": self.max_time_ms,
-                "lateness_ms": self.lateness_ms,
                 "open": [[m, h, *c] for (m, h), c in sorted(self.open.items(), key=_order)],
             }
         )

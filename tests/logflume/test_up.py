@@ -407,10 +407,13 @@ def test_demo_with_spark_reports_the_minute_stats_of_appended_lines(up_factory):
         assert time.monotonic() < waited, "no Parquet minute stats"
         time.sleep(0.5)
 
+    def progress_lines() -> list[str]:
+        return re.findall(r"realtime: [\d,]+ lines/s in .* behind the topic's end", up.output)
+
+    # two minutes of output, with the job's progress line every 10 s for most of it
     time.sleep(max(0.0, ready + 120 - time.monotonic()))
+    wait_until(lambda: len(progress_lines()) >= 8, 120, "8 progress lines", every=1)
     out = up.output
-    progress = re.findall(r"realtime: [\d,]+ lines/s in .* records behind the topic's end", out)
-    assert len(progress) >= 8, out
     spark = [line for line in out.splitlines() if line.startswith("[spark]")]
     # the JVM's own notice cannot be configured away
     noise = [s for s in spark if "realtime: " not in s and "incubator modules" not in s]

@@ -29,6 +29,8 @@ from prometheus_client.exposition import choose_encoder
 
 Health = Callable[[], tuple[bool, dict]]
 
+SHUTDOWN_TIMEOUT_S = 1.0
+
 
 def new_registry(component: str) -> CollectorRegistry:
     """A registry with process_*, python_* and logflume_build_info for `component`."""
@@ -63,7 +65,9 @@ class MetricsServer:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/health", self._health)
-        self._runner = web.AppRunner(app, access_log=None)
+        # Stopping waits at most this long for requests being answered (aiohttp's default
+        # is 60 s); answering /metrics or /health takes milliseconds.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
         self.port = self._runner.addresses[0][1]  # the port bound, when asked for port 0

@@ -32,7 +32,7 @@ import struct
 from broker.log.common import InvalidOffsetError
 from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
 from broker.protocol.records import CorruptRecordError
-from broker.tasks import cancel_and_wait
+from broker.tasks import cancel_and_wait, within
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class ReplicaFetcher:
         info = self.manager.node.brokers.get(self.leader_id)
         if info is None:
             raise LookupError(f"address of broker {self.leader_id} unknown")
-        self._reader, self._writer = await asyncio.wait_for(
+        self._reader, self._writer = await within(
             asyncio.open_connection(info.host, info.port), self.manager.request_timeout_s
         )
 
@@ -132,7 +132,7 @@ class ReplicaFetcher:
                 raise ProtocolError(f"correlation id {correlation} != {self._correlation}")
             return resp
 
-        return await asyncio.wait_for(exchange(), timeout_s)
+        return await within(exchange(), timeout_s)
 
     # -- truncation -------------------------------------------------------------------
 

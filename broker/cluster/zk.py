@@ -14,7 +14,8 @@ Znodes (Kafka's ZooKeeper-mode layout, JSON as Kafka writes it):
 
 Threads. kazoo runs its own connection and event threads. `ZkSession` never blocks
 the event loop: every operation uses kazoo's `*_async` call and hands the result to
-an asyncio future with `loop.call_soon_threadsafe`; every await has a timeout. Watch
+an asyncio future with `loop.call_soon_threadsafe`; every await has a timeout (`within`,
+not `asyncio.wait_for`, which can lose a cancellation: see `broker.tasks`). Watch
 and session-state callbacks arrive on kazoo's event thread and are re-posted to the
 loop the same way, in the order kazoo delivered them, so all cluster logic runs on the
 broker's event loop and never needs a lock.
@@ -31,6 +32,8 @@ from collections.abc import Callable
 import orjson
 from kazoo.client import KazooClient, KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from broker.tasks import within
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +219,7 @@ class ZkSession:
     async def start(self, timeout_s: float) -> None:
         self.loop = asyncio.get_running_loop()
         self.client.add_listener(self._on_state)
-        await asyncio.wait_for(
+        await within(
             self.loop.run_in_executor(None, lambda: self.client.start(timeout=timeout_s)),
             timeout_s + 1,
         )
@@ -226,9 +229,7 @@ class ZkSession:
 
     async def close(self) -> None:
         self._closed = True
-        await asyncio.wait_for(
-            asyncio.get_running_loop().run_in_executor(None, self._stop_client), 10
-        )
+        await within(asyncio.get_running_loop().run_in_executor(None, self._stop_client), 10)
 
     def _stop_client(self) -> None:
         self.client.stop()
@@ -281,11 +282,11 @@ class ZkSession:
             self._post(settle, value, exc)
 
         getattr(self.client, op + "_async")(*args, **kwargs).rawlink(done)
-        return await asyncio.wait_for(future, timeout_s or self.op_timeout_s)
+        return await within(future, timeout_s or self.op_timeout_s)
 
     async def blocking(self, fn, *args, timeout_s: float | None = None):
         """A kazoo call that has no async form (e.g. recursive delete), in a thread."""
-        return await asyncio.wait_for(
+        return await within(
             self.loop.run_in_executor(None, lambda: fn(*args)), timeout_s or self.op_timeout_s
         )
 

@@ -28,6 +28,8 @@ import sys
 import threading
 import time
 
+from common.aio import within
+
 GIB = 1 << 30
 MIB = 1 << 20
 CLIENT_ID = "bench-scale"
@@ -231,14 +233,14 @@ def role_load(args) -> dict:
 async def _conn_open(port: int, topic: str, limit_s: float):
     from broker.protocol import ApiKey, decode_response, encode_request
 
-    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), limit_s)
+    reader, writer = await within(asyncio.open_connection("127.0.0.1", port), limit_s)
     conn = {"r": reader, "w": writer, "corr": 0}
 
     async def call(api_key: int, version: int, body: dict) -> dict:
         conn["corr"] += 1
         writer.write(encode_request(api_key, version, conn["corr"], CLIENT_ID, body))
-        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), limit_s))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), limit_s)
+        size = struct.unpack(">i", await within(reader.readexactly(4), limit_s))[0]
+        frame = await within(reader.readexactly(size), limit_s)
         return decode_response(api_key, version, frame)[1]
 
     conn["call"] = call

@@ -1,36 +1,20 @@
-"""Awaiting with a timeout and stopping background tasks, the same way everywhere in the
-broker.
+"""Stopping background tasks the same way everywhere in the broker.
 
 Cancellation must never be lost, or a broker's shutdown waits forever for a task that
-was told to stop and went on running. Python 3.11's `asyncio.wait_for` loses one: when
-the awaitable it waits for has finished but `wait_for` has not resumed yet (the
-awaitable's result arrived in the same event loop iteration as the `cancel()`), it
-returns that result instead of raising CancelledError. A task looping around such an
-await (the controller's event loop, a replica fetcher, the session probe) then goes
-on to its next await and sits there for good: a SIGTERM'd broker that never exits.
-So the broker uses `within()` (`asyncio.timeout`, which keeps cancellations) instead of
-`asyncio.wait_for`, and `cancel_and_wait()` cancels again a task that outlives a
-cancellation, and gives up on it (logged) after a bound instead of waiting forever.
+was told to stop and went on running. Awaits with a timeout use `common.aio.within`
+(not `asyncio.wait_for`, which can lose a cancellation: see `common.aio`), and
+`cancel_and_wait()` cancels again a task that outlives a cancellation, and gives up on
+it (logged) after a bound instead of waiting forever.
 """
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable
-from typing import TypeVar
+from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 STOP_TIMEOUT_S = 2.0  # how long cancel_and_wait waits for tasks to finish
 RECANCEL_S = 0.25  # a task still running this long after a cancel is cancelled again
-
-
-async def within(aw: Awaitable[T], timeout_s: float) -> T:
-    """`await aw`, raising TimeoutError after `timeout_s`: `asyncio.wait_for` without
-    its lost cancellations (see the module docstring)."""
-    async with asyncio.timeout(timeout_s):
-        return await aw
 
 
 async def cancel_and_wait(

@@ -1,2 +1,3 @@
 """Small utilities shared by the packages (broker, agent, sources, the command):
-durable file writes and host:port addresses. Nothing here imports another package."""
+durable file writes, host:port addresses, awaiting with a timeout (`aio.within`). Nothing
+here imports another package."""

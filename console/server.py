@@ -29,6 +29,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from common.aio import within
 from console.kafka import KafkaView
 from console.model import Rates, agent_summary, partition_sizes
 
@@ -113,7 +114,7 @@ class Console:
     async def _kafka(self, fn, *args):
         """`fn(*args)` in a worker thread, one at a time, bounded in time."""
         limit = self.view.timeout * 4 + 5
-        return await asyncio.wait_for(asyncio.to_thread(self._locked, fn, *args), limit)
+        return await within(asyncio.to_thread(self._locked, fn, *args), limit)
 
     def _set(self, part: str, data=None, error: str | None = None) -> None:
         entry = self.parts[part]
@@ -223,7 +224,7 @@ class Console:
         self._set("agents", {"agents": list(agents)})
 
     async def messages(self, topic: str, partition: int, n: int) -> dict:
-        return await asyncio.wait_for(
+        return await within(
             asyncio.to_thread(self.view.messages, topic, partition, n), self.view.timeout * 3
         )
 

@@ -19,6 +19,7 @@ import orjson
 from aiohttp import web
 
 from agent.api import Context, Duration, Emit, Event, Size, Source, register
+from common.aio import within
 from common.hostport import parse_hostport
 from sources._lines import LineSplitter, base_headers
 
@@ -92,7 +93,7 @@ class HttpSource(Source):
             self.ready()
             await asyncio.Future()
         finally:
-            await asyncio.wait_for(runner.cleanup(), 10.0)
+            await within(runner.cleanup(), 10.0)
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -103,7 +104,7 @@ class HttpSource(Source):
                 max_size=self.config.max_body_bytes, actual_size=request.content_length
             )
         try:
-            body = await asyncio.wait_for(request.read(), self._read_timeout)
+            body = await within(request.read(), self._read_timeout)
         except TimeoutError:
             raise web.HTTPRequestTimeout() from None
         if request.content_type == "application/json":

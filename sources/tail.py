@@ -61,6 +61,7 @@ from collections.abc import Iterator
 from typing import Literal
 
 from agent.api import Context, Duration, Emit, Event, Size, Source, register
+from common.aio import within
 from sources._lines import base_headers
 from sources._tail_file import FileState, Framing, TailedFile
 from sources._tail_positions import FP_MAX, PositionStore, SavedPosition
@@ -296,7 +297,7 @@ class TailSource(Source):
                 await asyncio.sleep(0)
                 continue
             try:
-                await asyncio.wait_for(self._wake.wait(), self._poll_interval)
+                await within(self._wake.wait(), self._poll_interval)
             except TimeoutError:
                 pass
 

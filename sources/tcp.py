@@ -18,6 +18,7 @@ import re
 from typing import Literal
 
 from agent.api import Context, Duration, Emit, Event, Size, Source, register
+from common.aio import within
 from common.hostport import parse_hostport
 from sources._lines import LineSplitter, base_headers
 
@@ -165,7 +166,7 @@ class TcpSource(Source):
                 task.cancel()
             if self._conns:
                 await asyncio.wait(list(self._conns), timeout=5.0)
-            await asyncio.wait_for(server.wait_closed(), 5.0)
+            await within(server.wait_closed(), 5.0)
 
     async def _serve(self, reader: asyncio.StreamReader, writer, emit: Emit) -> None:
         peer = writer.get_extra_info("peername")
@@ -175,7 +176,7 @@ class TcpSource(Source):
         head = b""
         while True:
             try:
-                data = await asyncio.wait_for(reader.read(self.config.read_bytes), self._idle)
+                data = await within(reader.read(self.config.read_bytes), self._idle)
             except TimeoutError:
                 self.context.log.info("tcp: closing idle connection from %s", peer)
                 return

@@ -3,6 +3,7 @@ import inspect
 
 import pytest
 
+from common.aio import within
 from testkit.procs import BrokerProcess
 
 ASYNC_TEST_TIMEOUT_S = 60
@@ -15,7 +16,7 @@ def pytest_pyfunc_call(pyfuncitem):
     if not inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
     kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_TIMEOUT_S))
+    asyncio.run(within(pyfuncitem.obj(**kwargs), ASYNC_TEST_TIMEOUT_S))
     return True
 
 

@@ -34,6 +34,7 @@ import socket
 import struct
 import threading
 
+from common.aio import within
 from common.hostport import free_port
 
 _LINGER_RST = struct.pack("ii", 1, 0)
@@ -113,7 +114,7 @@ class _Connection:
 
     async def run(self, reader: asyncio.StreamReader) -> None:
         try:
-            up_reader, self.upstream = await asyncio.wait_for(
+            up_reader, self.upstream = await within(
                 asyncio.open_connection("127.0.0.1", self.proxy.target_port), 10
             )
         except (TimeoutError, OSError):
@@ -133,10 +134,10 @@ class _Connection:
 
     async def _pump(self, reader, writer, on_data) -> None:
         try:
-            while data := await asyncio.wait_for(reader.read(_CHUNK), _IDLE_S):
+            while data := await within(reader.read(_CHUNK), _IDLE_S):
                 if on_data(data):
                     writer.write(data)
-                    await asyncio.wait_for(writer.drain(), 30)
+                    await within(writer.drain(), 30)
         except (TimeoutError, OSError):
             pass
         for task in self.tasks:

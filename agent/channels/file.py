@@ -48,6 +48,7 @@ import orjson
 from agent.api import Channel, Context, Duration, Event, Size, TakeBatch, register
 from agent.channels import wal
 from agent.channels.memory import ChannelMetrics
+from common.aio import within
 from common.fsutil import atomic_write
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -310,7 +311,7 @@ class FileChannel(Channel):
             if not self._try_append(events, record):
                 self._space.clear()
                 try:  # a commit may free segments; else the space comes back from outside
-                    await asyncio.wait_for(self._space.wait(), retry)
+                    await within(self._space.wait(), retry)
                 except TimeoutError:
                     pass
                 retry = min(retry * 2, _RETRY_MAX_S)
@@ -412,7 +413,7 @@ class FileChannel(Channel):
         if not self._ready:
             self._data.clear()
             try:
-                await asyncio.wait_for(self._data.wait(), max_wait)
+                await within(self._data.wait(), max_wait)
             except TimeoutError:
                 return _FileTake(self, [], [])
         refs, events, n = [], [], 0

@@ -17,6 +17,7 @@ import dataclasses
 from collections import deque
 
 from agent.api import Channel, Context, Event, Size, TakeBatch, register, settle_all
+from common.aio import within
 
 EVENT_OVERHEAD = 120  # bytes of Python objects per event beyond its body, roughly
 RECORD_OVERHEAD = 600  # a parsed record's dict and field objects beyond 2x the body
@@ -138,7 +139,7 @@ class MemoryChannel(Channel):
         if not self._queue:
             self._data.clear()
             try:
-                await asyncio.wait_for(self._data.wait(), max_wait)
+                await within(self._data.wait(), max_wait)
             except TimeoutError:
                 return _MemoryTake(self, [], 0)
         queue = self._queue

@@ -32,7 +32,8 @@ import struct
 from broker.log.common import InvalidOffsetError
 from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
 from broker.protocol.records import CorruptRecordError
-from broker.tasks import cancel_and_wait, within
+from broker.tasks import cancel_and_wait
+from common.aio import within
 
 log = logging.getLogger(__name__)
 

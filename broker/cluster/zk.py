@@ -15,7 +15,7 @@ Znodes (Kafka's ZooKeeper-mode layout, JSON as Kafka writes it):
 Threads. kazoo runs its own connection and event threads. `ZkSession` never blocks
 the event loop: every operation uses kazoo's `*_async` call and hands the result to
 an asyncio future with `loop.call_soon_threadsafe`; every await has a timeout (`within`,
-not `asyncio.wait_for`, which can lose a cancellation: see `broker.tasks`). Watch
+not `asyncio.wait_for`, which can lose a cancellation: see `common.aio`). Watch
 and session-state callbacks arrive on kazoo's event thread and are re-posted to the
 loop the same way, in the order kazoo delivered them, so all cluster logic runs on the
 broker's event loop and never needs a lock.
@@ -33,7 +33,7 @@ import orjson
 from kazoo.client import KazooClient, KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from broker.tasks import within
+from common.aio import within
 
 log = logging.getLogger(__name__)
 

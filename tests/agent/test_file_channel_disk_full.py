@@ -12,7 +12,6 @@ give it back), or the channel itself fills it while the broker is down; then the
 space must come back on its own once the broker is back and the sink commits.
 """
 
-import asyncio
 import errno
 import hashlib
 import os
@@ -23,6 +22,7 @@ import pytest
 from agent.api import Duration
 from agent.channels import wal
 from agent.channels.file import FileChannel
+from common.aio import within
 from testkit.agent import AgentProcess, read_topic
 from testkit.procs import wait_until
 from tests.agent.helpers import context, events, metric
@@ -161,7 +161,7 @@ async def test_put_waits_through_a_torn_write_and_loses_nothing(tmp_path, monkey
         return real(fd, data, pos)
 
     monkeypatch.setattr(os, "pwrite", pwrite)
-    await asyncio.wait_for(ch.put(events(4, prefix="late")), 10)
+    await within(ch.put(events(4, prefix="late")), 10)
     monkeypatch.undo()
     assert len(calls) >= 4 and metric(ch, "logflume_agent_channel_disk_full") == 0
     await ch.close()

@@ -1,37 +1,11 @@
-"""broker.tasks: timeouts that never lose a cancellation, and a bounded cancel_and_wait."""
+"""broker.tasks: a bounded cancel_and_wait that re-cancels a task which lost its cancellation."""
 
 import asyncio
 import logging
 
 import pytest
 
-from broker.tasks import cancel_and_wait, within
-
-
-async def _loop_around(await_once, forever: asyncio.Event) -> None:
-    """Like the controller's event loop or a replica fetcher: an await with a timeout,
-    then a wait for the next piece of work."""
-    await await_once()
-    await forever.wait()
-
-
-async def _cancel_as_the_result_arrives(await_with_timeout) -> asyncio.Task:
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    task = asyncio.create_task(_loop_around(lambda: await_with_timeout(fut), asyncio.Event()))
-    await asyncio.sleep(0)  # the task waits for `fut`
-    fut.set_result("answer")  # the answer and the cancel in one event loop iteration
-    task.cancel()
-    await asyncio.wait({task}, timeout=0.5)
-    return task
-
-
-def test_within_keeps_a_cancel_that_arrives_with_the_result():
-    async def main():
-        task = await _cancel_as_the_result_arrives(lambda fut: within(fut, 10))
-        assert task.done() and task.cancelled()
-
-    asyncio.run(main())
+from broker.tasks import cancel_and_wait
 
 
 def test_cancel_and_wait_recancels_a_task_that_lost_its_cancellation():

@@ -21,6 +21,7 @@ from broker.config import BrokerConfig
 from broker.log.config import LogConfig
 from broker.log.partition import PartitionLog
 from broker.server.handlers.metadata import controller_id, live_brokers
+from common.aio import within
 
 
 def _node(tmp_path):
@@ -127,7 +128,7 @@ async def test_states_heard_while_fenced_apply_once_zookeeper_answers_again(tmp_
     assert node.lease.lease.renew(sent_at=time.monotonic(), now=time.monotonic())
     node.lease.on_renewed()
     try:
-        await asyncio.wait_for(_until(lambda: told == [True, False]), 5)
+        await within(_until(lambda: told == [True, False]), 5)
         assert part.is_leader and part.leader_epoch == 4 and part.isr == {0, 1}
     finally:
         await node.fetchers.stop()

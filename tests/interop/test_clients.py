@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol import ApiKey
 from broker.protocol.records import Codec, iter_batches
+from common.aio import within
 from tests.broker.server.wire import WireClient, fetch_body
 
 
@@ -141,7 +142,7 @@ def test_aiokafka_producer_and_assigned_consumer(target):
             await consumer.seek_to_beginning(*parts)
             values = []
             while len(values) < 300:
-                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 10)
+                batch = await within(consumer.getmany(timeout_ms=500), 10)
                 values += [m.value for msgs in batch.values() for m in msgs]
             return values
         finally:

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from agent.channels.memory import MemoryChannel
+from common.aio import within
 from sinks.console import ConsoleSink
 from sinks.file import FileSink
 from tests.agent.helpers import context, events, metric
@@ -105,7 +106,7 @@ async def test_file_sink_rolls_the_take_back_when_it_cannot_write(tmp_path):
     await ch.put(events(4, settled=settled))
     sink = FileSink(config, context(tmp_path, "files"))
     with pytest.raises(OSError):
-        await asyncio.wait_for(sink.run(ch), 10)
+        await within(sink.run(ch), 10)
     assert settled == [] and ch.pending() == 4 and committed(ch) == 0
     assert metric(ch, "logflume_agent_channel_take_rollback_total") == 4
     assert sink.context.metrics.value("logflume_agent_sink_rollbacks_total", component="files") == 1

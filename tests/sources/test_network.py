@@ -8,6 +8,7 @@ import subprocess
 import aiohttp
 import orjson
 
+from common.aio import within
 from common.hostport import free_port
 from sources.tcp import OctetCounter
 from tests.sources.harness import FakeMetrics, Harness, build
@@ -136,7 +137,7 @@ async def test_tcp_backpressure_stops_reading_socket(tmp_path):
         writer.write(line * 1000)
         sent += 1000
         try:
-            await asyncio.wait_for(writer.drain(), 1.0)
+            await within(writer.drain(), 1.0)
         except TimeoutError:
             blocked = True
             break
@@ -159,8 +160,8 @@ async def test_tcp_connection_limit_and_idle_timeout(tmp_path):
     w1.write(b"first\n")
     await h.wait_lines(1)
     r2, w2 = await asyncio.open_connection("127.0.0.1", port)
-    assert await asyncio.wait_for(r2.read(), 5) == b""  # refused: closed at once
-    assert await asyncio.wait_for(r1.read(), 5) == b""  # idle: closed by the server
+    assert await within(r2.read(), 5) == b""  # refused: closed at once
+    assert await within(r1.read(), 5) == b""  # idle: closed by the server
     await h.wait_for(lambda: metrics.value("logflume_agent_tcp_rejected_connections_total") == 1)
     w1.close()
     w2.close()

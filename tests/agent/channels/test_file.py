@@ -7,6 +7,7 @@ import sys
 
 from agent.channels import wal
 from agent.channels.file import FileChannel
+from common.aio import within
 from tests.agent.helpers import context, events
 
 
@@ -75,7 +76,7 @@ async def test_bounded_on_disk_put_waits(tmp_path):
     assert not blocked.done()
     batch = await ch.take(10, 0.1)
     await batch.commit()
-    await asyncio.wait_for(blocked, 1)
+    await within(blocked, 1)
     assert ch.pending() == 15
     await ch.close()
 

@@ -1,6 +1,7 @@
 import asyncio
 
 from agent.channels.memory import EVENT_OVERHEAD, MemoryChannel
+from common.aio import within
 from tests.agent.helpers import context, events, metric
 
 
@@ -19,7 +20,7 @@ async def test_bounded_by_events_put_waits_and_offer_refuses(tmp_path):
     batch = await ch.take(6, 0.1)
     assert ch.pending() == 10  # taken but not committed still counts
     await batch.commit()
-    await asyncio.wait_for(blocked, 1)
+    await within(blocked, 1)
     assert ch.pending() == 9
     assert metric(ch, "logflume_agent_channel_offer_refused_total") == 3
 
@@ -34,7 +35,7 @@ async def test_bounded_by_bytes(tmp_path):
 
 async def test_oversized_batch_enters_an_empty_channel(tmp_path):
     ch = channel(tmp_path, capacity=5)
-    await asyncio.wait_for(ch.put(events(20)), 1)
+    await within(ch.put(events(20)), 1)
     assert ch.pending() == 20
 
 
@@ -66,4 +67,4 @@ async def test_take_waits_then_returns_empty(tmp_path):
     waiter = asyncio.create_task(ch.take(10, 5))
     await asyncio.sleep(0.01)
     await ch.put(events(2))
-    assert len((await asyncio.wait_for(waiter, 1)).events) == 2
+    assert len((await within(waiter, 1)).events) == 2

@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from common.aio import within
 from testkit.procs import BrokerProcess
 
 FAST = {"group.initial.rebalance.delay.ms": 0}
@@ -219,7 +220,7 @@ def test_aiokafka_group_consumer_commits(fast_broker):
         try:
             values = []
             while len(values) < 30:
-                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 20)
+                batch = await within(consumer.getmany(timeout_ms=500), 20)
                 values += [m.value for msgs in batch.values() for m in msgs]
             await consumer.commit()
             committed = [await consumer.committed(ATP("aio-group", p)) for p in range(3)]
@@ -227,7 +228,7 @@ def test_aiokafka_group_consumer_commits(fast_broker):
         finally:
             await consumer.stop()
 
-    values, committed = asyncio.run(asyncio.wait_for(main(), 60))
+    values, committed = asyncio.run(within(main(), 60))
     assert sorted(values) == sorted(b"v%d" % i for i in range(30))
     assert committed == [10, 10, 10]
 

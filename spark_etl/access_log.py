@@ -162,13 +162,13 @@ def _parse_lines(text: pa.Array) -> dict[str, pa.Array]:
     quoted = pc.split_pattern(pc.list_element(rest, 1), '"', max_splits=6)
     codes = pc.list_element(quoted, 2)  # ' 404 512 '
     tail = pc.split_pattern(pc.list_element(quoted, 6), " ", max_splits=3)
-    has_tail = pc.greater(pc.list_value_length(tail), 1)
-    timed = pc.and_(has_tail, pc.equal(pc.list_element(tail, 0), ""))
+    timed = pc.equal(pc.list_element(tail, 0), "")  # the tail starts with a blank
+    padded_tail = _padded(tail, 3)
     no_text = pa.scalar(None, pa.string())
 
     def tail_field(i: int) -> pa.Array:
         longer = pc.and_(timed, pc.greater(pc.list_value_length(tail), i))
-        return pc.if_else(longer, pc.list_element(_padded(tail, i + 1), i), no_text)
+        return pc.if_else(longer, pc.list_element(padded_tail, i), no_text)
 
     words = pc.split_pattern(pc.list_element(quoted, 1), " ")
     three = pc.equal(pc.list_value_length(words), 3)
@@ -187,17 +187,22 @@ def _parse_lines(text: pa.Array) -> dict[str, pa.Array]:
         "request_time": tail_field(1),
         "upstream_response_time": tail_field(2),
     }
-    text_cols = {k: _absent_as_null(v) for k, v in fields.items() if k != "time_local"}
+    fields["host"] = pa.nulls(len(text), pa.string())
+    cols = _typed(fields)
+    cols["status"] = pc.if_else(matched, cols["status"], None)
+    cols["time"] = _time_local(fields["time_local"])
+    return cols
+
+
+def _typed(texts: dict[str, pa.Array]) -> dict[str, pa.Array]:
+    """The columns of PARSED_TYPES but `time` from their texts ("-" and "" absent)."""
+    text = {k: _absent_as_null(texts[k]) for k in PARSED_TYPES if k != "time"}
     return {
-        "time": _time_local(fields["time_local"]),
-        **{k: text_cols[k] for k in _STRINGS if k != "host"},
-        "host": pa.nulls(len(text), pa.string()),
-        "status": pc.if_else(matched, _number(text_cols["status"], _INTEGER, pa.int32()), None),
-        "bytes": pc.fill_null(_number(text_cols["bytes"], _INTEGER, pa.int64()), 0),
-        "request_time": _number(text_cols["request_time"], _NUMBER, pa.float64()),
-        "upstream_response_time": _number(
-            text_cols["upstream_response_time"], _NUMBER, pa.float64()
-        ),
+        **{k: text[k] for k in _STRINGS},
+        "status": _number(text["status"], _INTEGER, pa.int32()),
+        "bytes": pc.fill_null(_number(text["bytes"], _INTEGER, pa.int64()), 0),
+        "request_time": _number(text["request_time"], _NUMBER, pa.float64()),
+        "upstream_response_time": _number(text["upstream_response_time"], _NUMBER, pa.float64()),
     }
 
 
@@ -224,23 +229,10 @@ def _padded(lists: pa.Array, n: int) -> pa.Array:
 def _merge_json(cols: dict[str, pa.Array], text: pa.Array, is_json: pa.Array) -> None:
     """Replace the columns of the JSON records in `cols` by their decoded values."""
     docs = [_json_fields(t) for t in text.filter(is_json).to_pylist()]
-    where = np.flatnonzero(is_json.to_numpy(zero_copy_only=False))
-    index = np.full(len(text), -1, dtype=np.int64)
-    index[where] = np.arange(len(where))
-    take = pa.array(index, mask=index < 0)
-
-    def column(key: str) -> pa.Array:
-        return pa.array([d.get(key) for d in docs], pa.string())
-
-    decoded = {k: _absent_as_null(column(k)) for k in JSON_KEYS if k not in ("ts", "time")}
-    values = {
-        **{k: decoded[k] for k in _STRINGS},
-        "status": _number(decoded["status"], _INTEGER, pa.int32()),
-        "bytes": pc.fill_null(_number(decoded["bytes"], _INTEGER, pa.int64()), 0),
-        "request_time": _number(decoded["request_time"], _NUMBER, pa.float64()),
-        "upstream_response_time": _number(decoded["upstream_response_time"], _NUMBER, pa.float64()),
-        "time": pa.array([_json_time(d) for d in docs], TIMESTAMP),
-    }
+    rows = np.flatnonzero(is_json.to_numpy(zero_copy_only=False))
+    take = _gather(len(text), rows, np.arange(len(rows)))
+    values = _typed({k: pa.array([d.get(k) for d in docs], pa.string()) for k in PARSED_TYPES})
+    values["time"] = pa.array([_json_time(d) for d in docs], TIMESTAMP)
     for name, array in values.items():
         cols[name] = pc.if_else(is_json, array.take(take), cols[name])
 
@@ -284,8 +276,12 @@ def _header_host(headers: pa.Array) -> pa.Array:
     is_host = pc.fill_null(pc.equal(flat.field("key"), "host"), False).to_numpy(
         zero_copy_only=False
     )
-    hits = np.flatnonzero(is_host)
+    hits = np.flatnonzero(is_host)[::-1]  # reversed: the first hit of a record wins
+    return _text(flat.field("value").take(_gather(n, parents[hits], hits)))
+
+
+def _gather(n: int, rows: np.ndarray, sources: np.ndarray) -> pa.Array:
+    """Take indices for `n` rows: row rows[i] takes sources[i], the others null."""
     index = np.full(n, -1, dtype=np.int64)
-    index[parents[hits][::-1]] = hits[::-1]
-    take = pa.array(index, mask=index < 0)
-    return _text(flat.field("value").take(take))
+    index[rows] = sources
+    return pa.array(index, mask=index < 0)

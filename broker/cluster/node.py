@@ -56,7 +56,7 @@ import dataclasses
 import logging
 import time
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from broker.cluster import zk
 from broker.cluster.controller import Controller, elect_controller
@@ -486,6 +486,40 @@ class ClusterNode:
             zk.topic_path(meta.name),
             zk.encode_assignment(meta.assignments, meta.topic_id),
             makepath=True,
+        )
+
+    async def create_and_wait(self, meta: TopicMeta, timeout_s: float) -> None:
+        """CreateTopics: write the topic, then wait (at most timeout_s) until this
+        broker knows it and every partition has a leader, as Kafka's delayed create
+        does, so a client that uses the topic next finds it as created. TopicError:
+        TOPIC_ALREADY_EXISTS when another request (an auto-creation too) wrote it
+        first, REQUEST_TIMED_OUT when ZooKeeper or the controller did not answer in time
+        (the topic may still appear, as in Kafka)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_s, 0.0)
+        try:
+            await self.create_topic(meta)
+        except NodeExistsError:
+            raise TopicError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{meta.name}' already exists."
+            ) from None
+        except (KazooException, TimeoutError) as e:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper: {e!r}") from None
+        log.info("created topic %s: %s", meta.name, meta.assignments)
+        while timeout_s > 0 and not self._serves(meta):
+            if loop.time() >= deadline:
+                raise TopicError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"Topic '{meta.name}' was created but its partitions have no leader yet.",
+                )
+            await asyncio.sleep(0.02)
+
+    def _serves(self, meta: TopicMeta) -> bool:
+        known = self.topics.get(meta.name)
+        return (
+            known is not None
+            and known.partitions == meta.partitions
+            and all(self.leader_of(meta.name, i) >= 0 for i in range(meta.partitions))
         )
 
     def submit_create(self, meta: TopicMeta) -> None:

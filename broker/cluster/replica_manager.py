@@ -213,14 +213,14 @@ class ReplicaManager:
             raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid config: {e}") from None
         return num_partitions, replication_factor, overrides
 
-    def create_topic(
+    def plan_topic(
         self,
         name: str,
         num_partitions: int = -1,
         replication_factor: int = -1,
         configs: dict[str, str | None] | None = None,
-        validate_only: bool = False,
     ) -> TopicMeta:
+        """A new topic checked and its replicas assigned, not yet created (TopicError)."""
         partitions, rf, overrides = self.validate_new_topic(
             name, num_partitions, replication_factor, configs or {}
         )
@@ -232,18 +232,32 @@ class ReplicaManager:
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         else:
             assignments = [[self.broker_id] for _ in range(partitions)]
-        meta = TopicMeta(
+        return TopicMeta(
             name=name,
             partitions=partitions,
             replication_factor=rf,
             configs=overrides,
             assignments=assignments,
         )
-        if validate_only:
-            return meta
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str | None] | None = None,
+    ) -> TopicMeta:
+        """Create a topic now on a single node; in a cluster, write it to ZooKeeper in
+        the background (auto-creation: the client retries until it is there).
+        CreateTopics in a cluster awaits its creation instead (ClusterNode.create_and_wait)."""
+        return self.create(self.plan_topic(name, num_partitions, replication_factor, configs))
+
+    def create(self, meta: TopicMeta) -> TopicMeta:
+        """Create a planned topic (see create_topic)."""
         if self.cluster is not None:
             self.cluster.submit_create(meta)
             return meta
+        name, partitions, overrides = meta.name, meta.partitions, meta.configs
         cfg = self.log_config(overrides)
         logs = []
         try:

@@ -1,7 +1,10 @@
 """The admin APIs on a three-broker cluster: a change made through any broker reaches
 every broker (configs, partitions), deleted records stay deleted on the followers
 (a follower that becomes leader starts where the old leader did), and ElectLeaders
-gives leadership back to the preferred replica."""
+gives leadership back to the preferred replica. CreateTopics answers once the
+topic is served as created, also when an auto-creation races it."""
+
+import threading
 
 from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import (
@@ -147,3 +150,47 @@ def test_elect_leaders_gives_leadership_back_to_the_preferred_replica(cluster_fa
         )
     (result,) = answer["replica_election_results"]
     assert result["partition_result"][0]["error_code"] == ErrorCode.NOT_CONTROLLER
+
+
+def _create_request(name: str, partitions: int) -> dict:
+    topic = {
+        "name": name,
+        "num_partitions": partitions,
+        "replication_factor": 3,
+        "assignments": [],
+        "configs": [],
+    }
+    return {"topics": [topic], "timeout_ms": 10000, "validate_only": False}
+
+
+def test_create_topics_answers_when_the_topic_is_served_as_created(cluster_factory):
+    """Each broker in turn creates a 4-partition topic; the moment it answers, it
+    serves the topic with 4 led partitions (it used to answer before ZooKeeper had
+    it, and an auto-creation by another broker could make a 1-partition topic)."""
+    cluster = cluster_factory(3)
+    brokers = list(cluster.brokers.values())
+    for i in range(6):
+        creator, racer = brokers[i % 3], brokers[(i + 1) % 3]
+        name = f"made{i}"
+        auto = threading.Thread(target=_partitions_seen_by, args=(racer, name))  # auto-creates
+        with WireClient(creator.port) as client:
+            auto.start()
+            answer = client.request(ApiKey.CREATE_TOPICS, 4, _create_request(name, 4))
+            code = answer["topics"][0]["error_code"]
+            seen = client.request(ApiKey.METADATA, 1, {"topics": [{"name": name}]})
+        auto.join()
+        assert code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+        want = 4 if code == ErrorCode.NONE else 1
+        wait_until(
+            lambda n=name, w=want: cluster.zk.partition_count(n) == w,
+            what=f"{name} to have {want} partition(s) in ZooKeeper",
+        )
+        if code == ErrorCode.NONE:
+            (topic,) = seen["topics"]
+            assert topic["error_code"] == 0
+            assert sorted(p["partition_index"] for p in topic["partitions"]) == [0, 1, 2, 3]
+            assert min(p["leader_id"] for p in topic["partitions"]) >= 0
+
+    with WireClient(brokers[0].port) as client:
+        again = client.request(ApiKey.CREATE_TOPICS, 4, _create_request("made0", 2))
+    assert again["topics"][0]["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS

@@ -30,6 +30,13 @@ class ZkView:
         raw = orjson.loads(self.client.get(f"/brokers/topics/{topic}")[0])
         return raw["partitions"][str(partition)]
 
+    def partition_count(self, topic: str) -> int:
+        """How many partitions the topic's assignment has (0 before it is written)."""
+        path = f"/brokers/topics/{topic}"
+        if not self.client.exists(path):
+            return 0
+        return len(orjson.loads(self.client.get(path)[0])["partitions"])
+
     def controller(self) -> int:
         if not self.client.exists("/controller"):
             return -1

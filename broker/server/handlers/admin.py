@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from broker.cluster.metadata_store import TopicMeta
 from broker.cluster.replica_manager import TopicError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
@@ -30,51 +31,77 @@ from broker.server.handlers.metadata import NO_TOPIC_ID, named_topic, topic_uuid
 
 @handles(ApiKey.CREATE_TOPICS)
 def create_topics(ctx, body):
-    replicas = ctx.core.replicas
+    """A single node creates at once; a cluster writes each topic to ZooKeeper and
+    answers when this broker serves it (bounded by the request's timeout_ms)."""
     counts = Counter(t["name"] for t in body["topics"])
-    results = []
-    for topic in body["topics"]:
-        name = topic["name"]
-        code, message = ErrorCode.NONE, None
-        try:
-            if counts[name] > 1:
-                raise TopicError(
-                    ErrorCode.INVALID_REQUEST, f"Create topics request has duplicate topic {name}."
-                )
-            partitions, rf = topic["num_partitions"], topic["replication_factor"]
-            if topic["assignments"]:
-                partitions, rf = _check_assignments(ctx.core.broker_id, topic)
-            configs = {c["name"]: c["value"] for c in topic["configs"]}
-            replicas.create_topic(
-                name, partitions, rf, configs, validate_only=body["validate_only"]
+    planned = [_plan(ctx, topic, counts[topic["name"]]) for topic in body["topics"]]
+    if ctx.core.cluster is not None and not body["validate_only"]:
+        return _create_in_cluster(ctx, body, planned)
+    if not body["validate_only"]:
+        for i, (meta, _) in enumerate(planned):
+            if meta is None:
+                continue
+            try:
+                ctx.core.replicas.create(meta)
+            except TopicError as e:  # e.g. no space left for its files
+                planned[i] = (None, e)
+    return _response(ctx, body, planned)
+
+
+async def _create_in_cluster(ctx, body, planned):
+    node = ctx.core.cluster
+    timeout_s = body["timeout_ms"] / 1000
+    for i, (meta, _) in enumerate(planned):
+        if meta is not None:
+            try:
+                await node.create_and_wait(meta, timeout_s)
+            except TopicError as e:
+                planned[i] = (None, e)
+    return _response(ctx, body, planned)
+
+
+def _plan(ctx, topic: dict, named: int):
+    """(TopicMeta, None) for a topic that can be created, else (None, TopicError)."""
+    name = topic["name"]
+    try:
+        if named > 1:
+            raise TopicError(
+                ErrorCode.INVALID_REQUEST, f"Create topics request has duplicate topic {name}."
             )
-        except TopicError as e:
-            code, message = e.code, e.message
-        result = {"name": name, "error_code": code, "error_message": message}
-        if code == ErrorCode.NONE and ctx.api_version >= 5:
-            result |= _created(ctx.core, name, topic, partitions, rf, body["validate_only"])
+        partitions, rf = topic["num_partitions"], topic["replication_factor"]
+        if topic["assignments"]:
+            partitions, rf = _check_assignments(ctx.core.broker_id, topic)
+        configs = {c["name"]: c["value"] for c in topic["configs"]}
+        return ctx.core.replicas.plan_topic(name, partitions, rf, configs), None
+    except TopicError as e:
+        return None, e
+
+
+def _response(ctx, body, planned) -> dict:
+    results = []
+    for topic, (meta, error) in zip(body["topics"], planned, strict=True):
+        result = {"name": topic["name"], "error_code": ErrorCode.NONE, "error_message": None}
+        if error is not None:
+            result |= {"error_code": error.code, "error_message": error.message}
+        elif ctx.api_version >= 5:
+            result |= _created(ctx.core, meta, body["validate_only"])
         results.append(result)
     return {"throttle_time_ms": 0, "topics": results}
 
 
-def _created(core, name: str, topic: dict, partitions: int, rf: int, validate_only: bool):
+def _created(core, planned: TopicMeta, validate_only: bool):
     """What v5+ tells about a created topic: id, partitions, replication and configs
     (for validate_only, the topic as it would be)."""
-    meta = core.replicas.topic(name)
-    if meta is None:  # validate_only: nothing was made
-        configs = {c["name"]: c["value"] for c in topic["configs"]}
-        values = core.replicas.log_config(configs).to_props()
-        sources = dict.fromkeys(configs, SOURCE_TOPIC)
+    meta = None if validate_only else core.replicas.topic(planned.name)
+    if meta is None:
+        values = core.replicas.log_config(planned.configs).to_props()
         topic_id = None
+        meta = planned
     else:
         values, _ = core.replicas.effective_configs(meta)
-        sources = dict.fromkeys(meta.configs, SOURCE_TOPIC)
-        partitions, rf = meta.partitions, len(meta.assignments[0])
         topic_id = topic_uuid(meta)
-    if partitions == -1:
-        partitions = core.config["num.partitions"]
-    if rf == -1:
-        rf = core.config["default.replication.factor"]
+    sources = dict.fromkeys(meta.configs, SOURCE_TOPIC)
+    partitions, rf = meta.partitions, len(meta.assignments[0])
     return {
         "topic_id": topic_id or NO_TOPIC_ID,
         "num_partitions": partitions,

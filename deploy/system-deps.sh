@@ -21,6 +21,7 @@ declare -A wanted=(
   [chromium]=chromium  # the web console's tests render its page in headless Chromium
   [chromedriver]=chromium-driver
   [man]=man-db  # the tests render `logflume manpage`
+  [/usr/sbin/logrotate]=logrotate  # the tail source's copytruncate test runs the real one
   # promtool checks deploy/monitoring's alert rules and scrape config. The package
   # also holds the Prometheus server, which its postinst does not start in a
   # container (policy-rc.d forbids it, or invoke-rc.d finds no runlevel); on a host

@@ -9,7 +9,8 @@ methods, and a move that `TRANSITIONS` does not list raises IllegalTransition.
     state    descriptor  meaning
     NEW      none        just created by a scan, not yet opened
     OPEN     open        followed at a watched path
-    GONE     open        no longer at any watched path (renamed away or deleted):
+    GONE     open        no longer at any watched path (renamed away or deleted), or
+                         a truncated generation read on in its copy (`finish_in`):
                          read on to EOF, closed once at EOF for `close_grace`
     COPY     open        a copytruncate copy, not read: waits until its original is
                          truncated or closed, then hands it its descriptor
@@ -25,7 +26,9 @@ methods, and a move that `TRANSITIONS` does not list raises IllegalTransition.
 Rotation (the why is in `tail`'s docstring). `rotate` when the file left the watched
 paths: it is read on through its descriptor. `next_generation` when it was truncated
 or replaced in place: this generation closes to a ghost, which keeps its position for
-the copy logrotate made (`take_over`), and a new one reads the descriptor from 0.
+the copy logrotate made (`take_over` when the copy was found at a watched path first,
+`finish_in` when the file table found it in the directory, see `_tail_copy`), and a
+new one reads the descriptor from 0.
 
 Multiline. With a start pattern, lines join into one `PendingEvent` until the next
 line that matches, `max_line` bytes, or `multiline_timeout` without a new line. The
@@ -78,7 +81,7 @@ TRANSITIONS: dict[FileState, frozenset[FileState]] = {
     OPEN: frozenset({GONE, CLOSED, IDLE, SEALED}),  # rotate / close
     GONE: frozenset({OPEN, CLOSED, SEALED}),  # seen_at / close
     COPY: frozenset({DROPPED}),  # take_over by its original / close
-    CLOSED: frozenset({OPEN}),  # open: seen again, same content elsewhere, take_over
+    CLOSED: frozenset({OPEN}),  # open: seen again, same content elsewhere, take_over, finish_in
     IDLE: frozenset({OPEN}),
     SEALED: frozenset({OPEN}),
     DROPPED: frozenset(),
@@ -147,6 +150,8 @@ class TailedFile:
         "headers",
         "tracker",
         "emitted_end",
+        "seen_size",
+        "is_copy",
         "eof_since",
         "path_checked",
         "last_seen",
@@ -176,6 +181,8 @@ class TailedFile:
         self.headers: dict[str, str] = {}  # shared by its events (see agent.api.Event)
         self.tracker = DeliveryTracker(offset)
         self.emitted_end = offset  # end offset of the last batch handed out
+        self.seen_size = offset  # largest size of this generation seen (fstat)
+        self.is_copy = False  # read on in its copy (`finish_in`): saved, resumed on restart
         self.eof_since: float | None = None  # monotonic; None while there is data
         self.path_checked = 0.0  # monotonic time of the last "still at its path?" check
         self.last_seen = time.time()  # wall clock, saved: forget_after counts from it
@@ -188,12 +195,20 @@ class TailedFile:
         f = cls((pos.dev, pos.ino), pos.path, pos.offset, framing, pos.fp_len, pos.fp_crc)
         f.state = CLOSED
         f.last_seen = pos.seen
+        f.is_copy = pos.copy
         return f
 
     def position(self) -> SavedPosition:
         dev, ino = self.key
         return SavedPosition(
-            dev, ino, self.fp_len, self.fp_crc, self.tracker.delivered, self.path, self.last_seen
+            dev,
+            ino,
+            self.fp_len,
+            self.fp_crc,
+            self.tracker.delivered,
+            self.path,
+            self.last_seen,
+            self.is_copy,
         )
 
     def _move(self, to: FileState) -> None:
@@ -210,8 +225,10 @@ class TailedFile:
         """Truncated below the read position, or other first bytes: a new generation."""
         return size < self.read_offset or not self.matches_head(head)
 
-    def firm_up(self, head: bytes) -> None:
-        """Extend a provisional fingerprint once the file is longer."""
+    def firm_up(self, head: bytes, size: int = 0) -> None:
+        """Extend a provisional fingerprint once the file is longer; note its `size`
+        (what a truncation abandons, if its copy is not found, is counted from it)."""
+        self.seen_size = max(self.seen_size, size)
         if self.head is None or len(head) > len(self.head):
             self.head = head[:FP_MAX]
         if len(head) > self.fp_len:
@@ -249,6 +266,15 @@ class TailedFile:
         fd, gz = copy.fd, copy.gz
         copy.fd = copy.gz = None
         self.open(fd, gz, copy.path, b"", copy.key)
+
+    def finish_in(self, fd: int, path: str, head: bytes, key: tuple[int, int]) -> None:
+        """Read on from this ghost's position in `fd`, its copy at `path` (copytruncate,
+        see `_tail_copy`), whose identity `key` it takes: like a file rotated away, it
+        is read to EOF and then closed, and after a restart it is read on to its end
+        wherever it is, watched or not (`is_copy`)."""
+        self.open(fd, None, path, head, key)
+        self._move(GONE)
+        self.is_copy = True
 
     def seen_at(self, path: str, now: float) -> None:
         """Found at a watched path by a scan (an open file, or a copy)."""

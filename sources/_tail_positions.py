@@ -88,6 +88,7 @@ class SavedPosition:
     offset: int  # delivered: every line before it was acknowledged
     path: str
     seen: float  # wall-clock time the file was last found at a watched path
+    copy: bool = False  # a copytruncate copy read on from a truncated file (`_tail_copy`)
 
     @classmethod
     def from_json(cls, entry: dict) -> SavedPosition:
@@ -99,6 +100,7 @@ class SavedPosition:
             int(entry["offset"]),
             str(entry["path"]),
             float(entry.get("seen", time.time())),
+            bool(entry.get("copy", False)),
         )
         if pos.fp_len < 0 or pos.fp_len > FP_MAX or pos.offset < 0:
             raise ValueError(f"bad entry {entry!r}")

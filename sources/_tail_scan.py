@@ -13,9 +13,12 @@ closed and then takes over the original's position (`settle_copy`), so lines the
 original had not reached are read from the copy and lines it had are not read twice.
 Content matches need at least MIN_CONTENT_MATCH bytes of fingerprint, and a copy
 whose original is never truncated (a plain `cp` of a live file) waits as long as the
-original stays open. A new file whose first bytes are still a strict prefix of a
-known file's (a copy caught while being written, or an empty file) is left for a
-later scan.
+original stays open. A truncated file whose copy no scan found (outside the watched
+paths, or not scanned yet) reads on in the copy the table looks for in its directory
+(`_tail_copy`); so does a file found truncated after a restart, and a copy left
+unfinished by a restart is read on to its end. A new file whose first bytes are
+still a strict prefix of a known file's (a copy caught while being written, or an
+empty file) is left for a later scan.
 
 Owned by the tail source's read loop (one task); not thread-safe.
 """
@@ -31,6 +34,7 @@ import stat
 import time
 from typing import Any
 
+from sources._tail_copy import find_copy
 from sources._tail_file import FileState, Framing, TailedFile, release
 from sources._tail_positions import FP_MAX, MIN_CONTENT_MATCH, SavedPosition
 
@@ -79,14 +83,48 @@ class FileTable:
             **labels,
         )
         self._m_open = metrics.gauge("logflume_agent_tail_files_open", "Files held open", **labels)
+        self._m_abandoned = metrics.counter(
+            "logflume_agent_tail_abandoned_bytes_total",
+            "Bytes of truncated files never read: their copy was compressed or not found",
+            **labels,
+        )
 
     @property
     def paths(self) -> list[str]:
         return self._paths
 
     def restore(self, saved: list[SavedPosition]) -> None:
-        """Ghosts for the files in the last run's position file."""
+        """Ghosts for the files in the last run's position file; copies (copytruncate)
+        left unfinished are opened again to be read on to their end."""
         self.ghosts = [TailedFile.from_saved(pos, self._framing) for pos in saved]
+        for g in [g for g in self.ghosts if g.is_copy]:
+            self._resume_copy(g)
+
+    def _resume_copy(self, g: TailedFile) -> None:
+        """`g` is a copy being read on when the agent stopped: if it is still at its
+        path with bytes after its position, it is read on (`finish_in`)."""
+        try:
+            fd = os.open(g.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            st = os.fstat(fd)
+            head = os.pread(fd, FP_MAX, 0)
+        except OSError:
+            head = b""
+            st = None
+        if (
+            st is None
+            or (st.st_dev, st.st_ino) != g.key
+            or st.st_size <= g.read_offset
+            or not g.matches_head(head)
+        ):
+            os.close(fd)
+            return
+        self._log.info("tail: reading on %s from offset %d", g.path, g.read_offset)
+        self.ghosts.remove(g)
+        g.finish_in(fd, g.path, head, g.key)
+        self._track(g)
 
     def entries(self) -> list[SavedPosition]:
         """Delivered positions of every known file, for the position store."""
@@ -182,8 +220,12 @@ class FileTable:
                 self.ghosts.remove(g)
                 self._open(g, fd, gz, path, head, key)
                 return True
-            self._log.info("tail: %s reuses the inode of a forgotten file; reading from 0", path)
-            self.ghosts.remove(g)
+            # Truncated or replaced while the agent was down, or the inode was reused.
+            if not self._recover(g, path, key):
+                self._log.info(
+                    "tail: %s reuses the inode of a forgotten file; reading from 0", path
+                )
+                self.ghosts.remove(g)
             break
         if len(head) < FP_MAX and self._may_be_partial_copy(head):
             # decided at a later scan, once it has more bytes; soon if it is fresh
@@ -282,12 +324,56 @@ class FileTable:
         return True
 
     def new_generation(self, f: TailedFile, head: bytes) -> None:
-        """`f` was truncated or replaced in place: read the new content from 0."""
+        """`f` was truncated or replaced in place: read the new content from 0, and
+        what `f` had not read from its copy (copytruncate), if there is one."""
         self._m_truncations.inc()
-        self._log.info("tail: %s was truncated or replaced; reading it from 0", f.path)
+        path = f.headers.get("path", f.path)
+        self._log.info("tail: %s was truncated or replaced; reading it from 0", path)
         nxt = f.next_generation(head)
         self._untrack(f)
         self._track(nxt)
+        if not any(c.copy_of is f for c in self.files.values() if c.state is FileState.COPY):
+            self._recover(f, path, f.key)  # else that copy takes over (settle_copy)
+
+    def _recover(self, g: TailedFile, path: str, live: tuple[int, int]) -> bool:
+        """Ghost `g`, a generation of the file at `path` (identity `live`) that was
+        truncated or replaced, reads on in its copy if one is found (True). Else the
+        bytes it is known to have left unread are counted and logged as abandoned."""
+        copy = find_copy(
+            os.path.dirname(path), g.fp_len, g.fp_crc, g.read_offset, {*self.files, live}
+        )
+        if copy is not None and copy.fd is not None:
+            if copy.size == g.read_offset:
+                os.close(copy.fd)  # read to its end already
+                return False
+            self._log.info(
+                "tail: %s was truncated at offset %d of %d; reading the rest from its copy %s",
+                path,
+                g.read_offset,
+                copy.size,
+                copy.path,
+            )
+            self.ghosts = [x for x in self.ghosts if x is not g and x.key != copy.key]
+            g.finish_in(copy.fd, copy.path, copy.head, copy.key)
+            self._track(g)
+            return True
+        abandoned = max(0, g.seen_size - g.read_offset)
+        if abandoned or copy is not None:
+            where = (
+                f"its copy {copy.path} is compressed"
+                if copy is not None
+                else f"no copy of it found in {os.path.dirname(path)}"
+            )
+            self._log.warning(
+                "tail: %s was truncated before it was read to its end: at least %d bytes "
+                "after offset %d are abandoned (%s)",
+                path,
+                abandoned,
+                g.read_offset,
+                where,
+            )
+            self._m_abandoned.inc(abandoned)
+        return False
 
     # ------------------------------------------------------------------- metrics
 

@@ -319,7 +319,7 @@ class TailSource(Source):
             if f.is_replaced(st.st_size, head):
                 self._table.new_generation(f, head)
                 return True
-            f.firm_up(head)
+            f.firm_up(head, st.st_size)
             data = f.read(self._chunk)
             if data:
                 await _emit_all(f.events(data), emit)

@@ -1,0 +1,102 @@
+"""Copytruncate recovery for the tail source: find the copy of a truncated file.
+
+logrotate's `copytruncate` copies the live file (`access.log` -> `access.log.1`),
+then truncates it to 0. A tail that had not read the file to its end when it sees
+the truncation would lose the unread tail; those bytes are in the copy. The copy is
+looked for in the live file's directory, whether or not its name matches the
+watched paths: a regular file other than the live one, not already followed, whose
+first bytes have the fingerprint of the truncated generation (see `_tail_positions`;
+at least MIN_CONTENT_MATCH bytes of it, as for every content-only match) and which
+holds at least the bytes already read. Several candidates (a backup copy made by
+hand): the most recently modified wins, as logrotate's copy is the newest.
+
+An uncompressed copy is read on from the truncated generation's position (see
+`FileTable.recover`). A compressed one (`compress` without `delaycompress`: the copy
+was gzipped and deleted before the tail looked) is only reported: its unread bytes
+are abandoned, with a warning. Lines written to the live file between logrotate's
+copy and its truncation are in neither file: logrotate itself loses them.
+
+Owned by the tail source's read loop (one task); not thread-safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import stat
+
+from sources._tail_positions import FP_MAX, MIN_CONTENT_MATCH, fingerprint_matches
+
+
+@dataclasses.dataclass(slots=True)
+class Copy:
+    """A copy found by `find_copy`. `fd` is open (the caller owns it) for an
+    uncompressed copy, None for a compressed one."""
+
+    path: str
+    key: tuple[int, int]
+    size: int
+    head: bytes
+    fd: int | None
+
+
+def find_copy(
+    directory: str,
+    fp_len: int,
+    fp_crc: int,
+    offset: int,
+    known: set[tuple[int, int]],
+) -> Copy | None:
+    """The copy, in `directory`, of the generation with fingerprint (fp_len, fp_crc)
+    read up to `offset`; files whose (dev, ino) is in `known` are skipped (the live
+    file, and every file the tail already follows). An uncompressed copy is
+    preferred to a compressed one."""
+    if fp_len < MIN_CONTENT_MATCH:
+        return None
+    plain, compressed = [], []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        key = (st.st_dev, st.st_ino)
+        if not stat.S_ISREG(st.st_mode) or key in known:
+            continue
+        if entry.name.endswith(".gz"):
+            compressed.append((st.st_mtime, entry.path, st))
+        elif st.st_size >= offset:
+            plain.append((st.st_mtime, entry.path, st))
+    for group, is_gz in ((plain, False), (compressed, True)):
+        for _, path, st in sorted(group, reverse=True):
+            found = _match(path, st, fp_len, fp_crc, is_gz)
+            if found is not None:
+                return found
+    return None
+
+
+def _match(path: str, st: os.stat_result, fp_len: int, fp_crc: int, is_gz: bool) -> Copy | None:
+    """`path` as a Copy when its first bytes have the fingerprint, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if is_gz:
+            with gzip.GzipFile(fileobj=open(fd, "rb", closefd=False)) as gz:
+                head = gz.read(FP_MAX)
+        else:
+            head = os.pread(fd, FP_MAX, 0)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        head = b""
+    if not fingerprint_matches(head, fp_len, fp_crc):
+        os.close(fd)
+        return None
+    if is_gz:
+        os.close(fd)
+        fd = None
+    return Copy(path, (st.st_dev, st.st_ino), st.st_size, head, fd)

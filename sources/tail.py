@@ -24,6 +24,20 @@ at 0 for the new content, and the old generation is kept as a "ghost" so that th
 copy logrotate made (same first bytes, new inode) is recognised and read on from
 where the original stopped, not from 0.
 
+Copytruncate, what is guaranteed. logrotate copies the file (`access.log` ->
+`access.log.1`), then truncates it. When the tail sees the truncation before it read
+the file to its end (it was behind: backpressure, a slow broker, or the agent was
+down), the unread bytes are read from the copy, found in the same directory by its
+first bytes (`_tail_copy`), whether or not its name matches `paths`: every line that
+is in the copy or in the live file is delivered, once, also across a restart while
+the copy is being read (its position is saved like any file's). Not recovered: (1)
+lines written to the live file between logrotate's copy and its truncation, which
+logrotate itself loses (they are in neither file); (2) the unread bytes of a copy
+already compressed when the tail looks (`compress` without `delaycompress`: use
+`delaycompress`), or of a copy not found (moved to another directory, or removed).
+In both cases of (2) a WARNING names the file and the bytes abandoned, and
+`logflume_agent_tail_abandoned_bytes_total` counts them.
+
 Positions advance only from acknowledgements: each batch's Ack callback marks its
 slot in the file's DeliveryTracker, and the position file stores delivered offsets
 only (every `persist_interval` and on shutdown). After a crash, reading resumes at

@@ -25,6 +25,7 @@ import dataclasses
 import gzip
 import os
 import stat
+import zlib
 
 from sources._tail_positions import FP_MAX, MIN_CONTENT_MATCH, fingerprint_matches
 
@@ -91,7 +92,7 @@ def _match(path: str, st: os.stat_result, fp_len: int, fp_crc: int, is_gz: bool)
                 head = gz.read(FP_MAX)
         else:
             head = os.pread(fd, FP_MAX, 0)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, zlib.error):  # gzip.BadGzipFile is an OSError
         head = b""
     if not fingerprint_matches(head, fp_len, fp_crc):
         os.close(fd)

@@ -202,3 +202,30 @@ def test_only_the_tailed_file_writes_its_fields():
                         and not (isinstance(t.value, ast.Name) and t.value.id == "self")
                     ):
                         pytest.fail(f"{name}:{t.lineno}: writes .{t.attr} of another object")
+
+
+def test_truncated_generation_finishes_in_its_copy_and_is_saved_as_a_copy(tmp_path):
+    content = b"".join(b"line %04d\n" % i for i in range(30))
+    log, copy_path = tmp_path / "a.log", tmp_path / "a.log.1"
+    log.write_bytes(content)
+    fr = framing()
+    orig = opened(log, fr)
+    emitted(orig.events(orig.read(105)))  # 10 lines and half of the 11th
+    orig.firm_up(os.pread(orig.fd, FP_MAX, 0), len(content))
+    copy_path.write_bytes(content)
+    os.truncate(log, 0)
+    nxt = orig.next_generation(b"")
+    assert orig.state is FileState.CLOSED and orig.read_offset == 100  # a line start
+    assert orig.seen_size == len(content)  # what would be abandoned without the copy
+    st = os.stat(copy_path)
+    fd = os.open(copy_path, os.O_RDONLY)
+    orig.finish_in(fd, str(copy_path), content[:FP_MAX], (st.st_dev, st.st_ino))
+    assert orig.state is FileState.GONE and orig.key == (st.st_dev, st.st_ino)
+    rest = emitted(orig.events(orig.read(1 << 16)))
+    assert [e.body for e in rest] == [b"line %04d" % i for i in range(10, 30)]
+    pos = orig.position()
+    assert pos.copy and pos.path == str(copy_path)
+    assert SavedPosition.from_json(pos_json(pos)) == pos
+    assert TailedFile.from_saved(pos, fr).is_copy
+    orig.close()
+    nxt.close()

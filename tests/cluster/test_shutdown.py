@@ -5,8 +5,9 @@ The controller used to hang for good now and then: it was SIGTERM'd while still
 moving leaders (all brokers leaving at once), and a cancellation that arrived in the
 same event loop iteration as a ZooKeeper answer was lost (Python 3.11's
 `asyncio.wait_for`), so its event task waited forever and the test harness SIGKILLed
-it 30 s later. The race is rare, so the whole-cluster case runs a few rounds; the
-deterministic check of the mechanism is tests/broker/test_tasks.py.
+it 30 s later. The race is rare: the deterministic checks of the mechanism are
+tests/broker/test_tasks.py and tests/common/test_aio.py; here one round of the
+whole-cluster case (every cluster test's teardown is another).
 
 The bound is a correctness bound, not a speed target: the harness SIGKILLs after
 30 s, and a graceful exit needs at most the controlled shutdown wait
@@ -23,7 +24,6 @@ from tests.broker.server.wire import WireClient, fetch_body
 from tests.cluster.util import create_topic, producer, wait_until
 
 EXIT_BOUND_S = 25.0
-ROUNDS = 3
 PARTITIONS = 12
 
 
@@ -49,21 +49,6 @@ def _assert_stopped_cleanly(brokers, codes) -> None:
         assert "did not stop within" not in text, f"broker {i}: a task ignored its cancellation"
 
 
-def _all_registered(cluster) -> None:
-    count = len(cluster.brokers)
-    wait_until(lambda: len(cluster.zk.live()) == count, what="every broker to register")
-    for b in cluster.brokers.values():
-        wait_until(
-            lambda b=b: _brokers_seen(b.port) == count,
-            what=f"broker on port {b.port} to see every broker",
-        )
-
-
-def _brokers_seen(port: int) -> int:
-    with WireClient(port) as client:
-        return len(client.request(ApiKey.METADATA, 1, {"topics": []})["brokers"])
-
-
 def _produce_in_background(cluster, topic: str, stop: threading.Event) -> threading.Thread:
     def loop():
         p = producer(cluster, acks="all", **{"message.timeout.ms": 5000})
@@ -87,26 +72,17 @@ def test_sigterm_to_every_broker_at_once_stops_each_gracefully(cluster_factory):
     topic = "all-at-once"
     # Many partitions: the controller is still writing their states when it stops.
     create_topic(cluster, topic, partitions=PARTITIONS)
-    for round_ in range(ROUNDS):
-        if round_:
-            for b in cluster.brokers.values():
-                b.start()
-            _all_registered(cluster)
-            wait_until(
-                lambda: all(cluster.zk.state(topic, p)["leader"] >= 0 for p in range(PARTITIONS)),
-                what="every partition to have a leader again",
-            )
-        stop = threading.Event()
-        thread = _produce_in_background(cluster, topic, stop)
-        idle = [WireClient(b.port) for b in cluster.brokers.values()]
-        try:
-            codes = _sigterm_and_wait(cluster.brokers)
-        finally:
-            stop.set()
-            thread.join(30)
-            for c in idle:
-                c.close()
-        _assert_stopped_cleanly(cluster.brokers, codes)
+    stop = threading.Event()
+    thread = _produce_in_background(cluster, topic, stop)
+    idle = [WireClient(b.port) for b in cluster.brokers.values()]
+    try:
+        codes = _sigterm_and_wait(cluster.brokers)
+    finally:
+        stop.set()
+        thread.join(30)
+        for c in idle:
+            c.close()
+    _assert_stopped_cleanly(cluster.brokers, codes)
 
 
 def test_sigterm_to_the_controller_with_clients_open_and_a_frozen_peer(cluster_factory):

@@ -18,6 +18,9 @@ Theory of operation:
   out with os.sendfile on the socket directly (zero copy); whatever the socket did
   not take is finished by `loop.sendfile` (stdlib loop) or a buffered copy, while
   `_pump` waits. Nothing is ever written between a header and its slice.
+  A TLS connection cannot sendfile (the bytes must be encrypted in this process):
+  its response's slices are read with os.preadv into one buffer, written with the
+  rest of the response.
 - Backpressure: reading pauses while too many responses are queued or the transport
   asked us to stop writing; it resumes when both drain.
 - Errors: an undecodable frame, an unknown API or version (other than ApiVersions,
@@ -67,11 +70,35 @@ class _Slot:
         self.started = started  # time.perf_counter() at arrival, for the latency metric
 
 
+def _read_slices(parts: list) -> bytearray:
+    """A response with its file slices read in: one buffer, each part copied once.
+    OSError if a segment file is shorter than its slice."""
+    out = bytearray(sum(len(p) for p in parts))
+    pos = 0
+    with memoryview(out) as view:
+        for part in parts:
+            if isinstance(part, _BYTES):
+                view[pos : pos + len(part)] = part
+                pos += len(part)
+                continue
+            start = pos
+            while pos < start + part.length:
+                target = view[pos : start + part.length]
+                n = os.preadv(part.file.fileno(), [target], part.position + pos - start)
+                if n == 0:
+                    raise OSError(f"segment file ends inside a fetched slice at {pos - start}")
+                pos += n
+    return out
+
+
 class Connection(asyncio.Protocol):
     """A client connection. Owned by the BrokerServer; event-loop only."""
 
-    def __init__(self, server):
+    def __init__(self, server, listener: str, principal: str, sendfile: bool = True):
         self.server = server
+        self.listener = listener  # name of the listener it arrived on
+        self.principal = principal  # "User:..." (for authorization, later)
+        self.sendfile = sendfile  # False on TLS: slices are read, not sendfile'd
         self.core = server.core
         self.metrics = server.core.metrics
         self.max_request = server.core.config["socket.request.max.bytes"]
@@ -96,7 +123,7 @@ class Connection(asyncio.Protocol):
         if peer:
             self.peer = (peer[0], peer[1])
         sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None else -1
+        self._fd = sock.fileno() if sock is not None and self.sendfile else -1
         if self.server.fenced:  # reset at once (BrokerServer._fenced), logged there once
             self.closed = True
             transport.abort()
@@ -175,7 +202,9 @@ class Connection(asyncio.Protocol):
             self.metrics.invalid_requests += 1
             self.close(f"no handler for api key {header.api_key}")
             return
-        ctx = RequestContext(self.core, header, self.peer[0], self.peer[1])
+        ctx = RequestContext(
+            self.core, header, self.peer[0], self.peer[1], self.listener, self.principal
+        )
         try:
             result = handler(ctx, body)
         except CloseConnection as e:
@@ -241,6 +270,12 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport.is_closing():  # writes would be dropped, sendfile would not
             self.close("transport closed")
+            return
+        if not self.sendfile:
+            try:
+                transport.write(_read_slices(parts))
+            except OSError as e:
+                self.close(f"reading a fetched slice failed: {e}")
             return
         chunk: list = []
         for i, part in enumerate(parts):

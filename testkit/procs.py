@@ -93,7 +93,8 @@ class BrokerProcess(ManagedProcess):
 
     def start(self) -> "BrokerProcess":
         cmd = [sys.executable, "-m", "logflume", "broker", "--data-dir", str(self.data_dir)]
-        cmd += ["--listen", self.bootstrap]
+        if "listeners" not in self.settings:  # else `port` is the one to wait for
+            cmd += ["--listen", self.bootstrap]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         cmd += self.args

@@ -59,8 +59,11 @@ class TlsAccept(asyncio.Protocol):
                 server_side=True,
                 ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
             )
-        except (OSError, TimeoutError, ConnectionError) as e:
+        except ssl.SSLError as e:
             self._failed(transport, peer, _describe(e))
+            return
+        except (OSError, TimeoutError) as e:  # the client went away or never spoke
+            self._failed(transport, peer, _describe(e), logging.INFO)
             return
         der = tls.get_extra_info("ssl_object").getpeercert(binary_form=True)
         try:
@@ -79,9 +82,10 @@ class TlsAccept(asyncio.Protocol):
         if self._eof and not conn.eof_received():
             tls.close()
 
-    def _failed(self, transport: asyncio.BaseTransport, peer, reason: str) -> None:
+    def _failed(self, transport: asyncio.BaseTransport, peer, reason: str, level=logging.WARNING):
         self.server.core.metrics.tls_handshake_failures += 1
-        log.warning(
+        log.log(
+            level,
             "TLS handshake with %s:%d on listener %s failed: %s",
             peer[0],
             peer[1],
@@ -105,6 +109,8 @@ class TlsAccept(asyncio.Protocol):
 
 
 def _describe(e: Exception) -> str:
+    if isinstance(e, ssl.SSLCertVerificationError) and e.verify_message:
+        return f"{e.reason}: {e.verify_message}"  # e.g. certificate has expired
     if isinstance(e, ssl.SSLError):
         return e.reason or e.__class__.__name__
     if isinstance(e, TimeoutError):

@@ -41,6 +41,8 @@ import collections
 import logging
 import os
 import time
+from asyncio import Transport
+from collections.abc import Callable
 
 from broker.protocol import (
     ApiKey,
@@ -52,6 +54,7 @@ from broker.protocol import (
     encode_response,
 )
 from broker.server.dispatch import CloseConnection, RequestContext, lookup
+from broker.server.principal import ANONYMOUS, NoMatchingRule
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +97,14 @@ def _read_slices(parts: list) -> bytearray:
 class Connection(asyncio.Protocol):
     """A client connection. Owned by the BrokerServer; event-loop only."""
 
-    def __init__(self, server, listener: str, principal: str, sendfile: bool = True):
+    def __init__(self, server, listener: str, identify: Callable[[Transport], str] | None = None):
+        """`identify` (TLS connections: `TlsListener.identify`) gives the principal
+        once the handshake is done; without it the client is User:ANONYMOUS."""
         self.server = server
         self.listener = listener  # name of the listener it arrived on
-        self.principal = principal  # "User:..." (for authorization, later)
-        self.sendfile = sendfile  # False on TLS: slices are read, not sendfile'd
+        self.principal = ANONYMOUS  # "User:...", for authorization (later)
+        self._identify = identify
+        self.sendfile = identify is None  # TLS: slices are read, not sendfile'd
         self.core = server.core
         self.metrics = server.core.metrics
         self.max_request = server.core.config["socket.request.max.bytes"]
@@ -128,6 +134,16 @@ class Connection(asyncio.Protocol):
             self.closed = True
             transport.abort()
             return
+        if self._identify is not None:
+            try:
+                self.principal = self._identify(transport)
+            except NoMatchingRule as e:
+                self.metrics.tls_handshake_failures += 1
+                log.warning("refusing %s:%d on %s: %s", *self.peer, self.listener, e)
+                self.closed = True
+                transport.abort()
+                return
+            log.debug("TLS client %s:%d on %s is %s", *self.peer, self.listener, self.principal)
         self.server.connections.add(self)
         self.metrics.connections_created += 1
 

@@ -1,9 +1,9 @@
 """The asyncio network shell: listener, connections, idle sweep, signals, shutdown.
 
 `run(config)` is what `logflume broker` calls. It starts the `BrokerCore` (logs,
-topics, duties), binds every listener in `listeners` (an SSL one accepts through
-`tls_accept.TlsAccept`, with the context `tls.server_context` built from its ssl.*
-settings before anything is bound), and serves until SIGTERM or SIGINT. Then
+topics, duties), binds every listener in `listeners` (an SSL one is a `tls_accept.TlsListener`, with
+the context `tls.server_context` built from its ssl.* settings before anything is
+bound), and serves until SIGTERM or SIGINT. Then
 it shuts down gracefully: stop accepting, stop reading new requests, answer the
 waiting long-poll fetches and acks=all produces with what is there now, let queued
 responses drain (within `SHUTDOWN_GRACE_S`), close connections, then flush the logs
@@ -26,8 +26,8 @@ from broker.config import BrokerConfig, ConfigError
 from broker.server import tls
 from broker.server.connection import Connection
 from broker.server.core import BrokerCore
-from broker.server.principal import ANONYMOUS, parse_rules
-from broker.server.tls_accept import TlsAccept
+from broker.server.principal import parse_rules
+from broker.server.tls_accept import TlsListener
 from common.prometheus import MetricsServer
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,8 @@ class BrokerServer:
         self.loop_sendfile = False
         self.fenced = False
         self.port: int | None = None  # the first listener's bound port
-        self.handshakes: set[asyncio.Task] = set()  # TLS handshakes under way
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[asyncio.Server] = []  # the plaintext listeners
+        self._tls_listeners: list[TlsListener] = []
         self._contexts = self._tls_contexts()
         self._sweeper: asyncio.Task | None = None
         self.metrics_server: MetricsServer | None = None
@@ -60,15 +60,7 @@ class BrokerServer:
             loop, "_sendfile_native"
         )
         for listener in self.config.listeners.listeners:
-            server = await loop.create_server(
-                self._factory(listener),
-                listener.host or None,
-                listener.port,
-                reuse_address=True,
-                backlog=1024,
-            )
-            self._servers.append(server)
-            port = server.sockets[0].getsockname()[1]
+            port = await self._bind(listener)
             self.core.bound_ports[listener.name] = port
             self.port = self.port or port
             adv_host, adv_port = self.core.advertised(listener.name)
@@ -116,20 +108,30 @@ class BrokerServer:
             tls.client_context(self.config.ssl_settings(inter))  # what replica fetchers use
         return out
 
-    def _factory(self, listener):
+    async def _bind(self, listener) -> int:
+        """Start accepting on `listener`; the port bound."""
         if listener.tls:
-            context, rules = self._contexts[listener.name]
-            return lambda: TlsAccept(self, listener.name, context, rules)
-        return lambda: self.make_connection(listener.name, ANONYMOUS)
+            tls_listener = TlsListener(self, listener, *self._contexts[listener.name])
+            self._tls_listeners.append(tls_listener)
+            return await tls_listener.start()
+        server = await asyncio.get_running_loop().create_server(
+            lambda: self.make_connection(listener.name),
+            listener.host or None,
+            listener.port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        self._servers.append(server)
+        return server.sockets[0].getsockname()[1]
 
-    def make_connection(self, listener: str, principal: str) -> Connection:
-        return Connection(self, listener, principal, sendfile=listener not in self._contexts)
+    def make_connection(self, listener: str, identify=None) -> Connection:
+        return Connection(self, listener, identify)
 
     def health(self) -> tuple[bool, dict]:
         """Ready when serving clients: listening, and in a cluster registered in
         ZooKeeper and not fenced from it."""
         cluster = self.core.cluster
-        ready = bool(self._servers) and not self.fenced
+        ready = bool(self.core.bound_ports) and not self.fenced
         if cluster is not None:
             ready = ready and cluster.registered
         return ready, {
@@ -175,10 +177,10 @@ class BrokerServer:
         log.info("shutting down: %d connection(s) open", len(self.connections))
         for server in self._servers:
             server.close()
+        for tls_listener in self._tls_listeners:
+            tls_listener.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
-        for task in list(self.handshakes):
-            task.cancel()
         for conn in list(self.connections):
             conn.stop_reading()
         self.core.complete_delayed()

@@ -1,13 +1,19 @@
-"""The TLS handshake of an accepted connection, before it becomes a Connection.
+"""An SSL listener: accept, TLS handshake, then a Connection.
 
-An SSL listener accepts plain TCP with `TlsAccept` as protocol, which at once pauses
-reading and runs `loop.start_tls` (server side). Only a completed handshake makes a
-`Connection`: the principal is taken from the client certificate, the Connection is
-attached to the TLS transport and gets whatever application data arrived with the
-handshake. `create_server(ssl=...)` is not used because a failed handshake there
-is invisible to the application (asyncio logs it only in debug mode): here it
-closes that one connection, is logged once without a stack trace and counted in
+`create_server(ssl=...)` is not used because a failed handshake there is invisible
+to the application (asyncio and uvloop log it only in debug mode). Neither is
+`start_tls` on a plain accepted transport: uvloop may hand the ClientHello to the
+plain protocol before the TLS layer is in place. Instead the listener accepts with
+`loop.sock_accept` and hands each socket to `loop.connect_accepted_socket(ssl=...)`,
+which returns once the handshake is done and raises when it fails: the failure
+closes that one connection, is logged once without a stack trace (WARNING for a
+TLS error such as an untrusted or expired certificate or a plaintext client, INFO
+for a client that went away) and counted in
 `logflume_broker_tls_handshake_failures`.
+
+The Connection's principal comes from the verified client certificate
+(`principal.principal` with the listener's `ssl.principal.mapping.rules`); a
+certificate no rule maps is refused like a failed handshake, as Kafka refuses it.
 
 Owned by the server; event-loop only.
 """
@@ -16,96 +22,105 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 
-from broker.server.principal import NoMatchingRule, principal
+from broker.listeners import Listener
+from broker.server.principal import principal
 
 log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT_S = 10.0
+ACCEPT_ERROR_BACKOFF_S = 0.1  # e.g. out of file descriptors
 
 
-class TlsAccept(asyncio.Protocol):
-    """Protocol of a TLS connection until its handshake is done; then it hands over
-    to `make_connection(listener, principal)` and only forwards what arrived in
-    between."""
+class TlsListener:
+    """One bound SSL listener and the handshakes it runs."""
 
-    def __init__(self, server, listener, context: ssl.SSLContext, rules):
+    def __init__(self, server, listener: Listener, context: ssl.SSLContext, rules):
         self.server = server
         self.listener = listener
         self.context = context
         self.rules = rules
-        self.conn = None
-        self._early: list[bytes] = []
-        self._eof = False
-        self._task: asyncio.Task | None = None
+        self.sock: socket.socket | None = None
+        self.handshakes: set[asyncio.Task] = set()
+        self._accepting: asyncio.Task | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        # Paused now, before asyncio starts reading: the ClientHello must reach
-        # the TLS layer, not this protocol.
-        transport.pause_reading()
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        self._task = asyncio.ensure_future(self._handshake(transport, peer))
-        self.server.handshakes.add(self._task)
-        self._task.add_done_callback(self.server.handshakes.discard)
+    async def start(self) -> int:
+        """Bind and start accepting; returns the port bound."""
+        loop = asyncio.get_running_loop()
+        lst = self.listener
+        infos = await loop.getaddrinfo(
+            lst.host or None, lst.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(1024)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+        self._accepting = asyncio.create_task(self._accept())
+        return sock.getsockname()[1]
 
-    async def _handshake(self, transport: asyncio.Transport, peer) -> None:
+    def close(self) -> None:
+        """Stop accepting and abandon the handshakes under way."""
+        if self._accepting is not None:
+            self._accepting.cancel()
+        for task in list(self.handshakes):
+            task.cancel()
+        if self.sock is not None:
+            self.sock.close()
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, peer = await loop.sock_accept(self.sock)
+            except OSError as e:
+                log.warning("listener %s: accept failed: %s", self.listener.name, e)
+                await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)
+                continue
+            task = asyncio.create_task(self._handshake(sock, peer))
+            self.handshakes.add(task)
+            task.add_done_callback(self.handshakes.discard)
+
+    async def _handshake(self, sock: socket.socket, peer) -> None:
         loop = asyncio.get_running_loop()
         try:
-            tls = await loop.start_tls(
-                transport,
-                self,
-                self.context,
-                server_side=True,
+            await loop.connect_accepted_socket(
+                lambda: self.server.make_connection(self.listener.name, self.identify),
+                sock,
+                ssl=self.context,
                 ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
             )
         except ssl.SSLError as e:
-            self._failed(transport, peer, _describe(e))
-            return
+            self.failed(peer, _describe(e))
+            sock.close()
         except (OSError, TimeoutError) as e:  # the client went away or never spoke
-            self._failed(transport, peer, _describe(e), logging.INFO)
-            return
-        der = tls.get_extra_info("ssl_object").getpeercert(binary_form=True)
-        try:
-            who = principal(der, self.rules)
-        except (NoMatchingRule, ValueError) as e:
-            self._failed(tls, peer, str(e))
-            return
-        conn = self.server.make_connection(self.listener, who)
-        self.conn = conn
-        tls.set_protocol(conn)
-        conn.connection_made(tls)
-        log.debug("TLS connection from %s:%d on %s as %s", peer[0], peer[1], self.listener, who)
-        for data in self._early:
-            conn.data_received(data)
-        self._early.clear()
-        if self._eof and not conn.eof_received():
-            tls.close()
+            self.failed(peer, _describe(e), logging.INFO)
+            sock.close()
 
-    def _failed(self, transport: asyncio.BaseTransport, peer, reason: str, level=logging.WARNING):
+    def identify(self, transport: asyncio.Transport) -> str:
+        """The principal of a connection whose handshake is done (NoMatchingRule when
+        ssl.principal.mapping.rules maps no rule to its certificate)."""
+        der = transport.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        return principal(der, self.rules)
+
+    def failed(self, peer, reason: str, level: int = logging.WARNING) -> None:
         self.server.core.metrics.tls_handshake_failures += 1
         log.log(
             level,
             "TLS handshake with %s:%d on listener %s failed: %s",
             peer[0],
             peer[1],
-            self.listener,
+            self.listener.name,
             reason,
         )
-        transport.abort()
-
-    # Between the end of the handshake and the hand-over (same loop iteration),
-    # asyncio may already deliver application data: keep it for the Connection.
-    def data_received(self, data: bytes) -> None:
-        self._early.append(data)
-
-    def eof_received(self) -> bool:
-        self._eof = True
-        return True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
 
 
 def _describe(e: Exception) -> str:

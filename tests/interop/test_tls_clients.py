@@ -290,3 +290,30 @@ def test_a_large_fetch_over_tls_returns_the_bytes_plaintext_returns(tls):
         answers.append(bytes(answer["responses"][0]["partitions"][0]["records"]))
     assert len(answers[0]) > 4_000_000
     assert answers[0] == answers[1]
+
+
+def test_uvloop_serves_tls_and_refuses_plaintext(tls, tmp_path):
+    """uvloop may hand a connection's first bytes to its protocol before a TLS layer
+    put on it later could see them: the TLS listener must work with it too."""
+    plain, secure = free_port(), free_port()
+    settings = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tls.dir / "broker.pem"),
+    }
+    broker = BrokerProcess(tmp_path / "uv", settings=settings, args=["--event-loop", "uvloop"])
+    broker.start()
+    try:
+        wait_for_port(secure, proc=broker.proc)
+        conf = {"bootstrap.servers": f"127.0.0.1:{secure}", "security.protocol": "SSL"}
+        conf["ssl.ca.location"] = tls.ca
+        for attempt in range(3):  # each a new connection and handshake
+            producer = Producer(conf)
+            producer.produce("uv", b"%d" % attempt)
+            assert producer.flush(10) == 0
+        with WireClient(plain) as client:
+            client.request(ApiKey.METADATA, 1, {"topics": []})
+        assert _produce_raw(tls, None, secure, "uv").startswith("refused")
+        assert "uvloop loop" in broker.log_text()
+    finally:
+        broker.stop()

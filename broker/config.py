@@ -12,6 +12,16 @@ accepted and reported in `BrokerConfig.unused`, which the broker logs in one
 warning, so that Kafka's own server.properties starts a broker; any other key is an
 error that suggests the nearest known key (a typo must not be silently ignored).
 
+Listeners (broker.listeners): `listeners` and `advertised.listeners` are lists of
+`NAME://host:port`, `listener.security.protocol.map` gives each name its protocol
+(PLAINTEXT or SSL are served), `inter.broker.listener.name` or
+`security.inter.broker.protocol` the one brokers replicate over. The ssl.* keys are
+Kafka's with PEM material (broker.server.tls); each may be overridden for one
+listener as `listener.name.<lowercase name>.ssl.*`, as in Kafka. Other
+`listener.name.*` keys (SASL ones) are accepted as unused, like Kafka keys this
+broker does not serve yet. Keys of type password (private keys, inline PEM) are
+never shown by DescribeConfigs.
+
 Topic-level defaults come from the broker keys that are their Kafka synonyms
 (`log.retention.hours` -> `retention.ms`, `message.max.bytes` ->
 `max.message.bytes` ...); `BrokerConfig.topic_defaults()` gives them as topic

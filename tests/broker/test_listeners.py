@@ -106,3 +106,48 @@ def test_per_listener_ssl_overrides_and_unserved_keys(tmp_path):
         "listener.name.internal.sasl.enabled.mechanisms",
         "ssl.keystore.password",
     ]
+
+
+def test_registration_round_trip_and_brokers_per_listener():
+    """/brokers/ids/<id> as Kafka writes it, and Metadata's broker list for a client of
+    one listener: each broker's endpoint of that listener, a broker without it left
+    out."""
+    from types import SimpleNamespace
+
+    from broker.cluster import zk
+    from broker.server.handlers.metadata import live_brokers
+
+    protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
+    both = zk.BrokerInfo(1, {"PLAINTEXT": ("h1", 9092), "SSL": ("h1", 9093)}, "r1")
+    raw = zk.encode_broker(both, protocols)
+    assert zk.decode_broker(1, raw) == both
+    tls_only = zk.encode_broker(zk.BrokerInfo(2, {"SSL": ("h2", 9093)}), protocols)
+    assert b'"host":null' in tls_only and b'"port":-1' in tls_only
+    core = SimpleNamespace(
+        broker_id=0,
+        config={"broker.rack": None},
+        advertised=lambda listener: ("h0", {"PLAINTEXT": 9092, "SSL": 9093}[listener]),
+        cluster=SimpleNamespace(fenced=False, brokers={1: both, 2: zk.decode_broker(2, tls_only)}),
+    )
+    plain = [(b["node_id"], b["host"], b["port"]) for b in live_brokers(core, "PLAINTEXT")]
+    assert plain == [(0, "h0", 9092), (1, "h1", 9092)]
+    secure = [(b["node_id"], b["port"]) for b in live_brokers(core, "SSL")]
+    assert secure == [(0, 9093), (1, 9093), (2, 9093)]
+
+
+def test_describe_configs_hides_key_material(tmp_path):
+    from types import SimpleNamespace
+
+    from broker.server.handlers.configs import _broker_entries
+
+    cfg = _config(
+        tmp_path,
+        listeners="PLAINTEXT://h:1,SSL://h:2",
+        **{"ssl.keystore.key": "-----BEGIN PRIVATE KEY----- secret -----END PRIVATE KEY-----"},
+    )
+    entries = {
+        e["name"]: e for e in _broker_entries(SimpleNamespace(config=cfg, broker_id=0), "", {})
+    }
+    key = entries["ssl.keystore.key"]
+    assert key["value"] is None and key["is_sensitive"] and key["synonyms"][0]["value"] is None
+    assert entries["listeners"]["value"] == "PLAINTEXT://h:1,SSL://h:2"

@@ -24,7 +24,7 @@ _PEM = serialization.Encoding.PEM
 
 @dataclasses.dataclass(frozen=True)
 class Issued:
-    """A key and its certificate (and the chain up to, not including, the CA)."""
+    """A private key and its certificate."""
 
     key: ec.EllipticCurvePrivateKey
     cert: x509.Certificate

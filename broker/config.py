@@ -12,6 +12,16 @@ accepted and reported in `BrokerConfig.unused`, which the broker logs in one
 warning, so that Kafka's own server.properties starts a broker; any other key is an
 error that suggests the nearest known key (a typo must not be silently ignored).
 
+Listeners (broker.listeners): `listeners` and `advertised.listeners` are lists of
+`NAME://host:port`, `listener.security.protocol.map` gives each name its protocol
+(PLAINTEXT or SSL are served), `inter.broker.listener.name` or
+`security.inter.broker.protocol` the one brokers replicate over. The ssl.* keys are
+Kafka's with PEM material (broker.server.tls); each may be overridden for one
+listener as `listener.name.<lowercase name>.ssl.*`, as in Kafka. Other
+`listener.name.*` keys (SASL ones) are accepted as unused, like Kafka keys this
+broker does not serve yet. Keys of type password (private keys, inline PEM) are
+never shown by DescribeConfigs.
+
 Topic-level defaults come from the broker keys that are their Kafka synonyms
 (`log.retention.hours` -> `retention.ms`, `message.max.bytes` ->
 `max.message.bytes` ...); `BrokerConfig.topic_defaults()` gives them as topic
@@ -31,6 +41,7 @@ from pathlib import Path
 
 import javaproperties
 
+from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, ListenerSetup, resolve
 from common.hostport import parse_hostport
 
 LONG_MAX = 9223372036854775807
@@ -48,8 +59,60 @@ _KEYS = [
     Key("broker.id", "int", 0, "This broker's node id."),
     Key("log.dirs", "string", None, "The data directory (one directory)."),
     Key("log.dir", "string", None, "Alias of log.dirs."),
-    Key("listeners", "list", "PLAINTEXT://127.0.0.1:9092", "Listener to bind."),
-    Key("advertised.listeners", "list", None, "Listener published to clients."),
+    Key(
+        "listeners",
+        "list",
+        "PLAINTEXT://127.0.0.1:9092",
+        "Listeners to bind: NAME://host:port,... (names unique, ports unique).",
+    ),
+    Key(
+        "advertised.listeners",
+        "list",
+        None,
+        "NAME://host:port published to clients per listener (default: the listener's own).",
+    ),
+    Key(
+        "listener.security.protocol.map",
+        "list",
+        DEFAULT_PROTOCOL_MAP,
+        "NAME:PROTOCOL per listener; PLAINTEXT and SSL are served (SASL not yet).",
+    ),
+    Key(
+        "inter.broker.listener.name",
+        "string",
+        None,
+        "Listener the brokers use to reach each other (exclusive with the next key).",
+    ),
+    Key(
+        "security.inter.broker.protocol",
+        "string",
+        None,
+        "Inter-broker protocol, i.e. the listener of that name (default PLAINTEXT).",
+    ),
+    # TLS (listener.name.<lowercase name>.<key> overrides any of these per listener):
+    Key("ssl.keystore.type", "string", "JKS", "PEM is supported (JKS/PKCS12 are not)."),
+    Key("ssl.keystore.location", "string", None, "PEM file: private key and certificate chain."),
+    Key("ssl.keystore.certificate.chain", "password", None, "Inline PEM certificate chain."),
+    Key("ssl.keystore.key", "password", None, "Inline PEM private key (with the chain above)."),
+    Key("ssl.key.password", "password", None, "Password of an encrypted private key."),
+    Key("ssl.truststore.type", "string", "JKS", "PEM is supported (JKS/PKCS12 are not)."),
+    Key("ssl.truststore.location", "string", None, "PEM file of trusted CA certificates."),
+    Key("ssl.truststore.certificates", "password", None, "Inline PEM trusted CA certificates."),
+    Key("ssl.client.auth", "string", "none", "Client certificates: none, requested, required."),
+    Key("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions (TLSv1.2 at least)."),
+    Key("ssl.protocol", "string", "TLSv1.3", "TLS, TLSv1.2 or TLSv1.3 (the highest allowed)."),
+    Key(
+        "ssl.endpoint.identification.algorithm",
+        "string",
+        "https",
+        "Inter-broker: https checks the server's host name; empty does not.",
+    ),
+    Key(
+        "ssl.principal.mapping.rules",
+        "string",
+        "DEFAULT",
+        "Client certificate DN -> principal name: RULE:pattern/replacement/[LU],...,DEFAULT.",
+    ),
     Key("num.partitions", "int", 1, "Partitions of auto-created topics."),
     Key("default.replication.factor", "int", 1, "Replication factor of new topics."),
     Key("auto.create.topics.enable", "bool", True, "Create unknown topics on use."),
@@ -156,6 +219,19 @@ TOPIC_SYNONYMS: dict[str, str] = {
 }
 
 
+LISTENER_PREFIX = "listener.name."
+
+
+def _listener_key(name: str) -> Key | None:
+    """The key of a per-listener override `listener.name.<listener>.ssl.*` we serve
+    (others, such as SASL ones, are Kafka keys this broker does not use yet)."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    _, _, rest = name[len(LISTENER_PREFIX) :].partition(".")
+    key = KEYS.get(rest)
+    return key if key is not None and rest.startswith("ssl.") else None
+
+
 class ConfigError(ValueError):
     """A bad broker configuration; the message names the offending key."""
 
@@ -199,19 +275,6 @@ def read_properties(path: str | Path) -> dict[str, str]:
         return javaproperties.load(f)
 
 
-def parse_listener(value: str) -> tuple[str, int]:
-    """`PLAINTEXT://host:port`, `host:port` or `:port` -> (host, port)."""
-    text = value.split(",")[0].strip()
-    if "://" in text:
-        scheme, text = text.split("://", 1)
-        if scheme.upper() != "PLAINTEXT":
-            raise ConfigError(f"listener {value!r}: only PLAINTEXT is supported")
-    try:
-        return parse_hostport(text, f"listener {value!r}")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 class BrokerConfig:
     """Resolved broker settings; immutable after construction, safe to share."""
 
@@ -219,10 +282,10 @@ class BrokerConfig:
         self._explicit: dict[str, object] = {}
         self.unused: list[str] = []  # Kafka keys set but not used by this broker
         for name, raw in (values or {}).items():
-            key = KEYS.get(name)
+            key = KEYS.get(name) or _listener_key(name)
             if key is not None:
                 self._explicit[name] = parse_value(key, raw)
-            elif name in kafka_broker_keys():
+            elif name in kafka_broker_keys() or name.startswith(LISTENER_PREFIX):
                 self.unused.append(name)
             else:
                 raise unknown_key_error(name)
@@ -265,9 +328,21 @@ class BrokerConfig:
             raise ConfigError("log.dirs: a data directory is required (--data-dir)")
         if "," in dirs:
             raise ConfigError("log.dirs: only one data directory is supported")
-        self.listen = parse_listener(self.get("listeners"))
-        adv = self.get("advertised.listeners")
-        self.advertised = parse_listener(adv) if adv else None
+        try:
+            self.listeners: ListenerSetup = resolve(
+                self.get("listeners"),
+                self.get("advertised.listeners"),
+                self.get("listener.security.protocol.map"),
+                self.get("inter.broker.listener.name"),
+                self.get("security.inter.broker.protocol"),
+            )
+        except ListenerError as e:
+            raise ConfigError(str(e)) from None
+        for name in self._explicit:
+            if name.startswith(LISTENER_PREFIX):
+                listener = name[len(LISTENER_PREFIX) :].split(".", 1)[0]
+                if listener.upper() not in {lst.name for lst in self.listeners.listeners}:
+                    raise ConfigError(f"{name}: there is no listener named {listener.upper()}")
         metrics = self.get("metrics.listen")
         try:
             self.metrics_listen = parse_hostport(metrics, "metrics.listen") if metrics else None
@@ -312,13 +387,17 @@ class BrokerConfig:
     def broker_id(self) -> int:
         return self.get("broker.id")
 
-    @property
-    def advertised_address(self) -> tuple[str, int]:
-        """Host and port clients are told to use; the listener's if none is set."""
-        if self.advertised is not None:
-            return self.advertised
-        host, port = self.listen
-        return (host if host not in ("", "0.0.0.0", "::") else "127.0.0.1"), port
+    def for_listener(self, listener: str, name: str):
+        """Key `name` as listener `listener` sees it: Kafka's per-listener override
+        `listener.name.<lowercase listener>.<name>` if set, else the broker-wide value."""
+        override = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
+        if override in self._explicit:
+            return self._explicit[override]
+        return self.get(name)
+
+    def ssl_settings(self, listener: str) -> dict[str, object]:
+        """Every ssl.* key as listener `listener` sees it (for broker.server.tls)."""
+        return {n: self.for_listener(listener, n) for n in KEYS if n.startswith("ssl.")}
 
     def retention_ms(self) -> int:
         if self.get("log.retention.ms") is not None:

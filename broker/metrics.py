@@ -176,6 +176,7 @@ class BrokerMetrics:
         self.invalid_requests = 0
         self.open_connections: set = set()  # the server's live connections (BrokerServer)
         self.connections_created = 0
+        self.tls_handshake_failures = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.flush_time = Histogram(FLUSH_BUCKETS)
@@ -266,6 +267,11 @@ class BrokerMetrics:
         )
         yield CounterMetricFamily(
             PREFIX + "connections_created", "Client connections accepted", self.connections_created
+        )
+        yield CounterMetricFamily(
+            PREFIX + "tls_handshake_failures",
+            "Connections to an SSL listener closed because their TLS handshake failed",
+            self.tls_handshake_failures,
         )
 
     def _partition_metrics(self) -> Iterator[Metric]:

@@ -81,8 +81,12 @@ class BrokerProcess(ManagedProcess):
         args: list[str] | None = None,
     ):
         self.data_dir = Path(data_dir)
-        self.port = port or free_port()
         self.settings = dict(settings or {})
+        if port is None and "listeners" in self.settings:  # the first listener's
+            from broker.listeners import parse_addresses
+
+            port = next(iter(parse_addresses(self.settings["listeners"], "listeners").values()))[1]
+        self.port = port or free_port()
         self.args = list(args or [])  # extra `logflume broker` options, e.g. --event-loop
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
@@ -93,7 +97,8 @@ class BrokerProcess(ManagedProcess):
 
     def start(self) -> "BrokerProcess":
         cmd = [sys.executable, "-m", "logflume", "broker", "--data-dir", str(self.data_dir)]
-        cmd += ["--listen", self.bootstrap]
+        if "listeners" not in self.settings:  # else `port` is its first listener's
+            cmd += ["--listen", self.bootstrap]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         cmd += self.args

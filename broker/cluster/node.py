@@ -244,14 +244,20 @@ class ClusterNode:
                 log.exception("fence listener failed")
 
     async def _register(self) -> None:
-        host, port = self.core.advertised
-        info = BrokerInfo(self.broker_id, host, port, self.config["broker.rack"])
+        endpoints = self.core.endpoints()
+        info = BrokerInfo(self.broker_id, endpoints, self.config["broker.rack"])
+        protocols = {lst.name: lst.protocol for lst in self.config.listeners.listeners}
         path = zk.broker_path(self.broker_id)
         while not self.registered:
             try:
-                await self.zk.call("create", path, zk.encode_broker(info), ephemeral=True)
+                data = zk.encode_broker(info, protocols)
+                await self.zk.call("create", path, data, ephemeral=True)
                 self.registered = True
-                log.info("registered as broker %d (%s:%d)", self.broker_id, host, port)
+                log.info(
+                    "registered as broker %d (%s)",
+                    self.broker_id,
+                    ", ".join(f"{n}://{h}:{p}" for n, (h, p) in endpoints.items()),
+                )
                 return
             except NodeExistsError:
                 try:
@@ -320,7 +326,10 @@ class ClusterNode:
         for broker_id, res in zip(ids, results, strict=True):
             if isinstance(res, BaseException):
                 continue
-            brokers[broker_id] = zk.decode_broker(broker_id, res[0])
+            try:
+                brokers[broker_id] = zk.decode_broker(broker_id, res[0])
+            except ValueError as e:
+                log.warning("ignoring the registration of broker %d: %s", broker_id, e)
         self.brokers = brokers
 
     # -- topics -------------------------------------------------------------------------

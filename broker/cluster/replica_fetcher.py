@@ -17,6 +17,10 @@ protocol through `broker.protocol` (the broker's own codec), one request in flig
    follower's high watermark becomes min(leader's, own log end). Leaders long-poll
    (`replica.fetch.wait.max.ms`), so a new batch reaches followers at once.
 
+Fetchers connect to the leader's endpoint of `inter.broker.listener.name`; when that
+listener is SSL, with the broker's truststore and (if it has one) its keystore as
+client certificate, per `broker.server.tls.client_context`.
+
 A partition whose leader or epoch changed is moved to another fetcher by the cluster
 node; answers for partitions that moved meanwhile are ignored. Connection errors close
 the connection and retry after a short backoff; every network await has a timeout.
@@ -32,6 +36,7 @@ import struct
 from broker.log.common import InvalidOffsetError
 from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
 from broker.protocol.records import CorruptRecordError
+from broker.server.tls import client_context
 from broker.tasks import cancel_and_wait
 from common.aio import within
 
@@ -106,11 +111,16 @@ class ReplicaFetcher:
         if self._writer is not None:
             return
         info = self.manager.node.brokers.get(self.leader_id)
-        if info is None:
-            raise LookupError(f"address of broker {self.leader_id} unknown")
-        self._reader, self._writer = await within(
-            asyncio.open_connection(info.host, info.port), self.manager.request_timeout_s
+        listener = self.manager.listener
+        address = info.endpoints.get(listener) if info is not None else None
+        if address is None:
+            raise LookupError(f"{listener} address of broker {self.leader_id} unknown")
+        host, port = address
+        tls = self.manager.tls
+        opened = asyncio.open_connection(
+            host, port, ssl=tls, server_hostname=host if tls is not None else None
         )
+        self._reader, self._writer = await within(opened, self.manager.request_timeout_s)
 
     def _close(self) -> None:
         if self._writer is not None:
@@ -268,6 +278,10 @@ class ReplicaFetcherManager:
         self.max_bytes = config["replica.fetch.max.bytes"]
         self.response_max_bytes = config["replica.fetch.response.max.bytes"]
         self.request_timeout_s = config["replica.socket.timeout.ms"] / 1000
+        self.listener = config.listeners.inter_broker
+        self.tls = None
+        if config.listeners.by_name(self.listener).tls:
+            self.tls = client_context(config.ssl_settings(self.listener))
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def add(self, partition, leader_id: int) -> None:

@@ -33,6 +33,7 @@ import orjson
 from kazoo.client import KazooClient, KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from broker.listeners import parse_addresses
 from common.aio import within
 
 log = logging.getLogger(__name__)
@@ -73,33 +74,45 @@ def _now_ms() -> str:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BrokerInfo:
-    """A live broker's registration."""
+    """A live broker's registration: its advertised endpoint per listener name."""
 
     broker_id: int
-    host: str
-    port: int
+    endpoints: dict[str, tuple[str, int]]
     rack: str | None = None
 
 
-def encode_broker(info: BrokerInfo) -> bytes:
+def encode_broker(info: BrokerInfo, protocols: dict[str, str]) -> bytes:
+    """Kafka's `/brokers/ids/<id>` JSON (version 5): every endpoint as NAME://host:port
+    with the listener's security protocol; `host`/`port` are those of the PLAINTEXT
+    endpoint, null/-1 without one (what old tools read)."""
+    plain = next((a for n, a in info.endpoints.items() if protocols[n] == "PLAINTEXT"), None)
     return orjson.dumps(
         {
             "version": 5,
-            "host": info.host,
-            "port": info.port,
+            "host": plain[0] if plain else None,
+            "port": plain[1] if plain else -1,
             "jmx_port": -1,
             "timestamp": _now_ms(),
-            "endpoints": [f"PLAINTEXT://{info.host}:{info.port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"{n}://{_host(h)}:{p}" for n, (h, p) in info.endpoints.items()],
+            "listener_security_protocol_map": {n: protocols[n] for n in info.endpoints},
             "rack": info.rack,
             "features": {},
         }
     )
 
 
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
     raw = orjson.loads(data)
-    return BrokerInfo(broker_id, str(raw["host"]), int(raw["port"]), raw.get("rack"))
+    endpoints = raw.get("endpoints")
+    if endpoints:
+        found = parse_addresses(",".join(endpoints), f"/brokers/ids/{broker_id} endpoints")
+    else:  # a registration older than Kafka 0.10
+        found = {"PLAINTEXT": (str(raw["host"]), int(raw["port"]))}
+    return BrokerInfo(broker_id, found, raw.get("rack"))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,9 +1,12 @@
 """broker/server: the asyncio shell around the sans-I/O codec and the log.
 
-    server.py      BrokerServer: listener, idle sweep, SIGTERM/SIGINT graceful shutdown;
+    server.py      BrokerServer: listeners, idle sweep, SIGTERM/SIGINT graceful shutdown;
                    run(config) is what `logflume broker` calls
     connection.py  Connection (asyncio.Protocol): framing, size limit, in-order
-                   responses, sendfile of FetchSlice parts, backpressure
+                   responses, sendfile of FetchSlice parts (read on TLS), backpressure
+    tls.py         SSLContext from Kafka's ssl.* settings (PEM material), pure
+    tls_accept.py  TlsAccept: the TLS handshake before a Connection, failures counted
+    principal.py   User:<DN> of a client certificate, ssl.principal.mapping.rules
     dispatch.py    handler table keyed by ApiKey (@handles), RequestContext,
                    handler-module setup/teardown hooks
     core.py        BrokerCore: metadata store, LogManager, ReplicaManager,
@@ -13,5 +16,6 @@
     handlers/      one module per API area
 
 Partition state and topic lifecycle live in broker/cluster (partition.py,
-replica_manager.py, metadata_store.py); broker configuration in broker/config.py.
+replica_manager.py, metadata_store.py); broker configuration in broker/config.py,
+listeners and their security protocols in broker/listeners.py.
 """

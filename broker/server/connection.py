@@ -18,6 +18,9 @@ Theory of operation:
   out with os.sendfile on the socket directly (zero copy); whatever the socket did
   not take is finished by `loop.sendfile` (stdlib loop) or a buffered copy, while
   `_pump` waits. Nothing is ever written between a header and its slice.
+  A TLS connection cannot sendfile (the bytes must be encrypted in this process):
+  its response's slices are read with os.preadv into one buffer, written with the
+  rest of the response.
 - Backpressure: reading pauses while too many responses are queued or the transport
   asked us to stop writing; it resumes when both drain.
 - Errors: an undecodable frame, an unknown API or version (other than ApiVersions,
@@ -38,6 +41,8 @@ import collections
 import logging
 import os
 import time
+from asyncio import Transport
+from collections.abc import Callable
 
 from broker.protocol import (
     ApiKey,
@@ -49,6 +54,7 @@ from broker.protocol import (
     encode_response,
 )
 from broker.server.dispatch import CloseConnection, RequestContext, lookup
+from broker.server.principal import ANONYMOUS, NoMatchingRule
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +73,38 @@ class _Slot:
         self.started = started  # time.perf_counter() at arrival, for the latency metric
 
 
+def _read_slices(parts: list) -> bytearray:
+    """A response with its file slices read in: one buffer, each part copied once.
+    OSError if a segment file is shorter than its slice."""
+    out = bytearray(sum(len(p) for p in parts))
+    pos = 0
+    with memoryview(out) as view:
+        for part in parts:
+            if isinstance(part, _BYTES):
+                view[pos : pos + len(part)] = part
+                pos += len(part)
+                continue
+            start = pos
+            while pos < start + part.length:
+                target = view[pos : start + part.length]
+                n = os.preadv(part.file.fileno(), [target], part.position + pos - start)
+                if n == 0:
+                    raise OSError(f"segment file ends inside a fetched slice at {pos - start}")
+                pos += n
+    return out
+
+
 class Connection(asyncio.Protocol):
     """A client connection. Owned by the BrokerServer; event-loop only."""
 
-    def __init__(self, server):
+    def __init__(self, server, listener: str, identify: Callable[[Transport], str] | None = None):
+        """`identify` (TLS connections: `TlsListener.identify`) gives the principal
+        once the handshake is done; without it the client is User:ANONYMOUS."""
         self.server = server
+        self.listener = listener  # name of the listener it arrived on
+        self.principal = ANONYMOUS  # "User:...", for authorization (later)
+        self._identify = identify
+        self.sendfile = identify is None  # TLS: slices are read, not sendfile'd
         self.core = server.core
         self.metrics = server.core.metrics
         self.max_request = server.core.config["socket.request.max.bytes"]
@@ -96,11 +129,21 @@ class Connection(asyncio.Protocol):
         if peer:
             self.peer = (peer[0], peer[1])
         sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None else -1
+        self._fd = sock.fileno() if sock is not None and self.sendfile else -1
         if self.server.fenced:  # reset at once (BrokerServer._fenced), logged there once
             self.closed = True
             transport.abort()
             return
+        if self._identify is not None:
+            try:
+                self.principal = self._identify(transport)
+            except NoMatchingRule as e:
+                self.metrics.tls_handshake_failures += 1
+                log.warning("refusing %s:%d on %s: %s", *self.peer, self.listener, e)
+                self.closed = True
+                transport.abort()
+                return
+            log.debug("TLS client %s:%d on %s is %s", *self.peer, self.listener, self.principal)
         self.server.connections.add(self)
         self.metrics.connections_created += 1
 
@@ -175,7 +218,9 @@ class Connection(asyncio.Protocol):
             self.metrics.invalid_requests += 1
             self.close(f"no handler for api key {header.api_key}")
             return
-        ctx = RequestContext(self.core, header, self.peer[0], self.peer[1])
+        ctx = RequestContext(
+            self.core, header, self.peer[0], self.peer[1], self.listener, self.principal
+        )
         try:
             result = handler(ctx, body)
         except CloseConnection as e:
@@ -241,6 +286,12 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport.is_closing():  # writes would be dropped, sendfile would not
             self.close("transport closed")
+            return
+        if not self.sendfile:
+            try:
+                transport.write(_read_slices(parts))
+            except OSError as e:
+                self.close(f"reading a fetched slice failed: {e}")
             return
         chunk: list = []
         for i, part in enumerate(parts):

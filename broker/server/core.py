@@ -50,7 +50,7 @@ class BrokerCore:
         self.broker_id = config.broker_id
         self.data_dir = config.data_dir
         self.extensions: dict[str, object] = {}
-        self.bound_port: int | None = None
+        self.bound_ports: dict[str, int] = {}  # listener name -> port bound (set by the server)
         self.produce_purgatory = Purgatory("produce")
         self.fetch_purgatory = Purgatory("fetch")
         self.store: LocalMetadataStore | None = None
@@ -65,14 +65,15 @@ class BrokerCore:
     def cluster_id(self) -> str:
         return self.store.cluster_id
 
-    @property
-    def advertised(self) -> tuple[str, int]:
-        """Host and port published in Metadata: `advertised.listeners`, else the listener
-        (with the port actually bound, when listening on port 0)."""
-        if self.config.advertised is not None:
-            return self.config.advertised
-        host, port = self.config.advertised_address
-        return host, self.bound_port or port
+    def advertised(self, listener: str) -> tuple[str, int]:
+        """Host and port published to clients of `listener`: its `advertised.listeners`
+        entry, else the listener's own address (the port actually bound, when it
+        listens on port 0)."""
+        return self.config.listeners.advertised_address(listener, self.bound_ports.get(listener))
+
+    def endpoints(self) -> dict[str, tuple[str, int]]:
+        """Every listener's advertised address, by listener name."""
+        return {lst.name: self.advertised(lst.name) for lst in self.config.listeners.listeners}
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -52,6 +52,8 @@ class RequestContext:
     header: RequestHeader
     client_host: str
     client_port: int
+    listener: str = "PLAINTEXT"  # name of the listener the request arrived on
+    principal: str = "User:ANONYMOUS"  # who sent it (broker.server.principal)
 
     @property
     def api_version(self) -> int:

@@ -1,7 +1,9 @@
 """The asyncio network shell: listener, connections, idle sweep, signals, shutdown.
 
 `run(config)` is what `logflume broker` calls. It starts the `BrokerCore` (logs,
-topics, duties), listens on `listeners`, and serves until SIGTERM or SIGINT. Then
+topics, duties), binds every listener in `listeners` (an SSL one is a `tls_accept.TlsListener`, with
+the context `tls.server_context` built from its ssl.* settings before anything is
+bound), and serves until SIGTERM or SIGINT. Then
 it shuts down gracefully: stop accepting, stop reading new requests, answer the
 waiting long-poll fetches and acks=all produces with what is there now, let queued
 responses drain (within `SHUTDOWN_GRACE_S`), close connections, then flush the logs
@@ -20,9 +22,12 @@ import os
 import signal
 import time
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ConfigError
+from broker.server import tls
 from broker.server.connection import Connection
 from broker.server.core import BrokerCore
+from broker.server.principal import parse_rules
+from broker.server.tls_accept import TlsListener
 from common.prometheus import MetricsServer
 
 log = logging.getLogger(__name__)
@@ -41,8 +46,10 @@ class BrokerServer:
         self.direct_sendfile = hasattr(os, "sendfile")
         self.loop_sendfile = False
         self.fenced = False
-        self.port: int | None = None
-        self._server: asyncio.Server | None = None
+        self.port: int | None = None  # the first listener's bound port
+        self._servers: list[asyncio.Server] = []  # the plaintext listeners
+        self._tls_listeners: list[TlsListener] = []
+        self._contexts = self._tls_contexts()
         self._sweeper: asyncio.Task | None = None
         self.metrics_server: MetricsServer | None = None
 
@@ -52,23 +59,28 @@ class BrokerServer:
         self.loop_sendfile = isinstance(loop, asyncio.BaseEventLoop) and hasattr(
             loop, "_sendfile_native"
         )
-        host, port = self.config.listen
-        self._server = await loop.create_server(
-            lambda: Connection(self), host or None, port, reuse_address=True, backlog=1024
-        )
-        self.port = self.core.bound_port = self._server.sockets[0].getsockname()[1]
+        for listener in self.config.listeners.listeners:
+            port = await self._bind(listener)
+            self.core.bound_ports[listener.name] = port
+            self.port = self.port or port
+            adv_host, adv_port = self.core.advertised(listener.name)
+            log.info(
+                "listener %s (%s) on %s:%d, advertised as %s:%d",
+                listener.name,
+                listener.protocol,
+                listener.host,
+                port,
+                adv_host,
+                adv_port,
+            )
         if self.core.cluster is not None:
             self.core.cluster.fence_listeners.append(self._fenced)
-        adv_host, adv_port = self.core.advertised
         log.info(
-            "listening on %s:%d (advertised as %s:%d, broker.id %d, cluster %s, %s loop)",
-            host,
-            self.port,
-            adv_host,
-            adv_port,
+            "serving: broker.id %d, cluster %s, %s loop, inter-broker listener %s",
             self.core.broker_id,
             self.core.cluster_id,
             type(loop).__module__.split(".")[0],
+            self.config.listeners.inter_broker,
         )
         if self.config.metrics_listen is not None:
             host, port = self.config.metrics_listen
@@ -79,11 +91,47 @@ class BrokerServer:
         if idle_ms > 0:
             self._sweeper = asyncio.create_task(self._sweep_idle(idle_ms / 1000))
 
+    def _tls_contexts(self) -> dict[str, tuple]:
+        """(SSLContext, principal mapping rules) per SSL listener; ConfigError before
+        anything starts when the TLS material is wrong."""
+        out = {}
+        for listener in self.config.listeners.listeners:
+            if listener.tls:
+                settings = self.config.ssl_settings(listener.name)
+                try:
+                    rules = parse_rules(str(settings["ssl.principal.mapping.rules"]))
+                except ValueError as e:
+                    raise ConfigError(str(e)) from None
+                out[listener.name] = (tls.server_context(settings, listener.name), rules)
+        inter = self.config.listeners.inter_broker
+        if self.config["zookeeper.connect"] is not None and inter in out:
+            tls.client_context(self.config.ssl_settings(inter))  # what replica fetchers use
+        return out
+
+    async def _bind(self, listener) -> int:
+        """Start accepting on `listener`; the port bound."""
+        if listener.tls:
+            tls_listener = TlsListener(self, listener, *self._contexts[listener.name])
+            self._tls_listeners.append(tls_listener)
+            return await tls_listener.start()
+        server = await asyncio.get_running_loop().create_server(
+            lambda: self.make_connection(listener.name),
+            listener.host or None,
+            listener.port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        self._servers.append(server)
+        return server.sockets[0].getsockname()[1]
+
+    def make_connection(self, listener: str, identify=None) -> Connection:
+        return Connection(self, listener, identify)
+
     def health(self) -> tuple[bool, dict]:
         """Ready when serving clients: listening, and in a cluster registered in
         ZooKeeper and not fenced from it."""
         cluster = self.core.cluster
-        ready = self._server is not None and not self.fenced
+        ready = bool(self.core.bound_ports) and not self.fenced
         if cluster is not None:
             ready = ready and cluster.registered
         return ready, {
@@ -127,8 +175,10 @@ class BrokerServer:
     async def shutdown(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
         await self.core.controlled_shutdown()
         log.info("shutting down: %d connection(s) open", len(self.connections))
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
+        for tls_listener in self._tls_listeners:
+            tls_listener.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         for conn in list(self.connections):
@@ -149,11 +199,15 @@ def run(config: BrokerConfig, event_loop: str = "asyncio") -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
 
     async def main() -> int:
-        server = BrokerServer(config)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        try:
+            server = BrokerServer(config)
+        except ConfigError as e:
+            log.error("configuration error: %s", e)
+            return 2
         try:
             await server.start()
         except OSError as e:

@@ -11,8 +11,14 @@ def add_parser(subparsers) -> None:
         description="Run a single-node Kafka-compatible broker until SIGTERM/SIGINT.",
     )
     p.add_argument("--data-dir", default=None, help="data directory (log.dirs; or in --config)")
-    p.add_argument("--listen", default=None, help="HOST:PORT to listen on (default 127.0.0.1:9092)")
-    p.add_argument("--advertised", default=None, help="HOST:PORT published to clients")
+    p.add_argument(
+        "--listen",
+        default=None,
+        help="listeners: HOST:PORT or NAME://HOST:PORT,... (default 127.0.0.1:9092)",
+    )
+    p.add_argument(
+        "--advertised", default=None, help="advertised.listeners: HOST:PORT or NAME://HOST:PORT,..."
+    )
     p.add_argument(
         "--config", default=None, help="broker properties file (Kafka's server.properties syntax)"
     )

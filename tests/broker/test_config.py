@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from broker.cluster.replica_manager import default_log_config
-from broker.config import BrokerConfig, ConfigError, parse_listener, read_properties
+from broker.config import BrokerConfig, ConfigError, read_properties
+from broker.listeners import parse_addresses
 
 KAFKA_SERVER_PROPERTIES = Path(__file__).parent / "kafka-3.9-server.properties"
 
@@ -78,8 +79,9 @@ def test_config_layers_and_defaults(tmp_path):
     assert cfg["min.insync.replicas"] == 1
     assert cfg["offsets.topic.num.partitions"] == 50
     assert cfg["connections.max.idle.ms"] == 600000
-    assert cfg.listen == ("0.0.0.0", 9999)
-    assert cfg.advertised_address == ("127.0.0.1", 9999)
+    (listener,) = cfg.listeners.listeners
+    assert (listener.name, listener.host, listener.port) == ("PLAINTEXT", "0.0.0.0", 9999)
+    assert cfg.listeners.advertised_address("PLAINTEXT") == ("127.0.0.1", 9999)
     log_cfg = default_log_config(cfg)
     assert log_cfg.retention_ms == 3_600_000
     assert log_cfg.segment_bytes == 1 << 30
@@ -120,6 +122,10 @@ def test_config_requires_data_dir():
 
 
 def test_listener_forms():
-    assert parse_listener("PLAINTEXT://broker1:9093") == ("broker1", 9093)
-    assert parse_listener("127.0.0.1:0") == ("127.0.0.1", 0)
-    assert parse_listener("[::1]:9092") == ("::1", 9092)
+    def one(text):
+        return parse_addresses(text, "listeners")
+
+    assert one("PLAINTEXT://broker1:9093") == {"PLAINTEXT": ("broker1", 9093)}
+    assert one("127.0.0.1:0") == {"PLAINTEXT": ("127.0.0.1", 0)}
+    assert one("[::1]:9092") == {"PLAINTEXT": ("::1", 9092)}
+    assert one("plaintext://:1,Ssl://h:2") == {"PLAINTEXT": ("0.0.0.0", 1), "SSL": ("h", 2)}

@@ -101,15 +101,15 @@ def test_a_fenced_broker_leads_nothing_follows_nothing_and_says_so(tmp_path):
     node, part = _node(tmp_path)
     told = []
     node.fence_listeners.append(told.append)
-    node.brokers = {b: zk.BrokerInfo(b, f"h{b}", 9092) for b in (0, 1, 2)}
+    node.brokers = {b: zk.BrokerInfo(b, {"PLAINTEXT": (f"h{b}", 9092)}) for b in (0, 1, 2)}
     node.on_state("t", 0, PartitionState(0, 3, (0, 1, 2), 1, version=7))
     assert part.is_leader and node.leader_of("t", 0) == 0
     _fence(node)
     assert node.fenced and told == [True]
     assert not part.is_leader and part.leader == -1 and part.leader_epoch == 3
     assert node.leader_of("t", 0) == -1
-    node.core.advertised, node.core.cluster = ("h0", 9092), node
-    assert [b["node_id"] for b in live_brokers(node.core)] == [1, 2]
+    node.core.advertised, node.core.cluster = lambda listener: ("h0", 9092), node
+    assert [b["node_id"] for b in live_brokers(node.core, "PLAINTEXT")] == [1, 2]
     assert controller_id(node.core) == -1
 
 

@@ -20,7 +20,7 @@ from tests.deploy import udp_agent
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "install-agent.sh"
 SPARK_AND_FRIENDS = ("pyspark", "pyarrow", "pandas")
-BROKER_ONLY = ("kazoo", "cramjam", "zstandard")
+BROKER_ONLY = ("kazoo", "cramjam", "zstandard", "cryptography")
 
 # Runs the logflume command with the given packages made unimportable, as on a web host
 # that installed `logflume[agent]` only.

@@ -1,7 +1,8 @@
 """DescribeCluster, DescribeLogDirs and ElectLeaders: what `kafka-log-dirs`,
 `kafka-leader-election` and admin UIs show and do about the brokers.
 
-DescribeCluster lists the live brokers (as Metadata does), the controller and the
+DescribeCluster lists the live brokers (as Metadata does: their endpoints of the
+listener the request came in on), the controller and the
 cluster id; authorized operations are not computed (no ACLs yet: the "not
 requested" value, INT32_MIN, is answered). DescribeLogDirs answers for the one log
 directory of this broker: the size of every hosted partition it was asked about
@@ -39,7 +40,7 @@ def describe_cluster(ctx, body):
         "controller_id": controller_id(core),
         "brokers": [
             {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
-            for b in live_brokers(core)
+            for b in live_brokers(core, ctx.listener)
         ],
         "cluster_authorized_operations": NOT_COMPUTED,
     }

@@ -32,6 +32,7 @@ SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 # Kafka's DescribeConfigs ConfigType numbers.
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = range(1, 8)
+TYPE_PASSWORD = 9
 _BROKER_TYPES = {
     "bool": TYPE_BOOLEAN,
     "string": TYPE_STRING,
@@ -40,6 +41,7 @@ _BROKER_TYPES = {
     "long": TYPE_LONG,
     "double": TYPE_DOUBLE,
     "list": TYPE_LIST,
+    "password": TYPE_PASSWORD,
 }
 _INT_TOPIC_CONFIGS = {
     "segment.bytes",
@@ -84,13 +86,16 @@ def describe_configs(ctx, body):
 
 
 def _entry(name, value, read_only, source, synonyms, config_type, doc) -> dict:
+    """One config entry; a password's value (a private key, say) is never sent: null
+    and is_sensitive, as Kafka answers."""
+    sensitive = config_type == TYPE_PASSWORD
     return {
         "name": name,
-        "value": value,
+        "value": None if sensitive else value,
         "read_only": read_only,
         "is_default": source == SOURCE_DEFAULT,
         "config_source": source,
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": synonyms,
         "config_type": config_type,
         "documentation": doc,
@@ -145,7 +150,8 @@ def _broker_entries(core, name: str, result: dict) -> list[dict]:
     for key, value, is_default in core.config.describe():
         source = SOURCE_DEFAULT if is_default else SOURCE_STATIC_BROKER
         spec = KEYS[key]
-        synonyms = [{"name": key, "value": value, "source": source}]
+        shown = None if spec.type == "password" else value
+        synonyms = [{"name": key, "value": shown, "source": source}]
         entries.append(
             _entry(key, value, True, source, synonyms, _BROKER_TYPES[spec.type], spec.doc)
         )

@@ -140,14 +140,16 @@ def _coordinator_of(ctx, key: str, key_type: int) -> dict:
     if core.cluster is not None:
         leader = core.cluster.leader_of(TOPIC, index)
         info = core.cluster.brokers.get(leader)
-        if info is None:
+        address = info.endpoints.get(ctx.listener) if info is not None else None
+        if address is None:
+            why = "has no leader yet" if info is None else f"leader has no {ctx.listener} listener"
             return {
                 "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "error_message": "the coordinator's partition has no leader yet",
+                "error_message": f"the coordinator's partition {why}",
             } | none
-        return found | {"node_id": leader, "host": info.host, "port": info.port}
+        return found | {"node_id": leader, "host": address[0], "port": address[1]}
     partition = core.replicas.get_partition(TOPIC, index)
-    host, port = core.advertised
+    host, port = core.advertised(ctx.listener)
     return found | {"node_id": partition.leader, "host": host, "port": port}
 
 

@@ -158,22 +158,24 @@ def _cluster_response(ctx, body, created: list[str]) -> dict:
             )
     return {
         "throttle_time_ms": 0,
-        "brokers": live_brokers(core),
+        "brokers": live_brokers(core, ctx.listener),
         "cluster_id": core.cluster_id,
         "controller_id": controller_id(core),
         "topics": topics,
     }
 
 
-def live_brokers(core) -> list[dict]:
-    """The live brokers, by id, as Metadata lists them. This broker is included even
+def live_brokers(core, listener: str) -> list[dict]:
+    """The live brokers, by id, as Metadata lists them to a client of `listener`:
+    each with its advertised endpoint of that listener name, and a broker without
+    such a listener left out (Kafka's behaviour). This broker is included even
     before its registration shows up (it serves already), and left out while it is
     fenced from ZooKeeper (broker.cluster.lease): clients forget brokers that a
     Metadata answer does not list and ask another one who leads now."""
     fenced = core.cluster is not None and core.cluster.fenced
     brokers = {}
     if not fenced:
-        host, port = core.advertised
+        host, port = core.advertised(listener)
         brokers[core.broker_id] = {
             "node_id": core.broker_id,
             "host": host,
@@ -181,11 +183,12 @@ def live_brokers(core) -> list[dict]:
             "rack": core.config["broker.rack"],
         }
     for b in core.cluster.brokers.values() if core.cluster is not None else ():
-        if not (fenced and b.broker_id == core.broker_id):
+        address = b.endpoints.get(listener)
+        if address is not None and not (fenced and b.broker_id == core.broker_id):
             brokers[b.broker_id] = {
                 "node_id": b.broker_id,
-                "host": b.host,
-                "port": b.port,
+                "host": address[0],
+                "port": address[1],
                 "rack": b.rack,
             }
     return [brokers[b] for b in sorted(brokers)]
@@ -227,7 +230,7 @@ def metadata(ctx, body):
             topics.append(topic_entry(core, name))
     return {
         "throttle_time_ms": 0,
-        "brokers": live_brokers(core),
+        "brokers": live_brokers(core, ctx.listener),
         "cluster_id": core.cluster_id,
         "controller_id": core.broker_id,
         "topics": topics,

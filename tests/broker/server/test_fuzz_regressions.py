@@ -169,7 +169,7 @@ def _connection(sock):
     server = SimpleNamespace(
         core=core, connections=set(), direct_sendfile=True, loop_sendfile=False, fenced=False
     )
-    conn = Connection(server)
+    conn = Connection(server, "PLAINTEXT")
     transport = _FakeTransport(sock)
     conn.connection_made(transport)
     return conn, transport

@@ -1,0 +1,153 @@
+"""Listener settings: several named listeners, the security protocol map and Kafka's
+inter-broker rules, each error naming its key."""
+
+import pytest
+
+from broker.config import BrokerConfig, ConfigError
+
+
+def _config(tmp_path, **settings):
+    return BrokerConfig({"log.dirs": str(tmp_path), **settings})
+
+
+def test_two_listeners_with_their_protocols_and_advertised_addresses(tmp_path):
+    cfg = _config(
+        tmp_path,
+        listeners="PLAINTEXT://0.0.0.0:9092,ssl://127.0.0.1:9093,INTERNAL://127.0.0.1:9094",
+        **{
+            "advertised.listeners": "SSL://broker1.example:19093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,INTERNAL:SSL",
+            "inter.broker.listener.name": "internal",
+        },
+    )
+    setup = cfg.listeners
+    assert [(lst.name, lst.protocol) for lst in setup.listeners] == [
+        ("PLAINTEXT", "PLAINTEXT"),
+        ("SSL", "SSL"),
+        ("INTERNAL", "SSL"),
+    ]
+    assert setup.advertised_address("PLAINTEXT") == ("127.0.0.1", 9092)  # 0.0.0.0 -> loopback
+    assert setup.advertised_address("SSL") == ("broker1.example", 19093)
+    assert setup.advertised_address("INTERNAL", bound_port=5555) == ("127.0.0.1", 5555)
+    assert setup.inter_broker == "INTERNAL"
+
+
+def test_inter_broker_listener_follows_the_security_protocol(tmp_path):
+    cfg = _config(
+        tmp_path,
+        listeners="SSL://127.0.0.1:9093",
+        **{"security.inter.broker.protocol": "SSL"},
+    )
+    assert cfg.listeners.inter_broker == "SSL"
+    assert _config(tmp_path).listeners.inter_broker == "PLAINTEXT"
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"listeners": "PLAINTEXT://h:1,PLAINTEXT://h:2"}, r"listeners: listener name PLAINTEXT"),
+        ({"listeners": "PLAINTEXT://h:1,SSL://h:1"}, r"listeners: port 1"),
+        ({"listeners": "PLAINTEXT://h:1,OTHER://h:2"}, r"listener\.security\.protocol\.map.*OTHER"),
+        (
+            {"listeners": "PLAINTEXT://h:1", "advertised.listeners": "SSL://h:2"},
+            r"advertised\.listeners: SSL",
+        ),
+        (
+            {"listeners": "PLAINTEXT://h:1,SASL_SSL://h:2"},
+            r"SASL is not supported yet",
+        ),
+        (
+            {"listeners": "PLAINTEXT://h:1", "listener.security.protocol.map": "PLAINTEXT:TLS"},
+            r"listener\.security\.protocol\.map.*unknown security protocol",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://h:1,SSL://h:2",
+                "inter.broker.listener.name": "SSL",
+                "security.inter.broker.protocol": "SSL",
+            },
+            r"Only one of inter\.broker\.listener\.name and security\.inter\.broker\.protocol",
+        ),
+        ({"listeners": "SSL://h:2"}, r"security\.inter\.broker\.protocol.*PLAINTEXT"),
+        (
+            {"listeners": "PLAINTEXT://h:1", "inter.broker.listener.name": "SSL"},
+            r"inter\.broker\.listener\.name.*SSL",
+        ),
+        (
+            {"listeners": "PLAINTEXT://h:1", "listener.name.ssl.ssl.client.auth": "required"},
+            r"listener\.name\.ssl\.ssl\.client\.auth: there is no listener named SSL",
+        ),
+    ],
+)
+def test_listener_errors_name_the_key(tmp_path, settings, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(tmp_path, **settings)
+
+
+def test_per_listener_ssl_overrides_and_unserved_keys(tmp_path):
+    cfg = _config(
+        tmp_path,
+        listeners="PLAINTEXT://h:1,SSL://h:2,INTERNAL://h:3",
+        **{
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,INTERNAL:SSL",
+            "ssl.client.auth": "requested",
+            "listener.name.internal.ssl.client.auth": "required",
+            "listener.name.internal.ssl.keystore.location": "/k.pem",
+            "ssl.keystore.password": "unused-by-pem",
+            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+        },
+    )
+    assert cfg.ssl_settings("SSL")["ssl.client.auth"] == "requested"
+    internal = cfg.ssl_settings("INTERNAL")
+    assert internal["ssl.client.auth"] == "required"
+    assert internal["ssl.keystore.location"] == "/k.pem"
+    assert internal["ssl.truststore.type"] == "JKS"  # Kafka's default
+    assert cfg.unused == [
+        "listener.name.internal.sasl.enabled.mechanisms",
+        "ssl.keystore.password",
+    ]
+
+
+def test_registration_round_trip_and_brokers_per_listener():
+    """/brokers/ids/<id> as Kafka writes it, and Metadata's broker list for a client of
+    one listener: each broker's endpoint of that listener, a broker without it left
+    out."""
+    from types import SimpleNamespace
+
+    from broker.cluster import zk
+    from broker.server.handlers.metadata import live_brokers
+
+    protocols = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
+    both = zk.BrokerInfo(1, {"PLAINTEXT": ("h1", 9092), "SSL": ("h1", 9093)}, "r1")
+    raw = zk.encode_broker(both, protocols)
+    assert zk.decode_broker(1, raw) == both
+    tls_only = zk.encode_broker(zk.BrokerInfo(2, {"SSL": ("h2", 9093)}), protocols)
+    assert b'"host":null' in tls_only and b'"port":-1' in tls_only
+    core = SimpleNamespace(
+        broker_id=0,
+        config={"broker.rack": None},
+        advertised=lambda listener: ("h0", {"PLAINTEXT": 9092, "SSL": 9093}[listener]),
+        cluster=SimpleNamespace(fenced=False, brokers={1: both, 2: zk.decode_broker(2, tls_only)}),
+    )
+    plain = [(b["node_id"], b["host"], b["port"]) for b in live_brokers(core, "PLAINTEXT")]
+    assert plain == [(0, "h0", 9092), (1, "h1", 9092)]
+    secure = [(b["node_id"], b["port"]) for b in live_brokers(core, "SSL")]
+    assert secure == [(0, 9093), (1, 9093), (2, 9093)]
+
+
+def test_describe_configs_hides_key_material(tmp_path):
+    from types import SimpleNamespace
+
+    from broker.server.handlers.configs import _broker_entries
+
+    cfg = _config(
+        tmp_path,
+        listeners="PLAINTEXT://h:1,SSL://h:2",
+        **{"ssl.keystore.key": "-----BEGIN PRIVATE KEY----- secret -----END PRIVATE KEY-----"},
+    )
+    entries = {
+        e["name"]: e for e in _broker_entries(SimpleNamespace(config=cfg, broker_id=0), "", {})
+    }
+    key = entries["ssl.keystore.key"]
+    assert key["value"] is None and key["is_sensitive"] and key["synonyms"][0]["value"] is None
+    assert entries["listeners"]["value"] == "PLAINTEXT://h:1,SSL://h:2"

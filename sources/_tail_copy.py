@@ -11,7 +11,7 @@ holds at least the bytes already read. Several candidates (a backup copy made by
 hand): the most recently modified wins, as logrotate's copy is the newest.
 
 An uncompressed copy is read on from the truncated generation's position (see
-`FileTable.recover`). A compressed one (`compress` without `delaycompress`: the copy
+`FileTable._recover`). A compressed one (`compress` without `delaycompress`: the copy
 was gzipped and deleted before the tail looked) is only reported: its unread bytes
 are abandoned, with a warning. Lines written to the live file between logrotate's
 copy and its truncation are in neither file: logrotate itself loses them.

@@ -29,8 +29,9 @@ Copytruncate, what is guaranteed. logrotate copies the file (`access.log` ->
 the file to its end (it was behind: backpressure, a slow broker, or the agent was
 down), the unread bytes are read from the copy, found in the same directory by its
 first bytes (`_tail_copy`), whether or not its name matches `paths`: every line that
-is in the copy or in the live file is delivered, once, also across a restart while
-the copy is being read (its position is saved like any file's). Not recovered: (1)
+is in the copy or in the live file is delivered, on the terms of any file (see
+Positions), also across a restart while the copy is being read or before the
+truncation was seen (the copy's position is saved like any file's). Not recovered: (1)
 lines written to the live file between logrotate's copy and its truncation, which
 logrotate itself loses (they are in neither file); (2) the unread bytes of a copy
 already compressed when the tail looks (`compress` without `delaycompress`: use

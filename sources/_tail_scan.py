@@ -223,7 +223,9 @@ class FileTable:
             # Truncated or replaced while the agent was down, or the inode was reused.
             if not self._recover(g, path, key):
                 self._log.info(
-                    "tail: %s reuses the inode of a forgotten file; reading from 0", path
+                    "tail: %s has other first bytes than the file last read at its inode "
+                    "(truncated, replaced, or the inode reused); reading it from 0",
+                    path,
                 )
                 self.ghosts.remove(g)
             break

@@ -1,20 +1,29 @@
-"""Copytruncate recovery for the tail source: find the copy of a truncated file.
+"""Rotation recovery for the tail source: where the unread bytes of a lost file went.
 
-logrotate's `copytruncate` copies the live file (`access.log` -> `access.log.1`),
-then truncates it to 0. A tail that had not read the file to its end when it sees
-the truncation would lose the unread tail; those bytes are in the copy. The copy is
-looked for in the live file's directory, whether or not its name matches the
-watched paths: a regular file other than the live one, not already followed, whose
-first bytes have the fingerprint of the truncated generation (see `_tail_positions`;
-at least MIN_CONTENT_MATCH bytes of it, as for every content-only match) and which
-holds at least the bytes already read. Several candidates (a backup copy made by
-hand): the most recently modified wins, as logrotate's copy is the newest.
+Two rotations take a file away from the tail before it read it to its end (it was
+behind: backpressure, a slow broker, or the agent was down). Both are looked for in
+the file's directory, whether or not the names there match the watched paths.
 
-An uncompressed copy is read on from the truncated generation's position (see
-`FileTable._recover`). A compressed one (`compress` without `delaycompress`: the copy
-was gzipped and deleted before the tail looked) is only reported: its unread bytes
-are abandoned, with a warning. Lines written to the live file between logrotate's
+Copytruncate. logrotate copies the live file (`access.log` -> `access.log.1`), then
+truncates it to 0. A tail that sees the truncation would lose the unread tail; those
+bytes are in the copy (`find_copy`): a regular file other than the live one, not
+already followed, whose first bytes have the fingerprint of the truncated generation
+(see `_tail_positions`; at least MIN_CONTENT_MATCH bytes of it, as for every
+content-only match) and which holds at least the bytes already read. Several
+candidates (a backup copy made by hand): the most recently modified wins, as
+logrotate's copy is the newest. Lines written to the live file between logrotate's
 copy and its truncation are in neither file: logrotate itself loses them.
+
+Rename while the agent is down. A running tail follows a renamed file by its
+descriptor, but after a restart the saved path names the new file. The saved file
+is then looked for by its identity (`find_renamed`: the same device and inode, with
+the same fingerprint, so a reused inode is not taken for it); when it is not there
+(deleted, or compressed to a new inode), by its content, as a copy is.
+
+An uncompressed file found is read on from the saved or truncated generation's
+position (see `FileTable._recover` and `FileTable.recover_renamed`). A compressed
+one (`compress` without `delaycompress`: gzipped and deleted before the tail looked)
+is only reported: its unread bytes are abandoned, with a warning.
 
 Owned by the tail source's read loop (one task); not thread-safe.
 """
@@ -74,13 +83,32 @@ def find_copy(
             plain.append((st.st_mtime, entry.path, st))
     for group, is_gz in ((plain, False), (compressed, True)):
         for _, path, st in sorted(group, reverse=True):
-            found = _match(path, st, fp_len, fp_crc, is_gz)
+            found = _open_match(path, st, fp_len, fp_crc, is_gz)
             if found is not None:
                 return found
     return None
 
 
-def _match(path: str, st: os.stat_result, fp_len: int, fp_crc: int, is_gz: bool) -> Copy | None:
+def find_renamed(directory: str, key: tuple[int, int], fp_len: int, fp_crc: int) -> Copy | None:
+    """The regular file with identity `key` (dev, ino) in `directory`, opened, when
+    its first bytes still have the fingerprint; None when it is not there."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == key and stat.S_ISREG(st.st_mode):
+            return _open_match(entry.path, st, fp_len, fp_crc, False)
+    return None
+
+
+def _open_match(
+    path: str, st: os.stat_result, fp_len: int, fp_crc: int, is_gz: bool
+) -> Copy | None:
     """`path` as a Copy when its first bytes have the fingerprint, else None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

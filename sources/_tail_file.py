@@ -10,8 +10,9 @@ methods, and a move that `TRANSITIONS` does not list raises IllegalTransition.
     NEW      none        just created by a scan, not yet opened
     OPEN     open        followed at a watched path
     GONE     open        no longer at any watched path (renamed away or deleted), or
-                         a truncated generation read on in its copy (`finish_in`):
-                         read on to EOF, closed once at EOF for `close_grace`
+                         a ghost read on in its copy or under its new name
+                         (`finish_in`): read on to EOF, closed once at EOF for
+                         `close_grace`
     COPY     open        a copytruncate copy, not read: waits until its original is
                          truncated or closed, then hands it its descriptor
     CLOSED   none        a ghost: position kept, reopened when seen again (loaded from
@@ -28,7 +29,8 @@ paths: it is read on through its descriptor. `next_generation` when it was trunc
 or replaced in place: this generation closes to a ghost, which keeps its position for
 the copy logrotate made (`take_over` when the copy was found at a watched path first,
 `finish_in` when the file table found it in the directory, see `_tail_copy`), and a
-new one reads the descriptor from 0.
+new one reads the descriptor from 0. A saved file renamed while the agent was down
+is found again in its directory and read on there as well (`finish_in`).
 
 Multiline. With a start pattern, lines join into one `PendingEvent` until the next
 line that matches, `max_line` bytes, or `multiline_timeout` without a new line. The
@@ -182,7 +184,7 @@ class TailedFile:
         self.tracker = DeliveryTracker(offset)
         self.emitted_end = offset  # end offset of the last batch handed out
         self.seen_size = offset  # largest size of this generation seen (fstat)
-        self.is_copy = False  # read on in its copy (`finish_in`): saved, resumed on restart
+        self.is_copy = False  # read on by `finish_in` wherever it is: saved, resumed on restart
         self.eof_since: float | None = None  # monotonic; None while there is data
         self.path_checked = 0.0  # monotonic time of the last "still at its path?" check
         self.last_seen = time.time()  # wall clock, saved: forget_after counts from it
@@ -196,6 +198,7 @@ class TailedFile:
         f.state = CLOSED
         f.last_seen = pos.seen
         f.is_copy = pos.copy
+        f.seen_size = max(pos.size, pos.offset)
         return f
 
     def position(self) -> SavedPosition:
@@ -209,6 +212,7 @@ class TailedFile:
             self.path,
             self.last_seen,
             self.is_copy,
+            self.seen_size,
         )
 
     def _move(self, to: FileState) -> None:
@@ -268,9 +272,10 @@ class TailedFile:
         self.open(fd, gz, copy.path, b"", copy.key)
 
     def finish_in(self, fd: int, path: str, head: bytes, key: tuple[int, int]) -> None:
-        """Read on from this ghost's position in `fd`, its copy at `path` (copytruncate,
-        see `_tail_copy`), whose identity `key` it takes: like a file rotated away, it
-        is read to EOF and then closed, and after a restart it is read on to its end
+        """Read on from this ghost's position in `fd`, its copy at `path` (copytruncate)
+        or the ghost's own file renamed to `path` while the agent was down (see
+        `_tail_copy`), whose identity `key` it takes: like a file rotated away, it is
+        read to EOF and then closed, and after a restart it is read on to its end
         wherever it is, watched or not (`is_copy`)."""
         self.open(fd, None, path, head, key)
         self._move(GONE)

@@ -16,10 +16,10 @@ to the end of the longest fully-done prefix of slots, so acks arriving out of or
 (batches spread over several channels) never move it past an unsettled batch.
 
 Persistence. One `SavedPosition` per known file (identity, delivered offset, path,
-when last seen). `PositionStore.save` writes them to a temp file, fsyncs it, renames
-it over `positions.json` and fsyncs the directory, so a crash leaves either the old
-or the new file. A file that does not parse is renamed aside with a clear error in
-the log and treated as empty: the source starts, never loops.
+when last seen, largest size seen). `PositionStore.save` writes them to a temp file,
+fsyncs it, renames it over `positions.json` and fsyncs the directory, so a crash
+leaves either the old or the new file. A file that does not parse is renamed aside
+with a clear error in the log and treated as empty: the source starts, never loops.
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ class SavedPosition:
     offset: int  # delivered: every line before it was acknowledged
     path: str
     seen: float  # wall-clock time the file was last found at a watched path
-    copy: bool = False  # a copytruncate copy read on from a truncated file (`_tail_copy`)
+    copy: bool = False  # read on to its end wherever it is: a copytruncate copy, a renamed file
+    size: int = 0  # largest size seen: what a file lost unread abandons is counted from
 
     @classmethod
     def from_json(cls, entry: dict) -> SavedPosition:
@@ -101,6 +102,7 @@ class SavedPosition:
             str(entry["path"]),
             float(entry.get("seen", time.time())),
             bool(entry.get("copy", False)),
+            int(entry.get("size", 0)),
         )
         if pos.fp_len < 0 or pos.fp_len > FP_MAX or pos.offset < 0:
             raise ValueError(f"bad entry {entry!r}")

@@ -16,7 +16,10 @@ whose original is never truncated (a plain `cp` of a live file) waits as long as
 original stays open. A truncated file whose copy no scan found (outside the watched
 paths, or not scanned yet) reads on in the copy the table looks for in its directory
 (`_tail_copy`); so does a file found truncated after a restart, and a copy left
-unfinished by a restart is read on to its end. A new file whose first bytes are
+unfinished by a restart is read on to its end. After a restart's first scan, a saved
+file that its path no longer names and that no scan found (renamed away while the
+agent was down) is looked for in its directory and read on to its end
+(`recover_renamed`). A new file whose first bytes are
 still a strict prefix of a known file's (a copy caught while being written, or an
 empty file) is left for a later scan.
 
@@ -34,7 +37,7 @@ import stat
 import time
 from typing import Any
 
-from sources._tail_copy import find_copy
+from sources._tail_copy import find_copy, find_renamed
 from sources._tail_file import FileState, Framing, TailedFile, release
 from sources._tail_positions import FP_MAX, MIN_CONTENT_MATCH, SavedPosition
 
@@ -85,7 +88,7 @@ class FileTable:
         self._m_open = metrics.gauge("logflume_agent_tail_files_open", "Files held open", **labels)
         self._m_abandoned = metrics.counter(
             "logflume_agent_tail_abandoned_bytes_total",
-            "Bytes of truncated files never read: their copy was compressed or not found",
+            "Bytes of rotated files never read: compressed or removed before the tail got there",
             **labels,
         )
 
@@ -337,10 +340,47 @@ class FileTable:
         if not any(c.copy_of is f for c in self.files.values() if c.state is FileState.COPY):
             self._recover(f, path, f.key)  # else that copy takes over (settle_copy)
 
-    def _recover(self, g: TailedFile, path: str, live: tuple[int, int]) -> bool:
+    def recover_renamed(self) -> None:
+        """After the first scan of a restart: a saved file whose path now names another
+        file or none, and that no scan found at a watched path, was renamed (or
+        deleted) while the agent was down. Found in its directory by its identity
+        with bytes after its position, it is read on to its end (`finish_in`), wherever
+        it is; else its content is looked for as a copy's (`_recover`), or, when
+        nothing unread is known, it is forgotten."""
+        for g in [g for g in self.ghosts if g.state is FileState.CLOSED]:
+            try:
+                st = os.stat(g.path)
+                live = (st.st_dev, st.st_ino)
+            except OSError:
+                live = None
+            if live == g.key or g.key in self.files:
+                continue  # at its path: the scan's (or its copy's) business
+            found = find_renamed(os.path.dirname(g.path), g.key, g.fp_len, g.fp_crc)
+            if found is None:
+                self.ghosts.remove(g)
+                if g.seen_size > g.read_offset:
+                    self._recover(g, g.path, live or g.key, "renamed or deleted")
+            elif found.size > g.read_offset:
+                self._log.info(
+                    "tail: %s was renamed to %s while the agent was down; reading it on "
+                    "from offset %d",
+                    g.path,
+                    found.path,
+                    g.read_offset,
+                )
+                self.ghosts.remove(g)
+                g.finish_in(found.fd, found.path, found.head, found.key)
+                self._track(g)
+            else:
+                os.close(found.fd)  # read to its end already
+
+    def _recover(
+        self, g: TailedFile, path: str, live: tuple[int, int], lost: str = "truncated"
+    ) -> bool:
         """Ghost `g`, a generation of the file at `path` (identity `live`) that was
-        truncated or replaced, reads on in its copy if one is found (True). Else the
-        bytes it is known to have left unread are counted and logged as abandoned."""
+        `lost` (truncated or replaced, or renamed or deleted while the agent was down),
+        reads on in its copy if one is found (True). Else the bytes it is known to
+        have left unread are counted and logged as abandoned."""
         copy = find_copy(
             os.path.dirname(path), g.fp_len, g.fp_crc, g.read_offset, {*self.files, live}
         )
@@ -367,9 +407,10 @@ class FileTable:
                 else f"no copy of it found in {os.path.dirname(path)}"
             )
             self._log.warning(
-                "tail: %s was truncated before it was read to its end: at least %d bytes "
+                "tail: %s was %s before it was read to its end: at least %d bytes "
                 "after offset %d are abandoned (%s)",
                 path,
+                lost,
                 abandoned,
                 g.read_offset,
                 where,

@@ -24,6 +24,21 @@ at 0 for the new content, and the old generation is kept as a "ghost" so that th
 copy logrotate made (same first bytes, new inode) is recognised and read on from
 where the original stopped, not from 0.
 
+Rename rotation, what is guaranteed. logrotate's default (`create`) renames the file
+(`access.log` -> `access.log.1`) and creates a new one. Running, the tail reads the
+renamed file on to its end by its descriptor, whether or not its new name matches
+`paths`. When the rename happens while the agent is down, the saved path names the
+new file at the restart: the saved file is looked for in the same directory by its
+identity (device and inode, confirmed by its first bytes) and read on from its saved
+position to its end, again whether or not its name matches `paths` (the new file is
+read from 0); a restart while it is being read reads it on (its position is saved
+like any file's). Not recovered: the unread bytes of a renamed file already
+compressed (`compress` without `delaycompress`: use `delaycompress`) or removed
+before the restart, or moved to another directory. Then a WARNING names the file
+and at least the bytes known to be abandoned (from the largest size the tail saw),
+and `logflume_agent_tail_abandoned_bytes_total` counts them. After a downtime longer
+than `forget_after` the saved positions are forgotten, without a word.
+
 Copytruncate, what is guaranteed. logrotate copies the file (`access.log` ->
 `access.log.1`), then truncates it. When the tail sees the truncation before it read
 the file to its end (it was behind: backpressure, a slow broker, or the agent was
@@ -261,6 +276,7 @@ class TailSource(Source):
         persister = None
         try:
             self._table.scan(first_run=saved is None)
+            self._table.recover_renamed()
             self._persist()
             if self.config.watch:
                 watcher = Watcher(self._table.paths, self._on_fs_event, self._log)

@@ -52,7 +52,7 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from agent.api import Ack, Counter, Event
 from sources._lines import LineSplitter
@@ -105,6 +105,7 @@ class Framing:
     multiline_timeout: float
     lines: Counter  # lines read
     truncated: Counter  # lines cut to max_line
+    on_delivered: Callable[[], None] | None = None  # a delivered offset advanced (save soon)
 
 
 @dataclasses.dataclass(slots=True)
@@ -181,7 +182,7 @@ class TailedFile:
         self.splitter: LineSplitter | None = None  # while open
         self.held: PendingEvent | None = None
         self.headers: dict[str, str] = {}  # shared by its events (see agent.api.Event)
-        self.tracker = DeliveryTracker(offset)
+        self.tracker = DeliveryTracker(offset, framing.on_delivered)
         self.emitted_end = offset  # end offset of the last batch handed out
         self.seen_size = offset  # largest size of this generation seen (fstat)
         self.is_copy = False  # read on by `finish_in` wherever it is: saved, resumed on restart

@@ -53,11 +53,12 @@ class DeliveryTracker:
     runtime settles acks there), so no lock is needed.
     """
 
-    __slots__ = ("delivered", "_slots")
+    __slots__ = ("delivered", "_slots", "_on_advance")
 
-    def __init__(self, offset: int):
+    def __init__(self, offset: int, on_advance: Callable[[], None] | None = None):
         self.delivered = offset
         self._slots: deque[list] = deque()
+        self._on_advance = on_advance  # told when `delivered` moves (the source saves soon)
 
     def slot(self, end: int) -> Callable[[], None]:
         """Reserve the next slot, ending at `end`; returns the Ack callback for it."""
@@ -67,8 +68,12 @@ class DeliveryTracker:
 
         def done() -> None:
             slot[1] = True
+            if not slots[0][1]:
+                return
             while slots and slots[0][1]:
                 self.delivered = slots.popleft()[0]
+            if self._on_advance is not None:
+                self._on_advance()
 
         return done
 

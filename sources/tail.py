@@ -56,8 +56,14 @@ In both cases of (2) a WARNING names the file and the bytes abandoned, and
 
 Positions advance only from acknowledgements: each batch's Ack callback marks its
 slot in the file's DeliveryTracker, and the position file stores delivered offsets
-only (every `persist_interval` and on shutdown). After a crash, reading resumes at
-the last delivered line; duplicates are limited to what was in flight.
+only. It is saved when an acknowledgement advances a delivered offset, not on a
+timer: the saves of acknowledgements that come close together are coalesced (at
+most one save per `persist_interval`, and never two at once), and on shutdown.
+After a crash, reading resumes at the last delivered line saved, so the lines read
+again are those in flight (emitted, not yet acknowledged) plus the acknowledgements
+of the last `persist_interval` at most. A durable channel (`file`) settles at its
+fsync, and tells the source at a restart how far it already holds each file
+(`resume_from`), so what its log replays is not read from the file a second time.
 
 Paths are checked when the file is loaded (`check_paths`), so that a typo or a
 permission problem stops `logflume agent validate` instead of leaving an agent that
@@ -115,7 +121,7 @@ class TailConfig:
     close_grace: Duration = Duration(1.0)  # a rotated-away/deleted file at EOF this long closes
     close_inactive: Duration = Duration(300.0)  # a file idle this long closes (reopens on growth)
     forget_after: Duration = Duration(86400.0)  # positions of files unseen this long are dropped
-    persist_interval: Duration = Duration(1.0)  # how often delivered positions are saved
+    persist_interval: Duration = Duration(0.05)  # least time between two saves of positions
     read_chunk_bytes: Size = Size(256 * 1024)  # most read from one file at a time
     batch_size: int = 1000  # most events per batch put into the channels
     max_line_bytes: Size = Size(1024 * 1024)  # longer lines are cut; longer multiline events split
@@ -223,6 +229,7 @@ class TailSource(Source):
         self._persist_interval = float(c.persist_interval)
         self._chunk = int(c.read_chunk_bytes)
         self._store = PositionStore(context.state_dir, context.log)
+        self._delivered = asyncio.Event()  # a delivered offset advanced: save soon
         self._log = context.log
         m, labels = context.metrics, {"component": context.name}
         ml = c.multiline
@@ -238,6 +245,7 @@ class TailSource(Source):
                 "Lines cut to max_line_bytes",
                 **labels,
             ),
+            on_delivered=self._delivered.set,
         )
         self._table = FileTable(
             c.paths,
@@ -418,10 +426,17 @@ class TailSource(Source):
             self._save(entries, self._seq)
 
     async def _persist_loop(self) -> None:
+        """Save after acknowledgements advance positions, at most once per
+        `persist_interval` (the acks of that time go in one save), one save at a time."""
         while True:
-            await asyncio.sleep(self._persist_interval)
+            try:
+                await within(self._delivered.wait(), self._rescan_interval)
+            except TimeoutError:
+                pass  # no acknowledgement for a while: still refresh the "behind" gauges
+            self._delivered.clear()
             self._table.update_behind()
             entries = self._entries()
             if entries is not None:
                 self._seq += 1
                 await asyncio.to_thread(self._save, entries, self._seq)
+            await asyncio.sleep(self._persist_interval)

@@ -51,11 +51,15 @@ class Ack:
     agent components run on one asyncio loop, so no lock is needed.
     """
 
-    __slots__ = ("_pending", "_callback")
+    __slots__ = ("_pending", "_callback", "mark")
 
-    def __init__(self, callback: Callable[[], None], copies: int = 1):
+    def __init__(self, callback: Callable[[], None], copies: int = 1, mark: tuple | None = None):
         self._pending = copies
         self._callback = callback
+        # (source name, key, value): the source's position after this unit's events,
+        # JSON-able. A durable channel stores it with them and hands it back at a
+        # restart (`Source.resume_from`), so the source does not read them again.
+        self.mark = mark
 
     def add_copies(self, n: int) -> None:
         """Called by the selector when an event fans out to `n` extra channels."""
@@ -201,6 +205,12 @@ class Source(Component):
         `offer(batch)` returns False instead of waiting (the source counts the drop).
         On cancellation, stop reading, persist state, and re-raise CancelledError."""
 
+    def resume_from(self, held: list[dict[str, Any]]) -> None:
+        """Called by the runtime before `run` when every channel of the source is
+        durable: per channel, the last mark value (see `Ack.mark`) of each of the
+        source's keys among the events it holds or delivered. The source need not
+        produce again what all of them hold. Optional; the default ignores it."""
+
     def flush_state(self) -> None:
         """Called by the runtime after `run` was cancelled AND the channels drained
         (shutdown or reload): persist positions that acknowledgements arriving during
@@ -296,6 +306,12 @@ class Channel(Component):
         """Events stored and not yet committed by a sink (taken ones included); the
         runtime waits for 0 when it drains the channel at shutdown."""
         return 0
+
+    def held_marks(self, source: str) -> dict[str, Any] | None:
+        """A durable channel: the last mark (`Ack.mark`) per key of `source` among
+        the events it holds durably or delivered. None: the channel keeps nothing
+        across a crash (the default), so the source must produce it all again."""
+        return None
 
 
 class Sink(Component):

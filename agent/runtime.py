@@ -88,6 +88,9 @@ class AgentRuntime:
             source = spec.cls(spec.config, self._context("source", name))
             source.on_ready = sup.ready
             self.source_objects[name] = source
+            held = [self.channels[c].held_marks(name) for c in spec.channels]
+            if held and all(h is not None for h in held):
+                source.resume_from(held)
             emit, offer = self._pipeline(spec, counters)
             await source.run(emit, offer)
 

@@ -56,7 +56,13 @@ from collections.abc import Callable, Iterator
 
 from agent.api import Ack, Counter, Event
 from sources._lines import LineSplitter
-from sources._tail_positions import FP_MAX, DeliveryTracker, SavedPosition, fingerprint_matches
+from sources._tail_positions import (
+    FP_MAX,
+    DeliveryTracker,
+    SavedPosition,
+    fingerprint_matches,
+    mark_key,
+)
 
 
 class FileState(enum.Enum):
@@ -106,6 +112,7 @@ class Framing:
     lines: Counter  # lines read
     truncated: Counter  # lines cut to max_line
     on_delivered: Callable[[], None] | None = None  # a delivered offset advanced (save soon)
+    source: str = ""  # the source's name, in its Acks' marks
 
 
 @dataclasses.dataclass(slots=True)
@@ -438,6 +445,7 @@ class TailedFile:
             self.tracker,
             self.headers,
         )
+        source = self._framing.source
         for i in range(0, n, size):
             part = bodies[i : i + size] if n > size else bodies
             if i + size >= n:
@@ -445,5 +453,7 @@ class TailedFile:
             elif start is not None:
                 start += sum(map(len, part)) + len(part)
                 self.emitted_end = max(self.emitted_end, start)
-            ack = Ack(tracker.slot(self.emitted_end), len(part))
+            upto = self.emitted_end  # the mark: a durable channel holding it holds the file to here
+            mark = (source, mark_key(self.key), [upto, self.fp_len, self.fp_crc, self.path])
+            ack = Ack(tracker.slot(upto), len(part), mark)
             yield [Event(body, headers, None, ack) for body in part]

@@ -114,6 +114,49 @@ class SavedPosition:
         return pos
 
 
+def mark_key(key: tuple[int, int]) -> str:
+    """The key of a file's marks (`Ack.mark`): its device and inode."""
+    return f"{key[0]}:{key[1]}"
+
+
+def resume_positions(
+    saved: list[SavedPosition] | None,
+    held: list[dict[str, list]],
+    present: Callable[[int, int, str], bool],
+    now: float,
+) -> list[SavedPosition] | None:
+    """`saved` raised to what every durable channel of the source already holds.
+
+    `held` has one dict per channel: mark key -> [offset, fp_len, fp_crc, path], the
+    end of the last lines of that file it holds or delivered. A file counts as held
+    up to the least offset of the channels (all must have it). A saved entry moves
+    up only within the same generation (same fingerprint, or a longer one over a
+    provisional one); a file with no saved entry (found after the last save) gets one
+    when `present(dev, ino, path)` says it is still there. A wrong guess only makes
+    the scan read the file from 0: more duplicates, never a loss.
+    """
+    if not held:
+        return saved
+    out = list(saved or [])
+    index = {(p.dev, p.ino): i for i, p in enumerate(out)}
+    for key in set.intersection(*(set(h) for h in held)):
+        offset, fp_len, fp_crc, path = min((h[key] for h in held), key=lambda v: v[0])
+        dev, ino = (int(part) for part in key.split(":"))
+        i = index.get((dev, ino))
+        if i is None:
+            if present(dev, ino, path):
+                out.append(SavedPosition(dev, ino, fp_len, fp_crc, offset, path, now, size=offset))
+            continue
+        pos = out[i]
+        same = (fp_len, fp_crc) == (pos.fp_len, pos.fp_crc)
+        firmer = pos.fp_len < fp_len <= FP_MAX and pos.fp_len < FP_MAX
+        if offset > pos.offset and (same or firmer):
+            out[i] = dataclasses.replace(
+                pos, offset=offset, fp_len=fp_len, fp_crc=fp_crc, size=max(pos.size, offset)
+            )
+    return out if saved is not None or out else None
+
+
 class PositionStore:
     """The position file of one tail source. `load` runs on the read loop's task;
     `save` may run from worker threads and is serialised by a lock."""

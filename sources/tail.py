@@ -100,7 +100,7 @@ from agent.api import Context, Duration, Emit, Event, Size, Source, register
 from common.aio import within
 from sources._lines import base_headers
 from sources._tail_file import FileState, Framing, TailedFile
-from sources._tail_positions import FP_MAX, PositionStore, SavedPosition
+from sources._tail_positions import FP_MAX, PositionStore, SavedPosition, resume_positions
 from sources._tail_scan import FileTable
 from sources._tail_watch import Watcher, glob_root
 
@@ -191,6 +191,15 @@ async def _emit_all(batches: Iterator[list[Event]], emit: Emit) -> None:
         # would scan and promote its events, a cost per line
 
 
+def _present(dev: int, ino: int, path: str) -> bool:
+    """`path` still holds the file (dev, ino)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (dev, ino)
+
+
 @register("source", "tail")
 class TailSource(Source):
     """Follows files; one instance per pipeline source, run as one task."""
@@ -246,6 +255,7 @@ class TailSource(Source):
                 **labels,
             ),
             on_delivered=self._delivered.set,
+            source=context.name,
         )
         self._table = FileTable(
             c.paths,
@@ -262,6 +272,7 @@ class TailSource(Source):
         self._wake: asyncio.Event | None = None
         self._rescan = False
         self._saved: list[SavedPosition] | None = None
+        self._held: list[dict] = []  # see resume_from
         self._seq = 0  # save order: a late thread never overwrites a newer save
         self._m_persist_errors = m.counter(
             "logflume_agent_tail_position_write_errors_total",
@@ -278,7 +289,7 @@ class TailSource(Source):
 
     async def run(self, emit: Emit, offer) -> None:
         self._wake = asyncio.Event()
-        saved = self._store.load()
+        saved = resume_positions(self._store.load(), self._held, _present, time.time())
         self._table.restore(saved or [])
         watcher = None
         persister = None
@@ -302,6 +313,10 @@ class TailSource(Source):
             self._saved = None
             self._persist()
             self._table.close_all()
+
+    def resume_from(self, held: list[dict]) -> None:
+        """What the (durable) channels hold of each file: the restart reads after it."""
+        self._held = held
 
     def flush_state(self) -> None:
         """After `run` ended and the channels drained: save what the late acks delivered."""

@@ -16,7 +16,15 @@ seq below `floor` is committed) is written atomically every
 
 Restart: segments are scanned from the checkpoint floor; every record at or above
 the floor is takeable again (so events a sink committed after the last checkpoint
-may be delivered twice: at-least-once). A torn or corrupt tail is cut off and
+may be delivered twice: at-least-once).
+
+Source marks. A record also stores the marks of its events' Acks (`Ack.mark`: the
+tail's file offset after them), and the channel keeps the last mark per source and
+key once it is durable (after the record's fsync, as the Acks are settled); the
+checkpoint saves them too, since segments are deleted. `held_marks` hands them to
+the source at a (re)start: it resumes after what the channel already holds, so a
+line is never both replayed from the log and read again from its file (which, with
+the replay of what was committed after the last checkpoint, made three copies). A torn or corrupt tail is cut off and
 quarantined with a log line (wal.repair) instead of refusing to start; a lost or
 unreadable checkpoint means replaying all segments still on disk.
 
@@ -108,6 +116,9 @@ class FileChannel(Channel):
         self._write_segment = 0
         self._write_pos = 0
         self._unsynced: list = []  # acks waiting for fsync
+        self._unsynced_marks: list[tuple[int, list]] = []  # (seq, marks) waiting for fsync
+        self._marks = wal.Marks()  # of durable records: what sources need not send again
+        self._marks_changed = False  # since the last checkpoint
         self._space = asyncio.Event()
         self._data = asyncio.Event()
         self._sync_wanted = asyncio.Event()
@@ -147,7 +158,8 @@ class FileChannel(Channel):
 
     def _recover(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
-        floor = self._read_checkpoint()
+        floor, marks = self._read_checkpoint()
+        self._marks = wal.Marks(marks)
         names = sorted(
             n for n in os.listdir(self.dir) if n.startswith("wal-") and n.endswith(".log")
         )
@@ -168,6 +180,8 @@ class FileChannel(Channel):
                     moved,
                     where,
                 )
+            for seq, marks in result.marks:
+                self._marks.add(seq, marks)
             live = [r for r in result.records if r.first_seq + r.count > floor]
             if result.records:
                 self._next_seq = max(
@@ -193,24 +207,30 @@ class FileChannel(Channel):
             )
         self._gauges()
 
-    def _read_checkpoint(self) -> int:
+    def _read_checkpoint(self) -> tuple[int, list]:
+        """(floor, marks as `wal.Marks.to_json`) of checkpoint.json."""
         path = os.path.join(self.dir, "checkpoint.json")
         try:
             with open(path, "rb") as f:
-                return int(orjson.loads(f.read())["floor"])
+                doc = orjson.loads(f.read())
+            return int(doc["floor"]), list(doc.get("marks", []))
         except FileNotFoundError:
-            return 0
+            return 0, []
         except (OSError, ValueError, KeyError, TypeError) as exc:
             self.log.warning(
                 "file channel %s: unreadable checkpoint (%s); replaying every segment",
                 self.context.name,
                 exc,
             )
-            return 0
+            return 0, []
 
-    def _save_floor(self, floor: int) -> None:
+    def _save_floor(self, floor: int, marks: list) -> None:
         """Atomically replace checkpoint.json (thread-safe: touches no shared state)."""
-        atomic_write(os.path.join(self.dir, "checkpoint.json"), orjson.dumps({"floor": floor}))
+        doc = {"floor": floor, "marks": marks}
+        atomic_write(os.path.join(self.dir, "checkpoint.json"), orjson.dumps(doc))
+
+    def held_marks(self, source: str) -> dict:
+        return self._marks.of(source)
 
     def _drop_segments(self, floor: int | None = None) -> None:
         """Delete segments wholly below `floor` (default: the saved floor; never the
@@ -225,8 +245,9 @@ class FileChannel(Channel):
                 os.unlink(os.path.join(self.dir, wal.segment_name(segment)))
 
     def _write_checkpoint(self) -> None:
-        if self._floor != self._saved_floor:
-            self._save_floor(self._floor)
+        if self._floor != self._saved_floor or self._marks_changed:
+            self._marks_changed = False
+            self._save_floor(self._floor, self._marks.to_json())
             self._saved_floor = self._floor
             self._drop_segments()
 
@@ -287,12 +308,14 @@ class FileChannel(Channel):
         self.metrics.put.inc(len(events))
         self._gauges()
         acks = [e.ack for e in events if e.ack is not None]
+        marks = wal.record_marks(events) if acks else []
         if self.config.fsync:
             self._unsynced.extend(acks)
+            if marks:
+                self._unsynced_marks.append((ref.first_seq, marks))
             self._sync_wanted.set()
         else:
-            for ack in acks:
-                ack.settle()
+            self._durable(acks, [(ref.first_seq, marks)] if marks else [])
         self._data.set()
 
     async def put(self, events: list[Event]) -> None:
@@ -360,44 +383,54 @@ class FileChannel(Channel):
             )
         self._drop_segments(self._floor)
 
-    def _sync_now(self) -> None:
-        acks, self._unsynced = self._unsynced, []
-        if self._write_fd >= 0:
-            os.fsync(self._write_fd)
+    def _durable(self, acks: list, marks: list[tuple[int, list]]) -> None:
+        """Records are on disk: their marks count as held, their Acks are settled."""
+        for seq, m in marks:
+            self._marks.add(seq, m)
+            self._marks_changed = True
         for ack in acks:
             ack.settle()
+
+    def _sync_now(self) -> None:
+        acks, self._unsynced = self._unsynced, []
+        marks, self._unsynced_marks = self._unsynced_marks, []
+        if self._write_fd >= 0:
+            os.fsync(self._write_fd)
+        self._durable(acks, marks)
 
     async def _syncer(self) -> None:
         while True:
             await self._sync_wanted.wait()
             self._sync_wanted.clear()
             acks, self._unsynced = self._unsynced, []
+            marks, self._unsynced_marks = self._unsynced_marks, []
             fd = os.dup(self._write_fd)  # a roll may close the original meanwhile
             try:
                 await asyncio.to_thread(os.fsync, fd)
-            except asyncio.CancelledError:
-                self._unsynced[:0] = acks  # close() syncs and settles them
-                raise
-            except OSError as exc:  # not durable yet: keep the acks, try again
-                self._unsynced[:0] = acks
+            except BaseException as exc:
+                self._unsynced[:0] = acks  # not durable yet: close() syncs and settles
+                self._unsynced_marks[:0] = marks  # them, or the next round tries again
+                if not isinstance(exc, OSError):
+                    raise
                 self.log.error("file channel %s: fsync failed: %s", self.context.name, exc)
                 await asyncio.sleep(_RETRY_MAX_S)
                 self._sync_wanted.set()
                 continue
             finally:
                 os.close(fd)
-            for ack in acks:
-                ack.settle()
+            self._durable(acks, marks)
 
     async def _checkpointer(self) -> None:
         while True:
             await asyncio.sleep(float(self.config.checkpoint_interval))
             floor = self._floor
-            if floor != self._saved_floor:
+            if floor != self._saved_floor or self._marks_changed:
+                self._marks_changed = False
                 try:
-                    await asyncio.to_thread(self._save_floor, floor)
+                    await asyncio.to_thread(self._save_floor, floor, self._marks.to_json())
                 except OSError as exc:
                     # Committed segments go anyway: a restart replays more, never less.
+                    self._marks_changed = True  # (its marks are saved next time)
                     self.log.warning(
                         "file channel %s: checkpoint not written (%s)", self.context.name, exc
                     )
@@ -427,7 +460,7 @@ class FileChannel(Channel):
 
     def _read(self, ref: wal.RecordRef) -> list[Event]:
         data = os.pread(self._segments[ref.segment], ref.size, ref.offset)
-        return wal.decode_payload(data[wal.HEADER.size :])
+        return wal.decode_record(data)
 
     def _committed(self, refs: list[wal.RecordRef]) -> None:
         for ref in refs:

@@ -3,16 +3,21 @@
 A segment is a file `wal-<20-digit first seq>.log` holding records back to back.
 One record is one put transaction:
 
-    magic      u8   0xF1
+    magic      u8   0xF1, or 0xF2 when the record carries source marks
     length     u32  bytes of payload
     crc        u32  CRC-32C of payload
     payload:
       first_seq  u64  sequence number of the record's first event
       count      u32  events in the record
       raw_len    u32  size of the uncompressed event block
+      (0xF2 only) u32 marks length, marks: orjson [[source, key, value], ...]
       block      lz4 block of `count` events, each:
                    u32 body length, body, u32 meta length, meta
                  (meta = orjson [headers, record], empty when there are none)
+
+Marks are the sources' positions after the record's events (`Ack.mark`): written
+in the same record as the events, a mark is on disk exactly when they are, so a
+restart can tell each source how far it need not read again (`Marks`).
 
 Sequence numbers grow by one per event across records and segments. `scan`
 reads a segment and stops at the first record that is short, has a bad magic,
@@ -34,10 +39,12 @@ import orjson
 from agent.api import Event
 
 MAGIC = 0xF1
+MAGIC_MARKS = 0xF2
 HEADER = struct.Struct("<BII")
 PAYLOAD_HEAD = struct.Struct("<QII")
 U32 = struct.Struct("<I")
 MAX_RECORD = 1 << 30
+MAX_MARKS = 4096  # marks kept per channel (a key per tailed file); past it the oldest half go
 
 
 def segment_name(first_seq: int) -> str:
@@ -73,18 +80,73 @@ def decode_events(raw: bytes, count: int) -> list[Event]:
     return events
 
 
+def record_marks(events: list[Event]) -> list[list]:
+    """The marks of a batch's Acks, one per Ack (in order; a run of events shares one)."""
+    marks, ack = [], None
+    for e in events:
+        if e.ack is not ack:
+            ack = e.ack
+            if ack is not None and ack.mark is not None:
+                marks.append(list(ack.mark))
+    return marks
+
+
 def encode_record(first_seq: int, events: list[Event]) -> bytes:
     raw = encode_events(events)
-    payload = PAYLOAD_HEAD.pack(first_seq, len(events), len(raw)) + lz4.block.compress(
-        raw, store_size=False
-    )
-    return HEADER.pack(MAGIC, len(payload), crc32c.crc32c(payload)) + payload
+    head = PAYLOAD_HEAD.pack(first_seq, len(events), len(raw))
+    marks = record_marks(events)
+    magic = MAGIC
+    if marks:
+        magic = MAGIC_MARKS
+        blob = orjson.dumps(marks)
+        head += U32.pack(len(blob)) + blob
+    payload = head + lz4.block.compress(raw, store_size=False)
+    return HEADER.pack(magic, len(payload), crc32c.crc32c(payload)) + payload
 
 
-def decode_payload(payload: bytes) -> list[Event]:
-    _, count, raw_len = PAYLOAD_HEAD.unpack_from(payload)
-    raw = lz4.block.decompress(payload[PAYLOAD_HEAD.size :], uncompressed_size=raw_len)
+def _split(magic: int, payload: bytes) -> tuple[int, int, int, list, int]:
+    """(first_seq, count, raw_len, marks, where the lz4 block starts) of a payload."""
+    first_seq, count, raw_len = PAYLOAD_HEAD.unpack_from(payload)
+    pos, marks = PAYLOAD_HEAD.size, []
+    if magic == MAGIC_MARKS:
+        (n,) = U32.unpack_from(payload, pos)
+        marks = orjson.loads(payload[pos + 4 : pos + 4 + n])
+        pos += 4 + n
+    return first_seq, count, raw_len, marks, pos
+
+
+def decode_record(data: bytes) -> list[Event]:
+    """The events of one whole record (header included)."""
+    _, count, raw_len, _, pos = _split(data[0], data[HEADER.size :])
+    raw = lz4.block.decompress(data[HEADER.size + pos :], uncompressed_size=raw_len)
     return decode_events(raw, count)
+
+
+class Marks:
+    """The last mark per (source, key), by record sequence: what a channel holds or
+    delivered of each source. `value` is the source's own (JSON); a later record's
+    mark replaces an earlier one. Owned by one channel, on its event loop."""
+
+    def __init__(self, doc: list | None = None):
+        # (source, key) -> (seq, value); `doc` is `to_json()` of a saved checkpoint
+        self.last: dict[tuple[str, str], tuple[int, object]] = {
+            (source, key): (seq, value) for source, key, seq, value in doc or []
+        }
+
+    def add(self, seq: int, marks: list) -> None:
+        for source, key, value in marks:
+            known = self.last.get((source, key))
+            if known is None or known[0] <= seq:
+                self.last[(source, key)] = (seq, value)
+        if len(self.last) > MAX_MARKS:  # keys of long-gone files (rotated away): the oldest go
+            ordered = sorted(self.last.items(), key=lambda item: item[1][0])
+            self.last = dict(ordered[len(ordered) - MAX_MARKS // 2 :])
+
+    def of(self, source: str) -> dict[str, object]:
+        return {k: v for (s, k), (_, v) in self.last.items() if s == source}
+
+    def to_json(self) -> list:
+        return [[s, k, seq, v] for (s, k), (seq, v) in self.last.items()]
 
 
 @dataclasses.dataclass(slots=True)
@@ -104,34 +166,43 @@ class ScanResult:
     records: list[RecordRef]
     good_bytes: int  # where the valid prefix of the file ends
     problem: str | None  # why the scan stopped early, if it did
+    marks: list[tuple[int, list]] = dataclasses.field(default_factory=list)  # (seq, marks)
 
 
 def scan(path: str, segment: int, expect_seq: int | None) -> ScanResult:
     """Valid records of one segment file, up to the first bad one."""
     with open(path, "rb") as f:
         data = f.read()
-    records, pos = [], 0
+    result = ScanResult([], 0, None)
+    pos = 0
     while pos < len(data):
+        result.good_bytes = pos
         if len(data) - pos < HEADER.size:
-            return ScanResult(records, pos, "truncated record header")
+            result.problem = "truncated record header"
+            return result
         magic, length, crc = HEADER.unpack_from(data, pos)
-        if magic != MAGIC or length < PAYLOAD_HEAD.size or length > MAX_RECORD:
-            return ScanResult(records, pos, "bad record header")
+        if magic not in (MAGIC, MAGIC_MARKS) or length < PAYLOAD_HEAD.size or length > MAX_RECORD:
+            result.problem = "bad record header"
+            return result
         end = pos + HEADER.size + length
         if end > len(data):
-            return ScanResult(records, pos, "truncated record")
+            result.problem = "truncated record"
+            return result
         payload = data[pos + HEADER.size : end]
         if crc32c.crc32c(payload) != crc:
-            return ScanResult(records, pos, "CRC mismatch")
-        first_seq, count, _ = PAYLOAD_HEAD.unpack_from(payload)
+            result.problem = "CRC mismatch"
+            return result
+        first_seq, count, _, marks, _ = _split(magic, payload)
         if expect_seq is not None and first_seq != expect_seq:
-            return ScanResult(
-                records, pos, f"sequence gap (expected {expect_seq}, got {first_seq})"
-            )
-        records.append(RecordRef(segment, pos, end - pos, first_seq, count))
+            result.problem = f"sequence gap (expected {expect_seq}, got {first_seq})"
+            return result
+        result.records.append(RecordRef(segment, pos, end - pos, first_seq, count))
+        if marks:
+            result.marks.append((first_seq, marks))
         expect_seq = first_seq + count
         pos = end
-    return ScanResult(records, pos, None)
+    result.good_bytes = pos
+    return result
 
 
 def repair(path: str, good_bytes: int, quarantine_dir: str) -> tuple[str, int]:

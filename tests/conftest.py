@@ -8,6 +8,25 @@ from testkit.procs import BrokerProcess
 
 ASYNC_TEST_TIMEOUT_S = 60
 
+# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). A group
+# runs whole on one worker: each module is a group (its module-scoped brokers and
+# clusters start once); all Spark tests are one group, sharing one JVM; tests/deploy is
+# one group, because its modules build the project's wheel in the checkout. The Spark
+# group, the longest, is handed out first so that it does not end the run alone.
+SHARED_GROUPS = ("tests/spark_etl/", "tests/deploy/")
+
+
+def _group(item) -> str:
+    path = item.nodeid.split("::", 1)[0]
+    return next((g for g in SHARED_GROUPS if path.startswith(g)), path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    items.sort(key=lambda item: _group(item) != SHARED_GROUPS[0])
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):

@@ -11,12 +11,13 @@ difference from the memory channel, which settles only when the sink commits.
 Take: whole records are taken from the head (events cached in memory up to
 `cache_bytes`, otherwise read back from the segment). Rollback returns them to the
 head in order. Commit marks them done; the checkpoint (`checkpoint.json`: every
-seq below `floor` is committed) is written atomically every
-`checkpoint_interval`, and segments wholly below the floor are deleted.
+seq below `floor` is committed) is written atomically after commits, at most once
+per `checkpoint_interval` (50 ms), and segments wholly below the floor are deleted.
 
 Restart: segments are scanned from the checkpoint floor; every record at or above
-the floor is takeable again (so events a sink committed after the last checkpoint
-may be delivered twice: at-least-once).
+the floor is takeable again (so events a sink committed after the last checkpoint,
+and those it had delivered but not yet committed, may be delivered twice:
+at-least-once).
 
 Source marks. A record also stores the marks of its events' Acks (`Ack.mark`: the
 tail's file offset after them), and the channel keeps the last mark per source and
@@ -76,7 +77,7 @@ class FileChannel(Channel):
         segment_bytes: Size = Size(64 << 20)  # a new WAL segment file starts past this size
         cache_bytes: Size = Size(32 << 20)  # events kept in memory for takes; beyond: read back
         fsync: bool = True  # fsync puts before acknowledging them (false: a host crash loses some)
-        checkpoint_interval: Duration = Duration(1)  # how often the committed position is saved
+        checkpoint_interval: Duration = Duration(0.05)  # least time between two checkpoints
 
     @classmethod
     def validate(cls, config) -> list[str]:
@@ -121,6 +122,7 @@ class FileChannel(Channel):
         self._marks_changed = False  # since the last checkpoint
         self._space = asyncio.Event()
         self._data = asyncio.Event()
+        self._progress = asyncio.Event()  # the floor or the marks moved: checkpoint soon
         self._sync_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
 
@@ -388,6 +390,7 @@ class FileChannel(Channel):
         for seq, m in marks:
             self._marks.add(seq, m)
             self._marks_changed = True
+            self._progress.set()
         for ack in acks:
             ack.settle()
 
@@ -421,8 +424,11 @@ class FileChannel(Channel):
             self._durable(acks, marks)
 
     async def _checkpointer(self) -> None:
+        """Checkpoint after commits (and new durable marks), at most once per
+        `checkpoint_interval`: the commits of that time go in one write."""
         while True:
-            await asyncio.sleep(float(self.config.checkpoint_interval))
+            await self._progress.wait()
+            self._progress.clear()
             floor = self._floor
             if floor != self._saved_floor or self._marks_changed:
                 self._marks_changed = False
@@ -431,13 +437,15 @@ class FileChannel(Channel):
                 except OSError as exc:
                     # Committed segments go anyway: a restart replays more, never less.
                     self._marks_changed = True  # (its marks are saved next time)
+                    self._progress.set()  # try again after the interval
                     self.log.warning(
                         "file channel %s: checkpoint not written (%s)", self.context.name, exc
                     )
                     self._drop_segments(floor)
-                    continue
-                self._saved_floor = floor
-                self._drop_segments()
+                else:
+                    self._saved_floor = floor
+                    self._drop_segments()
+            await asyncio.sleep(float(self.config.checkpoint_interval))
 
     # ---- take -----------------------------------------------------------------
 
@@ -475,6 +483,7 @@ class FileChannel(Channel):
         self.metrics.committed.inc(sum(r.count for r in refs))
         self._gauges()
         self._space.set()
+        self._progress.set()
 
     def _returned(self, refs: list[wal.RecordRef]) -> None:
         for ref in refs:

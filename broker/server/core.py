@@ -35,11 +35,19 @@ from broker.cluster.replica_manager import ReplicaManager, default_log_config
 from broker.config import BrokerConfig
 from broker.log import LogConfig, LogManager
 from broker.metrics import BrokerMetrics
+from broker.security.acl_store import LocalAclStore
+from broker.security.authorizer import Authorizer, parse_super_users
 from broker.server.dispatch import load_handlers
 from broker.server.purgatory import Purgatory
 from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+
+def new_authorizer(config: BrokerConfig, store) -> Authorizer:
+    return Authorizer(
+        store, parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"]
+    )
 
 
 class BrokerCore:
@@ -57,6 +65,7 @@ class BrokerCore:
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.cluster = None  # broker.cluster.node.ClusterNode when zookeeper.connect is set
+        self.authorizer = None  # broker.security.authorizer.Authorizer when configured
         self._tasks: list[asyncio.Task] = []
         self._modules = load_handlers()
         self.metrics = BrokerMetrics(self)
@@ -89,6 +98,8 @@ class BrokerCore:
             self.config, self.store, self.logs, self._on_partition_change
         )
         self.replicas.load()
+        if self.config["authorizer.class.name"] and self.config["zookeeper.connect"] is None:
+            self.authorizer = new_authorizer(self.config, LocalAclStore(self.data_dir))
         for module in self._modules:
             await _maybe_await(getattr(module, "setup", None), self)
         if self.config["zookeeper.connect"] is not None:

@@ -2,10 +2,11 @@
 written atomically, in Kafka's per-resource JSON (the same documents a cluster keeps
 under /kafka-acl in ZooKeeper, broker.cluster.zk_acls).
 
-A store offers `load()` -> {Resource: entries}, `update(resource, fn)` (applies
-fn(old entries) -> new entries and persists the result; async because the ZooKeeper
-store does I/O) and an `on_change(resource, entries)` callback attribute, called for
-changes made elsewhere (never by this single-node store).
+A store offers `load()` -> {Resource: entries} (the ZooKeeper store's is async),
+`update(resource, fn)` (applies fn(old entries) -> new entries, persists the result
+and returns (old, new); async because the ZooKeeper store does I/O) and an
+`on_change(resource, entries)` callback attribute, called for changes made elsewhere
+(never by this single-node store); `close()` releases what it holds.
 """
 
 from __future__ import annotations
@@ -62,8 +63,14 @@ class LocalAclStore:
         self._acls = {resource_of_key(k): entries_from_json(v) for k, v in raw.items()}
         return dict(self._acls)
 
-    async def update(self, resource: Resource, fn: Callable[[Entries], Entries]) -> Entries:
-        new = frozenset(fn(self._acls.get(resource, frozenset())))
+    async def close(self) -> None:
+        """Nothing to release: every update is already on disk."""
+
+    async def update(
+        self, resource: Resource, fn: Callable[[Entries], Entries]
+    ) -> tuple[Entries, Entries]:
+        old = self._acls.get(resource, frozenset())
+        new = frozenset(fn(old))
         if new:
             self._acls[resource] = new
         else:
@@ -71,4 +78,4 @@ class LocalAclStore:
         doc = {resource_key(r): entries_to_json(e) for r, e in self._acls.items()}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-        return new
+        return old, new

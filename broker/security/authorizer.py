@@ -40,18 +40,21 @@ def parse_super_users(text: str | None) -> frozenset[str]:
 class Authorizer:
     """ACL decisions and changes; event-loop only."""
 
-    def __init__(self, store, super_users: frozenset[str], allow_if_no_acl: bool):
+    def __init__(
+        self,
+        store,
+        acls: dict[Resource, frozenset[Entry]],
+        super_users: frozenset[str],
+        allow_if_no_acl: bool,
+    ):
+        """`acls`: what `store.load()` gave."""
         self.store = store
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
-        self._acls: dict[Resource, frozenset[Entry]] = {}
-        self._by_type: dict[ResourceType, list[AclBinding]] = {}
-        self.replace_all(store.load())
-        store.on_change = self.apply
-
-    def replace_all(self, acls: dict[Resource, frozenset[Entry]]) -> None:
         self._acls = {r: e for r, e in acls.items() if e}
+        self._by_type: dict[ResourceType, list[AclBinding]] = {}
         self._reindex()
+        store.on_change = self.apply
 
     def apply(self, resource: Resource, entries: frozenset[Entry]) -> None:
         """A resource's bindings changed (here or on another broker)."""
@@ -103,7 +106,7 @@ class Authorizer:
         for b in bindings:
             by_resource.setdefault(b.resource, set()).add(b.entry)
         for resource, entries in by_resource.items():
-            new = await self.store.update(resource, lambda old, add=entries: old | add)
+            _, new = await self.store.update(resource, lambda old, add=entries: old | add)
             self.apply(resource, new)
 
     async def delete(self, f: AclFilter) -> list[AclBinding]:
@@ -111,10 +114,10 @@ class Authorizer:
         removed: list[AclBinding] = []
         for resource in sorted({b.resource for b in self.describe(f)}, key=repr):
 
-            def drop(old: frozenset[Entry], r=resource) -> frozenset[Entry]:
-                gone = {e for e in old if f.matches(AclBinding(r, e))}
-                removed.extend(AclBinding(r, e) for e in gone)
-                return old - gone
+            def keep(old: frozenset[Entry], r=resource) -> frozenset[Entry]:
+                return frozenset(e for e in old if not f.matches(AclBinding(r, e)))
 
-            self.apply(resource, await self.store.update(resource, drop))
+            old, new = await self.store.update(resource, keep)
+            removed.extend(AclBinding(resource, e) for e in old - new)
+            self.apply(resource, new)
         return removed

@@ -44,9 +44,12 @@ from broker.tasks import cancel_and_wait
 log = logging.getLogger(__name__)
 
 
-def new_authorizer(config: BrokerConfig, store) -> Authorizer:
+def new_authorizer(config: BrokerConfig, store, acls) -> Authorizer:
     return Authorizer(
-        store, parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"]
+        store,
+        acls,
+        parse_super_users(config["super.users"]),
+        config["allow.everyone.if.no.acl.found"],
     )
 
 
@@ -99,7 +102,8 @@ class BrokerCore:
         )
         self.replicas.load()
         if self.config["authorizer.class.name"] and self.config["zookeeper.connect"] is None:
-            self.authorizer = new_authorizer(self.config, LocalAclStore(self.data_dir))
+            store = LocalAclStore(self.data_dir)
+            self.authorizer = new_authorizer(self.config, store, store.load())
         for module in self._modules:
             await _maybe_await(getattr(module, "setup", None), self)
         if self.config["zookeeper.connect"] is not None:
@@ -108,6 +112,11 @@ class BrokerCore:
             self.cluster = ClusterNode(self)
             self.replicas.cluster = self.cluster
             await self.cluster.start()
+            if self.config["authorizer.class.name"]:
+                from broker.cluster.zk_acls import ZkAclStore
+
+                store = ZkAclStore(self.cluster.zk)
+                self.authorizer = new_authorizer(self.config, store, await store.load())
         cfg = self.config
         flush_every = min(cfg["log.flush.scheduler.interval.ms"], 1000)
         duties: list[tuple[str, int, Callable[[], object]]] = [
@@ -162,6 +171,8 @@ class BrokerCore:
 
     async def stop(self) -> None:
         """Stop duties, let handler areas shut down, flush and close logs cleanly."""
+        if self.authorizer is not None:
+            await self.authorizer.store.close()
         if self.cluster is not None:
             await self.cluster.stop()
         await cancel_and_wait(self._tasks)

@@ -19,12 +19,17 @@ LOGS = Resource(ResourceType.TOPIC, "logs")
 WEB = Resource(ResourceType.TOPIC, "web-", PatternType.PREFIXED)
 
 
+def _authorizer(path) -> Authorizer:
+    store = LocalAclStore(path)
+    return Authorizer(store, store.load(), frozenset(), False)
+
+
 def entry(who, op, perm=Permission.ALLOW):
     return Entry(who, "*", op, perm)
 
 
 def test_changes_persist_and_deletes_report_what_went(tmp_path):
-    a = Authorizer(LocalAclStore(tmp_path), frozenset(), False)
+    a = _authorizer(tmp_path)
     asyncio.run(
         a.create(
             [
@@ -35,11 +40,11 @@ def test_changes_persist_and_deletes_report_what_went(tmp_path):
         )
     )
     assert a.authorize("User:alice", "h", Operation.WRITE, ResourceType.TOPIC, "web-1")
-    again = Authorizer(LocalAclStore(tmp_path), frozenset(), False)
+    again = _authorizer(tmp_path)
     assert sorted(map(repr, again.bindings())) == sorted(map(repr, a.bindings()))
     removed = asyncio.run(again.delete(AclFilter(principal="User:alice")))
     assert {b.resource for b in removed} == {LOGS, WEB}
-    third = Authorizer(LocalAclStore(tmp_path), frozenset(), False)
+    third = _authorizer(tmp_path)
     assert third.bindings() == [AclBinding(LOGS, entry("User:bob", Operation.READ))]
     assert not third.authorize("User:alice", "h", Operation.WRITE, ResourceType.TOPIC, "logs")
 

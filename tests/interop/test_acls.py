@@ -25,6 +25,7 @@ from common import certs
 from common.hostport import free_port
 from testkit.procs import BrokerProcess, wait_for_port
 from tests.broker.server.wire import WireClient, batch, fetch_body, produce_body
+from tests.logflume.test_commands_clients import lf
 
 USERS = ("admin", "agent", "spark", "nobody")
 
@@ -277,3 +278,39 @@ def test_acls_survive_a_restart(acl):
     assert produce_errors(acl, "agent", "web", 1) == [None]
     errors = produce_errors(acl, "agent", "other", 1)
     assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_logflume_acls_cli(acl, tmp_path):
+    props = tmp_path / "admin.properties"
+    props.write_text(
+        "security.protocol=SSL\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={acl.ca}\n"
+        f"ssl.keystore.type=PEM\nssl.keystore.location={acl.dir / 'admin.pem'}\n"
+    )
+    b = ["--bootstrap-server", f"127.0.0.1:{acl.mutual}", "--command-config", str(props)]
+    r = lf("acls", *b, "--add", "--allow-principal", "User:etl", "--consumer",
+           "--topic", "cli-", "--group", "etl", "--resource-pattern-type", "prefixed")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    listed = lf("acls", *b, "--list", "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    assert listed.returncode == 0, listed.stderr
+    text = listed.stdout.decode()
+    assert (
+        "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=cli-, "
+        "patternType=PREFIXED)`:"
+    ) in text
+    assert "(principal=User:etl, host=*, operation=READ, permissionType=ALLOW)" in text
+    assert "(principal=User:etl, host=*, operation=DESCRIBE, permissionType=ALLOW)" in text
+    everything = lf("acls", *b, "--list", "--principal", "User:etl").stdout.decode()
+    assert "name=etl, patternType=PREFIXED" in everything and "name=web" not in everything
+    kept = lf("acls", *b, "--remove", "--topic", "cli-", "--resource-pattern-type", "prefixed",
+              input=b"n\n")  # fmt: skip
+    assert kept.returncode == 0
+    assert "User:etl" in lf("acls", *b, "--list", "--topic", "cli-",
+                            "--resource-pattern-type", "prefixed").stdout.decode()  # fmt: skip
+    r = lf("acls", *b, "--remove", "--force", "--topic", "cli-", "--group", "etl",
+           "--resource-pattern-type", "prefixed")  # fmt: skip
+    assert r.returncode == 0 and b"operation=READ" in r.stdout, r.stderr
+    assert "User:etl" not in lf("acls", *b, "--list").stdout.decode()
+    denied = lf("acls", "--bootstrap-server", f"127.0.0.1:{acl.plain}", "--add",
+                "--allow-principal", "User:x", "--topic", "t")  # fmt: skip
+    assert denied.returncode == 1 and b"uthoriz" in denied.stderr

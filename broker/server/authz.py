@@ -38,3 +38,13 @@ def allowed_on_some(ctx, op: Operation, rtype: ResourceType) -> bool:
 def may_create_topic(ctx, name: str) -> bool:
     """CREATE on the cluster or on the topic (CreateTopics, auto-creation)."""
     return allowed(ctx, Op.CREATE, RT.CLUSTER) or allowed(ctx, Op.CREATE, RT.TOPIC, name)
+
+
+def may_auto_create(ctx, name: str) -> bool:
+    """Whether a request may have topic `name` created on first use: CREATE as above
+    when the topic is missing and auto-creation is on (else nothing is created, and
+    nothing needs checking)."""
+    core = ctx.core
+    if core.authorizer is None or core.replicas.topic(name) is not None:
+        return True
+    return not core.config["auto.create.topics.enable"] or may_create_topic(ctx, name)

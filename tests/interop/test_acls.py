@@ -200,7 +200,14 @@ def test_metadata_reveals_no_topic_names_without_describe(acl):
     ]
     with wire(acl, "spark") as c:
         mine = c.request(ApiKey.METADATA, 12, {"topics": None})
+        # spark may DESCRIBE we* but not CREATE: no auto-creation
+        auto = {"topics": [{"name": "we-new", "topic_id": None}], "allow_auto_topic_creation": True}
+        created = c.request(ApiKey.METADATA, 12, auto)
     assert [t["name"] for t in mine["topics"]] == ["web"]
+    assert created["topics"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with wire(acl, "admin") as c:
+        listed = c.request(ApiKey.METADATA, 12, {"topics": None})
+    assert "we-new" not in {t["name"] for t in listed["topics"]}
 
 
 def test_super_user_does_everything(acl):

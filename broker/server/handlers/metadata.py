@@ -9,8 +9,8 @@ controller; the answer then waits (bounded by AUTO_CREATE_WAIT_S) until their
 partitions have leaders, and says LEADER_NOT_AVAILABLE (retriable) only past that.
 Authorization: an all-topics answer lists only the topics the caller may DESCRIBE;
 a named topic it may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED whether it
-exists or not, so no answer reveals a name; auto-creation needs CREATE on the
-cluster or the topic (TOPIC_AUTHORIZATION_FAILED else), as Kafka.
+exists or not, so no answer reveals a name; auto-creation (when on) needs CREATE
+on the cluster or the topic (TOPIC_AUTHORIZATION_FAILED else), as Kafka.
 v10+ carries each topic's id, and a requested topic may be named by id alone (name
 null): an unknown id answers UNKNOWN_TOPIC_ID with a null name.
 """
@@ -20,7 +20,7 @@ import uuid
 
 from broker.cluster.names import is_internal
 from broker.protocol import ApiKey, ErrorCode
-from broker.server.authz import RT, Op, allowed, may_create_topic
+from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import handles
 
 AUTO_CREATE_WAIT_S = 3.0
@@ -79,7 +79,7 @@ def _may_create(ctx, name: str, allow_create: bool) -> ErrorCode | None:
     """None: create `name` if auto-creation is on; else the code to answer."""
     if not allow_create:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    return None if may_create_topic(ctx, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None if may_auto_create(ctx, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def visible(ctx, names) -> list[str]:

@@ -51,7 +51,7 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
 from broker.protocol.legacy import magic_of, up_convert
 from broker.protocol.records import CorruptRecordError
-from broker.server.authz import RT, Op, allowed, may_create_topic
+from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import CloseConnection, handles
 from broker.server.purgatory import DelayedOperation
 
@@ -157,7 +157,7 @@ def produce(ctx, body):
         name = topic["name"]
         if not allowed(ctx, Op.WRITE, RT.TOPIC, name):
             topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif replicas.topic(name) is None and not may_create_topic(ctx, name):
+        elif not may_auto_create(ctx, name):
             topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:
             topic_error = replicas.auto_create(name)

@@ -3,8 +3,10 @@ go through a store (acl_store: a local file on a single node, ZooKeeper in a
 cluster).
 
 `Authorizer` is owned by the BrokerCore and used on the event loop only. A decision
-looks only at the bindings of the requested resource type (an index kept per type),
-so its cost does not grow with ACLs on other types. With no `authorizer.class.name`
+looks only at the bindings that can match the resource: an index by (type, name)
+gives the literal ones of the name and of `*`, and the prefixed ones are found by
+looking up each prefix of the name, so its cost grows with the name's length, not
+with the number of ACLs. With no `authorizer.class.name`
 there is no Authorizer at all (`core.authorizer is None`) and handlers skip every
 check (broker.server.authz).
 """
@@ -14,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from broker.security.acl import (
+    WILDCARD,
     AclBinding,
     AclFilter,
     Entry,
     Operation,
+    PatternType,
     Resource,
     ResourceType,
     decide,
@@ -53,6 +57,7 @@ class Authorizer:
         self.allow_if_no_acl = allow_if_no_acl
         self._acls = {r: e for r, e in acls.items() if e}
         self._by_type: dict[ResourceType, list[AclBinding]] = {}
+        self._by_name: dict[tuple[ResourceType, PatternType, str], list[AclBinding]] = {}
         self._reindex()
         store.on_change = self.apply
 
@@ -66,15 +71,30 @@ class Authorizer:
 
     def _reindex(self) -> None:
         by_type: dict[ResourceType, list[AclBinding]] = {}
+        by_name: dict[tuple[ResourceType, PatternType, str], list[AclBinding]] = {}
         for r, entries in self._acls.items():
-            by_type.setdefault(r.type, []).extend(AclBinding(r, e) for e in entries)
-        self._by_type = by_type
+            bindings = [AclBinding(r, e) for e in entries]
+            by_type.setdefault(r.type, []).extend(bindings)
+            by_name.setdefault((r.type, r.pattern, r.name), []).extend(bindings)
+        self._by_type, self._by_name = by_type, by_name
+
+    def _candidates(self, rtype: ResourceType, name: str) -> list[AclBinding]:
+        """Every binding whose pattern may match rtype/name (a superset is fine:
+        `decide` checks the match itself)."""
+        index = self._by_name
+        out = [
+            *index.get((rtype, PatternType.LITERAL, name), ()),
+            *index.get((rtype, PatternType.LITERAL, WILDCARD), ()),
+        ]
+        for end in range(1, len(name) + 1):
+            out += index.get((rtype, PatternType.PREFIXED, name[:end]), ())
+        return out
 
     def authorize(
         self, principal: str, host: str, op: Operation, rtype: ResourceType, name: str
     ) -> bool:
         return decide(
-            self._by_type.get(rtype, ()),
+            self._candidates(rtype, name),
             principal,
             host,
             op,

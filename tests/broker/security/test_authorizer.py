@@ -2,6 +2,9 @@
 
 import asyncio
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from broker.security.acl import (
     AclBinding,
     AclFilter,
@@ -11,6 +14,7 @@ from broker.security.acl import (
     Permission,
     Resource,
     ResourceType,
+    decide,
 )
 from broker.security.acl_store import LocalAclStore
 from broker.security.authorizer import Authorizer, parse_super_users
@@ -55,3 +59,33 @@ def test_super_users_parse():
         "User:CN=broker,O=x",
     }
     assert parse_super_users("") == frozenset()
+
+
+class _NoStore:
+    on_change = None
+
+
+names = st.text("ab*", min_size=1, max_size=4)
+bindings_st = st.lists(
+    st.builds(
+        lambda name, pattern, op, perm, who: AclBinding(
+            Resource(ResourceType.TOPIC, name, pattern), Entry(who, "*", op, perm)
+        ),
+        names,
+        st.sampled_from([PatternType.LITERAL, PatternType.PREFIXED]),
+        st.sampled_from([Operation.READ, Operation.WRITE, Operation.ALL, Operation.DESCRIBE]),
+        st.sampled_from([Permission.ALLOW, Permission.DENY]),
+        st.sampled_from(["User:alice", "User:*"]),
+    ),
+    max_size=8,
+)
+
+
+@given(bindings_st, names, st.sampled_from([Operation.READ, Operation.DESCRIBE]))
+def test_the_index_decides_as_the_full_scan(bindings, name, op):
+    acls: dict = {}
+    for b in bindings:
+        acls.setdefault(b.resource, set()).add(b.entry)
+    a = Authorizer(_NoStore(), {r: frozenset(e) for r, e in acls.items()}, frozenset(), False)
+    full = decide(bindings, "User:alice", "h", op, ResourceType.TOPIC, name)
+    assert a.authorize("User:alice", "h", op, ResourceType.TOPIC, name) is full

@@ -185,6 +185,32 @@ def test_spark_reads_with_its_group(acl):
         consumer.close()
 
 
+def test_broker_requests_need_cluster_rights(acl):
+    """Replica fetches and cluster admin from a client that is no broker."""
+    epoch = {
+        "replica_id": 1,
+        "topics": [{"topic": "web", "partitions": [{"partition": 0, "leader_epoch": 0}]}],
+    }
+    with wire(acl, "agent") as c:
+        follower = c.request(ApiKey.FETCH, 11, fetch_body("web") | {"replica_id": 1})
+        epochs = c.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, epoch)
+        cluster = c.request(
+            ApiKey.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False}
+        )
+        elect = c.request(
+            ApiKey.ELECT_LEADERS, 1,
+            {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000},
+        )  # fmt: skip
+    assert follower["responses"][0]["partitions"][0]["error_code"] == (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
+    assert epochs["topics"][0]["partitions"][0]["error_code"] == (
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
+    assert cluster["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert elect["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
 def test_metadata_reveals_no_topic_names_without_describe(acl):
     with wire(acl, "nobody") as c:
         everything = c.request(ApiKey.METADATA, 12, {"topics": None})

@@ -42,6 +42,7 @@ from pathlib import Path
 import javaproperties
 
 from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, ListenerSetup, resolve
+from broker.security.authorizer import AUTHORIZER_CLASSES
 from common.hostport import parse_hostport
 
 LONG_MAX = 9223372036854775807
@@ -112,6 +113,27 @@ _KEYS = [
         "string",
         "DEFAULT",
         "Client certificate DN -> principal name: RULE:pattern/replacement/[LU],...,DEFAULT.",
+    ),
+    Key(
+        "authorizer.class.name",
+        "string",
+        "",
+        "ACLs on: kafka.security.authorizer.AclAuthorizer or "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer (both mean Kafka's "
+        "ACL authorizer); empty: no authorization.",
+    ),
+    Key(
+        "super.users",
+        "string",
+        "",
+        "Principals allowed everything, separated by ';' (User:admin;User:CN=broker). "
+        "With an authorizer in a cluster the brokers' own principal must be one.",
+    ),
+    Key(
+        "allow.everyone.if.no.acl.found",
+        "bool",
+        False,
+        "With an authorizer: allow access to a resource that has no ACL at all.",
     ),
     Key("num.partitions", "int", 1, "Partitions of auto-created topics."),
     Key("default.replication.factor", "int", 1, "Replication factor of new topics."),
@@ -367,6 +389,12 @@ class BrokerConfig:
                 raise ConfigError(f"{name}: must be > 0, got {self.get(name)}")
         if self.get("broker.id") < 0:
             raise ConfigError("broker.id: must be >= 0")
+        authorizer = self.get("authorizer.class.name")
+        if authorizer and authorizer not in AUTHORIZER_CLASSES:
+            raise ConfigError(
+                f"authorizer.class.name: {authorizer!r} is not served; use one of "
+                + ", ".join(sorted(AUTHORIZER_CLASSES))
+            )
 
     def get(self, name: str):
         if name in self._explicit:

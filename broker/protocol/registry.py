@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from broker.protocol import messages_acls as acl
 from broker.protocol import messages_admin as a
 from broker.protocol import messages_data as d
 from broker.protocol import messages_groups as g
@@ -52,6 +53,9 @@ SCHEMAS: dict[ApiKey, ApiSchema] = {
         d.OFFSET_FOR_LEADER_EPOCH_REQUEST,
         d.OFFSET_FOR_LEADER_EPOCH_RESPONSE,
     ),
+    ApiKey.DESCRIBE_ACLS: S(3, 2, acl.DESCRIBE_ACLS_REQUEST, acl.DESCRIBE_ACLS_RESPONSE),
+    ApiKey.CREATE_ACLS: S(3, 2, acl.CREATE_ACLS_REQUEST, acl.CREATE_ACLS_RESPONSE),
+    ApiKey.DELETE_ACLS: S(3, 2, acl.DELETE_ACLS_REQUEST, acl.DELETE_ACLS_RESPONSE),
     ApiKey.DESCRIBE_CONFIGS: S(4, 4, a.DESCRIBE_CONFIGS_REQUEST, a.DESCRIBE_CONFIGS_RESPONSE),
     ApiKey.SASL_AUTHENTICATE: S(2, 2, a.SASL_AUTHENTICATE_REQUEST, a.SASL_AUTHENTICATE_RESPONSE),
     ApiKey.ALTER_CONFIGS: S(2, 2, a.ALTER_CONFIGS_REQUEST, a.ALTER_CONFIGS_RESPONSE),

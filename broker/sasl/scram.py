@@ -10,7 +10,9 @@ iterations=<n>` (Kafka's ZooKeeper form, `ScramCredential.to_kafka`).
     client-first  n,,n=<user>,r=<client nonce>       -> server-first r=..,s=..,i=..
     client-final  c=biws,r=<nonce>,p=<proof>          -> server-final v=<signature>
 
-Only the gs2 flag `n` (no channel binding) is accepted, as in Kafka. A failure raises
+Only the gs2 flag `n` (no channel binding) is accepted, as in Kafka. The client-final
+nonce must end with the combined nonce, as Kafka checks it: librdkafka < 2.6.1 (kcat
+1.7's 2.0.2 among them) repeats the client nonce in front of it. A failure raises
 `AuthenticationFailed` with Kafka's message for the client and, after the client's
 final message, the RFC's `e=...` server-final answer. Pure: nonces and salts come
 from `secrets` unless a test passes them.
@@ -196,7 +198,9 @@ class ScramServer:
             ) from None
         if binding != self._gs2_header.encode():
             raise AuthenticationFailed(fail, self.user, b"e=channel-bindings-dont-match")
-        if attrs[1][1] != self._nonce:
+        # Kafka (since 3.8.1) accepts a nonce that ends with the combined one:
+        # librdkafka before 2.6.1 sends the client nonce twice (librdkafka #4895).
+        if not attrs[1][1].endswith(self._nonce):
             raise AuthenticationFailed(fail, self.user, b"e=other-error")
         without_proof = text[: text.rindex(",p=")]
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()

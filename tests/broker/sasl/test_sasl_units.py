@@ -123,14 +123,14 @@ class ScramClient:
     def first(self) -> bytes:
         return f"n,,{self.first_bare}".encode()
 
-    def final(self, server_first: bytes) -> bytes:
+    def final(self, server_first: bytes, nonce_prefix: str = "") -> bytes:
         attrs = dict(a.split("=", 1) for a in server_first.decode().split(","))
         salted = hashlib.pbkdf2_hmac(
             self.digest, self.password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"])
         )
         client_key = hmac.new(salted, b"Client Key", self.digest).digest()
         stored = hashlib.new(self.digest, client_key).digest()
-        without_proof = f"c=biws,r={attrs['r']}"
+        without_proof = f"c=biws,r={nonce_prefix}{attrs['r']}"
         self.auth = f"{self.first_bare},{server_first.decode()},{without_proof}".encode()
         sig = hmac.new(stored, self.auth, self.digest).digest()
         proof = bytes(a ^ b for a, b in zip(client_key, sig, strict=True))
@@ -191,6 +191,19 @@ def test_scram_refusals():
     # nothing after the exchange failed or ended
     with pytest.raises(AuthenticationFailed, match="unexpected SCRAM message"):
         server.evaluate(b"n,,n=alice,r=abc")
+
+
+def test_scram_accepts_librdkafkas_repeated_client_nonce():
+    """librdkafka < 2.6.1 sends r=<client nonce><combined nonce>; Kafka accepts it."""
+    cred = ScramCredential.from_password("SCRAM-SHA-256", "pw", 4096)
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw", nonce="cn")
+    server = ScramServer("SCRAM-SHA-256", {"alice": cred}.get)
+    first = server.evaluate(client.first())
+    assert client.verify(server.evaluate(client.final(first, nonce_prefix="cn")))
+    server = ScramServer("SCRAM-SHA-256", {"alice": cred}.get)
+    first = server.evaluate(client.first())
+    with pytest.raises(AuthenticationFailed):  # but the combined nonce must be there
+        server.evaluate(client.final(first.replace(b"r=cn", b"r=cX", 1)))
 
 
 def test_salted_password_is_pbkdf2():

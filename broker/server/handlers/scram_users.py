@@ -14,7 +14,7 @@ the first error of any of its alterations, none applied for that user.
 from __future__ import annotations
 
 from broker.protocol import ApiKey, ErrorCode
-from broker.sasl.credentials import LocalCredentialStore
+from broker.sasl.credentials import LocalCredentialStore, ZkCredentialStore
 from broker.sasl.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 from broker.server.dispatch import handles
 
@@ -23,7 +23,11 @@ MECHANISM_NUMBERS = {v: k for k, v in MECHANISM_IDS.items()}
 
 
 def setup(core) -> None:
-    core.extensions["scram"] = LocalCredentialStore(core.data_dir)
+    """The store; a cluster's starts watching ZooKeeper when the node joins."""
+    if core.config["zookeeper.connect"] is not None:
+        core.extensions["scram"] = ZkCredentialStore()
+    else:
+        core.extensions["scram"] = LocalCredentialStore(core.data_dir)
 
 
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
@@ -105,18 +109,27 @@ def alter_user_scram_credentials(ctx, body):
             )
         if err is not None:
             errors.setdefault(u["name"], err)
+    changes: dict[str, dict] = {}
     for d in body["deletions"]:
         if d["name"] not in errors:
-            store.delete(d["name"], MECHANISM_IDS[d["mechanism"]])
+            changes.setdefault(d["name"], {})[MECHANISM_IDS[d["mechanism"]]] = None
     for u in body["upsertions"]:
         if u["name"] not in errors:
             mechanism = MECHANISM_IDS[u["mechanism"]]
-            cred = ScramCredential.from_salted_password(
+            changes.setdefault(u["name"], {})[mechanism] = ScramCredential.from_salted_password(
                 mechanism, u["salt"], u["salted_password"], u["iterations"]
             )
-            store.put(u["name"], mechanism, cred)
     results = []
     for name in dict.fromkeys(users):
         code, msg = errors.get(name, (ErrorCode.NONE, None))
         results.append({"user": name, "error_code": code, "error_message": msg})
-    return {"throttle_time_ms": 0, "results": results}
+    response = {"throttle_time_ms": 0, "results": results}
+    written = store.apply(changes)
+    if written is None:
+        return response
+    return _after(written, response)
+
+
+async def _after(written, response):
+    await written
+    return response

@@ -267,3 +267,28 @@ def test_failure_and_illegal_transitions():
         a.authenticate(b"\0alice\0pw")
     # FAILED and COMPLETE are final: no transition leaves FAILED
     assert not [k for k in TRANSITIONS if k[0] is State.FAILED]
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_inter_broker_client_against_the_server(mechanism):
+    """broker.sasl.client (what replica fetchers send) against the server side."""
+    from broker.sasl import client
+
+    cred = ScramCredential.from_password(mechanism, "pw", 4096) if mechanism != "PLAIN" else None
+    server = (
+        PlainServer({"broker": "pw"})
+        if cred is None
+        else ScramServer(mechanism, {"broker": cred}.get)
+    )
+    steps = client.tokens(mechanism, "broker", "pw")
+    token = next(steps)
+    with pytest.raises(StopIteration):
+        while True:
+            token = steps.send(server.evaluate(token))
+    assert server.complete
+    if cred is not None:  # a server that does not know the password cannot pass
+        steps = client.tokens(mechanism, "broker", "pw")
+        server = ScramServer(mechanism, {"broker": cred}.get)
+        steps.send(server.evaluate(next(steps)))
+        with pytest.raises(client.SaslClientError):
+            steps.send(b"v=" + base64.b64encode(b"\0" * 32))

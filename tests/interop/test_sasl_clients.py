@@ -5,7 +5,8 @@ and SCRAM users created with confluent-kafka's AdminClient
 produce and consume over SASL_SSL; wrong credentials are refused with a clear
 error, counted, logged without the password, and write nothing; requests before
 authentication and hostile SASL frames close the connection and leave the broker
-serving; SCRAM users survive a restart."""
+serving; `logflume users` and `logflume configs --entity-type users` manage SCRAM
+users; SCRAM users survive a restart."""
 
 import asyncio
 import struct
@@ -30,6 +31,7 @@ from common.hostport import free_port
 from testkit.procs import BrokerProcess, wait_for_port, wait_until
 from testkit.scrape import scrape
 from tests.broker.server.wire import WireClient, batch, produce_body
+from tests.logflume.test_commands_clients import lf
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -383,6 +385,59 @@ def test_describe_and_delete_scram_users(sasl):
         return any(e.code() == KafkaError._AUTHENTICATION for e in errors)
 
     wait_until(refused, timeout=10, what="dave refused once deleted")
+
+
+def test_users_and_configs_commands(sasl, tmp_path):
+    """`logflume users` and kafka-configs' form of `logflume configs`, the latter
+    logged in over SASL_SSL with --command-config (Java client properties)."""
+    plain = ["--bootstrap-server", f"127.0.0.1:{sasl.plain}"]
+    secret = tmp_path / "pw"
+    secret.write_text("erin-secret\n")
+    r = lf("users", "add", *plain, "erin", "--password-file", str(secret))
+    assert r.returncode == 0 and b"erin: SCRAM-SHA-512 credential set" in r.stdout, r.stderr
+    r = lf("users", "add", *plain, "erin", "--mechanism", "SCRAM-SHA-256", input=b"erin-256\n")
+    assert r.returncode == 0, r.stderr
+    assert _authenticates_scram(sasl, "SCRAM-SHA-256", "erin", "erin-256")
+    listed = lf("users", "list", *plain, "erin").stdout.decode()
+    assert listed == "erin: SCRAM-SHA-256 (iterations 4096), SCRAM-SHA-512 (iterations 4096)\n"
+
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={sasl.ca}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="erin" password="erin-secret";\n'
+    )
+    secure = ["--bootstrap-server", f"127.0.0.1:{sasl.sasl_ssl}", "--command-config", str(props)]
+    r = lf(
+        "configs", *secure, "--alter", "--entity-type", "users", "--entity-name", "frank",
+        "--add-config", "SCRAM-SHA-512=[iterations=8192,password=frank-secret]",
+    )  # fmt: skip
+    assert r.returncode == 0 and b"Completed updating config for user frank." in r.stdout, r.stderr
+    out = lf("configs", *secure, "--describe", "--entity-type", "users", "--entity-name", "frank")
+    assert out.stdout == (
+        b"SCRAM credential configs for user-principal 'frank' are SCRAM-SHA-512=iterations=8192\n"
+    )
+    assert _authenticates_scram(sasl, "SCRAM-SHA-512", "frank", "frank-secret")
+    r = lf(
+        "configs", *plain, "--alter", "--entity-type", "users", "--entity-name", "frank",
+        "--delete-config", "SCRAM-SHA-512",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = lf("users", "delete", *plain, "erin")
+    assert r.returncode == 0 and b"SCRAM-SHA-256, SCRAM-SHA-512 deleted" in r.stdout
+    assert lf("users", "list", *plain).stdout.decode().split() == [
+        "bob:", "SCRAM-SHA-512", "(iterations", "4096)", "carol:", "SCRAM-SHA-256", "(iterations",
+        "4096)",
+    ]  # fmt: skip
+    r = lf("users", "delete", *plain, "nobody")
+    assert r.returncode == 1 and b"does not exist" in r.stderr
+
+
+def _authenticates_scram(sasl, mechanism: str, user: str, password: str) -> bool:
+    producer = Producer(_rdkafka(sasl, mechanism, user, password))
+    producer.produce("cli-users", b"x")
+    return producer.flush(10) == 0
 
 
 def test_scram_users_survive_a_restart(sasl):

@@ -133,6 +133,12 @@ _KEYS = [
     ),
     Key("sasl.jaas.config", "password", None, "A JAAS login module entry (per listener)."),
     Key(
+        "sasl.server.max.receive.size",
+        "int",
+        524288,
+        "Largest request accepted on a SASL connection before it has authenticated.",
+    ),
+    Key(
         "connection.failed.authentication.delay.ms",
         "int",
         100,

@@ -4,7 +4,8 @@ Theory of operation:
 
 - `data_received` appends to a buffer and cuts complete frames (int32 size prefix).
   A size above `socket.request.max.bytes` (or negative) closes the connection at
-  once, before the body is buffered.
+  once, before the body is buffered; so does one above `sasl.server.max.receive.size`
+  (512 KiB) on a SASL connection not authenticated yet, as in Kafka.
 - Each frame is decoded and handed to its handler immediately, in arrival order.
   Handlers do their synchronous work (e.g. the log append) before their first
   await, so requests on one connection take effect in the order they were sent.
@@ -121,6 +122,7 @@ class Connection(asyncio.Protocol):
         self.core = server.core
         self.metrics = server.core.metrics
         self.max_request = server.core.config["socket.request.max.bytes"]
+        self.max_sasl_receive = server.core.config["sasl.server.max.receive.size"]
         self.transport: asyncio.Transport | None = None
         self.peer = ("?", 0)
         self._buf = bytearray()
@@ -198,6 +200,13 @@ class Connection(asyncio.Protocol):
                 self.metrics.invalid_requests += 1
                 self.close(
                     f"request size {size} exceeds socket.request.max.bytes={self.max_request}"
+                )
+                return
+            if size > self.max_sasl_receive and self.sasl is not None and not self.sasl.complete:
+                self.metrics.invalid_requests += 1
+                self.close(
+                    f"request size {size} before authentication exceeds "
+                    f"sasl.server.max.receive.size={self.max_sasl_receive}"
                 )
                 return
             if len(buf) < 4 + size:

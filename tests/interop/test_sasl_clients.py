@@ -329,6 +329,7 @@ AUTH_V1 = struct.pack(">hhih", ApiKey.SASL_AUTHENTICATE, 1, 7, -1)  # header v1,
         ("truncated SaslAuthenticate", True, [_frame(AUTH_V1 + b"\0\0\0\x64ab")]),
         ("random SaslAuthenticate body", True, [_frame(AUTH_V1 + bytes(range(250, 256)) * 3)]),
         ("oversized frame", True, [struct.pack(">i", 0x7FFFFFF0) + b"x" * 64]),
+        ("above sasl.server.max.receive.size", True, [struct.pack(">i", 524289) + b"x" * 64]),
         ("negative size", True, [struct.pack(">i", -5)]),
     ],
 )

@@ -49,8 +49,7 @@ def mechanisms_key(config, listener: str) -> str:
 def listener_sasl(config, listener: str) -> ListenerSasl:
     """A SASL listener's settings; ValueError naming the key when wrong."""
     key = mechanisms_key(config, listener)
-    value = config.get(key) if config.is_explicit(key) else config.get("sasl.enabled.mechanisms")
-    mechanisms = tuple(m.strip().upper() for m in str(value).split(",") if m.strip())
+    mechanisms = tuple(m.strip().upper() for m in str(config.get(key)).split(",") if m.strip())
     for m in mechanisms:
         if m not in SERVED:
             hint = " (Kafka's default)" if m == "GSSAPI" and not config.is_explicit(key) else ""

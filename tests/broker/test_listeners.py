@@ -210,3 +210,25 @@ def test_sasl_listener_settings(tmp_path):
 def test_sasl_errors_name_the_key(tmp_path, settings, message):
     with pytest.raises(ConfigError, match=message):
         _config(tmp_path, listeners="PLAINTEXT://h:1,SASL_PLAINTEXT://h:2", **settings)
+
+
+def test_inter_broker_sasl_needs_the_brokers_own_credentials(tmp_path):
+    base = {
+        "listeners": "PLAINTEXT://h:1,SASL_SSL://h:2",
+        "inter.broker.listener.name": "SASL_SSL",
+        "zookeeper.connect": "127.0.0.1:2181",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism\.inter\.broker\.protocol: GSSAPI"):
+        _config(tmp_path, **base)
+    base["sasl.mechanism.inter.broker.protocol"] = "SCRAM-SHA-512"
+    with pytest.raises(ConfigError, match=r"scram-sha-512\.sasl\.jaas\.config: needs username"):
+        _config(tmp_path, **base)
+    key = "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"
+    base[key] = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="broker" password="broker-secret";'
+    )
+    cfg = _config(tmp_path, **base)
+    assert cfg.sasl["SASL_SSL"].jaas["SCRAM-SHA-512"].options["username"] == "broker"
+    assert ("sasl.jaas.config", None, True) in cfg.describe()  # never the JAAS text

@@ -16,6 +16,7 @@ from confluent_kafka.admin import (
 
 from common import certs
 from common.hostport import free_port
+from testkit.scrape import scrape
 from tests.cluster.util import consume_all, create_topic, producer, wait_until
 
 SCRAM_JAAS = (
@@ -74,12 +75,13 @@ def test_replication_over_sasl_ssl_and_users_in_zookeeper(cluster_factory, tmp_p
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": ca_file,
     }
-    sasl_ports = {}
+    sasl_ports, metrics_ports = {}, {}
 
     def per_broker(i):
-        sasl_ports[i] = free_port()
+        sasl_ports[i], metrics_ports[i] = free_port(), free_port()
         return {
-            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SASL_SSL://127.0.0.1:{sasl_ports[i]}"
+            "listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SASL_SSL://127.0.0.1:{sasl_ports[i]}",
+            "metrics.listen": f"127.0.0.1:{metrics_ports[i]}",
         }
 
     cluster = cluster_factory(settings=settings, per_broker=per_broker)
@@ -110,6 +112,13 @@ def test_replication_over_sasl_ssl_and_users_in_zookeeper(cluster_factory, tmp_p
 
     topic = "over-sasl"
     create_topic(cluster, topic)  # waits for a full ISR: the followers fetch over SASL_SSL
+    leader = cluster.zk.state(topic)["leader"]
+    logins = scrape(metrics_ports[leader]).sum(
+        "logflume_broker_successful_authentication_total",
+        listener="SASL_SSL",
+        mechanism="SCRAM-SHA-512",
+    )
+    assert logins >= (3 if leader == 2 else 2)  # both followers' fetchers (+ alice on 2)
     p = producer(cluster, acks="all")
     for i in range(500):
         p.produce(topic, b"%d" % i)

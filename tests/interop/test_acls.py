@@ -186,7 +186,8 @@ def test_spark_reads_with_its_group(acl):
 
 
 def test_broker_requests_need_cluster_rights(acl):
-    """Replica fetches and cluster admin from a client that is no broker."""
+    """Replica fetches, cluster admin and SCRAM credentials from a client that is no
+    broker and no super user."""
     epoch = {
         "replica_id": 1,
         "topics": [{"topic": "web", "partitions": [{"partition": 0, "leader_epoch": 0}]}],
@@ -201,6 +202,14 @@ def test_broker_requests_need_cluster_rights(acl):
             ApiKey.ELECT_LEADERS, 1,
             {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000},
         )  # fmt: skip
+        scram = c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+        upsert = {"name": "eve", "mechanism": 2, "iterations": 4096, "salt": b"s" * 16,
+                  "salted_password": b"p" * 64}  # fmt: skip
+        alter = c.request(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [upsert]}
+        )
+    with wire(acl, "admin") as c:
+        scram_by_admin = c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
     assert follower["responses"][0]["partitions"][0]["error_code"] == (
         ErrorCode.TOPIC_AUTHORIZATION_FAILED
     )
@@ -209,6 +218,11 @@ def test_broker_requests_need_cluster_rights(acl):
     )
     assert cluster["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     assert elect["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert scram["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert alter["results"] == [
+        {"user": "eve", "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+    ]
+    assert scram_by_admin["error_code"] == ErrorCode.NONE
 
 
 def test_metadata_reveals_no_topic_names_without_describe(acl):

@@ -1,17 +1,19 @@
-"""TLS listeners: produce and consume over SSL against PLAINTEXT, same broker, same run.
+"""TLS and SASL listeners: produce and consume over SSL and SASL_SSL (SCRAM-SHA-512)
+against PLAINTEXT, same broker, same run.
 
     .venv/bin/python -m bench.bench_tls              # ~1 min
     .venv/bin/python -m bench.bench_tls --quick
 
-One broker with `PLAINTEXT://` and `SSL://` listeners (certificates from
-common.certs, server-verified TLS, the default TLSv1.3). For each repeat, the two
+One broker with `PLAINTEXT://`, `SSL://` and `SASL_SSL://` listeners (certificates
+from common.certs, server-verified TLS, the default TLSv1.3; SASL_SSL logs in with
+SCRAM-SHA-512, 4096 iterations, once per connection). For each repeat, the
 listeners take turns: one confluent-kafka producer (acks=1, no compression, so
 that every byte is encrypted, 1 MB batches) writes RECORDS 100-byte records into a
 topic of its own, then one consumer reads them back from the beginning. Quoted: the
 median rate per listener, the median SSL/PLAINTEXT ratio of adjacent runs, and the
 broker's CPU seconds per MB moved (from /proc, the broker process alone). The
-plaintext consumer is served with sendfile; the SSL one from os.preadv copies
-encrypted in the broker (broker/server/connection.py).
+plaintext consumer is served with sendfile; the SSL and SASL_SSL ones from os.preadv
+copies encrypted in the broker (broker/server/connection.py).
 """
 
 from __future__ import annotations
@@ -31,15 +33,21 @@ from testkit.procs import BrokerProcess, wait_for_port
 PARTITIONS = 6
 
 
-def _broker(root: Path) -> tuple[BrokerProcess, dict, dict]:
+SASL_USER = ("bench", "bench-secret")
+
+
+def _broker(root: Path) -> tuple[BrokerProcess, dict[str, dict]]:
     ca = certs.new_ca()
     ca_file = certs.write_ca(root / "certs", ca)
     keystore = certs.write_keystore(
         root / "certs", "broker", certs.issue(ca, "localhost", hosts=["127.0.0.1"], server=True)
     )
-    plain, secure = free_port(), free_port()
+    plain, secure, sasl = free_port(), free_port(), free_port()
     settings = {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+        "listeners": (
+            f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure},SASL_SSL://127.0.0.1:{sasl}"
+        ),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(keystore),
         "num.partitions": PARTITIONS,
@@ -47,6 +55,8 @@ def _broker(root: Path) -> tuple[BrokerProcess, dict, dict]:
     broker = BrokerProcess(root / "data", settings=settings, args=["--event-loop", "asyncio"])
     broker.start()
     wait_for_port(secure, proc=broker.proc)
+    wait_for_port(sasl, proc=broker.proc)
+    _add_user(f"127.0.0.1:{plain}", *SASL_USER)
     clients = {
         "PLAINTEXT": {"bootstrap.servers": f"127.0.0.1:{plain}"},
         "SSL": {
@@ -54,8 +64,30 @@ def _broker(root: Path) -> tuple[BrokerProcess, dict, dict]:
             "security.protocol": "SSL",
             "ssl.ca.location": str(ca_file),
         },
+        "SASL_SSL": {
+            "bootstrap.servers": f"127.0.0.1:{sasl}",
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(ca_file),
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": SASL_USER[0],
+            "sasl.password": SASL_USER[1],
+        },
     }
-    return broker, clients["PLAINTEXT"], clients["SSL"]
+    return broker, clients
+
+
+def _add_user(bootstrap: str, user: str, password: str) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    change = UserScramCredentialUpsertion(user, info, password.encode())
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.alter_user_scram_credentials([change])[user].result(30)
 
 
 def _cpu(pid: int) -> float:
@@ -121,10 +153,10 @@ def run(records: int, repeats: int) -> dict:
     out: dict[tuple[str, str], list[tuple[float, float]]] = {}
     mb = records * RECORD_SIZE / 1e6
     with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
-        broker, plain, secure = _broker(Path(tmp))
+        broker, clients = _broker(Path(tmp))
         try:
             for r in range(repeats):
-                for name, conf in (("PLAINTEXT", plain), ("SSL", secure)):
+                for name, conf in clients.items():
                     topic = f"{name.lower()}-{r}"
                     for op, fn in (("produce", produce), ("consume", consume)):
                         cpu0 = _cpu(broker.proc.pid)
@@ -153,9 +185,9 @@ def figures(mode: str) -> list[dict]:
     out = []
     targets = {"produce": ">= 0.7", "consume": ">= 0.5"}
     for op in ("produce", "consume"):
-        plain, secure = results[("PLAINTEXT", op)], results[("SSL", op)]
-        ratios = [s[0] / p[0] for s, p in zip(secure, plain, strict=True)]
-        for name, runs in (("PLAINTEXT", plain), ("SSL", secure)):
+        plain = results[("PLAINTEXT", op)]
+        for name in ("PLAINTEXT", "SSL", "SASL_SSL"):
+            runs = results[(name, op)]
             out.append(
                 {
                     "area": "tls",
@@ -168,20 +200,26 @@ def figures(mode: str) -> list[dict]:
                     f"; load average at start {load}",
                 }
             )
-        out.append(
-            {
-                "area": "tls",
-                "metric": f"{op} SSL / PLAINTEXT, same broker, same client",
-                "value": median(ratios),
-                "unit": "ratio",
-                "target": targets[op],
-                "reference": "security issue, part 1 (TLS listeners)",
-                "detail": "median of the ratios of adjacent runs: "
-                + ", ".join(f"{x:.2f}" for x in ratios)
-                + f"; broker CPU per MB SSL / PLAINTEXT "
-                f"{median(r[1] for r in secure) / median(r[1] for r in plain):.2f}x",
-            }
-        )
+        for name, what, part in (
+            ("SSL", "SSL", "part 1 (TLS listeners)"),
+            ("SASL_SSL", "SASL_SSL (SCRAM-SHA-512)", "part 2 (SASL)"),
+        ):
+            secure = results[(name, op)]
+            ratios = [s[0] / p[0] for s, p in zip(secure, plain, strict=True)]
+            out.append(
+                {
+                    "area": "tls",
+                    "metric": f"{op} {what} / PLAINTEXT, same broker, same client",
+                    "value": median(ratios),
+                    "unit": "ratio",
+                    "target": targets[op],
+                    "reference": f"security issue, {part}",
+                    "detail": "median of the ratios of adjacent runs: "
+                    + ", ".join(f"{x:.2f}" for x in ratios)
+                    + f"; broker CPU per MB {name} / PLAINTEXT "
+                    f"{median(r[1] for r in secure) / median(r[1] for r in plain):.2f}x",
+                }
+            )
     return out
 
 

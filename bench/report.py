@@ -51,7 +51,7 @@ AREAS = (
     Area("spark", "Spark ETL (issue 6)", ("bench.bench_spark", "bench.bench_freshness")),
     Area("cluster", "Cluster (issue 7)", ("bench.bench_cluster",)),
     Area("scale", "Broker at scale", ("bench.bench_scale",)),
-    Area("tls", "TLS listeners (security, part 1)", ("bench.bench_tls",)),
+    Area("tls", "TLS and SASL listeners (security, parts 1 and 2)", ("bench.bench_tls",)),
 )
 SUMMARY = "Summary"
 RAW_OUTPUT = "Output of benchmarks without figures"

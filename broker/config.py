@@ -14,13 +14,15 @@ error that suggests the nearest known key (a typo must not be silently ignored).
 
 Listeners (broker.listeners): `listeners` and `advertised.listeners` are lists of
 `NAME://host:port`, `listener.security.protocol.map` gives each name its protocol
-(PLAINTEXT or SSL are served), `inter.broker.listener.name` or
+(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), `inter.broker.listener.name` or
 `security.inter.broker.protocol` the one brokers replicate over. The ssl.* keys are
 Kafka's with PEM material (broker.server.tls); each may be overridden for one
-listener as `listener.name.<lowercase name>.ssl.*`, as in Kafka. Other
-`listener.name.*` keys (SASL ones) are accepted as unused, like Kafka keys this
-broker does not serve yet. Keys of type password (private keys, inline PEM) are
-never shown by DescribeConfigs.
+listener as `listener.name.<lowercase name>.ssl.*`, as in Kafka. SASL listeners take
+`sasl.enabled.mechanisms` (or `listener.name.<l>.sasl.enabled.mechanisms`) and the
+JAAS entries `listener.name.<l>.<mechanism>.sasl.jaas.config` (broker.sasl.settings),
+checked here before anything starts. Other `listener.name.*` keys are accepted as
+unused. Keys of type password (private keys, inline PEM, JAAS entries) are never
+shown by DescribeConfigs.
 
 Topic-level defaults come from the broker keys that are their Kafka synonyms
 (`log.retention.hours` -> `retention.ms`, `message.max.bytes` ->
@@ -42,6 +44,8 @@ from pathlib import Path
 import javaproperties
 
 from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, ListenerSetup, resolve
+from broker.sasl.settings import client_credentials, listener_sasl
+from broker.security.authorizer import AUTHORIZER_CLASSES
 from common.hostport import parse_hostport
 
 LONG_MAX = 9223372036854775807
@@ -75,7 +79,7 @@ _KEYS = [
         "listener.security.protocol.map",
         "list",
         DEFAULT_PROTOCOL_MAP,
-        "NAME:PROTOCOL per listener; PLAINTEXT and SSL are served (SASL not yet).",
+        "NAME:PROTOCOL per listener: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL.",
     ),
     Key(
         "inter.broker.listener.name",
@@ -112,6 +116,55 @@ _KEYS = [
         "string",
         "DEFAULT",
         "Client certificate DN -> principal name: RULE:pattern/replacement/[LU],...,DEFAULT.",
+    ),
+    Key(
+        "authorizer.class.name",
+        "string",
+        "",
+        "ACLs on: kafka.security.authorizer.AclAuthorizer or "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer (both mean Kafka's "
+        "ACL authorizer); empty: no authorization.",
+    ),
+    Key(
+        "super.users",
+        "string",
+        "",
+        "Principals allowed everything, separated by ';' (User:admin;User:CN=broker). "
+        "With an authorizer in a cluster the brokers' own principal must be one.",
+    ),
+    Key(
+        "allow.everyone.if.no.acl.found",
+        "bool",
+        False,
+        "With an authorizer: allow access to a resource that has no ACL at all.",
+    ),
+    # SASL (listener.name.<lowercase name>.sasl.enabled.mechanisms overrides the first;
+    # listener.name.<l>.<mechanism>.sasl.jaas.config gives the JAAS entry, broker.sasl):
+    Key(
+        "sasl.enabled.mechanisms",
+        "list",
+        "GSSAPI",
+        "Mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI is not "
+        "served: set this when a listener is SASL_*).",
+    ),
+    Key(
+        "sasl.mechanism.inter.broker.protocol",
+        "string",
+        "GSSAPI",
+        "Mechanism brokers use on a SASL inter-broker listener (its JAAS username/password).",
+    ),
+    Key("sasl.jaas.config", "password", None, "A JAAS login module entry (per listener)."),
+    Key(
+        "sasl.server.max.receive.size",
+        "int",
+        524288,
+        "Largest request accepted on a SASL connection before it has authenticated.",
+    ),
+    Key(
+        "connection.failed.authentication.delay.ms",
+        "int",
+        100,
+        "Delay before closing a connection whose authentication failed.",
     ),
     Key("num.partitions", "int", 1, "Partitions of auto-created topics."),
     Key("default.replication.factor", "int", 1, "Replication factor of new topics."),
@@ -223,13 +276,16 @@ LISTENER_PREFIX = "listener.name."
 
 
 def _listener_key(name: str) -> Key | None:
-    """The key of a per-listener override `listener.name.<listener>.ssl.*` we serve
-    (others, such as SASL ones, are Kafka keys this broker does not use yet)."""
+    """The key of a per-listener override we serve: `listener.name.<listener>.ssl.*`,
+    `.sasl.enabled.mechanisms` and `.<mechanism>.sasl.jaas.config` (others are Kafka
+    keys this broker does not use)."""
     if not name.startswith(LISTENER_PREFIX):
         return None
     _, _, rest = name[len(LISTENER_PREFIX) :].partition(".")
+    if rest.endswith(".sasl.jaas.config"):
+        return KEYS["sasl.jaas.config"]
     key = KEYS.get(rest)
-    return key if key is not None and rest.startswith("ssl.") else None
+    return key if key is not None and rest.startswith(("ssl.", "sasl.enabled.")) else None
 
 
 class ConfigError(ValueError):
@@ -343,6 +399,25 @@ class BrokerConfig:
                 listener = name[len(LISTENER_PREFIX) :].split(".", 1)[0]
                 if listener.upper() not in {lst.name for lst in self.listeners.listeners}:
                     raise ConfigError(f"{name}: there is no listener named {listener.upper()}")
+        self.sasl = {}
+        for lst in self.listeners.listeners:
+            if lst.sasl:
+                try:
+                    self.sasl[lst.name] = listener_sasl(self, lst.name)
+                except ValueError as e:
+                    raise ConfigError(str(e)) from None
+        inter = self.listeners.by_name(self.listeners.inter_broker)
+        if inter.sasl and self.get("zookeeper.connect") is not None:
+            mechanism = self.get("sasl.mechanism.inter.broker.protocol").strip().upper()
+            if mechanism not in self.sasl[inter.name].mechanisms:
+                raise ConfigError(
+                    f"sasl.mechanism.inter.broker.protocol: {mechanism} is not enabled on "
+                    f"the inter-broker listener {inter.name}"
+                )
+            try:
+                client_credentials(self, inter.name, mechanism)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
         metrics = self.get("metrics.listen")
         try:
             self.metrics_listen = parse_hostport(metrics, "metrics.listen") if metrics else None
@@ -367,6 +442,12 @@ class BrokerConfig:
                 raise ConfigError(f"{name}: must be > 0, got {self.get(name)}")
         if self.get("broker.id") < 0:
             raise ConfigError("broker.id: must be >= 0")
+        authorizer = self.get("authorizer.class.name")
+        if authorizer and authorizer not in AUTHORIZER_CLASSES:
+            raise ConfigError(
+                f"authorizer.class.name: {authorizer!r} is not served; use one of "
+                + ", ".join(sorted(AUTHORIZER_CLASSES))
+            )
 
     def get(self, name: str):
         if name in self._explicit:

@@ -14,8 +14,8 @@ Inter-broker traffic (replica fetchers) goes to the listener named by
 setting both is an error, as in Kafka, and so is naming a listener that does not
 exist.
 
-Only PLAINTEXT and SSL are served: a listener mapped to SASL_PLAINTEXT or SASL_SSL
-is refused rather than started half-served. Pure functions, no I/O.
+All four of Kafka's security protocols are served: SASL_PLAINTEXT and SASL_SSL with
+the mechanisms of broker.sasl. Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from common.hostport import connect_address, parse_hostport
 
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED = ("PLAINTEXT", "SSL")
 _NAME = re.compile(r"[A-Z0-9_]+")
 
 
@@ -40,11 +39,15 @@ class Listener:
     name: str  # upper case, as Kafka normalises it
     host: str
     port: int
-    protocol: str  # PLAINTEXT or SSL
+    protocol: str  # one of PROTOCOLS
 
     @property
     def tls(self) -> bool:
-        return self.protocol == "SSL"
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
 
 
 def parse_addresses(value: str, key: str) -> dict[str, tuple[str, int]]:
@@ -126,10 +129,6 @@ def resolve(
         if protocol is None:
             raise ListenerError(
                 f"listener.security.protocol.map: no security protocol for listener {name}"
-            )
-        if protocol not in SERVED:
-            raise ListenerError(
-                f"listeners: listener {name} uses {protocol}: SASL is not supported yet"
             )
         out.append(Listener(name, host, port, protocol))
     adv = parse_addresses(advertised, "advertised.listeners") if advertised else {}

@@ -177,6 +177,8 @@ class BrokerMetrics:
         self.open_connections: set = set()  # the server's live connections (BrokerServer)
         self.connections_created = 0
         self.tls_handshake_failures = 0
+        # (listener, mechanism, succeeded) -> SASL authentications
+        self.authentications: collections.Counter[tuple[str, str, bool]] = collections.Counter()
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.flush_time = Histogram(FLUSH_BUCKETS)
@@ -273,6 +275,20 @@ class BrokerMetrics:
             "Connections to an SSL listener closed because their TLS handshake failed",
             self.tls_handshake_failures,
         )
+        labels = ["listener", "mechanism"]
+        ok = CounterMetricFamily(
+            PREFIX + "successful_authentication",
+            "SASL authentications that succeeded",
+            labels=labels,
+        )
+        failed = CounterMetricFamily(
+            PREFIX + "failed_authentication",
+            "SASL authentications that failed (wrong password, unknown user, bad token)",
+            labels=labels,
+        )
+        for (listener, mechanism, succeeded), n in sorted(self.authentications.items()):
+            (ok if succeeded else failed).add_metric([listener, mechanism], n)
+        yield from (ok, failed)
 
     def _partition_metrics(self) -> Iterator[Metric]:
         core = self.core

@@ -118,6 +118,7 @@ class ClusterNode:
             self.zk.watch_children(zk.TOPICS, self._topics_changed),
             self.zk.watch_data(zk.CONTROLLER, self._controller_changed),
             self.zk.watch_children(zk.CONTROLLED_SHUTDOWN, self._leaving_changed),
+            *self.core.extensions["scram"].watch(self.zk),  # broker.sasl.credentials
         ]
         self.isr.start()
         self.lease.start()

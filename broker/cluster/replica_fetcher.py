@@ -19,7 +19,10 @@ protocol through `broker.protocol` (the broker's own codec), one request in flig
 
 Fetchers connect to the leader's endpoint of `inter.broker.listener.name`; when that
 listener is SSL, with the broker's truststore and (if it has one) its keystore as
-client certificate, per `broker.server.tls.client_context`.
+client certificate, per `broker.server.tls.client_context`; when it is SASL_PLAINTEXT or
+SASL_SSL, each new connection first authenticates (SaslHandshake v1, SaslAuthenticate
+v2, broker.sasl.client) with `sasl.mechanism.inter.broker.protocol` and the
+username/password of the listener's JAAS entry for that mechanism, as Kafka does.
 
 A partition whose leader or epoch changed is moved to another fetcher by the cluster
 node; answers for partitions that moved meanwhile are ignored. Connection errors close
@@ -36,6 +39,8 @@ import struct
 from broker.log.common import InvalidOffsetError
 from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
 from broker.protocol.records import CorruptRecordError
+from broker.sasl import client as sasl_client
+from broker.sasl.settings import client_credentials
 from broker.server.tls import client_context
 from broker.tasks import cancel_and_wait
 from common.aio import within
@@ -121,6 +126,30 @@ class ReplicaFetcher:
             host, port, ssl=tls, server_hostname=host if tls is not None else None
         )
         self._reader, self._writer = await within(opened, self.manager.request_timeout_s)
+        if self.manager.sasl is not None:
+            await self._authenticate(*self.manager.sasl)
+
+    async def _authenticate(self, mechanism: str, user: str, password: str) -> None:
+        """SaslHandshake v1 then SaslAuthenticate v2 with this broker's own JAAS
+        credentials of the inter-broker listener."""
+        timeout_s = self.manager.request_timeout_s
+        resp = await self._request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, timeout_s)
+        if resp["error_code"] != ErrorCode.NONE:
+            raise ProtocolError(f"SaslHandshake {mechanism}: error {resp['error_code']}")
+        steps = sasl_client.tokens(mechanism, user, password)
+        token = next(steps)
+        while True:
+            resp = await self._request(
+                ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, timeout_s
+            )
+            if resp["error_code"] != ErrorCode.NONE:
+                raise ProtocolError(f"SASL {mechanism} as {user}: {resp['error_message']}")
+            try:
+                token = steps.send(resp["auth_bytes"])
+            except StopIteration:
+                return
+            except sasl_client.SaslClientError as e:
+                raise ProtocolError(str(e)) from None
 
     def _close(self) -> None:
         if self._writer is not None:
@@ -282,6 +311,10 @@ class ReplicaFetcherManager:
         self.tls = None
         if config.listeners.by_name(self.listener).tls:
             self.tls = client_context(config.ssl_settings(self.listener))
+        self.sasl = None  # (mechanism, username, password) on a SASL listener
+        if config.listeners.by_name(self.listener).sasl:
+            mechanism = config["sasl.mechanism.inter.broker.protocol"].strip().upper()
+            self.sasl = (mechanism, *client_credentials(config, self.listener, mechanism))
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def add(self, partition, leader_id: int) -> None:

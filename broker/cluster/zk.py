@@ -9,6 +9,7 @@ Znodes (Kafka's ZooKeeper-mode layout, JSON as Kafka writes it):
     /brokers/topics/<topic>                          {"version": 3, "topic_id", "partitions": {"0": [1, 2, 3]}, ...}
     /brokers/topics/<topic>/partitions/<p>/state     {"version": 1, "leader", "leader_epoch", "isr", "controller_epoch"}
     /config/topics/<topic>                           {"version": 1, "config": {...}}
+    /config/users/<user>                             {"version": 1, "config": {"SCRAM-SHA-512": ...}}
     /admin/delete_topics/<topic>                     (empty: a deletion request for the controller)
     /admin/controlled_shutdown/<id>  ephemeral       (ours: a broker asking the controller to move its leaders)
 
@@ -46,7 +47,16 @@ CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER_ID = "/cluster/id"
-BASE_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, DELETE_TOPICS, CONTROLLED_SHUTDOWN, "/cluster")
+CONFIG_USERS = "/config/users"
+BASE_PATHS = (
+    BROKER_IDS,
+    TOPICS,
+    CONFIG_TOPICS,
+    CONFIG_USERS,
+    DELETE_TOPICS,
+    CONTROLLED_SHUTDOWN,
+    "/cluster",
+)
 
 
 def broker_path(broker_id: int) -> str:

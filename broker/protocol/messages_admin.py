@@ -174,6 +174,47 @@ SASL_AUTHENTICATE_RESPONSE = [
     F("session_lifetime_ms", INT64, "1+"),
 ]
 
+DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST = [
+    F("users", [F("name", STRING)], nullable="0+"),
+]
+
+DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F(
+        "results",
+        [
+            F("user", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("credential_infos", [F("mechanism", INT8), F("iterations", INT32)]),
+        ],
+    ),
+]
+
+ALTER_USER_SCRAM_CREDENTIALS_REQUEST = [
+    F("deletions", [F("name", STRING), F("mechanism", INT8)]),
+    F(
+        "upsertions",
+        [
+            F("name", STRING),
+            F("mechanism", INT8),
+            F("iterations", INT32),
+            F("salt", BYTES),
+            F("salted_password", BYTES),
+        ],
+    ),
+]
+
+ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "results",
+        [F("user", STRING), F("error_code", INT16), F("error_message", STRING, nullable="0+")],
+    ),
+]
+
 _ALTER_CONFIGS_RESPONSE = [
     F("throttle_time_ms", INT32),
     F(

@@ -4,7 +4,8 @@ Theory of operation:
 
 - `data_received` appends to a buffer and cuts complete frames (int32 size prefix).
   A size above `socket.request.max.bytes` (or negative) closes the connection at
-  once, before the body is buffered.
+  once, before the body is buffered; so does one above `sasl.server.max.receive.size`
+  (512 KiB) on a SASL connection not authenticated yet, as in Kafka.
 - Each frame is decoded and handed to its handler immediately, in arrival order.
   Handlers do their synchronous work (e.g. the log append) before their first
   await, so requests on one connection take effect in the order they were sent.
@@ -23,6 +24,13 @@ Theory of operation:
   rest of the response.
 - Backpressure: reading pauses while too many responses are queued or the transport
   asked us to stop writing; it resumes when both drain.
+- SASL listeners: until the connection's `Authenticator` (broker.sasl) is complete,
+  frames go to `_sasl_request` instead of the handlers: ApiVersions, SaslHandshake
+  and SaslAuthenticate are answered here (after a v0 handshake, bare size-prefixed
+  tokens), anything else closes the connection. A failed authentication is answered
+  (SASL_AUTHENTICATION_FAILED with Kafka's message), then reading stops and the
+  connection closes after `connection.failed.authentication.delay.ms`. Success sets
+  `principal` to `User:<name>`.
 - Errors: an undecodable frame, an unknown API or version (other than ApiVersions,
   which gets the v0 fallback answer), a handler that raises: the connection closes
   and the reason is logged. Other connections are unaffected.
@@ -47,12 +55,16 @@ from collections.abc import Callable
 from broker.protocol import (
     ApiKey,
     EncodeError,
+    ErrorCode,
     InvalidRequest,
     UnsupportedVersion,
+    api_versions_body,
     api_versions_fallback,
     decode_request,
     encode_response,
 )
+from broker.sasl.authenticator import Authenticator, Event, IllegalSaslState, State
+from broker.sasl.scram import AuthenticationFailed
 from broker.server.dispatch import CloseConnection, RequestContext, lookup
 from broker.server.principal import ANONYMOUS, NoMatchingRule
 
@@ -104,10 +116,13 @@ class Connection(asyncio.Protocol):
         self.listener = listener  # name of the listener it arrived on
         self.principal = ANONYMOUS  # "User:...", for authorization (later)
         self._identify = identify
+        factories = server.sasl_factories.get(listener)
+        self.sasl = Authenticator(factories) if factories is not None else None
         self.sendfile = identify is None  # TLS: slices are read, not sendfile'd
         self.core = server.core
         self.metrics = server.core.metrics
         self.max_request = server.core.config["socket.request.max.bytes"]
+        self.max_sasl_receive = server.core.config["sasl.server.max.receive.size"]
         self.transport: asyncio.Transport | None = None
         self.peer = ("?", 0)
         self._buf = bytearray()
@@ -187,6 +202,13 @@ class Connection(asyncio.Protocol):
                     f"request size {size} exceeds socket.request.max.bytes={self.max_request}"
                 )
                 return
+            if size > self.max_sasl_receive and self.sasl is not None and not self.sasl.complete:
+                self.metrics.invalid_requests += 1
+                self.close(
+                    f"request size {size} before authentication exceeds "
+                    f"sasl.server.max.receive.size={self.max_sasl_receive}"
+                )
+                return
             if len(buf) < 4 + size:
                 break
             with memoryview(buf) as view:
@@ -199,6 +221,13 @@ class Connection(asyncio.Protocol):
 
     def _handle_frame(self, frame: bytes) -> None:
         started = time.perf_counter()
+        sasl = self.sasl
+        if sasl is not None and not sasl.complete:
+            if sasl.state is State.FAILED:
+                return  # closing after the failed-authentication delay
+            if sasl.state is State.RAW_TOKENS:
+                self._sasl_authenticate(None, frame)
+                return
         try:
             header, body = decode_request(frame)
         except UnsupportedVersion as e:
@@ -212,6 +241,9 @@ class Connection(asyncio.Protocol):
         except InvalidRequest as e:
             self.metrics.invalid_requests += 1
             self.close(f"invalid request: {e}")
+            return
+        if sasl is not None and not sasl.complete:
+            self._sasl_request(header, body, started)
             return
         handler = lookup(header.api_key)
         if handler is None:
@@ -242,6 +274,89 @@ class Connection(asyncio.Protocol):
         slot = _Slot(header, future=future, started=started)
         self._pending.append(slot)
         future.add_done_callback(lambda f: self._on_future_done(slot, f))
+
+    def _sasl_request(self, header, body: dict, started: float) -> None:
+        """A request on a SASL connection that is not authenticated yet."""
+        try:
+            event = self.sasl.check(header.api_key)
+        except IllegalSaslState as e:
+            self.metrics.invalid_requests += 1
+            self.close(f"{e} (IllegalSaslStateException)")
+            return
+        if event is Event.AUTHENTICATE:
+            self._sasl_authenticate(header, body["auth_bytes"])
+            return
+        if event is Event.API_VERSIONS:
+            self.sasl.api_versions()
+            response = api_versions_body()
+        else:
+            response = self.sasl.handshake(body["mechanism"], header.api_version)
+        self.metrics.request_done(header.api_key, started, response)
+        self._pending.append(_Slot(header, response))
+        self._pump()
+        if self.sasl.state is State.FAILED:
+            self.close(f"SASL mechanism {body['mechanism']!r} is not enabled", graceful=True)
+
+    def _sasl_authenticate(self, header, token: bytes) -> None:
+        """One SASL token: SaslAuthenticate's auth_bytes, or (header None) a bare
+        frame after a v0 handshake, answered the same way."""
+        sasl = self.sasl
+        try:
+            out = sasl.authenticate(token, raw=header is None)
+        except IllegalSaslState as e:
+            self.close(f"{e} (IllegalSaslStateException)")
+            return
+        except AuthenticationFailed as e:
+            self._authentication_failed(header, e)
+            return
+        if sasl.complete:
+            self.principal = sasl.principal
+            self.metrics.authentications[(self.listener, sasl.mechanism, True)] += 1
+            log.debug(
+                "%s:%d on %s authenticated as %s (%s)",
+                *self.peer,
+                self.listener,
+                self.principal,
+                sasl.mechanism,
+            )
+        if header is None:
+            self._pending.append(_Slot(None, [len(out).to_bytes(4, "big"), out]))
+        else:
+            response = {
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "auth_bytes": out,
+                "session_lifetime_ms": 0,
+            }
+            self._pending.append(_Slot(header, response))
+        self._pump()
+
+    def _authentication_failed(self, header, error: AuthenticationFailed) -> None:
+        """Answer (SaslAuthenticate only: the v0 path has no way to), stop reading,
+        close after connection.failed.authentication.delay.ms (Kafka's default 100)."""
+        mechanism = self.sasl.mechanism
+        self.metrics.authentications[(self.listener, mechanism, False)] += 1
+        log.info(
+            "failed authentication of user %r from %s:%d on %s (%s): %s",
+            error.user,
+            *self.peer,
+            self.listener,
+            mechanism,
+            error,
+        )
+        if header is not None:
+            response = {
+                "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                "error_message": str(error),
+                "auth_bytes": error.server_final,
+                "session_lifetime_ms": 0,
+            }
+            self._pending.append(_Slot(header, response))
+            self._pump()
+        self._stopped = True
+        self._update_reading()
+        delay = self.core.config["connection.failed.authentication.delay.ms"] / 1000
+        asyncio.get_running_loop().call_later(delay, self.close, "authentication failed", True)
 
     def _on_future_done(self, slot: _Slot, future: asyncio.Future) -> None:
         if future.cancelled():

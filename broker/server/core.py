@@ -35,11 +35,22 @@ from broker.cluster.replica_manager import ReplicaManager, default_log_config
 from broker.config import BrokerConfig
 from broker.log import LogConfig, LogManager
 from broker.metrics import BrokerMetrics
+from broker.security.acl_store import LocalAclStore
+from broker.security.authorizer import Authorizer, parse_super_users
 from broker.server.dispatch import load_handlers
 from broker.server.purgatory import Purgatory
 from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+
+def new_authorizer(config: BrokerConfig, store, acls) -> Authorizer:
+    return Authorizer(
+        store,
+        acls,
+        parse_super_users(config["super.users"]),
+        config["allow.everyone.if.no.acl.found"],
+    )
 
 
 class BrokerCore:
@@ -57,6 +68,7 @@ class BrokerCore:
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
         self.cluster = None  # broker.cluster.node.ClusterNode when zookeeper.connect is set
+        self.authorizer = None  # broker.security.authorizer.Authorizer when configured
         self._tasks: list[asyncio.Task] = []
         self._modules = load_handlers()
         self.metrics = BrokerMetrics(self)
@@ -89,6 +101,9 @@ class BrokerCore:
             self.config, self.store, self.logs, self._on_partition_change
         )
         self.replicas.load()
+        if self.config["authorizer.class.name"] and self.config["zookeeper.connect"] is None:
+            store = LocalAclStore(self.data_dir)
+            self.authorizer = new_authorizer(self.config, store, store.load())
         for module in self._modules:
             await _maybe_await(getattr(module, "setup", None), self)
         if self.config["zookeeper.connect"] is not None:
@@ -97,6 +112,11 @@ class BrokerCore:
             self.cluster = ClusterNode(self)
             self.replicas.cluster = self.cluster
             await self.cluster.start()
+            if self.config["authorizer.class.name"]:
+                from broker.cluster.zk_acls import ZkAclStore
+
+                store = ZkAclStore(self.cluster.zk)
+                self.authorizer = new_authorizer(self.config, store, await store.load())
         cfg = self.config
         flush_every = min(cfg["log.flush.scheduler.interval.ms"], 1000)
         duties: list[tuple[str, int, Callable[[], object]]] = [
@@ -151,6 +171,8 @@ class BrokerCore:
 
     async def stop(self) -> None:
         """Stop duties, let handler areas shut down, flush and close logs cleanly."""
+        if self.authorizer is not None:
+            await self.authorizer.store.close()
         if self.cluster is not None:
             await self.cluster.stop()
         await cancel_and_wait(self._tasks)

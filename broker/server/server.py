@@ -23,6 +23,7 @@ import signal
 import time
 
 from broker.config import BrokerConfig, ConfigError
+from broker.sasl.settings import server_factories
 from broker.server import tls
 from broker.server.connection import Connection
 from broker.server.core import BrokerCore
@@ -50,6 +51,9 @@ class BrokerServer:
         self._servers: list[asyncio.Server] = []  # the plaintext listeners
         self._tls_listeners: list[TlsListener] = []
         self._contexts = self._tls_contexts()
+        self.sasl_factories = {
+            name: server_factories(sasl, self._scram_lookup) for name, sasl in config.sasl.items()
+        }
         self._sweeper: asyncio.Task | None = None
         self.metrics_server: MetricsServer | None = None
 
@@ -123,6 +127,9 @@ class BrokerServer:
         )
         self._servers.append(server)
         return server.sockets[0].getsockname()[1]
+
+    def _scram_lookup(self, user: str, mechanism: str):
+        return self.core.extensions["scram"].get(user, mechanism)
 
     def make_connection(self, listener: str, identify=None) -> Connection:
         return Connection(self, listener, identify)

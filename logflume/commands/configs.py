@@ -6,6 +6,13 @@ kafka-configs.sh, with its flags).
         --add-config retention.ms=3600000,cleanup.policy=[compact,delete] --delete-config segment.ms
     logflume configs ... --entity-type brokers --entity-name 0 --describe
 
+Users (SCRAM credentials, as kafka-configs takes them; see `logflume users`):
+
+    logflume configs ... --alter --entity-type users --entity-name alice \
+        --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-secret]'
+    logflume configs ... --alter --entity-type users --entity-name alice --delete-config SCRAM-SHA-512
+    logflume configs ... --describe --entity-type users [--entity-name alice]
+
 `--describe` prints the overrides (topics) or the explicitly set keys (brokers, all
 static here) with their synonyms, as kafka-configs does; `--all` prints every config. `--alter` uses
 IncrementalAlterConfigs: SET for `--add-config` (a list value in square brackets),
@@ -28,7 +35,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--entity-type",
         required=True,
-        choices=("topics", "brokers"),
+        choices=("topics", "brokers", "users"),
         help="what the configs belong to",
     )
     name = p.add_mutually_exclusive_group()
@@ -88,6 +95,8 @@ def run(args) -> int:
         return fail("--alter needs --add-config or --delete-config")
     if args.alter and not (args.entity_name or args.entity_default):
         return fail("--alter needs --entity-name (or --entity-default for brokers)")
+    if args.entity_type == "users":
+        return _users(admin, args, added, deleted, timeout)
     try:
         names = _names(admin, args, timeout)
         if args.alter:
@@ -146,4 +155,36 @@ def _alter(admin, args, name: str, added: dict, deleted: list, timeout: float) -
     admin.incremental_alter_configs([resource], request_timeout=timeout)[resource].result(timeout)
     label = f"{_LABEL[args.entity_type]} {name}" if name else "the default broker"
     print(f"Completed updating config for {label}.")
+    return 0
+
+
+def _users(admin, args, added: dict, deleted: list, timeout: float) -> int:
+    """SCRAM credentials: `SCRAM-SHA-512=[iterations=N,password=P]` to add, the
+    mechanism name to delete."""
+    from confluent_kafka import KafkaException
+
+    from logflume.commands import users
+
+    try:
+        if not args.alter:
+            names = [args.entity_name] if args.entity_name else []
+            for user, infos in sorted(users.describe(admin, names, timeout).items()):
+                creds = ",".join(f"{m}=iterations={n}" for m, n in infos)
+                print(f"SCRAM credential configs for user-principal '{user}' are {creds}")
+            return 0
+        for mechanism, value in added.items():
+            if mechanism not in users.MECHANISMS:
+                return fail(f"--add-config {mechanism}: users take {', '.join(users.MECHANISMS)}")
+            fields = dict(f.split("=", 1) for f in value.split(",") if "=" in f)
+            if not fields.get("password"):
+                return fail(f"--add-config {mechanism}: expected [password=...]")
+            iterations = int(fields.get("iterations", 4096))
+            users.upsert(
+                admin, args.entity_name, mechanism, fields["password"], iterations, timeout
+            )
+        if deleted:
+            users.delete(admin, args.entity_name, deleted, timeout)
+    except (KafkaException, ValueError) as e:
+        return fail(client_config.describe_error(e))
+    print(f"Completed updating config for user {args.entity_name}.")
     return 0

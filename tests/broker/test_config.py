@@ -109,11 +109,27 @@ def test_config_synonyms_precedence(tmp_path):
         ("listeners=SSL://h:1", "listener"),
         ("advertised.listeners=nohostport", "listener"),
         ("metrics.listen=9100", "metrics.listen"),
+        ("authorizer.class.name=com.example.MyAuthorizer", "authorizer.class.name"),
     ],
 )
 def test_config_errors_name_the_key(tmp_path, override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         BrokerConfig.load(None, [override], tmp_path)
+
+
+def test_authorizer_settings(tmp_path):
+    assert BrokerConfig.load(None, [], tmp_path)["authorizer.class.name"] == ""
+    for name in (
+        "kafka.security.authorizer.AclAuthorizer",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    ):
+        cfg = BrokerConfig.load(
+            None,
+            [f"authorizer.class.name={name}", "super.users=User:a;User:b"],
+            tmp_path,
+        )
+        assert cfg["authorizer.class.name"] == name and cfg["super.users"] == "User:a;User:b"
+        assert cfg["allow.everyone.if.no.acl.found"] is False
 
 
 def test_config_requires_data_dir():

@@ -54,7 +54,7 @@ def test_inter_broker_listener_follows_the_security_protocol(tmp_path):
         ),
         (
             {"listeners": "PLAINTEXT://h:1,SASL_SSL://h:2"},
-            r"SASL is not supported yet",
+            r"sasl\.enabled\.mechanisms: GSSAPI \(Kafka's default\) is not served",
         ),
         (
             {"listeners": "PLAINTEXT://h:1", "listener.security.protocol.map": "PLAINTEXT:TLS"},
@@ -94,7 +94,7 @@ def test_per_listener_ssl_overrides_and_unserved_keys(tmp_path):
             "listener.name.internal.ssl.client.auth": "required",
             "listener.name.internal.ssl.keystore.location": "/k.pem",
             "ssl.keystore.password": "unused-by-pem",
-            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.sasl.login.refresh.window.factor": "0.8",
         },
     )
     assert cfg.ssl_settings("SSL")["ssl.client.auth"] == "requested"
@@ -103,7 +103,7 @@ def test_per_listener_ssl_overrides_and_unserved_keys(tmp_path):
     assert internal["ssl.keystore.location"] == "/k.pem"
     assert internal["ssl.truststore.type"] == "JKS"  # Kafka's default
     assert cfg.unused == [
-        "listener.name.internal.sasl.enabled.mechanisms",
+        "listener.name.internal.sasl.login.refresh.window.factor",
         "ssl.keystore.password",
     ]
 
@@ -151,3 +151,84 @@ def test_describe_configs_hides_key_material(tmp_path):
     key = entries["ssl.keystore.key"]
     assert key["value"] is None and key["is_sensitive"] and key["synonyms"][0]["value"] is None
     assert entries["listeners"]["value"] == "PLAINTEXT://h:1,SSL://h:2"
+
+
+JAAS_PLAIN = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="a-s";'
+)
+
+
+def test_sasl_listener_settings(tmp_path):
+    cfg = _config(
+        tmp_path,
+        listeners="PLAINTEXT://h:1,SASL_SSL://h:2,INTERNAL://h:3",
+        **{
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:SASL_PLAINTEXT"
+            ),
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS_PLAIN,
+            "listener.name.internal.sasl.enabled.mechanisms": "scram-sha-256",
+        },
+    )
+    assert cfg.listeners.by_name("SASL_SSL").tls and cfg.listeners.by_name("SASL_SSL").sasl
+    assert not cfg.listeners.by_name("INTERNAL").tls
+    assert cfg.sasl["SASL_SSL"].mechanisms == ("PLAIN", "SCRAM-SHA-512")
+    assert cfg.sasl["SASL_SSL"].plain_users == {"admin": "admin-secret", "alice": "a-s"}
+    assert cfg.sasl["INTERNAL"].mechanisms == ("SCRAM-SHA-256",)
+    assert "PLAINTEXT" not in cfg.sasl
+    assert cfg.unused == []
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({}, r"sasl\.enabled\.mechanisms: GSSAPI \(Kafka's default\) is not served"),
+        ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, r"OAUTHBEARER is not served"),
+        (
+            {"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI"},
+            r"listener\.name\.sasl_plaintext\.sasl\.enabled\.mechanisms: GSSAPI is not",
+        ),
+        ({"sasl.enabled.mechanisms": "PLAIN"}, r"plain\.sasl\.jaas\.config: needed for PLAIN"),
+        (
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'X required a="1"',
+            },
+            r"listener\.name\.sasl_plaintext\.plain\.sasl\.jaas\.config: .*end with ';'",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'X required a="1";',
+            },
+            r"plain\.sasl\.jaas\.config: expected .*PlainLoginModule",
+        ),
+    ],
+)
+def test_sasl_errors_name_the_key(tmp_path, settings, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(tmp_path, listeners="PLAINTEXT://h:1,SASL_PLAINTEXT://h:2", **settings)
+
+
+def test_inter_broker_sasl_needs_the_brokers_own_credentials(tmp_path):
+    base = {
+        "listeners": "PLAINTEXT://h:1,SASL_SSL://h:2",
+        "inter.broker.listener.name": "SASL_SSL",
+        "zookeeper.connect": "127.0.0.1:2181",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism\.inter\.broker\.protocol: GSSAPI"):
+        _config(tmp_path, **base)
+    base["sasl.mechanism.inter.broker.protocol"] = "SCRAM-SHA-512"
+    with pytest.raises(ConfigError, match=r"scram-sha-512\.sasl\.jaas\.config: needs username"):
+        _config(tmp_path, **base)
+    key = "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"
+    base[key] = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="broker" password="broker-secret";'
+    )
+    cfg = _config(tmp_path, **base)
+    assert cfg.sasl["SASL_SSL"].jaas["SCRAM-SHA-512"].options["username"] == "broker"
+    assert ("sasl.jaas.config", None, True) in cfg.describe()  # never the JAAS text

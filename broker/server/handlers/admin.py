@@ -12,6 +12,10 @@ named twice in one request).
 CreateTopics v5+ also answers the created topic's partitions, replication factor and
 configs (v7: its id); DeleteTopics v6 may name topics by id.
 
+Authorization (TOPIC_AUTHORIZATION_FAILED per topic): CreateTopics needs CREATE on
+the cluster or the topic, DeleteTopics and DeleteRecords DELETE, CreatePartitions
+ALTER on the topic.
+
 CreatePartitions and DeleteRecords: see their handlers; the checks and the changes
 themselves are ReplicaManager's (with_partitions / alter_topic, delete_records).
 """
@@ -24,9 +28,16 @@ from broker.cluster.metadata_store import TopicMeta
 from broker.cluster.replica_manager import TopicError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
+from broker.server.authz import RT, Op, allowed, may_create_topic
 from broker.server.dispatch import handles
 from broker.server.handlers.configs import SOURCE_DEFAULT, SOURCE_TOPIC
 from broker.server.handlers.metadata import NO_TOPIC_ID, named_topic, topic_uuid
+
+
+def _require(ctx, op: Op, topic: str) -> None:
+    """Raise TOPIC_AUTHORIZATION_FAILED unless the caller may `op` the topic."""
+    if not allowed(ctx, op, RT.TOPIC, topic):
+        raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
 
 
 @handles(ApiKey.CREATE_TOPICS)
@@ -68,6 +79,8 @@ def _plan(ctx, topic: dict, named: int):
             raise TopicError(
                 ErrorCode.INVALID_REQUEST, f"Create topics request has duplicate topic {name}."
             )
+        if not may_create_topic(ctx, name):
+            raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         partitions, rf = topic["num_partitions"], topic["replication_factor"]
         if topic["assignments"]:
             partitions, rf = _check_assignments(ctx.core.broker_id, topic)
@@ -160,6 +173,7 @@ def delete_topics(ctx, body):
             "error_message": None,
         }
         try:
+            _require(ctx, Op.DELETE, name)
             ctx.core.replicas.delete_topic(name)
         except TopicError as e:
             result["error_code"], result["error_message"] = e.code, e.message
@@ -180,6 +194,7 @@ async def create_partitions(ctx, body):
         try:
             if counts[name] > 1:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            _require(ctx, Op.ALTER, name)
             given = topic["assignments"]
             assignments = None if given is None else [a["broker_ids"] for a in given]
             meta = replicas.with_partitions(name, topic["count"], assignments)
@@ -202,6 +217,7 @@ def delete_records(ctx, body):
         for p in t["partitions"]:
             low, code = -1, ErrorCode.NONE
             try:
+                _require(ctx, Op.DELETE, t["name"])
                 low = replicas.delete_records(t["name"], p["partition_index"], p["offset"])
             except ApiError as e:
                 code = e.code

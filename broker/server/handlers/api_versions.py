@@ -1,9 +1,11 @@
-"""ApiVersions and the SASL stand-ins (no SASL mechanism is enabled yet).
+"""ApiVersions, and SaslHandshake/SaslAuthenticate where no authentication is due.
 
 ApiVersions v3+ (flexible) never reaches this module: the connection answers it with
 the codec's v0 fallback (`api_versions_fallback`) and the client retries with v0-2.
-SaslHandshake gets UNSUPPORTED_SASL_MECHANISM with an empty mechanism list, so a
-client configured for SASL fails fast with a clear error instead of hanging.
+On a SASL listener the connection answers the SASL requests itself until the client
+is authenticated (broker.sasl.authenticator); the handlers here see them only on
+other listeners or after authentication, and answer ILLEGAL_SASL_STATE as Kafka does
+(no re-authentication: SaslAuthenticate's session_lifetime_ms is 0).
 """
 
 from broker.protocol import ApiKey, ErrorCode, api_versions_body
@@ -17,13 +19,15 @@ def api_versions(ctx, body):
 
 @handles(ApiKey.SASL_HANDSHAKE)
 def sasl_handshake(ctx, body):
-    return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
+    return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
 
 
 @handles(ApiKey.SASL_AUTHENTICATE)
 def sasl_authenticate(ctx, body):
     return {
         "error_code": ErrorCode.ILLEGAL_SASL_STATE,
-        "error_message": "SASL is not enabled on this broker",
+        "error_message": "SaslAuthenticate request received on a connection that is not "
+        "authenticating (not a SASL listener, or authentication is complete)",
         "auth_bytes": b"",
+        "session_lifetime_ms": 0,
     }

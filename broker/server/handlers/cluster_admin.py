@@ -3,8 +3,8 @@
 
 DescribeCluster lists the live brokers (as Metadata does: their endpoints of the
 listener the request came in on), the controller and the
-cluster id; authorized operations are not computed (no ACLs yet: the "not
-requested" value, INT32_MIN, is answered). DescribeLogDirs answers for the one log
+cluster id; authorized operations are not computed (the "not requested" value,
+INT32_MIN, is answered). DescribeLogDirs answers for the one log
 directory of this broker: the size of every hosted partition it was asked about
 (null topics: all), its offset lag (how far its log end is behind the high
 watermark: 0 on a leader) and, from v4, the directory's total and usable bytes.
@@ -15,6 +15,9 @@ answers NOT_CONTROLLER; clients send it to the controller): a preferred election
 the ISR, an unclean one (type 1) gives a partition without a live leader to its
 first live replica (controller.py `elect`). A single node leads everything:
 ELECTION_NOT_NEEDED.
+
+Authorization: DescribeCluster and DescribeLogDirs need DESCRIBE on the cluster,
+ElectLeaders ALTER (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import os
 
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
 from broker.server.handlers.metadata import controller_id, live_brokers
 
@@ -31,6 +35,8 @@ NOT_COMPUTED = -(2**31)
 @handles(ApiKey.DESCRIBE_CLUSTER)
 def describe_cluster(ctx, body):
     core = ctx.core
+    if not allowed(ctx, Op.DESCRIBE, RT.CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -49,6 +55,8 @@ def describe_cluster(ctx, body):
 @handles(ApiKey.DESCRIBE_LOG_DIRS)
 def describe_log_dirs(ctx, body):
     core = ctx.core
+    if not allowed(ctx, Op.DESCRIBE, RT.CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     wanted = None
     if body["topics"] is not None:
         wanted = {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}
@@ -94,6 +102,8 @@ async def elect_leaders(ctx, body):
     if body["topic_partitions"] is not None:
         wanted = [(t["topic"], p) for t in body["topic_partitions"] for p in t["partitions"]]
     node = core.cluster
+    if not allowed(ctx, Op.ALTER, RT.CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     if node is not None and node.controller is not None:
         results = await node.controller.elect_leaders(wanted, unclean)
     else:

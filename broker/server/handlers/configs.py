@@ -13,6 +13,10 @@ INVALID_REQUEST) and nothing is written for `validate_only`. A cluster writes th
 new overrides to ZooKeeper and every broker applies them (replica_manager.py).
 Broker configs are static here (no dynamic broker config yet): altering one is
 refused with INVALID_REQUEST naming the keys, as Kafka refuses a read-only key.
+
+Authorization: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
+(TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
+(CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from broker.config import KEYS, TOPIC_SYNONYMS
 from broker.log.config import TOPIC_CONFIG_NAMES
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
+from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
 
 RESOURCE_TOPIC = 2
@@ -43,6 +48,17 @@ _BROKER_TYPES = {
     "list": TYPE_LIST,
     "password": TYPE_PASSWORD,
 }
+
+
+def _config_refusal(ctx, op: Op, rtype: int, rname: str) -> ErrorCode | None:
+    """The code a resource answers when the caller may not `op` its configs."""
+    if rtype == RESOURCE_TOPIC and not allowed(ctx, op, RT.TOPIC, rname):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rtype == RESOURCE_BROKER and not allowed(ctx, op, RT.CLUSTER):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
 _INT_TOPIC_CONFIGS = {
     "segment.bytes",
     "segment.index.bytes",
@@ -64,7 +80,11 @@ def describe_configs(ctx, body):
             "resource_name": rname,
             "configs": [],
         }
-        if rtype == RESOURCE_TOPIC:
+        refused = _config_refusal(ctx, Op.DESCRIBE_CONFIGS, rtype, rname)
+        if refused is not None:
+            result["error_code"] = refused
+            entries = []
+        elif rtype == RESOURCE_TOPIC:
             entries = _topic_entries(ctx.core, rname, result)
         elif rtype == RESOURCE_BROKER:
             entries = _broker_entries(ctx.core, rname, result)
@@ -182,6 +202,9 @@ async def _alter(ctx, body, incremental: bool) -> dict:
             names = Counter(c["name"] for c in res["configs"])
             if any(n > 1 for n in names.values()):
                 raise ApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            refused = _config_refusal(ctx, Op.ALTER_CONFIGS, rtype, rname)
+            if refused is not None:
+                raise ApiError(refused)
             if rtype == RESOURCE_TOPIC:
                 current = replicas.existing_topic(rname).configs
                 overrides = _new_overrides(ctx.core, rname, current, res["configs"], incremental)

@@ -23,6 +23,9 @@ Fetch v13+ names topics by id and v15+ moves the replica id into `replica_state`
 messages (protocol/legacy.py) from bytes read out of the slice; later versions
 never touch the record bytes.
 
+Authorization: a consumer needs READ on each topic, a follower CLUSTER_ACTION on
+the cluster; a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED.
+
 Follower fetch seam: a follower whose last fetched epoch (v12+) diverges from this
 log gets `diverging_epoch` and nothing else (`_divergence`). Otherwise, for
 replica_id >= 0 the fetch offset is reported to
@@ -39,6 +42,7 @@ import asyncio
 from broker.log.common import OffsetOutOfRangeError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.legacy import down_convert
+from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
 from broker.server.purgatory import DelayedOperation
 
@@ -80,8 +84,11 @@ def _divergence(partition, req: dict) -> dict | None:
     return None
 
 
-def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
-    """One pass over the request -> (topic responses, bytes found, any partition error)."""
+def read_partitions(
+    core, body: dict, denied: frozenset[str] = frozenset()
+) -> tuple[list[dict], int, bool]:
+    """One pass over the request -> (topic responses, bytes found, any partition error).
+    Partitions of `denied` topics answer TOPIC_AUTHORIZATION_FAILED unread."""
     replica_id = body["replica_id"]
     follower = replica_id >= 0
     budget = body["max_bytes"] if body["max_bytes"] > 0 else UNLIMITED
@@ -96,6 +103,10 @@ def read_partitions(core, body: dict) -> tuple[list[dict], int, bool]:
         parts = []
         for req in topic["partitions"]:
             index = req["partition"]
+            if name in denied:
+                parts.append(_empty(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                errors = True
+                continue
             partition = replicas.get_partition(name, index)
             if partition is None:
                 parts.append(_empty(index, unknown))
@@ -193,10 +204,13 @@ def _down_convert(topics: list[dict], version: int, body: dict) -> None:
 class DelayedFetch(DelayedOperation):
     """A fetch waiting for min_bytes; owned by the fetch purgatory."""
 
-    def __init__(self, core, body: dict, version: int, future: asyncio.Future):
+    def __init__(
+        self, core, body: dict, version: int, future: asyncio.Future, denied: frozenset[str]
+    ):
         super().__init__(body["max_wait_ms"] / 1000)
         self.core = core
         self.body = body
+        self.denied = denied
         self.version = version
         self.future = future
         self.result: list[dict] | None = None
@@ -204,7 +218,7 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
             return self.force_complete()
-        topics, found, errors = read_partitions(self.core, self.body)
+        topics, found, errors = read_partitions(self.core, self.body, self.denied)
         if found >= self.body["min_bytes"] or errors:
             self.result = topics
             return self.force_complete()
@@ -214,7 +228,7 @@ class DelayedFetch(DelayedOperation):
         if self.future.done():
             return
         if self.result is None:
-            self.result, _, _ = read_partitions(self.core, self.body)
+            self.result, _, _ = read_partitions(self.core, self.body, self.denied)
         self.future.set_result(_response(self.core, self.result, self.version, self.body))
 
 
@@ -228,15 +242,27 @@ def _by_id(core, body: dict, version: int) -> None:
             topic["topic"] = core.replicas.store.name_of(topic["topic_id"])
 
 
+def _denied(ctx, body: dict) -> frozenset[str]:
+    """Topics this fetch may not read: a follower (replica_id >= 0) needs
+    CLUSTER_ACTION on the cluster for all of them, a consumer READ on each."""
+    if ctx.core.authorizer is None:
+        return frozenset()
+    names = {t["topic"] for t in body["topics"] if t["topic"] is not None}
+    if body["replica_id"] >= 0:
+        return frozenset() if allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER) else frozenset(names)
+    return frozenset(n for n in names if not allowed(ctx, Op.READ, RT.TOPIC, n))
+
+
 @handles(ApiKey.FETCH)
 def fetch(ctx, body):
     core = ctx.core
     _by_id(core, body, ctx.api_version)
-    topics, found, errors = read_partitions(core, body)
+    denied = _denied(ctx, body)
+    topics, found, errors = read_partitions(core, body, denied)
     if body["max_wait_ms"] <= 0 or found >= body["min_bytes"] or errors or not topics:
         return _response(core, topics, ctx.api_version, body)
     future = asyncio.get_running_loop().create_future()
-    op = DelayedFetch(core, body, ctx.api_version, future)
+    op = DelayedFetch(core, body, ctx.api_version, future, denied)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     core.fetch_purgatory.try_complete_else_watch(op, keys)
     return future

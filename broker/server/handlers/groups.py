@@ -14,6 +14,14 @@ one member and reports its error at the top level; OffsetCommit v0 and commits w
 generation -1 come from simple consumers; `retention_time_ms` (v2-4) is ignored as
 in Kafka 2.1+ (retention follows offsets.retention.minutes); OffsetFetch v2+ null
 topics means every committed partition; client hosts are shown as "/<ip>" like Kafka.
+
+Authorization follows KafkaApis: FindCoordinator DESCRIBE on the group (or the
+transactional id); Join/Sync/Heartbeat/LeaveGroup and OffsetCommit READ on the group;
+OffsetFetch and DescribeGroups DESCRIBE on it; DeleteGroups and OffsetDelete DELETE
+(GROUP_AUTHORIZATION_FAILED). Offsets of a topic need READ (commit, delete) or
+DESCRIBE (fetch) on it (TOPIC_AUTHORIZATION_FAILED; an all-partitions OffsetFetch
+leaves such topics out). ListGroups lists every group with DESCRIBE on the cluster,
+else those the caller may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.offsets_topic import TOPIC
 from broker.groups.storage import PartitionOffsetsStore
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
 from broker.server.handlers.produce import wait_replicated
 from broker.tasks import cancel_and_wait
@@ -112,6 +121,13 @@ def _coordinator(ctx) -> GroupCoordinator:
     return ctx.core.extensions["groups"]
 
 
+def _group_denied(ctx, op: Op, group_id: str) -> bool:
+    return not allowed(ctx, op, RT.GROUP, group_id)
+
+
+_GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
 @handles(ApiKey.FIND_COORDINATOR)
 def find_coordinator(ctx, body):
     """v0-3 ask for one key; v4+ for a list (`coordinator_keys`), answered per key."""
@@ -129,7 +145,11 @@ def find_coordinator(ctx, body):
 def _coordinator_of(ctx, key: str, key_type: int) -> dict:
     core = ctx.core
     none = {"node_id": -1, "host": "", "port": -1}
-    if key_type != _GROUP_KEY_TYPE:
+    if key_type == _GROUP_KEY_TYPE and _group_denied(ctx, Op.DESCRIBE, key):
+        code, message = _GROUP_DENIED, None
+    elif key_type != _GROUP_KEY_TYPE and not allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, key):
+        code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+    elif key_type != _GROUP_KEY_TYPE:
         code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
     else:
         code, message = _ensure_offsets_topic(core), None
@@ -156,6 +176,8 @@ def _coordinator_of(ctx, key: str, key_type: int) -> dict:
 @handles(ApiKey.JOIN_GROUP)
 async def join_group(ctx, body):
     version = ctx.api_version
+    if _group_denied(ctx, Op.READ, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "generation_id": -1}
     session = body["session_timeout_ms"]
     rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
     r = await _coordinator(ctx).join_group(
@@ -192,6 +214,8 @@ async def join_group(ctx, body):
 
 @handles(ApiKey.SYNC_GROUP)
 async def sync_group(ctx, body):
+    if _group_denied(ctx, Op.READ, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "assignment": b""}
     r = await _coordinator(ctx).sync_group(
         body["group_id"],
         body["member_id"],
@@ -213,6 +237,8 @@ async def sync_group(ctx, body):
 
 @handles(ApiKey.HEARTBEAT)
 def heartbeat(ctx, body):
+    if _group_denied(ctx, Op.READ, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED}
     code = _coordinator(ctx).heartbeat(
         body["group_id"],
         body["member_id"],
@@ -229,6 +255,8 @@ async def leave_group(ctx, body):
         members = [(body["member_id"], None)]
     else:
         members = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
+    if _group_denied(ctx, Op.READ, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "members": []}
     top, results = await _coordinator(ctx).leave_group(body["group_id"], members, _now_ms())
     if ctx.api_version < 3:
         return {"throttle_time_ms": 0, "error_code": top or (results[0] if results else top)}
@@ -253,10 +281,16 @@ async def offset_commit(ctx, body):
     store nothing (Kafka checks its metadata cache before the coordinator sees them)."""
     offsets = {}
     unknown = {}
+    group_denied = _group_denied(ctx, Op.READ, body["group_id"])
     for t in body["topics"]:
+        topic_denied = not group_denied and not allowed(ctx, Op.READ, RT.TOPIC, t["name"])
         for p in t["partitions"]:
             tp = (t["name"], p["partition_index"])
-            if not _partition_exists(ctx.core, *tp):
+            if group_denied or topic_denied:
+                unknown[tp] = (
+                    _GROUP_DENIED if group_denied else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                )
+            elif not _partition_exists(ctx.core, *tp):
                 unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[tp] = (
@@ -308,12 +342,29 @@ def offset_fetch(ctx, body):
 
 
 def _group_offsets(ctx, group_id: str, requested: list | None) -> tuple[ErrorCode, list]:
+    if _group_denied(ctx, Op.DESCRIBE, group_id):
+        return _GROUP_DENIED, []
     wanted = None
     if requested is not None:
         wanted = [(t["name"], i) for t in requested for i in t["partition_indexes"]]
     code, offsets = _coordinator(ctx).fetch_offsets(group_id, wanted)
     topics: dict[str, list] = {}
+    may: dict[str, bool] = {}
     for tp in wanted if wanted is not None else sorted(offsets):
+        if tp[0] not in may:
+            may[tp[0]] = allowed(ctx, Op.DESCRIBE, RT.TOPIC, tp[0])
+        if not may[tp[0]]:
+            if wanted is not None:
+                topics.setdefault(tp[0], []).append(
+                    {
+                        "partition_index": tp[1],
+                        "committed_offset": -1,
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    }
+                )
+            continue
         v = offsets.get(tp)
         topics.setdefault(tp[0], []).append(
             {
@@ -331,6 +382,9 @@ def _group_offsets(ctx, group_id: str, requested: list | None) -> tuple[ErrorCod
 def describe_groups(ctx, body):
     groups = []
     for group_id in body["groups"]:
+        if _group_denied(ctx, Op.DESCRIBE, group_id):
+            groups.append({"error_code": _GROUP_DENIED, "group_id": group_id, "members": []})
+            continue
         code, s = _coordinator(ctx).describe_group(group_id)
         groups.append(
             {
@@ -360,10 +414,12 @@ def describe_groups(ctx, body):
 def list_groups(ctx, body):
     """v4+ may filter by state (case-insensitive, as Kafka) and answers each state."""
     wanted = {state.lower() for state in body["states_filter"]}
+    every = allowed(ctx, Op.DESCRIBE, RT.CLUSTER)
     groups = [
         {"group_id": gid, "protocol_type": ptype, "group_state": state}
         for gid, ptype, state in _coordinator(ctx).list_groups()
-        if not wanted or state.lower() in wanted
+        if (not wanted or state.lower() in wanted)
+        and (every or not _group_denied(ctx, Op.DESCRIBE, gid))
     ]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
@@ -373,7 +429,10 @@ async def delete_groups(ctx, body):
     """Only an Empty group (no members) can be deleted: its offsets go with it."""
     results = []
     for group_id in body["groups_names"]:
-        code = await _coordinator(ctx).delete_group(group_id, _now_ms())
+        if _group_denied(ctx, Op.DELETE, group_id):
+            code = _GROUP_DENIED
+        else:
+            code = await _coordinator(ctx).delete_group(group_id, _now_ms())
         results.append({"group_id": group_id, "error_code": code})
     return {"throttle_time_ms": 0, "results": results}
 
@@ -382,14 +441,19 @@ async def delete_groups(ctx, body):
 async def offset_delete(ctx, body):
     """Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION (Kafka checks its
     metadata first); the others are the coordinator's (see Offsets.delete_offsets)."""
-    known, unknown = [], set()
+    if _group_denied(ctx, Op.DELETE, body["group_id"]):
+        return {"error_code": _GROUP_DENIED, "throttle_time_ms": 0, "topics": []}
+    known, unknown = [], {}
     for t in body["topics"]:
+        topic_ok = allowed(ctx, Op.READ, RT.TOPIC, t["name"])
         for p in t["partitions"]:
             tp = (t["name"], p["partition_index"])
-            if _partition_exists(ctx.core, *tp):
+            if not topic_ok:
+                unknown[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif _partition_exists(ctx.core, *tp):
                 known.append(tp)
             else:
-                unknown.add(tp)
+                unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     top, results = await _coordinator(ctx).delete_offsets(body["group_id"], known, _now_ms())
     topics = []
     if not top:
@@ -397,7 +461,7 @@ async def offset_delete(ctx, body):
             partitions = []
             for p in t["partitions"]:
                 tp = (t["name"], p["partition_index"])
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else results[tp]
+                code = unknown[tp] if tp in unknown else results[tp]
                 partitions.append({"partition_index": tp[1], "error_code": code})
             topics.append({"name": t["name"], "partitions": partitions})
     return {"error_code": top, "throttle_time_ms": 0, "topics": topics}

@@ -7,6 +7,10 @@ allows it; the single node creates them synchronously, so the answer already
 carries their partitions. A cluster creates them through ZooKeeper and the
 controller; the answer then waits (bounded by AUTO_CREATE_WAIT_S) until their
 partitions have leaders, and says LEADER_NOT_AVAILABLE (retriable) only past that.
+Authorization: an all-topics answer lists only the topics the caller may DESCRIBE;
+a named topic it may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED whether it
+exists or not, so no answer reveals a name; auto-creation (when on) needs CREATE
+on the cluster or the topic (TOPIC_AUTHORIZATION_FAILED else), as Kafka.
 v10+ carries each topic's id, and a requested topic may be named by id alone (name
 null): an unknown id answers UNKNOWN_TOPIC_ID with a null name.
 """
@@ -16,6 +20,7 @@ import uuid
 
 from broker.cluster.names import is_internal
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import handles
 
 AUTO_CREATE_WAIT_S = 3.0
@@ -45,6 +50,43 @@ def named_topic(item: dict, topics) -> str | dict:
         "is_internal": False,
         "partitions": [],
     }
+
+
+def _denied_entry(name: str | None, topic_id: uuid.UUID | None) -> dict:
+    entry = {
+        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        "name": name,
+        "is_internal": False,
+        "partitions": [],
+    }
+    if topic_id is not None:
+        entry["topic_id"] = topic_id
+    return entry
+
+
+def requested_topic(ctx, item: dict, topics) -> str | dict:
+    """`named_topic`, with a topic the caller may not DESCRIBE answered
+    TOPIC_AUTHORIZATION_FAILED whether it exists or not (a topic named by id keeps
+    its name hidden)."""
+    name = named_topic(item, topics)
+    if isinstance(name, dict) or allowed(ctx, Op.DESCRIBE, RT.TOPIC, name):
+        return name
+    by_id = item.get("name") is None
+    return _denied_entry(None if by_id else name, item.get("topic_id") if by_id else None)
+
+
+def _may_create(ctx, name: str, allow_create: bool) -> ErrorCode | None:
+    """None: create `name` if auto-creation is on; else the code to answer."""
+    if not allow_create:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return None if may_auto_create(ctx, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def visible(ctx, names) -> list[str]:
+    """The topics an all-topics answer lists: those the caller may DESCRIBE."""
+    if ctx.core.authorizer is None:
+        return sorted(names)
+    return sorted(n for n in names if allowed(ctx, Op.DESCRIBE, RT.TOPIC, n))
 
 
 def topic_entry(core, name: str) -> dict:
@@ -132,19 +174,23 @@ def _cluster_response(ctx, body, created: list[str]) -> dict:
     node = core.cluster
     requested = body["topics"]
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [cluster_topic_entry(core, n) for n in sorted(node.topics)]
+        topics = [cluster_topic_entry(core, n) for n in visible(ctx, node.topics)]
     else:
         allow_create = ctx.api_version < 4 or body["allow_auto_topic_creation"]
         topics = []
         for item in requested:
-            name = named_topic(item, node.topics)
+            name = requested_topic(ctx, item, node.topics)
             if isinstance(name, dict):
                 topics.append(name)
                 continue
             if name in node.topics:
                 topics.append(cluster_topic_entry(core, name))
                 continue
-            code = core.replicas.auto_create(name) if allow_create else None
+            refused = _may_create(ctx, name, allow_create)
+            if refused == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                topics.append(_denied_entry(name, None))
+                continue
+            code = core.replicas.auto_create(name) if refused is None else None
             if code == ErrorCode.NONE:
                 created.append(name)
             if code in (None, ErrorCode.NONE):
@@ -208,20 +254,19 @@ def metadata(ctx, body):
     version = ctx.api_version
     requested = body["topics"]
     if requested is None or (version == 0 and not requested):
-        names = sorted(core.replicas.topics())
-        topics = [topic_entry(core, n) for n in names]
+        topics = [topic_entry(core, n) for n in visible(ctx, core.replicas.topics())]
     else:
         allow_create = version < 4 or body["allow_auto_topic_creation"]
         topics = []
         for item in requested:
-            name = named_topic(item, core.replicas.topics())
+            name = requested_topic(ctx, item, core.replicas.topics())
             if isinstance(name, dict):
                 topics.append(name)
                 continue
             if core.replicas.topic(name) is None:
-                code = core.replicas.auto_create(name) if allow_create else None
+                code = _may_create(ctx, name, allow_create)
                 if code is None:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    code = core.replicas.auto_create(name)
                 if code != ErrorCode.NONE:
                     topics.append(
                         {"error_code": code, "name": name, "is_internal": False, "partitions": []}

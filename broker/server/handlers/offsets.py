@@ -8,9 +8,13 @@ with one offset (Kafka's v0 "offsets before" list, reduced to its useful element
 OffsetForLeaderEpoch answers from the log's leader-epoch cache: the end offset of
 the requested epoch (the log end for the current one), which followers and
 KIP-320 clients use to detect divergent logs.
+
+Authorization: DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED); a follower's
+OffsetForLeaderEpoch CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
 from broker.server.handlers.fetch import _check_epoch
 
@@ -18,7 +22,9 @@ LATEST = -1
 EARLIEST = -2
 
 
-def _lookup(core, topic: str, index: int, current_epoch: int):
+def _lookup(core, topic: str, index: int, current_epoch: int, refused: ErrorCode | None):
+    if refused is not None:
+        return None, refused
     partition = core.replicas.get_partition(topic, index)
     if partition is None:
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -28,11 +34,22 @@ def _lookup(core, topic: str, index: int, current_epoch: int):
     return partition, code
 
 
+def _refused(ctx, topic: str, follower: bool) -> ErrorCode | None:
+    """A follower needs CLUSTER_ACTION on the cluster, anyone else DESCRIBE on the
+    topic; the code every partition of `topic` answers when refused, else None."""
+    if follower:
+        ok = allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER)
+        return None if ok else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    ok = allowed(ctx, Op.DESCRIBE, RT.TOPIC, topic)
+    return None if ok else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 @handles(ApiKey.LIST_OFFSETS)
 def list_offsets(ctx, body):
     version = ctx.api_version
     topics = []
     for topic in body["topics"]:
+        refused = _refused(ctx, topic["name"], follower=False)
         parts = []
         for req in topic["partitions"]:
             index = req["partition_index"]
@@ -44,7 +61,9 @@ def list_offsets(ctx, body):
                 "offset": -1,
                 "leader_epoch": -1,
             }
-            partition, code = _lookup(ctx.core, topic["name"], index, req["current_leader_epoch"])
+            partition, code = _lookup(
+                ctx.core, topic["name"], index, req["current_leader_epoch"], refused
+            )
             if code != ErrorCode.NONE:
                 resp["error_code"] = code
                 parts.append(resp)
@@ -75,7 +94,9 @@ def list_offsets(ctx, body):
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 def offset_for_leader_epoch(ctx, body):
     topics = []
+    follower = body["replica_id"] >= 0
     for topic in body["topics"]:
+        refused = _refused(ctx, topic["topic"], follower)
         parts = []
         for req in topic["partitions"]:
             index = req["partition"]
@@ -85,7 +106,9 @@ def offset_for_leader_epoch(ctx, body):
                 "leader_epoch": -1,
                 "end_offset": -1,
             }
-            partition, code = _lookup(ctx.core, topic["topic"], index, req["current_leader_epoch"])
+            partition, code = _lookup(
+                ctx.core, topic["topic"], index, req["current_leader_epoch"], refused
+            )
             if code != ErrorCode.NONE:
                 resp["error_code"] = code
             else:

@@ -1,5 +1,11 @@
 """Produce: append record batches, answer per acks.
 
+Authorization (broker.server.authz) comes before anything is created or appended: a
+named transactional id needs WRITE on it (else the whole request is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE (else its partitions are
+TOPIC_AUTHORIZATION_FAILED), and auto-creating a topic CREATE on the cluster or the
+topic (else TOPIC_AUTHORIZATION_FAILED, as Kafka's Metadata answers).
+
 An invalid `acks` refuses the whole request before anything else: every partition
 gets INVALID_REQUIRED_ACKS, no topic is created.
 
@@ -45,6 +51,7 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
 from broker.protocol.legacy import magic_of, up_convert
 from broker.protocol.records import CorruptRecordError
+from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import CloseConnection, handles
 from broker.server.purgatory import DelayedOperation
 
@@ -136,6 +143,10 @@ def produce(ctx, body):
     if acks not in (0, 1, -1):  # the request is refused whole: nothing created or appended
         return _answer_all(body, ErrorCode.INVALID_REQUIRED_ACKS)
     core = ctx.core
+    if _has_transactional_id(body) and not allowed(
+        ctx, Op.WRITE, RT.TRANSACTIONAL_ID, body["transactional_id"]
+    ):
+        return _answer_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if core.cluster is not None:
         core.cluster.lease.poll()
     replicas = core.replicas
@@ -144,7 +155,12 @@ def produce(ctx, body):
     responses = []
     for topic in body["topic_data"]:
         name = topic["name"]
-        topic_error = replicas.auto_create(name)
+        if not allowed(ctx, Op.WRITE, RT.TOPIC, name):
+            topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif not may_auto_create(ctx, name):
+            topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        else:
+            topic_error = replicas.auto_create(name)
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]
@@ -181,6 +197,12 @@ def produce(ctx, body):
     if core.produce_purgatory.try_complete_else_watch(op, [p.key for p, _, _ in waiting]):
         return response  # the usual single-node case: the HW moved with the append
     return future
+
+
+def _has_transactional_id(body) -> bool:
+    """Kafka checks WRITE on the transactional id of a produce that names one
+    (v3+); the records' own transactional flag is the log's concern."""
+    return body.get("transactional_id") is not None
 
 
 def _up_converted(records) -> bytes | None:

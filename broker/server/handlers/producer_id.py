@@ -7,12 +7,17 @@ so ids stay unique across restarts), in a cluster from blocks reserved in ZooKee
 (`broker.cluster.producer_ids`), so ids stay unique across brokers too. Transactions are not supported: a request with a
 transactional id gets COORDINATOR_NOT_AVAILABLE, matching FindCoordinator's answer
 for transaction coordinators.
+
+Authorization as Kafka 3.x: with a transactional id WRITE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one IDEMPOTENT_WRITE on the
+cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 import logging
 
 from broker.groups.producer_ids import ProducerIdManager
 from broker.protocol import ApiKey, ErrorCode
+from broker.server.authz import RT, Op, allowed, allowed_on_some
 from broker.server.dispatch import handles
 
 log = logging.getLogger(__name__)
@@ -24,13 +29,15 @@ def setup(core) -> None:
 
 @handles(ApiKey.INIT_PRODUCER_ID)
 def init_producer_id(ctx, body):
-    if body["transactional_id"] is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+    tid = body["transactional_id"]
+    if tid is not None and not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
+        return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if tid is not None:
+        return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not (
+        allowed(ctx, Op.IDEMPOTENT_WRITE, RT.CLUSTER) or allowed_on_some(ctx, Op.WRITE, RT.TOPIC)
+    ):
+        return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if ctx.core.cluster is not None:
         return _cluster_producer_id(ctx.core.cluster)
     return _answer(ctx.core.extensions["producer_ids"].next_id())
@@ -41,13 +48,12 @@ async def _cluster_producer_id(cluster) -> dict:
         pid = await cluster.producer_ids.next_id()
     except Exception as e:  # ZooKeeper unreachable: a retriable error for the client
         log.warning("producer id block reservation failed: %s", e)
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+        return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return _answer(pid)
+
+
+def _refused(code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 
 def _answer(pid: int) -> dict:

@@ -55,6 +55,8 @@ def _kafka_python_classes():
 # at these versions below): (api_key, version, is_request) -> why.
 KAFKA_PYTHON_MISTAKES = {
     (ApiKey.DESCRIBE_LOG_DIRS, 0, True): "partitions is one int32, not an array",
+    (ApiKey.DESCRIBE_ACLS, 2, True): "v2 is flexible; the class reuses v1's schema",
+    (ApiKey.DESCRIBE_ACLS, 2, False): "v2 is flexible; the class reuses v1's schema",
 }
 KP = {k: v for k, v in _kafka_python_classes().items() if k not in KAFKA_PYTHON_MISTAKES}
 

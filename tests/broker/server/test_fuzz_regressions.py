@@ -164,10 +164,17 @@ def _connection(sock):
     from broker.metrics import BrokerMetrics
     from broker.server.connection import Connection
 
-    core = SimpleNamespace(config={"socket.request.max.bytes": 1 << 20})
+    core = SimpleNamespace(
+        config={"socket.request.max.bytes": 1 << 20, "sasl.server.max.receive.size": 1 << 19}
+    )
     core.metrics = BrokerMetrics(core)
     server = SimpleNamespace(
-        core=core, connections=set(), direct_sendfile=True, loop_sendfile=False, fenced=False
+        core=core,
+        connections=set(),
+        direct_sendfile=True,
+        loop_sendfile=False,
+        fenced=False,
+        sasl_factories={},
     )
     conn = Connection(server, "PLAINTEXT")
     transport = _FakeTransport(sock)

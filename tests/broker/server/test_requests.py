@@ -299,10 +299,11 @@ def test_delete_topics(module_broker):
     assert not list(module_broker.data_dir.glob("del-me-*"))
 
 
-def test_sasl_is_refused_cleanly(module_broker):
+def test_sasl_on_a_plaintext_listener_is_an_illegal_state(module_broker):
+    """As Kafka answers it: the listener does not authenticate."""
     with WireClient(module_broker.port) as c:
         r = c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
-        assert r == {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
+        assert r == {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
         r = c.request(ApiKey.SASL_AUTHENTICATE, 0, {"auth_bytes": b"x"})
         assert r["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
         # Still usable afterwards.

@@ -1,0 +1,239 @@
+"""`logflume acls`: add, list and remove ACLs (like kafka-acls.sh, with its flags).
+
+Resources: `--topic T`, `--group G`, `--transactional-id X` (each repeatable) and
+`--cluster`, with `--resource-pattern-type literal|prefixed` (and, for --list and
+--remove, `match` or `any`). `--add` makes one binding per resource x principal x
+host x operation: `--allow-principal P [--allow-host H]` and/or `--deny-principal P
+[--deny-host H]` (hosts default to `*`), `--operation` repeatable (default All).
+`--producer` means WRITE, DESCRIBE and CREATE on the topics (and WRITE, DESCRIBE on
+the transactional ids; `--idempotent` adds IDEMPOTENT_WRITE on the cluster),
+`--consumer` READ and DESCRIBE on the topics and READ on the groups, as kafka-acls.
+`--remove` deletes the bindings matching the same options (every binding of the
+resources when no principal or operation is given); it asks first unless `--force`.
+`--list` prints the bindings of the resources given (of every resource without one),
+optionally only those of `--principal P`. Works against any Kafka-compatible broker
+through confluent-kafka's AdminClient.
+"""
+
+import sys
+
+from logflume import client_config
+
+CLUSTER_NAME = "kafka-cluster"
+_OPERATIONS = (
+    "All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
+    "DescribeConfigs", "AlterConfigs", "IdempotentWrite",
+)  # fmt: skip
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "acls",
+        help="add, list or remove ACLs",
+        description="Manage the ACLs of a Kafka-compatible broker (like kafka-acls.sh).",
+    )
+    client_config.add_arguments(p)
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--add", action="store_true", help="add ACLs")
+    action.add_argument("--remove", action="store_true", help="remove matching ACLs")
+    action.add_argument("--list", action="store_true", help="list ACLs")
+    p.add_argument("--topic", action="append", default=[], help="a topic (repeatable)")
+    p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
+    p.add_argument(
+        "--transactional-id", action="append", default=[], help="a transactional id (repeatable)"
+    )
+    p.add_argument("--cluster", action="store_true", help="the cluster resource")
+    p.add_argument(
+        "--resource-pattern-type",
+        choices=("literal", "prefixed", "match", "any"),
+        default="literal",
+        help="how resource names match (match/any: --list and --remove only)",
+    )
+    for kind in ("allow", "deny"):
+        p.add_argument(
+            f"--{kind}-principal", action="append", default=[], metavar="P",
+            help=f"principal to {kind}, e.g. User:alice or User:* (repeatable)",
+        )  # fmt: skip
+        p.add_argument(
+            f"--{kind}-host", action="append", default=[], metavar="H",
+            help=f"host the {kind} applies to (repeatable; default *)",
+        )  # fmt: skip
+    p.add_argument("--principal", action="append", default=[], help="--list: only these")
+    p.add_argument(
+        "--operation", action="append", default=[], type=_operation_name,
+        help="operation (repeatable): " + ", ".join(_OPERATIONS),
+    )  # fmt: skip
+    p.add_argument("--producer", action="store_true", help="what a producer needs")
+    p.add_argument("--consumer", action="store_true", help="what a consumer needs")
+    p.add_argument("--idempotent", action="store_true", help="--producer: IdempotentWrite too")
+    p.add_argument("--force", action="store_true", help="--remove: do not ask")
+    p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
+    p.set_defaults(func=run)
+
+
+def _operation_name(text: str) -> str:
+    for name in _OPERATIONS:
+        if name.lower() == text.replace("_", "").replace("-", "").lower():
+            return name
+    raise ValueError(text)
+
+
+def fail(message: str) -> int:
+    print(f"Error: {message}", file=sys.stderr)
+    return 1
+
+
+def _upper_snake(name: str) -> str:
+    return "".join("_" + c if c.isupper() else c for c in name).lstrip("_").upper()
+
+
+def _resources(args) -> list[tuple[str, str]]:
+    out = [("TOPIC", t) for t in args.topic] + [("GROUP", g) for g in args.group]
+    out += [("TRANSACTIONAL_ID", x) for x in args.transactional_id]
+    return out + ([("CLUSTER", CLUSTER_NAME)] if args.cluster else [])
+
+
+def _operations(args, rtype: str) -> list[str]:
+    """The operations to add or remove on a resource of `rtype`."""
+    ops = [_upper_snake(o) for o in args.operation]
+    if args.producer:
+        ops += {
+            "TOPIC": ["WRITE", "DESCRIBE", "CREATE"],
+            "TRANSACTIONAL_ID": ["WRITE", "DESCRIBE"],
+        }.get(rtype, [])
+    if args.consumer:
+        ops += {"TOPIC": ["READ", "DESCRIBE"], "GROUP": ["READ"]}.get(rtype, [])
+    if args.producer and args.idempotent and rtype == "CLUSTER":
+        ops.append("IDEMPOTENT_WRITE")
+    return list(dict.fromkeys(ops))
+
+
+def _entries(args) -> list[tuple[str, str, str]]:
+    """(principal, host, permission) from the allow/deny options."""
+    out = []
+    for principals, hosts, perm in (
+        (args.allow_principal, args.allow_host, "ALLOW"),
+        (args.deny_principal, args.deny_host, "DENY"),
+    ):
+        out += [(p, h, perm) for p in principals for h in hosts or ["*"]]
+    return out
+
+
+def _plan_bindings(args, ack):
+    """`--add`: the bindings to create (errors as ValueError)."""
+    if args.resource_pattern_type not in ("literal", "prefixed"):
+        raise ValueError("--add takes --resource-pattern-type literal or prefixed")
+    entries = _entries(args)
+    if not entries:
+        raise ValueError("--add needs --allow-principal or --deny-principal")
+    resources = _resources(args)
+    if args.producer and args.idempotent:
+        resources.append(("CLUSTER", CLUSTER_NAME))
+    if not resources:
+        raise ValueError("give a resource: --topic, --group, --transactional-id or --cluster")
+    if args.consumer and not args.group:
+        raise ValueError("--consumer needs --group")
+    bindings = []
+    for rtype, name in dict.fromkeys(resources):
+        ops = _operations(args, rtype) or (["ALL"] if not (args.producer or args.consumer) else [])
+        for op in ops:
+            for principal, host, perm in entries:
+                bindings.append(
+                    ack.AclBinding(
+                        ack.ResourceType[rtype], name,
+                        ack.ResourcePatternType[args.resource_pattern_type.upper()],
+                        principal, host, ack.AclOperation[op], ack.AclPermissionType[perm],
+                    )
+                )  # fmt: skip
+    return bindings
+
+
+def _filters(args, ack) -> list:
+    """`--list` / `--remove`: the filters the options describe."""
+    pattern = ack.ResourcePatternType[args.resource_pattern_type.upper()]
+    resources = _resources(args) or [("ANY", None)]
+    if not _resources(args):
+        pattern = ack.ResourcePatternType.ANY
+    principals = args.principal if args.list else None
+    entries = [(p, None, None) for p in principals or [None]]
+    if args.remove:
+        entries = [(p, h, perm) for p, h, perm in _entries(args)] or [(None, None, None)]
+    filters = []
+    for rtype, name in resources:
+        ops = (_operations(args, rtype) if args.remove else []) or ["ANY"]
+        for principal, host, perm in entries:
+            for op in ops:
+                filters.append(
+                    ack.AclBindingFilter(
+                        ack.ResourceType[rtype], name, pattern, principal, host,
+                        ack.AclOperation[op],
+                        ack.AclPermissionType[perm] if perm else ack.AclPermissionType.ANY,
+                    )
+                )  # fmt: skip
+    return filters
+
+
+def _show(bindings) -> None:
+    by_resource: dict[tuple, list] = {}
+    for b in bindings:
+        key = (b.restype.name, b.name, b.resource_pattern_type.name)
+        by_resource.setdefault(key, []).append(b)
+    for (rtype, name, pattern), group in sorted(by_resource.items()):
+        print(
+            f"Current ACLs for resource `ResourcePattern(resourceType={rtype}, name={name}, "
+            f"patternType={pattern})`:"
+        )
+        for b in sorted(group, key=lambda b: (b.principal, b.host, b.operation.name)):
+            print(
+                f" \t(principal={b.principal}, host={b.host}, operation={b.operation.name}, "
+                f"permissionType={b.permission_type.name})"
+            )
+        print()
+
+
+def _confirmed() -> bool:
+    try:
+        answer = input("Are you sure you want to remove the ACLs matching these options? (y/n) ")
+    except EOFError:
+        return False
+    return answer.strip().lower() == "y"
+
+
+def run(args) -> int:
+    import confluent_kafka.admin as ack
+    from confluent_kafka import KafkaException
+
+    timeout = args.timeout_ms / 1000
+    try:
+        conf = client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
+        admin = ack.AdminClient(conf)
+        if args.add:
+            bindings = _plan_bindings(args, ack)
+            for f in admin.create_acls(bindings, request_timeout=timeout).values():
+                f.result(timeout)
+            print("Adding ACLs:")
+            _show(bindings)
+            return 0
+        filters = _filters(args, ack)
+        if args.list:
+            found = {}
+            for f in filters:
+                for b in admin.describe_acls(f, request_timeout=timeout).result(timeout):
+                    found[b] = None
+            _show(found)
+            return 0
+        if not args.force:
+            answer = input(
+                "Are you sure you want to remove the ACLs matching these options? (y/n) "
+            )
+            if answer.strip().lower() != "y":
+                return 0
+        removed = {}
+        for f in admin.delete_acls(filters, request_timeout=timeout).values():
+            for b in f.result(timeout):
+                removed[b] = None
+        print("Removed ACLs:")
+        _show(removed)
+        return 0
+    except (client_config.CommandConfigError, KafkaException, ValueError) as e:
+        return fail(client_config.describe_error(e))

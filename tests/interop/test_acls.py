@@ -1,0 +1,363 @@
+"""ACLs with real clients: one broker with the authorizer on, a mutual-TLS listener
+whose client certificates name the principals (User:admin, a super user; User:agent;
+User:spark; User:nobody) and a PLAINTEXT one (User:ANONYMOUS). ACLs are made with
+confluent-kafka's AdminClient; what each user may do is checked with confluent-kafka
+and, where the exact error code matters, with the broker's own wire client."""
+
+import ssl
+import types
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from broker.protocol import ApiKey, ErrorCode
+from common import certs
+from common.hostport import free_port
+from testkit.procs import BrokerProcess, wait_for_port
+from tests.broker.server.wire import WireClient, batch, fetch_body, produce_body
+from tests.logflume.test_commands_clients import lf
+
+USERS = ("admin", "agent", "spark", "nobody")
+
+
+@pytest.fixture(scope="module")
+def acl(tmp_path_factory):
+    root = tmp_path_factory.mktemp("acl")
+    d = root / "certs"
+    ca = certs.new_ca()
+    ca_file = certs.write_ca(d, ca)
+    broker_pem = certs.write_keystore(
+        d, "broker", certs.issue(ca, "localhost", hosts=["localhost", "127.0.0.1"], server=True)
+    )
+    for user in USERS:
+        certs.write_keystore(d, user, certs.issue(ca, user))
+    plain, mutual = free_port(), free_port()
+    settings = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},MTLS://127.0.0.1:{mutual}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(broker_pem),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca_file),
+        "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+        "group.initial.rebalance.delay.ms": 0,
+        "offsets.topic.num.partitions": 1,
+    }
+    broker = BrokerProcess(root / "data", port=plain, settings=settings).start()
+    wait_for_port(mutual, proc=broker.proc)
+    env = types.SimpleNamespace(broker=broker, dir=d, ca=str(ca_file), plain=plain, mutual=mutual)
+    admin = AdminClient(conf(env, "admin"))
+    for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("web", "other")]).values():
+        f.result(10)
+    allow = AclPermissionType.ALLOW
+    bindings = [
+        AclBinding(ResourceType.TOPIC, "web", ResourcePatternType.LITERAL, "User:agent", "*",
+                   AclOperation.WRITE, allow),
+        AclBinding(ResourceType.TOPIC, "we", ResourcePatternType.PREFIXED, "User:spark", "*",
+                   AclOperation.READ, allow),
+        AclBinding(ResourceType.GROUP, "spark-", ResourcePatternType.PREFIXED, "User:spark",
+                   "*", AclOperation.READ, allow),
+    ]  # fmt: skip
+    for f in admin.create_acls(bindings).values():
+        f.result(10)
+    yield env
+    broker.stop()
+
+
+def conf(env, user: str) -> dict:
+    return {
+        "bootstrap.servers": f"127.0.0.1:{env.mutual}",
+        "security.protocol": "SSL",
+        "ssl.ca.location": env.ca,
+        "ssl.certificate.location": str(env.dir / f"{user}.crt"),
+        "ssl.key.location": str(env.dir / f"{user}.key"),
+    }
+
+
+def wire(env, user: str) -> WireClient:
+    context = ssl.create_default_context(cafile=env.ca)
+    context.load_cert_chain(env.dir / f"{user}.crt", env.dir / f"{user}.key")
+    client = WireClient(env.mutual)
+    client.sock = context.wrap_socket(client.sock, server_hostname="127.0.0.1")
+    return client
+
+
+def end_offset(env, topic: str) -> int:
+    with wire(env, "admin") as c:
+        body = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
+                    ],
+                }
+            ],
+        }
+        return c.request(ApiKey.LIST_OFFSETS, 4, body)["topics"][0]["partitions"][0]["offset"]
+
+
+def produce_errors(env, user: str, topic: str, n: int = 3) -> list:
+    errors = []
+    producer = Producer({**conf(env, user), "message.timeout.ms": 5000, "linger.ms": 0})
+    for i in range(n):
+        producer.produce(topic, b"m-%d" % i, on_delivery=lambda err, msg: errors.append(err))
+    assert producer.flush(15) == 0
+    return errors
+
+
+def test_agent_writes_its_topic_only(acl):
+    before = end_offset(acl, "web")
+    assert produce_errors(acl, "agent", "web") == [None] * 3
+    assert end_offset(acl, "web") == before + 3
+    other = end_offset(acl, "other")
+    errors = produce_errors(acl, "agent", "other")
+    assert {e.code() for e in errors} == {KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    assert end_offset(acl, "other") == other  # a denied produce writes nothing
+    with wire(acl, "agent") as c:  # also when the request reaches the broker
+        r = c.request(ApiKey.PRODUCE, 9, produce_body("other", batch(b"x")))
+    assert r["responses"][0]["partition_responses"][0]["error_code"] == (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
+    assert end_offset(acl, "other") == other
+
+
+def test_agent_cannot_read_create_or_join(acl):
+    with wire(acl, "agent") as c:
+        r = c.request(ApiKey.FETCH, 11, fetch_body("web"))
+        assert r["responses"][0]["partitions"][0]["error_code"] == (
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        )
+        assert r["responses"][0]["partitions"][0]["records"] == b""
+        join = {
+            "group_id": "spark-etl",
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+            "reason": None,
+        }
+        r = c.request(ApiKey.JOIN_GROUP, 5, join)
+        assert r["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    admin = AdminClient(conf(acl, "agent"))
+    with pytest.raises(KafkaException) as e:
+        admin.create_topics([NewTopic("agent-made", 1, 1)])["agent-made"].result(10)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_spark_reads_with_its_group(acl):
+    assert produce_errors(acl, "admin", "web", 2) == [None] * 2
+    consumer = Consumer(
+        {**conf(acl, "spark"), "group.id": "spark-etl", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe(["web"])
+        got = []
+        deadline = 40
+        while len(got) < 2 and deadline:
+            msg = consumer.poll(0.5)
+            deadline -= 1
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+        assert len(got) >= 2
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition("web", 0)], timeout=10)
+        assert committed[0].offset > 0
+    finally:
+        consumer.close()
+
+
+def test_broker_requests_need_cluster_rights(acl):
+    """Replica fetches, cluster admin and SCRAM credentials from a client that is no
+    broker and no super user."""
+    epoch = {
+        "replica_id": 1,
+        "topics": [{"topic": "web", "partitions": [{"partition": 0, "leader_epoch": 0}]}],
+    }
+    with wire(acl, "agent") as c:
+        follower = c.request(ApiKey.FETCH, 11, fetch_body("web") | {"replica_id": 1})
+        epochs = c.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, epoch)
+        cluster = c.request(
+            ApiKey.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False}
+        )
+        elect = c.request(
+            ApiKey.ELECT_LEADERS, 1,
+            {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000},
+        )  # fmt: skip
+        scram = c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+        upsert = {"name": "eve", "mechanism": 2, "iterations": 4096, "salt": b"s" * 16,
+                  "salted_password": b"p" * 64}  # fmt: skip
+        alter = c.request(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [upsert]}
+        )
+    with wire(acl, "admin") as c:
+        scram_by_admin = c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+    assert follower["responses"][0]["partitions"][0]["error_code"] == (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    )
+    assert epochs["topics"][0]["partitions"][0]["error_code"] == (
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    )
+    assert cluster["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert elect["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert scram["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert alter["results"] == [
+        {"user": "eve", "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+    ]
+    assert scram_by_admin["error_code"] == ErrorCode.NONE
+
+
+def test_metadata_reveals_no_topic_names_without_describe(acl):
+    with wire(acl, "nobody") as c:
+        everything = c.request(ApiKey.METADATA, 12, {"topics": None})
+        named = c.request(
+            ApiKey.METADATA,
+            12,
+            {"topics": [{"name": "web", "topic_id": None}, {"name": "nope", "topic_id": None}]},
+        )
+    assert everything["topics"] == []
+    assert [(t["name"], t["error_code"]) for t in named["topics"]] == [
+        ("web", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        ("nope", ErrorCode.TOPIC_AUTHORIZATION_FAILED),  # existing or not: same answer
+    ]
+    with wire(acl, "spark") as c:
+        mine = c.request(ApiKey.METADATA, 12, {"topics": None})
+        # spark may DESCRIBE we* but not CREATE: no auto-creation
+        auto = {"topics": [{"name": "we-new", "topic_id": None}], "allow_auto_topic_creation": True}
+        created = c.request(ApiKey.METADATA, 12, auto)
+    assert [t["name"] for t in mine["topics"]] == ["web"]
+    assert created["topics"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    with wire(acl, "admin") as c:
+        listed = c.request(ApiKey.METADATA, 12, {"topics": None})
+    assert "we-new" not in {t["name"] for t in listed["topics"]}
+
+
+def test_super_user_does_everything(acl):
+    admin = AdminClient(conf(acl, "admin"))
+    admin.create_topics([NewTopic("admin-made", 1, 1)])["admin-made"].result(10)
+    assert produce_errors(acl, "admin", "admin-made", 1) == [None]
+    with wire(acl, "admin") as c:
+        r = c.request(ApiKey.FETCH, 11, fetch_body("admin-made"))
+    assert r["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+    admin.delete_topics(["admin-made"])["admin-made"].result(10)
+
+
+def test_acl_apis_round_trip_and_refusals(acl):
+    admin = AdminClient(conf(acl, "admin"))
+    everything = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+        AclOperation.ANY, AclPermissionType.ANY,
+    )  # fmt: skip
+    found = admin.describe_acls(everything).result(10)
+    assert {(b.name, b.principal, b.operation) for b in found} >= {
+        ("web", "User:agent", AclOperation.WRITE),
+        ("we", "User:spark", AclOperation.READ),
+        ("spark-", "User:spark", AclOperation.READ),
+    }
+    matching = AclBindingFilter(
+        ResourceType.TOPIC, "web", ResourcePatternType.MATCH, None, None,
+        AclOperation.ANY, AclPermissionType.ANY,
+    )  # fmt: skip
+    assert {b.principal for b in admin.describe_acls(matching).result(10)} == {
+        "User:agent",
+        "User:spark",
+    }
+    temp = AclBinding(ResourceType.TOPIC, "tmp", ResourcePatternType.LITERAL, "User:x", "*",
+                      AclOperation.READ, AclPermissionType.DENY)  # fmt: skip
+    admin.create_acls([temp])[temp].result(10)
+    only = AclBindingFilter(
+        ResourceType.TOPIC, "tmp", ResourcePatternType.LITERAL, None, None,
+        AclOperation.ANY, AclPermissionType.ANY,
+    )  # fmt: skip
+    deleted = list(admin.delete_acls([only]).values())[0].result(10)
+    assert deleted == [temp]
+    assert admin.describe_acls(only).result(10) == []
+    anonymous = AdminClient({"bootstrap.servers": f"127.0.0.1:{acl.plain}"})  # PLAINTEXT
+    with pytest.raises(KafkaException) as e:
+        anonymous.create_acls([temp])[temp].result(10)
+    assert e.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # librdkafka drops DescribeAcls' top-level error (an empty list comes back): the
+    # refusal is checked on the wire.
+    with WireClient(acl.plain) as c:
+        r = c.request(ApiKey.DESCRIBE_ACLS, 1, _describe_all())
+    assert (r["error_code"], r["resources"]) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    with WireClient(acl.plain) as c:
+        r = c.request(ApiKey.DESCRIBE_ACLS, 1, _describe_all() | {"operation": 0})
+    assert r["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # authorization first
+    with wire(acl, "admin") as c:
+        r = c.request(ApiKey.DESCRIBE_ACLS, 1, _describe_all() | {"operation": 0})
+    assert r["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def _describe_all() -> dict:
+    return {
+        "resource_type_filter": 1,
+        "resource_name_filter": None,
+        "pattern_type_filter": 1,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 1,
+        "permission_type": 1,
+    }
+
+
+def test_acls_survive_a_restart(acl):
+    acl.broker.restart()
+    wait_for_port(acl.mutual, proc=acl.broker.proc)
+    assert produce_errors(acl, "agent", "web", 1) == [None]
+    errors = produce_errors(acl, "agent", "other", 1)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_logflume_acls_cli(acl, tmp_path):
+    props = tmp_path / "admin.properties"
+    props.write_text(
+        "security.protocol=SSL\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={acl.ca}\n"
+        f"ssl.keystore.type=PEM\nssl.keystore.location={acl.dir / 'admin.pem'}\n"
+    )
+    b = ["--bootstrap-server", f"127.0.0.1:{acl.mutual}", "--command-config", str(props)]
+    r = lf("acls", *b, "--add", "--allow-principal", "User:etl", "--consumer",
+           "--topic", "cli-", "--group", "etl", "--resource-pattern-type", "prefixed")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    listed = lf("acls", *b, "--list", "--topic", "cli-", "--resource-pattern-type", "prefixed")
+    assert listed.returncode == 0, listed.stderr
+    text = listed.stdout.decode()
+    assert (
+        "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=cli-, "
+        "patternType=PREFIXED)`:"
+    ) in text
+    assert "(principal=User:etl, host=*, operation=READ, permissionType=ALLOW)" in text
+    assert "(principal=User:etl, host=*, operation=DESCRIBE, permissionType=ALLOW)" in text
+    everything = lf("acls", *b, "--list", "--principal", "User:etl").stdout.decode()
+    assert "name=etl, patternType=PREFIXED" in everything and "name=web" not in everything
+    kept = lf("acls", *b, "--remove", "--topic", "cli-", "--resource-pattern-type", "prefixed",
+              input=b"n\n")  # fmt: skip
+    assert kept.returncode == 0
+    assert "User:etl" in lf("acls", *b, "--list", "--topic", "cli-",
+                            "--resource-pattern-type", "prefixed").stdout.decode()  # fmt: skip
+    r = lf("acls", *b, "--remove", "--force", "--topic", "cli-", "--group", "etl",
+           "--resource-pattern-type", "prefixed")  # fmt: skip
+    assert r.returncode == 0 and b"operation=READ" in r.stdout, r.stderr
+    assert "User:etl" not in lf("acls", *b, "--list").stdout.decode()
+    denied = lf("acls", "--bootstrap-server", f"127.0.0.1:{acl.plain}", "--add",
+                "--allow-principal", "User:x", "--topic", "t")  # fmt: skip
+    assert denied.returncode == 1 and b"uthoriz" in denied.stderr

@@ -44,7 +44,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 test: $(STAMP) system-deps $(NODE_CLIENTS) $(WHEELHOUSE_STAMP) lint
-	$(BIN)/pytest -m "not soak" -n 2 --dist loadgroup --durations=60
+	$(BIN)/pytest -m "not soak" -n 2 --durations=60
 
 soak: $(STAMP) system-deps
 	$(BIN)/pytest -m soak

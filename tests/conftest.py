@@ -8,24 +8,33 @@ from testkit.procs import BrokerProcess
 
 ASYNC_TEST_TIMEOUT_S = 60
 
-# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). A group
-# runs whole on one worker: each module is a group (its module-scoped brokers and
-# clusters start once); all Spark tests are one group, sharing one JVM; tests/deploy is
-# one group, because its modules build the project's wheel in the checkout. The Spark
-# group, the longest, is handed out first so that it does not end the run alone.
+# `make test` runs the suite on two workers (pytest-xdist). A group of tests runs whole
+# on one worker: each module is a group (its module-scoped brokers and clusters start
+# once); all Spark tests are one group, sharing one JVM; tests/deploy is one group,
+# because its modules build the project's wheel in the checkout and install a .deb.
+# The Spark group, the longest, is handed out first so that it does not end the run
+# alone. (xdist's own `--dist loadgroup` marks cannot do this with pytest 9.2, which
+# no longer lets a plugin rename a test's node id.)
 SHARED_GROUPS = ("tests/spark_etl/", "tests/deploy/")
 
 
-def _group(item) -> str:
-    path = item.nodeid.split("::", 1)[0]
+def _group(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
     return next((g for g in SHARED_GROUPS if path.startswith(g)), path)
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-    items.sort(key=lambda item: _group(item) != SHARED_GROUPS[0])
+    items.sort(key=lambda item: _group(item.nodeid) != SHARED_GROUPS[0])
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -175,7 +175,9 @@ def test_broker_logs_json_lines_and_stops_on_sigterm(tmp_path):
     out = Lines(proc.stderr)
     try:
         listening = wait_until(
-            lambda: out.find("listening on"), 60, lambda: f"the broker to listen:\n{out.lines}"
+            lambda: out.find("listener PLAINTEXT (PLAINTEXT) on"),
+            60,
+            lambda: f"the broker to listen:\n{out.lines}",
         )
         assert listening["logger"].startswith("broker") and listening["level"] == "INFO"
         assert listening["pid"] == proc.pid

@@ -65,17 +65,8 @@ def find_copy(
     if fp_len < MIN_CONTENT_MATCH:
         return None
     plain, compressed = [], []
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return None
-    for entry in entries:
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        key = (st.st_dev, st.st_ino)
-        if not stat.S_ISREG(st.st_mode) or key in known:
+    for entry, st in _regular_files(directory):
+        if (st.st_dev, st.st_ino) in known:
             continue
         if entry.name.endswith(".gz"):
             compressed.append((st.st_mtime, entry.path, st))
@@ -92,18 +83,28 @@ def find_copy(
 def find_renamed(directory: str, key: tuple[int, int], fp_len: int, fp_crc: int) -> Copy | None:
     """The regular file with identity `key` (dev, ino) in `directory`, opened, when
     its first bytes still have the fingerprint; None when it is not there."""
+    for entry, st in _regular_files(directory):
+        if (st.st_dev, st.st_ino) == key:
+            return _open_match(entry.path, st, fp_len, fp_crc, False)
+    return None
+
+
+def _regular_files(directory: str) -> list[tuple[os.DirEntry, os.stat_result]]:
+    """(entry, lstat) of each regular file in `directory`; none when it cannot be
+    listed, and files that vanish or cannot be stat'ed while listing are skipped."""
     try:
         entries = list(os.scandir(directory))
     except OSError:
-        return None
+        return []
+    found = []
     for entry in entries:
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if (st.st_dev, st.st_ino) == key and stat.S_ISREG(st.st_mode):
-            return _open_match(entry.path, st, fp_len, fp_crc, False)
-    return None
+        if stat.S_ISREG(st.st_mode):
+            found.append((entry, st))
+    return found
 
 
 def _open_match(

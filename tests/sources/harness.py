@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -136,3 +138,20 @@ class Harness:
 
     async def wait_lines(self, n: int, limit: float = 20.0) -> None:
         await self.wait_for(lambda: len(self.events) >= n, limit, f"{n} events")
+
+
+async def run_logrotate(tmp_path: Path, log: Path, mode: str) -> None:
+    """Rotate `log` once with the real logrotate (forced), in `mode` ("create" or
+    "copytruncate"), keeping compressed generations with delaycompress as nginx
+    deployments do; its state and config go under `tmp_path`."""
+    lr = shutil.which("logrotate")
+    assert lr, "logrotate is installed by deploy/system-deps.sh"
+    conf = tmp_path / "logrotate.conf"
+    conf.write_text(f"{log} {{\n  {mode}\n  compress\n  delaycompress\n  rotate 3\n}}\n")
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [lr, "-f", "-s", str(tmp_path / "logrotate.state"), str(conf)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr

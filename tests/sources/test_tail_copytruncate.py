@@ -7,11 +7,10 @@ import gzip
 import logging
 import os
 import shutil
-import subprocess
 
 import pytest
 
-from tests.sources.harness import FakeMetrics, Harness
+from tests.sources.harness import FakeMetrics, Harness, run_logrotate
 from tests.sources.test_tail import append, lines, logdir, tail
 from tests.sources.test_tail_rotation import Writer
 
@@ -139,12 +138,8 @@ async def test_restart_while_finishing_the_copy(tmp_path):
 
 
 async def test_real_logrotate_copytruncate_while_writing(tmp_path):
-    lr = shutil.which("logrotate")
-    assert lr, "logrotate is installed by deploy/system-deps.sh"
     d = logdir(tmp_path)
     log = d / "access.log"
-    conf = tmp_path / "logrotate.conf"
-    conf.write_text(f"{log} {{\n  copytruncate\n  compress\n  delaycompress\n  rotate 3\n}}\n")
     metrics = FakeMetrics()
     h = Harness(tail(tmp_path, metrics, paths=[str(log)], read_chunk_bytes=16384))
     h.gate = asyncio.Event()
@@ -158,13 +153,7 @@ async def test_real_logrotate_copytruncate_while_writing(tmp_path):
     await h.wait_for(
         lambda: writer.written > behind_from + 2000 or not writer.is_alive(), what="writer ahead"
     )
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [lr, "-f", "-s", str(tmp_path / "logrotate.state"), str(conf)],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
+    await run_logrotate(tmp_path, log, "copytruncate")
     on_copy = (d / "access.log.1").read_bytes().splitlines()
     assert read_lines(metrics) < len(on_copy)  # the tail was behind at the rotation
     h.gate.set()

@@ -8,12 +8,10 @@ import asyncio
 import gzip
 import logging
 import os
-import shutil
-import subprocess
 
 import pytest
 
-from tests.sources.harness import FakeMetrics, Harness
+from tests.sources.harness import FakeMetrics, Harness, run_logrotate
 from tests.sources.test_tail import append, lines, tail
 from tests.sources.test_tail_copytruncate import LINE, WIDTH, N, numbers_by_path, start_behind
 
@@ -154,22 +152,12 @@ async def test_rename_while_running_and_behind(tmp_path):
 async def test_real_logrotate_create_with_a_restart(tmp_path):
     """logrotate in `create` mode while the agent is down and behind, the writer
     (like nginx before its reopen signal) still appending to the renamed file."""
-    lr = shutil.which("logrotate")
-    assert lr, "logrotate is installed by deploy/system-deps.sh"
     log, h = start_behind(tmp_path, FakeMetrics())
     await h.wait_lines(300)
     await h.stop()
     delivered = len(h.events)
-    conf = tmp_path / "logrotate.conf"
-    conf.write_text(f"{log} {{\n  create\n  compress\n  delaycompress\n  rotate 3\n}}\n")
     fd = os.open(log, os.O_WRONLY | os.O_APPEND)  # the writer's descriptor
-    result = await asyncio.to_thread(
-        subprocess.run,
-        [lr, "-f", "-s", str(tmp_path / "logrotate.state"), str(conf)],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
+    await run_logrotate(tmp_path, log, "create")
     assert log.stat().st_size == 0 and log.with_name("access.log.1").exists()
     os.write(fd, lines("a", 100, start=N, width=WIDTH))  # before the reopen: old file
     os.close(fd)

@@ -116,6 +116,15 @@ def translate(props: dict[str, str]) -> dict[str, str]:
     return out | props
 
 
+def admin_client(args):
+    """A confluent-kafka AdminClient for `args` (client_config, with the command's
+    --timeout-ms as its socket timeout). Raises CommandConfigError, KafkaException or
+    ValueError; describe_error() words them."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(client_config(args, **{"socket.timeout.ms": args.timeout_ms}))
+
+
 def describe_error(exc: Exception) -> str:
     """The message of a confluent-kafka exception (its KafkaError's text)."""
     err = exc.args[0] if exc.args else exc

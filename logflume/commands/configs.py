@@ -81,14 +81,12 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 def run(args) -> int:
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
     timeout = args.timeout_ms / 1000
     try:
         added = parse_add_config(args.add_config)
         deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]
-        conf = client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
-        admin = AdminClient(conf)
+        admin = client_config.admin_client(args)
     except (client_config.CommandConfigError, KafkaException, ValueError) as e:
         return fail(client_config.describe_error(e))
     if args.alter and not (added or deleted):

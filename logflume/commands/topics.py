@@ -74,7 +74,6 @@ def fail(message: str) -> int:
 
 def run(args) -> int:
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
     if (args.create or args.delete or args.alter) and not args.topic:
         return fail("--topic is required with --create, --alter and --delete")
@@ -88,9 +87,7 @@ def run(args) -> int:
         configs[key] = value
     timeout = args.timeout_ms / 1000
     try:
-        admin = AdminClient(
-            client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
-        )
+        admin = client_config.admin_client(args)
     except (client_config.CommandConfigError, KafkaException, ValueError) as e:
         return fail(client_config.describe_error(e))
     try:

@@ -96,13 +96,10 @@ def _password(args) -> str:
 
 def run(args) -> int:
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
 
     timeout = args.timeout_ms / 1000
     try:
-        admin = AdminClient(
-            client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
-        )
+        admin = client_config.admin_client(args)
     except (client_config.CommandConfigError, KafkaException, ValueError) as e:
         return fail(client_config.describe_error(e))
     try:

@@ -8,13 +8,11 @@ authentication and hostile SASL frames close the connection and leave the broker
 serving; `logflume users` and `logflume configs --entity-type users` manage SCRAM
 users; SCRAM users survive a restart."""
 
-import asyncio
 import struct
-import subprocess
 import types
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
@@ -26,11 +24,17 @@ from confluent_kafka.admin import (
 
 from broker.protocol import ApiKey, ErrorCode
 from common import certs
-from common.aio import within
 from common.hostport import free_port
 from testkit.procs import BrokerProcess, wait_for_port, wait_until
 from testkit.scrape import scrape
 from tests.broker.server.wire import WireClient, batch, produce_body
+from tests.interop.secure_clients import (
+    aiokafka_round_trip,
+    confluent_round_trip,
+    end_offset,
+    kafka_python_round_trip,
+    kcat_round_trip,
+)
 from tests.logflume.test_commands_clients import lf
 
 PLAIN_JAAS = (
@@ -109,44 +113,15 @@ def _create(sasl, name: str) -> None:
     sasl.admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
 
 
-def _end_offset(sasl, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{sasl.plain}", "group.id": "offsets"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        consumer.close()
-
-
 @pytest.mark.parametrize("mechanism", list(USERS))
 def test_confluent_kafka_produces_and_consumes_in_a_group(sasl, mechanism):
-    topic = f"ck-{mechanism}"
     conf = _rdkafka(sasl, mechanism, *USERS[mechanism])
-    producer = Producer({**conf, "acks": "all", "linger.ms": 5})
-    for i in range(500):
-        producer.produce(topic, b"v-%d" % i)
-    assert producer.flush(15) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values = []
-    try:
-        wait_until(
-            lambda: (
-                values.extend(m.value() for m in consumer.consume(500, 0.2) if not m.error())
-                or len(values) >= 500
-            ),
-            timeout=20,
-            what="500 records over SASL_SSL",
-        )
-    finally:
-        consumer.close()
+    values, _ = confluent_round_trip(conf, f"ck-{mechanism}", 500, "500 records over SASL_SSL")
     assert sorted(values) == sorted(b"v-%d" % i for i in range(500))
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_kafka_python_over_sasl_ssl(sasl, mechanism):
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KTP
-
     topic = f"kp-{mechanism}"
     _create(sasl, topic)
     user, password = USERS[mechanism]
@@ -158,78 +133,32 @@ def test_kafka_python_over_sasl_ssl(sasl, mechanism):
         "sasl_plain_username": user,
         "sasl_plain_password": password,
     }
-    producer = KafkaProducer(**conf, acks="all")
-    for i in range(300):
-        producer.send(topic, b"kp-%d" % i)
-    producer.flush(15)
-    producer.close()
-    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=3000)
-    consumer.assign([KTP(topic, 0)])
-    consumer.seek_to_beginning()
-    values = [m.value for m in consumer]
-    consumer.close()
-    assert values == [b"kp-%d" % i for i in range(300)]
+    assert kafka_python_round_trip(conf, topic, 300) == [b"kp-%d" % i for i in range(300)]
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_aiokafka_over_sasl_ssl(sasl, mechanism):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as ATP
     from aiokafka.helpers import create_ssl_context
 
     topic = f"aio-{mechanism}"
     _create(sasl, topic)
     user, password = USERS[mechanism]
-
-    async def main():
-        conf = {
-            "bootstrap_servers": f"127.0.0.1:{sasl.sasl_ssl}",
-            "security_protocol": "SASL_SSL",
-            "ssl_context": create_ssl_context(cafile=sasl.ca),
-            "sasl_mechanism": mechanism,
-            "sasl_plain_username": user,
-            "sasl_plain_password": password,
-        }
-        producer = AIOKafkaProducer(**conf, acks="all")
-        await producer.start()
-        try:
-            for i in range(200):
-                await producer.send(topic, b"aio-%d" % i)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**conf, enable_auto_commit=False, group_id=None)
-        await consumer.start()
-        try:
-            consumer.assign([ATP(topic, 0)])
-            await consumer.seek_to_beginning(ATP(topic, 0))
-            values = []
-            while len(values) < 200:
-                got = await within(consumer.getmany(timeout_ms=500), 10)
-                values += [m.value for msgs in got.values() for m in msgs]
-            return values
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(main()) == [b"aio-%d" % i for i in range(200)]
+    conf = {
+        "bootstrap_servers": f"127.0.0.1:{sasl.sasl_ssl}",
+        "security_protocol": "SASL_SSL",
+        "ssl_context": create_ssl_context(cafile=sasl.ca),
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
+    assert aiokafka_round_trip(conf, topic, 200) == [b"aio-%d" % i for i in range(200)]
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_kcat_over_sasl_ssl(sasl, mechanism):
     conf = _rdkafka(sasl, mechanism, *USERS[mechanism])
-    args = ["-b", conf.pop("bootstrap.servers")]
-    for key, value in conf.items():
-        args += ["-X", f"{key}={value}"]
-    topic = f"kcat-{mechanism}"
-    lines = "".join(f"line-{i}\n" for i in range(300))
-    subprocess.run(["kcat", *args, "-P", "-t", topic], input=lines.encode(), check=True, timeout=30)
-    out = subprocess.run(
-        ["kcat", *args, "-C", "-t", topic, "-e", "-o", "beginning", "-q"],
-        capture_output=True,
-        check=True,
-        timeout=30,
-    ).stdout.decode()
-    assert out.splitlines() == [f"line-{i}" for i in range(300)]
+    lines = kcat_round_trip(conf, f"kcat-{mechanism}", 300)
+    assert lines == [f"line-{i}" for i in range(300)]
 
 
 def _failures(sasl, mechanism: str) -> float:
@@ -267,7 +196,7 @@ def test_bad_credentials_are_refused_counted_and_write_nothing(
     producer.purge()
     assert producer.flush(1) == 0
     wait_until(lambda: _failures(sasl, mechanism) > before, timeout=10, what="failure counted")
-    assert _end_offset(sasl, topic) == 0
+    assert end_offset(sasl.plain, topic) == 0
     log = sasl.broker.log_text()
     assert f"failed authentication of user '{user}'" in log
     assert password not in log

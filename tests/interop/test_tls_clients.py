@@ -5,23 +5,27 @@ certs` writes). confluent-kafka, kafka-python, aiokafka and kcat produce and con
 over TLS; Metadata and FindCoordinator name the port of the listener asked; clients
 that must be refused are, without harm to the broker."""
 
-import asyncio
 import os
 import ssl
-import subprocess
 import types
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol import ApiKey
 from common import certs
-from common.aio import within
 from common.hostport import free_port
 from testkit.procs import BrokerProcess, wait_for_port, wait_until
 from testkit.scrape import scrape
 from tests.broker.server.wire import WireClient, batch, fetch_body, produce_body
+from tests.interop.secure_clients import (
+    aiokafka_round_trip,
+    confluent_round_trip,
+    end_offset,
+    kafka_python_round_trip,
+    kcat_round_trip,
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,37 +87,13 @@ def _create(tls, name: str, partitions: int = 1) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
 
 
-def _end_offset(tls, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{tls.plain}", "group.id": "offsets"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        consumer.close()
-
-
 @pytest.mark.parametrize("mutual", [False, True], ids=["ssl", "mtls"])
 def test_confluent_kafka_produces_and_consumes_in_a_group(tls, mutual):
     topic = f"ck-{'m' if mutual else 's'}"
     conf = _rdkafka(tls, mutual)
-    producer = Producer({**conf, "acks": "all", "linger.ms": 5})
-    for i in range(1000):
-        producer.produce(topic, b"v-%d" % i)
-    assert producer.flush(15) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values = []
-    try:
-        wait_until(
-            lambda: (
-                values.extend(m.value() for m in consumer.consume(500, 0.2) if not m.error())
-                or len(values) >= 1000
-            ),
-            timeout=20,
-            what="1000 records over TLS",
-        )
-        brokers = consumer.list_topics(timeout=5).brokers
-    finally:
-        consumer.close()
+    values, brokers = confluent_round_trip(
+        conf, topic, 1000, "1000 records over TLS", list_brokers=True
+    )
     assert sorted(values) == sorted(b"v-%d" % i for i in range(1000))
     port = tls.mutual if mutual else tls.secure
     assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", port)]
@@ -137,9 +117,6 @@ def test_metadata_and_coordinator_name_the_listener_asked(tls):
 
 @pytest.mark.parametrize("mutual", [False, True], ids=["ssl", "mtls"])
 def test_kafka_python_over_tls(tls, mutual):
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KTP
-
     topic = f"kp-{'m' if mutual else 's'}"
     _create(tls, topic)
     conf = {
@@ -152,73 +129,28 @@ def test_kafka_python_over_tls(tls, mutual):
             "ssl_certfile": str(tls.dir / "web1.crt"),
             "ssl_keyfile": str(tls.dir / "web1.key"),
         }
-    producer = KafkaProducer(**conf, acks="all")
-    for i in range(300):
-        producer.send(topic, b"kp-%d" % i)
-    producer.flush(15)
-    producer.close()
-    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=3000)
-    consumer.assign([KTP(topic, 0)])
-    consumer.seek_to_beginning()
-    values = [m.value for m in consumer]
-    consumer.close()
-    assert values == [b"kp-%d" % i for i in range(300)]
+    assert kafka_python_round_trip(conf, topic, 300) == [b"kp-%d" % i for i in range(300)]
 
 
 @pytest.mark.parametrize("mutual", [False, True], ids=["ssl", "mtls"])
 def test_aiokafka_over_tls(tls, mutual):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as ATP
     from aiokafka.helpers import create_ssl_context
 
     topic = f"aio-{'m' if mutual else 's'}"
     _create(tls, topic)
     files = {"certfile": str(tls.dir / "web1.crt"), "keyfile": str(tls.dir / "web1.key")}
-    bootstrap = f"127.0.0.1:{tls.mutual if mutual else tls.secure}"
-
-    async def main():
-        context = create_ssl_context(cafile=tls.ca, **(files if mutual else {}))
-        conf = {"bootstrap_servers": bootstrap, "security_protocol": "SSL", "ssl_context": context}
-        producer = AIOKafkaProducer(**conf, acks="all")
-        await producer.start()
-        try:
-            for i in range(200):
-                await producer.send(topic, b"aio-%d" % i)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**conf, enable_auto_commit=False, group_id=None)
-        await consumer.start()
-        try:
-            consumer.assign([ATP(topic, 0)])
-            await consumer.seek_to_beginning(ATP(topic, 0))
-            values = []
-            while len(values) < 200:
-                got = await within(consumer.getmany(timeout_ms=500), 10)
-                values += [m.value for msgs in got.values() for m in msgs]
-            return values
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(main()) == [b"aio-%d" % i for i in range(200)]
+    conf = {
+        "bootstrap_servers": f"127.0.0.1:{tls.mutual if mutual else tls.secure}",
+        "security_protocol": "SSL",
+        "ssl_context": create_ssl_context(cafile=tls.ca, **(files if mutual else {})),
+    }
+    assert aiokafka_round_trip(conf, topic, 200) == [b"aio-%d" % i for i in range(200)]
 
 
 @pytest.mark.parametrize("mutual", [False, True], ids=["ssl", "mtls"])
 def test_kcat_over_tls(tls, mutual):
-    conf = _rdkafka(tls, mutual)
-    args = ["-b", conf.pop("bootstrap.servers")]
-    for key, value in conf.items():
-        args += ["-X", f"{key}={value}"]
-    topic = f"kcat-{'m' if mutual else 's'}"
-    lines = "".join(f"line-{i}\n" for i in range(500))
-    subprocess.run(["kcat", *args, "-P", "-t", topic], input=lines.encode(), check=True, timeout=30)
-    out = subprocess.run(
-        ["kcat", *args, "-C", "-t", topic, "-e", "-o", "beginning", "-q"],
-        capture_output=True,
-        check=True,
-        timeout=30,
-    ).stdout.decode()
-    assert out.splitlines() == [f"line-{i}" for i in range(500)]
+    lines = kcat_round_trip(_rdkafka(tls, mutual), f"kcat-{'m' if mutual else 's'}", 500)
+    assert lines == [f"line-{i}" for i in range(500)]
 
 
 def _produce_raw(tls, context: ssl.SSLContext | None, port: int, topic: str) -> str:
@@ -259,14 +191,14 @@ def test_refused_clients_write_nothing_and_the_broker_keeps_serving(tls):
         timeout=10,
         what="four handshake failures counted",
     )
-    assert _end_offset(tls, topic) == 0
+    assert end_offset(tls.plain, topic) == 0
     log = tls.broker.log_text()
     assert "TLS handshake with" in log and "Traceback" not in log
     assert "certificate has expired" in log  # the reason is told, once per connection
     assert tls.broker.proc.poll() is None
     assert _produce_raw(tls, None, tls.plain, topic) == "answered"
     assert _produce_raw(tls, mutual_client("web1"), tls.mutual, topic) == "answered"
-    assert _end_offset(tls, topic) == 2
+    assert end_offset(tls.plain, topic) == 2
 
 
 def test_a_large_fetch_over_tls_returns_the_bytes_plaintext_returns(tls):

@@ -15,7 +15,7 @@ from broker.protocol import ApiKey, ErrorCode
 from common import certs
 from common.hostport import free_port
 from tests.broker.server.wire import WireClient
-from tests.cluster.util import create_topic, producer, wait_until
+from tests.cluster.util import create_topic, mutual_tls_settings, producer, wait_until
 
 AGENT = "User:CN=agent,O=logflume"
 
@@ -44,17 +44,7 @@ def test_acls_replicate_and_are_enforced_everywhere(cluster_factory, tmp_path):
         ssl_ports[i] = free_port()
         return {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:{ssl_ports[i]}"}
 
-    settings = {
-        "inter.broker.listener.name": "SSL",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(
-            certs.write_keystore(
-                d, "broker", certs.issue(ca, "broker", hosts=["127.0.0.1"], server=True)
-            )
-        ),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.write_ca(d, ca)),
-        "ssl.client.auth": "required",
+    settings = mutual_tls_settings(d, ca) | {
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:CN=broker,O=logflume;User:ANONYMOUS",
     }

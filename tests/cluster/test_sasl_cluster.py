@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
 from common import certs
 from common.hostport import free_port
 from testkit.scrape import scrape
-from tests.cluster.util import consume_all, create_topic, producer, wait_until
+from tests.cluster.util import create_topic, replicate_through_a_leader_kill, wait_until
 
 SCRAM_JAAS = (
     "org.apache.kafka.common.security.scram.ScramLoginModule required "
@@ -119,17 +119,4 @@ def test_replication_over_sasl_ssl_and_users_in_zookeeper(cluster_factory, tmp_p
         mechanism="SCRAM-SHA-512",
     )
     assert logins >= (3 if leader == 2 else 2)  # both followers' fetchers (+ alice on 2)
-    p = producer(cluster, acks="all")
-    for i in range(500):
-        p.produce(topic, b"%d" % i)
-    assert p.flush(20) == 0
-    victim = cluster.zk.state(topic)["leader"]
-    cluster.brokers[victim].kill()
-    wait_until(lambda: cluster.zk.state(topic)["leader"] not in (-1, victim), what="a new leader")
-    for i in range(500, 1000):
-        p.produce(topic, b"%d" % i)
-    assert p.flush(30) == 0
-    cluster.brokers[victim].start()
-    wait_until(lambda: len(cluster.zk.state(topic)["isr"]) == 3, what="the ISR full again")
-    values = consume_all(cluster, topic, 1000, timeout=30)
-    assert sorted(int(v) for v in values) == list(range(1000))
+    replicate_through_a_leader_kill(cluster, topic)

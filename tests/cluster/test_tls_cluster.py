@@ -6,26 +6,14 @@ import orjson
 
 from common import certs
 from common.hostport import free_port
-from tests.cluster.util import consume_all, create_topic, producer, wait_until
+from tests.cluster.util import create_topic, mutual_tls_settings, replicate_through_a_leader_kill
 
 
 def test_replication_over_tls_survives_a_leader_kill(cluster_factory, tmp_path):
     d = tmp_path / "certs"
     ca = certs.new_ca()
-    tls = {
-        "inter.broker.listener.name": "SSL",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(
-            certs.write_keystore(
-                d, "broker", certs.issue(ca, "broker", hosts=["127.0.0.1"], server=True)
-            )
-        ),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.write_ca(d, ca)),
-        "ssl.client.auth": "required",
-    }
     cluster = cluster_factory(
-        settings=tls,
+        settings=mutual_tls_settings(d, ca),
         per_broker=lambda i: {
             "listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:{free_port()}"
         },
@@ -37,18 +25,6 @@ def test_replication_over_tls_survives_a_leader_kill(cluster_factory, tmp_path):
 
     topic = "over-tls"
     create_topic(cluster, topic)  # waits for a full ISR: the followers fetch over TLS
-    p = producer(cluster, acks="all")
-    for i in range(500):
-        p.produce(topic, b"%d" % i)
-    assert p.flush(20) == 0
-    victim = cluster.zk.state(topic)["leader"]
-    cluster.brokers[victim].kill()
-    wait_until(lambda: cluster.zk.state(topic)["leader"] not in (-1, victim), what="a new leader")
-    for i in range(500, 1000):
-        p.produce(topic, b"%d" % i)
-    assert p.flush(30) == 0
-    # Back, it catches up over TLS; then a group can be made (__consumer_offsets has RF 3).
-    cluster.brokers[victim].start()
-    wait_until(lambda: len(cluster.zk.state(topic)["isr"]) == 3, what="the ISR full again")
-    values = consume_all(cluster, topic, 1000, timeout=30)
-    assert sorted(int(v) for v in values) == list(range(1000))
+    # The victim, back, catches up over TLS; then a group can be made
+    # (__consumer_offsets has RF 3).
+    replicate_through_a_leader_kill(cluster, topic)

@@ -7,6 +7,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from common import certs
 from testkit.procs import wait_until  # noqa: F401  (the cluster tests import it from here)
 
 
@@ -107,3 +108,38 @@ def consume_all(cluster, topic: str, expected_at_least: int, timeout: float = 60
     finally:
         c.close()
     return values
+
+
+def mutual_tls_settings(d, ca) -> dict:
+    """Broker settings for replication over mutual TLS on the SSL listener: every
+    broker's certificate `broker` (CN=broker) issued by `ca`, written under `d` with
+    the CA (`d`/ca.crt)."""
+    broker = certs.issue(ca, "broker", hosts=["127.0.0.1"], server=True)
+    return {
+        "inter.broker.listener.name": "SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs.write_keystore(d, "broker", broker)),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certs.write_ca(d, ca)),
+        "ssl.client.auth": "required",
+    }
+
+
+def replicate_through_a_leader_kill(cluster, topic: str) -> None:
+    """Produce 500 values with acks=all, kill the leader of `topic`-0, produce 500 more
+    to its successor, restart the victim and wait for the full ISR (it catches up by
+    replication), then check every value is there."""
+    p = producer(cluster, acks="all")
+    for i in range(500):
+        p.produce(topic, b"%d" % i)
+    assert p.flush(20) == 0
+    victim = cluster.zk.state(topic)["leader"]
+    cluster.brokers[victim].kill()
+    wait_until(lambda: cluster.zk.state(topic)["leader"] not in (-1, victim), what="a new leader")
+    for i in range(500, 1000):
+        p.produce(topic, b"%d" % i)
+    assert p.flush(30) == 0
+    cluster.brokers[victim].start()
+    wait_until(lambda: len(cluster.zk.state(topic)["isr"]) == 3, what="the ISR full again")
+    values = consume_all(cluster, topic, 1000, timeout=30)
+    assert sorted(int(v) for v in values) == list(range(1000))

@@ -109,6 +109,19 @@ def _rdkafka(sasl, mechanism: str, user: str, password: str) -> dict:
     }
 
 
+def _python_client(sasl, mechanism: str) -> dict:
+    """The SASL_SSL settings kafka-python and aiokafka share (each takes the CA its
+    own way), for the user of `mechanism`."""
+    user, password = USERS[mechanism]
+    return {
+        "bootstrap_servers": f"127.0.0.1:{sasl.sasl_ssl}",
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
+
+
 def _create(sasl, name: str) -> None:
     sasl.admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
 
@@ -124,15 +137,7 @@ def test_confluent_kafka_produces_and_consumes_in_a_group(sasl, mechanism):
 def test_kafka_python_over_sasl_ssl(sasl, mechanism):
     topic = f"kp-{mechanism}"
     _create(sasl, topic)
-    user, password = USERS[mechanism]
-    conf = {
-        "bootstrap_servers": f"127.0.0.1:{sasl.sasl_ssl}",
-        "security_protocol": "SASL_SSL",
-        "ssl_cafile": sasl.ca,
-        "sasl_mechanism": mechanism,
-        "sasl_plain_username": user,
-        "sasl_plain_password": password,
-    }
+    conf = _python_client(sasl, mechanism) | {"ssl_cafile": sasl.ca}
     assert kafka_python_round_trip(conf, topic, 300) == [b"kp-%d" % i for i in range(300)]
 
 
@@ -142,15 +147,7 @@ def test_aiokafka_over_sasl_ssl(sasl, mechanism):
 
     topic = f"aio-{mechanism}"
     _create(sasl, topic)
-    user, password = USERS[mechanism]
-    conf = {
-        "bootstrap_servers": f"127.0.0.1:{sasl.sasl_ssl}",
-        "security_protocol": "SASL_SSL",
-        "ssl_context": create_ssl_context(cafile=sasl.ca),
-        "sasl_mechanism": mechanism,
-        "sasl_plain_username": user,
-        "sasl_plain_password": password,
-    }
+    conf = _python_client(sasl, mechanism) | {"ssl_context": create_ssl_context(cafile=sasl.ca)}
     assert aiokafka_round_trip(conf, topic, 200) == [b"aio-%d" % i for i in range(200)]
 
 

@@ -29,7 +29,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.cluster.zk import ZkSession
 from broker.security.acl import (
-    Entry,
+    Entries,
     PatternType,
     Resource,
     entries_from_json,
@@ -45,8 +45,6 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
-
-Entries = frozenset[Entry]
 
 
 def acl_path(r: Resource) -> str:

@@ -91,6 +91,9 @@ class Entry:
     permission: Permission
 
 
+Entries = frozenset[Entry]  # one resource's entries, as the ACL stores hold them
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class AclBinding:
     resource: Resource
@@ -275,7 +278,7 @@ def entries_to_json(entries: Iterable[Entry]) -> dict:
     }
 
 
-def entries_from_json(raw: dict) -> frozenset[Entry]:
+def entries_from_json(raw: dict) -> Entries:
     return frozenset(
         Entry(
             a["principal"],

@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from broker.security.acl import (
-    Entry,
+    Entries,
     PatternType,
     Resource,
     entries_from_json,
@@ -29,8 +29,6 @@ from broker.security.acl import (
 from common.fsutil import atomic_write
 
 log = logging.getLogger(__name__)
-
-Entries = frozenset[Entry]
 
 
 def resource_key(r: Resource) -> str:

@@ -1,0 +1,113 @@
+"""The agent shipping to a secured broker: the kafka sink over SASL_SSL
+(SCRAM-SHA-512), its password from the environment. Lines sent over UDP and TCP
+reach the topic; a wrong password is reported (log and metric, never the password)
+and the agent keeps running."""
+
+import socket
+import types
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from common import certs
+from common.hostport import free_port
+from testkit.agent import AgentProcess, read_topic
+from testkit.procs import BrokerProcess, wait_for_port, wait_until
+
+PASSWORD = "web-secret: #1"
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    root = tmp_path_factory.mktemp("secured")
+    ca = certs.new_ca()
+    ca_file = certs.write_ca(root / "certs", ca)
+    broker_pem = certs.write_keystore(
+        root / "certs",
+        "broker",
+        certs.issue(ca, "localhost", hosts=["localhost", "127.0.0.1"], server=True),
+    )
+    plain, sasl_ssl = free_port(), free_port()
+    settings = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl_ssl}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(broker_pem),
+    }
+    broker = BrokerProcess(root / "data", port=plain, settings=settings).start()
+    wait_for_port(sasl_ssl, proc=broker.proc)
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    upsert = UserScramCredentialUpsertion("web", info, PASSWORD.encode())
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(10)
+    for future in admin.create_topics([NewTopic("web", 1, 1)]).values():
+        future.result(10)
+    yield types.SimpleNamespace(plain=f"127.0.0.1:{plain}", sasl_ssl=sasl_ssl, ca=ca_file)
+    broker.stop()
+
+
+def pipeline(secured, udp: int, tcp: int) -> str:
+    return f"""
+agents:
+  a:
+    metrics: {{listen: "{{metrics}}"}}
+    sources:
+      udp: {{type: udp, listen: "127.0.0.1:{udp}", channels: [c]}}
+      tcp: {{type: tcp, listen: "127.0.0.1:{tcp}", channels: [c]}}
+    channels:
+      c: {{type: memory}}
+    sinks:
+      k:
+        type: kafka
+        channel: c
+        topic: web
+        format: raw
+        bootstrap_servers: "127.0.0.1:{secured.sasl_ssl}"
+        tls: {{ca: "{secured.ca}"}}
+        sasl: {{mechanism: SCRAM-SHA-512, username: web, password: "${{LF_TEST_SASL_PASSWORD}}"}}
+"""
+
+
+def test_lines_over_udp_and_tcp_reach_the_topic_over_sasl_ssl(tmp_path, secured, monkeypatch):
+    monkeypatch.setenv("LF_TEST_SASL_PASSWORD", PASSWORD)
+    udp, tcp = free_port(), free_port()
+    agent = AgentProcess(tmp_path, pipeline(secured, udp, tcp)).start()
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"over udp\n", ("127.0.0.1", udp))
+        with socket.create_connection(("127.0.0.1", tcp), timeout=5) as s:
+            s.sendall(b"over tcp\n")
+        want = {b"over udp", b"over tcp"}
+        got = read_topic(secured.plain, "web", lambda m: want <= {x.value() for x in m}, 30)
+        assert want <= {m.value() for m in got}
+    finally:
+        agent.stop()
+    assert PASSWORD not in agent.log_text()
+
+
+def test_a_wrong_password_is_reported_and_the_agent_keeps_running(tmp_path, secured, monkeypatch):
+    monkeypatch.setenv("LF_TEST_SASL_PASSWORD", "not the password")
+    udp, tcp = free_port(), free_port()
+    agent = AgentProcess(tmp_path, pipeline(secured, udp, tcp)).start()
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"refused\n", ("127.0.0.1", udp))
+        wait_until(
+            lambda: (
+                (agent.metric("logflume_agent_kafka_auth_failures_total", component="k") or 0) > 0
+            ),
+            30,
+            "an authentication failure counted",
+        )
+        assert "authentication failed" in agent.log_text()
+        assert agent.proc.poll() is None and agent.health() == 200
+    finally:
+        agent.stop()
+    assert "not the password" not in agent.log_text()

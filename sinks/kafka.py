@@ -64,6 +64,7 @@ PERMANENT = {
 }
 STATS_INTERVAL_MS = 5000  # librdkafka statistics.interval.ms unless `producer:` sets it
 AGE_REFRESH_S = 1.0  # the oldest-undelivered gauge is at most this stale
+AUTH_LOG_INTERVAL_S = 30.0  # most one "authentication failed" line per this
 
 
 class _Tracker:
@@ -289,6 +290,7 @@ class KafkaSink(Sink):
             "Authentication failures reported by the producer (wrong SASL credentials, TLS)",
             component=c,
         )
+        self._auth_logged = -AUTH_LOG_INTERVAL_S  # monotonic time of the last such line
         self.stats = _ProducerStats(m, c, context.log)
         self.dlq_topic = config.dead_letter_topic or f"{config.topic}.dlq"
         self.producer = None
@@ -321,8 +323,13 @@ class KafkaSink(Sink):
         from confluent_kafka import KafkaError
 
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            # librdkafka reconnects at once after a refused login, many times a second:
+            # every failure is counted, one is logged per AUTH_LOG_INTERVAL_S
             self.auth_failures.inc()
-            self.context.log.error("producer: authentication failed: %s", err.str())
+            now = time.monotonic()
+            if now - self._auth_logged >= AUTH_LOG_INTERVAL_S:
+                self._auth_logged = now
+                self.context.log.error("producer: authentication failed: %s", err.str())
             return
         self.context.log.warning("producer: %s", err)
 

@@ -1,8 +1,10 @@
 """The agent shipping to a secured broker: the kafka sink over SASL_SSL
 (SCRAM-SHA-512), its password from the environment. Lines sent over UDP and TCP
 reach the topic; a wrong password is reported (log and metric, never the password)
-and the agent keeps running."""
+and the agent keeps running; once the password is fixed and the agent reloaded, the
+lines sent meanwhile are delivered."""
 
+import signal
 import socket
 
 import pytest
@@ -89,3 +91,30 @@ def test_a_wrong_password_is_reported_and_the_agent_keeps_running(tmp_path, secu
     finally:
         agent.stop()
     assert "not the password" not in agent.log_text()
+
+
+def test_lines_wait_for_a_fixed_password_and_a_reload(tmp_path, secured):
+    """The password from a file (`${file:...}`): wrong, then fixed and reloaded
+    (SIGHUP) with the line sent meanwhile still delivered."""
+    secret = tmp_path / "sasl-password"
+    secret.write_text("wrong\n")
+    udp, tcp = free_port(), free_port()
+    text = pipeline(secured, udp, tcp).replace("${LF_TEST_SASL_PASSWORD}", f"${{file:{secret}}}")
+    agent = AgentProcess(tmp_path, text).start()
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"kept while refused\n", ("127.0.0.1", udp))
+        wait_until(
+            lambda: (
+                (agent.metric("logflume_agent_kafka_auth_failures_total", component="k") or 0) > 0
+            ),
+            30,
+            "an authentication failure counted",
+        )
+        secret.write_text(PASSWORD + "\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        want = {b"kept while refused"}
+        got = read_topic(secured.plain, "web", lambda m: want <= {x.value() for x in m}, 30)
+        assert want <= {m.value() for m in got}
+    finally:
+        agent.stop()

@@ -15,8 +15,9 @@ Shape of the file (Flume's model, Vector-like spelling):
         sinks:
           <name>: {type: T, channel: c1, ...T's keys}
 
-Values may hold `${VAR}` and `${VAR:-default}`, expanded from the environment
-(common/envsubst.py) before anything else reads them.
+Values may hold `${VAR}` and `${VAR:-default}`, expanded from the environment, and
+`${file:/path}`, a file's content (a secret such as a SASL password, kept out of this
+file: common/envsubst.py), before anything else reads them.
 
 Compilation never stops at the first problem: names, types of every key (from the
 component's `Config` dataclass), each class's own `validate` (on the keys that parsed,
@@ -49,7 +50,7 @@ from agent.schema import (
     plain,
 )
 from agent.schema import unknown_key_message as unknown_key
-from common.envsubst import UnsetVariable, expand
+from common.envsubst import UnreadableFile, UnsetVariable, expand
 from common.hostport import parse_hostport
 
 SECTIONS = {"sources": "source", "channels": "channel", "sinks": "sink"}
@@ -156,7 +157,7 @@ def compile_text(text: str, filename: str = "pipelines.yaml"):
 
 
 def _expand_env(node: yaml.Node, path: str, errors: Errors, environ, seen=None) -> None:
-    """Expand `${VAR}` and `${VAR:-default}` (common.envsubst) in every value, in
+    """Expand `${VAR}`, `${VAR:-default}` and `${file:/path}` (common.envsubst) in every value, in
     place, before anything reads them. An expanded value, quoted or not, takes the
     type its key asks for (`count: "${N}"` is an int, a str key keeps `${ZIP}` as
     written: agent.schema.convert); quotes are needed inside `{...}`, where a bare `{`
@@ -184,6 +185,10 @@ def _expand_env(node: yaml.Node, path: str, errors: Errors, environ, seen=None) 
                 f"environment variable {e.name} is not set "
                 f"(write ${{{e.name}:-default}} to give a default)",
             )
+            node.unexpanded = True
+            return
+        except UnreadableFile as e:
+            errors.add(node, path, f"cannot read {e.path}: {e.reason}")
             node.unexpanded = True
             return
         node.tag = _RESOLVER.resolve(yaml.ScalarNode, node.value, (True, False))
@@ -294,10 +299,13 @@ def _run_validate(
     for message in problems:
         key, sep, rest = message.partition(":")
         key = key.strip()
-        if broken is not None and (key in broken or not (sep and key in fields)):
+        head, _, sub = key.partition(".")  # `tls.ca: ...` names a key of a block
+        if broken is not None and (head in broken or not (sep and head in fields)):
             continue
-        if sep and key in fields:
-            found = key_node(node, key)
+        if sep and head in fields:
+            found = key_node(node, head)
+            if found and sub and isinstance(found[1], yaml.MappingNode):
+                found = key_node(found[1], sub) or found
             errors.add(found[1] if found else node, f"{path}.{key}", rest.strip())
         else:
             errors.add(node, path, message)

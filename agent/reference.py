@@ -339,6 +339,11 @@ typed, so `capacity: ${CAPACITY}` is an integer when CAPACITY holds one. Inside 
 flow mapping, quote the value: `{listen: "${LISTEN}"}`. The systemd unit of
 deploy/ reads variables from `/etc/logflume/agent.env`.
 
+`${file:/path}` is replaced by the content of a file, less one trailing newline:
+a secret such as the kafka sink's `sasl.password` can live in a file only the
+agent can read (systemd's `LoadCredential=`, a Kubernetes secret volume) instead
+of in pipelines.yaml. An unreadable file is an error naming the key and line.
+
 ## Editor support
 
 [`pipelines.schema.json`](pipelines.schema.json) is a JSON Schema of the file. In
@@ -454,7 +459,7 @@ def json_schema() -> dict:
     found = component_types()
     defs: dict[str, Any] = {
         "env": {
-            "description": "an environment reference, ${NAME} or ${NAME:-default}",
+            "description": "an environment or file reference: ${NAME}, ${NAME:-default}, ${file:/path}",
             "type": "string",
             "pattern": r"\$\{",
         },

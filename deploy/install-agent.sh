@@ -166,9 +166,16 @@ else
   install -m 0640 "$source_dir/pipelines.yaml" "$etc_dir/pipelines.yaml"
   say "wrote $etc_dir/pipelines.yaml (the repository's example: edit its paths and broker address)"
 fi
+# agent.env, the units' EnvironmentFile, holds the values of ${VAR} in pipelines.yaml
+# (LOGFLUME_SASL_PASSWORD ...): created empty, readable by the same few.
+if [ ! -e "$etc_dir/agent.env" ]; then
+  printf '%s\n' "# KEY=value lines for \${KEY} in pipelines.yaml, e.g. LOGFLUME_SASL_PASSWORD=..." \
+    >"$build/agent.env"
+  install -m 0640 "$build/agent.env" "$etc_dir/agent.env"
+fi
 install -d -m 0750 "$state_dir" "$state_dir/etl" "$log_dir"
 if [ "$trial" -eq 0 ]; then
-  chown root:logflume "$etc_dir/pipelines.yaml"
+  chown root:logflume "$etc_dir/pipelines.yaml" "$etc_dir/agent.env"
   chown logflume:logflume "$state_dir" "$state_dir/etl" "$log_dir"
 fi
 

@@ -6,20 +6,18 @@ to kafka-topics.sh (`security.protocol`, `sasl.mechanism`, `sasl.jaas.config`,
 `ssl.truststore.location` ...). The commands use librdkafka, so the Java-only
 settings are translated: the username and password of a PLAIN or SCRAM
 `sasl.jaas.config`, PEM trust and key stores (`ssl.truststore.*`,
-`ssl.keystore.*` of type PEM, or PKCS12 key stores, which librdkafka reads too).
-JKS stores cannot be read by librdkafka: they are refused with the way out. Every
-other key goes to librdkafka as it is; one it does not know is an error that names it.
+`ssl.keystore.*` of type PEM, or PKCS12 key stores, which librdkafka reads too):
+common/kafka_properties.py, which the Spark data source shares. JKS stores cannot
+be read by librdkafka: they are refused with the way out. Every other key goes to
+librdkafka as it is; one it does not know is an error that names it.
 """
 
 from __future__ import annotations
 
-import re
-
 import javaproperties
 
-
-class CommandConfigError(ValueError):
-    """A --command-config file that cannot be used; the message names the key."""
+from common.kafka_properties import PropertiesError as CommandConfigError
+from common.kafka_properties import translate
 
 
 class Quiet:
@@ -47,73 +45,33 @@ def add_arguments(parser) -> None:
     )
 
 
+__all__ = [
+    "CommandConfigError",
+    "add_arguments",
+    "admin_client",
+    "client_config",
+    "describe_error",
+    "read",
+    "translate",
+]
+
+
+def read(path: str) -> dict[str, str]:
+    """The properties of a --command-config file. Raises CommandConfigError."""
+    try:
+        with open(path, "rb") as f:
+            return javaproperties.load(f)
+    except OSError as e:
+        raise CommandConfigError(f"--command-config {path}: {e.strerror}") from None
+
+
 def client_config(args, **settings) -> dict:
     """librdkafka settings for `args` (bootstrap servers, the translated
     --command-config), then `settings`. Raises CommandConfigError."""
     conf = {"bootstrap.servers": args.bootstrap_server, "logger": Quiet()}
     if args.command_config:
-        try:
-            with open(args.command_config, "rb") as f:
-                props = javaproperties.load(f)
-        except OSError as e:
-            raise CommandConfigError(
-                f"--command-config {args.command_config}: {e.strerror}"
-            ) from None
-        conf |= translate(props)
+        conf |= translate(read(args.command_config))
     return conf | settings
-
-
-_JAAS_MODULES = ("PlainLoginModule", "ScramLoginModule")
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-def translate(props: dict[str, str]) -> dict[str, str]:
-    """Kafka Java client properties -> librdkafka properties."""
-    props = dict(props)
-    out: dict[str, str] = {}
-    jaas = props.pop("sasl.jaas.config", None)
-    if jaas is not None:
-        if not any(m in jaas for m in _JAAS_MODULES):
-            raise CommandConfigError(
-                "sasl.jaas.config: only PlainLoginModule and ScramLoginModule are understood"
-            )
-        options = {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(jaas)}
-        if "username" not in options or "password" not in options:
-            raise CommandConfigError('sasl.jaas.config: needs username="..." password="..."')
-        out["sasl.username"] = options["username"]
-        out["sasl.password"] = options["password"]
-    trust_type = props.pop("ssl.truststore.type", "PEM").upper()
-    trust = props.pop("ssl.truststore.location", None)
-    props.pop("ssl.truststore.password", None)  # PEM trust stores have none
-    if trust is not None:
-        if trust_type != "PEM":
-            raise CommandConfigError(
-                f"ssl.truststore.location: a {trust_type} trust store cannot be read by "
-                "librdkafka; give a PEM file of the CA certificates (ssl.truststore.type=PEM)"
-            )
-        out["ssl.ca.location"] = trust
-    if "ssl.truststore.certificates" in props:
-        out["ssl.ca.pem"] = props.pop("ssl.truststore.certificates")
-    key_type = props.pop("ssl.keystore.type", "JKS").upper()
-    keystore = props.pop("ssl.keystore.location", None)
-    key_password = props.pop("ssl.keystore.password", None)
-    if keystore is not None:
-        if key_type == "PEM":
-            out["ssl.certificate.location"] = out["ssl.key.location"] = keystore
-        elif key_type == "PKCS12":
-            out["ssl.keystore.location"] = keystore
-            if key_password is not None:
-                out["ssl.keystore.password"] = key_password
-        else:
-            raise CommandConfigError(
-                f"ssl.keystore.location: a {key_type} key store cannot be read by librdkafka; "
-                "use ssl.keystore.type=PEM or PKCS12"
-            )
-    if "ssl.keystore.certificate.chain" in props:
-        out["ssl.certificate.pem"] = props.pop("ssl.keystore.certificate.chain")
-    if "ssl.keystore.key" in props:
-        out["ssl.key.pem"] = props.pop("ssl.keystore.key")
-    return out | props
 
 
 def admin_client(args):

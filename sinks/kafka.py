@@ -21,6 +21,14 @@ Theory of operation:
 - With `enable_idempotence` (the default; needs `acks: all`) the broker drops the
   duplicates librdkafka's own retries could create within a producer session.
 
+Security follows Kafka's listeners: a `tls:` block makes the connection SSL, a
+`sasl:` block SASL_PLAINTEXT, both SASL_SSL. The SASL password is kept out of the
+config's repr, so neither logs nor `agent validate` ever show it; give it as
+`${LOGFLUME_SASL_PASSWORD}` or `${file:/etc/logflume/sasl-password}` (agent/config.py).
+A wrong password is an authentication error librdkafka reports through `error_cb`:
+logged and counted in logflume_agent_kafka_auth_failures_total; the records stay in
+the channel and are delivered once the credentials are fixed (reload or restart).
+
 What explains a stalled sink is exported as gauges: librdkafka's statistics (every
 `statistics.interval.ms`, 5 s unless `producer:` says otherwise; 0 turns them off)
 give the producer queue's depth and, per broker, connection state, round-trip time
@@ -56,6 +64,7 @@ PERMANENT = {
 }
 STATS_INTERVAL_MS = 5000  # librdkafka statistics.interval.ms unless `producer:` sets it
 AGE_REFRESH_S = 1.0  # the oldest-undelivered gauge is at most this stale
+AUTH_LOG_INTERVAL_S = 30.0  # most one "authentication failed" line per this
 
 
 class _Tracker:
@@ -157,6 +166,50 @@ class _ProducerStats:
             self._log.warning("producer statistics not understood: %r", exc)
 
 
+@dataclasses.dataclass(frozen=True)
+class TlsConfig:
+    ca: str | None = None  # PEM file of the CA certificates to trust; null: the system's
+    cert: str | None = None  # PEM client certificate, for brokers that require one (with key)
+    key: str | None = None  # PEM private key of `cert`
+    verify: bool = True  # verify the broker's certificate (false only for trials)
+
+
+@dataclasses.dataclass(frozen=True)
+class SaslConfig:
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]  # SASL mechanism
+    username: str  # SASL user
+    password: str = dataclasses.field(repr=False)  # never logged; use ${VAR} or ${file:/path}
+
+
+def _security(tls: TlsConfig | None, sasl: SaslConfig | None) -> dict:
+    """librdkafka settings for the `tls:` and `sasl:` blocks."""
+    conf: dict = {}
+    if tls is not None:
+        conf["enable.ssl.certificate.verification"] = tls.verify
+        for key, value in (
+            ("ssl.ca.location", tls.ca),
+            ("ssl.certificate.location", tls.cert),
+            ("ssl.key.location", tls.key),
+        ):
+            if value is not None:
+                conf[key] = value
+    if sasl is not None:
+        conf["sasl.mechanism"] = sasl.mechanism
+        conf["sasl.username"] = sasl.username
+        conf["sasl.password"] = sasl.password
+    protocol = {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT"}
+    conf["security.protocol"] = protocol.get((tls is not None, sasl is not None), "SASL_SSL")
+    return conf
+
+
+def _unreadable(path: str) -> str | None:
+    try:
+        with open(path, "rb"):
+            return None
+    except OSError as e:
+        return f"cannot read {path}: {e.strerror}"
+
+
 @register("sink", "kafka", aliases=("broker",))
 class KafkaSink(Sink):
     """Owns one confluent-kafka Producer and its poll thread."""
@@ -180,6 +233,8 @@ class KafkaSink(Sink):
         delivery_timeout: Duration = Duration(30)  # records not acknowledged in this fail (retried)
         batch_events: int = 10_000  # most events per take from the channel
         max_inflight_batches: int = 4  # most take batches in delivery at once
+        tls: TlsConfig | None = None  # connect over TLS (SSL); null: no TLS
+        sasl: SaslConfig | None = None  # authenticate with SASL; null: no SASL
         producer: dict[str, str] = dataclasses.field(default_factory=dict)  # librdkafka settings
 
     @classmethod
@@ -193,6 +248,17 @@ class KafkaSink(Sink):
             errors.append("batch_events: batch_events and max_inflight_batches must be >= 1")
         if not config.topic:
             errors.append("topic: must not be empty")
+        tls = config.tls
+        if tls is not None:
+            if (tls.cert is None) != (tls.key is None):
+                errors.append("tls.key: cert and key go together")
+            for name in ("ca", "cert", "key"):
+                path = getattr(tls, name)
+                problem = path is not None and _unreadable(path)
+                if problem:
+                    errors.append(f"tls.{name}: {problem}")
+        if config.sasl is not None and not config.sasl.password:
+            errors.append("sasl.password: must not be empty")
         return errors
 
     def __init__(self, config, context):
@@ -219,6 +285,12 @@ class KafkaSink(Sink):
             "Time since the sink took its oldest batch not yet acknowledged (0: none)",
             component=c,
         )
+        self.auth_failures = m.counter(
+            "logflume_agent_kafka_auth_failures_total",
+            "Authentication failures reported by the producer (wrong SASL credentials, TLS)",
+            component=c,
+        )
+        self._auth_logged = -AUTH_LOG_INTERVAL_S  # monotonic time of the last such line
         self.stats = _ProducerStats(m, c, context.log)
         self.dlq_topic = config.dead_letter_topic or f"{config.topic}.dlq"
         self.producer = None
@@ -243,10 +315,22 @@ class KafkaSink(Sink):
             "statistics.interval.ms": STATS_INTERVAL_MS,
             "stats_cb": self.stats.on_stats,
         }
+        conf.update(_security(cfg.tls, cfg.sasl))
         conf.update(self.config.producer)
         return conf
 
     def _on_error(self, err) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            # librdkafka reconnects at once after a refused login, many times a second:
+            # every failure is counted, one is logged per AUTH_LOG_INTERVAL_S
+            self.auth_failures.inc()
+            now = time.monotonic()
+            if now - self._auth_logged >= AUTH_LOG_INTERVAL_S:
+                self._auth_logged = now
+                self.context.log.error("producer: authentication failed: %s", err.str())
+            return
         self.context.log.warning("producer: %s", err)
 
     async def run(self, channel: Channel) -> None:

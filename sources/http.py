@@ -8,12 +8,18 @@ has committed and the answer is 204; when the channel is full the answer is 503
 with `Retry-After`, and the client (which still holds the data) retries. Bodies over
 `max_body_bytes` get 413, bodies not read within `read_timeout` get 408.
 `GET /health` answers 200. Events carry no Ack.
+
+With `tls:` it serves HTTPS only (sources/_tls.py); with `auth: {bearer_token}` a
+POST without `Authorization: Bearer <token>` is answered 401 with
+`WWW-Authenticate: Bearer` and counted (the token is compared in constant time and
+never shown: give it as `${VAR}` or `${file:/path}`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hmac
 
 import orjson
 from aiohttp import web
@@ -22,6 +28,8 @@ from agent.api import Context, Duration, Emit, Event, Size, Source, register
 from common.aio import within
 from common.hostport import parse_hostport
 from sources._lines import LineSplitter, base_headers
+from sources._tls import ServerTlsConfig, server_context
+from sources._tls import check as tls_check
 
 
 @dataclasses.dataclass
@@ -33,6 +41,13 @@ class HttpConfig:
     read_timeout: Duration = Duration(30.0)  # a body not read within this is answered 408
     retry_after: int = 1  # seconds, sent as Retry-After with 503 (channel full)
     add_host: bool = False  # add header `host`: this machine's host name
+    tls: ServerTlsConfig | None = None  # serve HTTPS only; null: plain HTTP
+    auth: HttpAuth | None = None  # require a bearer token on POST (not /health); null: none
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpAuth:
+    bearer_token: str = dataclasses.field(repr=False)  # `Authorization: Bearer <token>` needed
 
 
 @register("source", "http")
@@ -57,7 +72,9 @@ class HttpSource(Source):
             value = getattr(config, key)
             if not isinstance(value, int) or value < 1:
                 errors.append(f"{key}: must be a positive integer, got {value!r}")
-        return errors
+        if config.auth is not None and not config.auth.bearer_token:
+            errors.append("auth.bearer_token: must not be empty")
+        return errors + tls_check(config.tls)
 
     @classmethod
     def listen_ports(cls, config: HttpConfig) -> list[tuple[str, int]]:
@@ -79,6 +96,14 @@ class HttpSource(Source):
         self._m_truncated = m.counter(
             "logflume_agent_http_truncated_lines_total", "Lines cut to max_line_bytes", **labels
         )
+        self._m_unauthorized = m.counter(
+            "logflume_agent_http_unauthorized_total",
+            "Requests answered 401: bearer token missing or wrong",
+            **labels,
+        )
+        self._expected = None
+        if config.auth is not None:
+            self._expected = f"Bearer {config.auth.bearer_token}".encode()
 
     async def run(self, emit: Emit, offer) -> None:
         self._offer = offer
@@ -89,7 +114,8 @@ class HttpSource(Source):
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
         await runner.setup()
         try:
-            await web.TCPSite(runner, host, port).start()
+            ctx = server_context(self.config.tls) if self.config.tls is not None else None
+            await web.TCPSite(runner, host, port, ssl_context=ctx).start()
             self.ready()
             await asyncio.Future()
         finally:
@@ -99,6 +125,15 @@ class HttpSource(Source):
         return web.Response(text="ok\n")
 
     async def _post(self, request: web.Request) -> web.Response:
+        if self._expected is not None and not hmac.compare_digest(
+            request.headers.get("Authorization", "").encode(), self._expected
+        ):
+            self._m_unauthorized.inc()
+            return web.Response(
+                status=401,
+                text="bearer token missing or wrong\n",
+                headers={"WWW-Authenticate": 'Bearer realm="logflume"'},
+            )
         if (request.content_length or 0) > self.config.max_body_bytes:
             raise web.HTTPRequestEntityTooLarge(
                 max_size=self.config.max_body_bytes, actual_size=request.content_length

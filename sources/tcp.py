@@ -21,6 +21,8 @@ from agent.api import Context, Duration, Emit, Event, Size, Source, register
 from common.aio import within
 from common.hostport import parse_hostport
 from sources._lines import LineSplitter, base_headers
+from sources._tls import ServerTlsConfig, server_context
+from sources._tls import check as tls_check
 
 _OCTET_START = re.compile(rb"[1-9][0-9]{0,8} <")
 _UNDECIDED = re.compile(rb"[1-9][0-9]{0,8} ?\Z")
@@ -90,6 +92,7 @@ class TcpConfig:
     read_bytes: Size = Size(64 * 1024)  # most read from a connection at a time
     batch_size: int = 1000  # most events per batch put into the channels
     add_host: bool = False  # add header `host`: this machine's host name
+    tls: ServerTlsConfig | None = None  # accept TLS connections only; null: plain TCP
 
 
 @register("source", "tcp")
@@ -108,6 +111,7 @@ class TcpSource(Source):
             errors.append(str(exc))
         if config.framing not in FRAMINGS:
             errors.append(f"framing: must be one of {', '.join(FRAMINGS)}, got {config.framing!r}")
+        errors += tls_check(config.tls)
         for key in ("max_line_bytes", "max_connections", "read_bytes", "batch_size"):
             value = getattr(config, key)
             if not isinstance(value, int) or value < 1:
@@ -156,7 +160,10 @@ class TcpSource(Source):
                 self._m_conns.set(len(self._conns))
                 writer.close()
 
-        server = await asyncio.start_server(on_connect, host, port, limit=self.config.read_bytes)
+        ctx = server_context(self.config.tls) if self.config.tls is not None else None
+        server = await asyncio.start_server(
+            on_connect, host, port, limit=self.config.read_bytes, ssl=ctx
+        )
         self.ready()
         try:
             await asyncio.Future()

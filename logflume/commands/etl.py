@@ -9,6 +9,7 @@ a broker topic every half second and final ones to Parquet. See spark_etl/jobs/.
 import argparse
 import os
 import signal
+import sys
 import threading
 
 
@@ -57,6 +58,12 @@ def add_parser(subparsers) -> None:
 
 def _common(p, base: str) -> None:
     p.add_argument("--bootstrap-server", default="127.0.0.1:9092", help="broker HOST:PORT list")
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="Kafka client properties (security.protocol, sasl.*, ssl.*), as for Kafka's "
+        "tools; passed to the data source as kafka.* options",
+    )
     p.add_argument("--topic", default="nginx-access", help="topic(s) to read, comma-separated")
     p.add_argument("--output", default=f"{base}/out", help="output directory or URI")
     p.add_argument("--checkpoint", default=f"{base}/checkpoint", help="checkpoint directory")
@@ -127,9 +134,27 @@ def _spark(args, app: str):
     )
 
 
+def _command_config(args) -> dict[str, str] | None:
+    """The --command-config properties, checked before Spark starts (raises
+    CommandConfigError naming the key); the data source translates them."""
+    from logflume import client_config
+
+    if not args.command_config:
+        return None
+    props = client_config.read(args.command_config)
+    client_config.translate(props)
+    return props
+
+
 def run_offline(args) -> int:
+    from logflume.client_config import CommandConfigError
     from spark_etl.jobs.offline import run_offline as job
 
+    try:
+        client = _command_config(args)
+    except CommandConfigError as e:
+        print(f"logflume etl: {e}", file=sys.stderr)
+        return 2
     spark = _spark(args, "logflume-etl-offline")
     try:
         job(
@@ -140,6 +165,7 @@ def run_offline(args) -> int:
             checkpoint=args.checkpoint,
             max_offsets_per_trigger=args.max_offsets_per_trigger,
             fail_on_data_loss=args.fail_on_data_loss,
+            client=client,
         )
     finally:
         spark.stop()
@@ -147,8 +173,14 @@ def run_offline(args) -> int:
 
 
 def run_realtime(args) -> int:
+    from logflume.client_config import CommandConfigError
     from spark_etl.jobs.realtime import run_realtime as job
 
+    try:
+        client = _command_config(args)
+    except CommandConfigError as e:
+        print(f"logflume etl: {e}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -167,6 +199,7 @@ def run_realtime(args) -> int:
             watermark=args.watermark,
             starting_offsets=args.starting_offsets,
             fail_on_data_loss=args.fail_on_data_loss,
+            client=client,
         )
     finally:
         spark.stop()

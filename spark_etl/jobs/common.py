@@ -13,8 +13,11 @@ def source_stream(
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
+    client: dict[str, str] | None = None,
 ):
-    """The broker topic(s) as a streaming DataFrame of the `logflume` format."""
+    """The broker topic(s) as a streaming DataFrame of the `logflume` format.
+    `client`: Kafka client properties (security.protocol, sasl.*, ssl.*, Java or
+    librdkafka names), passed as Spark's Kafka source takes them: `kafka.<name>`."""
     reader = (
         spark.readStream.format("logflume")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -22,6 +25,8 @@ def source_stream(
         .option("startingOffsets", starting_offsets)
         .option("failOnDataLoss", str(fail_on_data_loss).lower())
     )
+    for key, value in (client or {}).items():
+        reader = reader.option(f"kafka.{key}", value)
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     return reader.load()

@@ -153,6 +153,7 @@ def run_offline(
     checkpoint: str,
     max_offsets_per_trigger: int | None = None,
     fail_on_data_loss: bool = True,
+    client: dict[str, str] | None = None,
     say: Callable[[str], None] | None = None,
     after_store: Callable[[int], None] | None = None,
 ) -> OfflineReport:
@@ -179,7 +180,7 @@ def run_offline(
     report = OfflineReport()
     started = time.monotonic()
     stream = source_stream(
-        spark, bootstrap, topic, "earliest", max_offsets_per_trigger, fail_on_data_loss
+        spark, bootstrap, topic, "earliest", max_offsets_per_trigger, fail_on_data_loss, client
     )
     say(f"offline: {topic} @ {bootstrap} -> {output} (checkpoint {ckpt})")
     query = (

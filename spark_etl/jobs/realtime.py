@@ -114,11 +114,14 @@ class Publisher:
     acknowledged and raises if any failed. Thread-safe (the batch thread and the
     finalizer both publish)."""
 
-    def __init__(self, bootstrap: str, topic: str):
+    def __init__(self, bootstrap: str, topic: str, client: dict[str, str] | None = None):
         from confluent_kafka import Producer
 
+        from common.kafka_properties import translate
+
         self.topic = topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+        conf = {"bootstrap.servers": bootstrap} | translate(client or {})
+        self.producer = Producer(conf | {"acks": "all", "linger.ms": 0})
 
     def send(self, rows: list[tuple]) -> None:
         from confluent_kafka import KafkaException
@@ -156,9 +159,11 @@ class RealtimeJob:
         watermark: str = "1 minute",
         starting_offsets: str = "latest",
         fail_on_data_loss: bool = True,
+        client: dict[str, str] | None = None,
         say: Callable[[str], None] | None = None,
     ):
         self.spark = spark
+        self.client = client
         self.bootstrap, self.topic, self.stats_topic = bootstrap, topic, stats_topic
         self.trigger_seconds, self.provisional = trigger_seconds, provisional
         self.lateness_ms = lateness_ms(watermark)
@@ -169,7 +174,7 @@ class RealtimeJob:
         ckpt = _local(checkpoint, "--checkpoint")
         self.stream_dir, self.state_dir = ckpt / "stream", ckpt / "state"
         self.staging = ckpt / "staging"
-        self.publisher = Publisher(bootstrap, stats_topic)
+        self.publisher = Publisher(bootstrap, stats_topic, client)
         self.state: WindowState | None = None
         self.query = None
         self.finalizer = Finalizer(self)
@@ -192,6 +197,7 @@ class RealtimeJob:
                     self.starting_offsets,
                     None,
                     self.fail_on_data_loss,
+                    self.client,
                 )  # fmt: skip
             )
         )

@@ -17,6 +17,8 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 
+from common.kafka_properties import PropertiesError, translate
+
 TP = tuple[str, int]
 EARLIEST = -2
 LATEST = -1
@@ -30,7 +32,9 @@ class DataLossError(RuntimeError):
 class SourceOptions:
     """The data source's options, validated. Immutable and picklable."""
 
-    client: dict  # librdkafka settings: bootstrap.servers plus every `kafka.*` option
+    # librdkafka settings: bootstrap.servers plus every `kafka.*` option, Java client
+    # names translated (common/kafka_properties.py); not in the repr: it holds passwords
+    client: dict = dataclasses.field(repr=False)
     topics: tuple[str, ...]  # from `subscribe`, empty when `pattern` is used
     pattern: str | None  # `subscribePattern`
     starting: str | dict  # "earliest" | "latest" | {tp: offset}
@@ -46,6 +50,10 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
         opts = {k.lower(): v for k, v in options.items() if k.lower() != "path"}
         client = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
+        try:
+            client = translate(client)
+        except PropertiesError as e:
+            raise ValueError(f"logflume: option kafka.{e}") from None
         if "bootstrap.servers" in opts:
             client.setdefault("bootstrap.servers", opts["bootstrap.servers"])
         if not client.get("bootstrap.servers"):

@@ -354,3 +354,66 @@ def test_checks_of_a_key_that_failed_to_parse_are_not_reported_twice(tmp_path):
     assert errors_of(text) == [
         "pipelines.yaml:8:35: agents.web.channels.mem.capacity: expected int, got 'many'"
     ]
+
+
+# -- the kafka sink's tls: and sasl: blocks ----------------------------------------------
+
+SECURED = GOOD.replace(
+    "out: {type: console, channel: mem}",
+    """out:
+        type: kafka
+        channel: mem
+        topic: t
+        tls: {ca: CA}
+        sasl: {mechanism: SCRAM-SHA-512, username: web, password: "${LF_SASL_PASSWORD}"}""",
+)
+
+
+def test_sasl_and_tls_blocks_map_to_librdkafka_and_hide_the_password(tmp_path, monkeypatch):
+    from sinks.kafka import _security
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("LF_SASL_PASSWORD", "s3cret: #1")
+    agents, errors = compile_(SECURED.replace("CA", str(ca)))
+    assert errors == []
+    config = agents["web"].sinks["out"].config
+    assert _security(config.tls, config.sasl) == {
+        "security.protocol": "SASL_SSL",
+        "enable.ssl.certificate.verification": True,
+        "ssl.ca.location": str(ca),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "web",
+        "sasl.password": "s3cret: #1",
+    }
+    assert "s3cret" not in repr(agents)
+    assert _security(None, config.sasl)["security.protocol"] == "SASL_PLAINTEXT"
+    assert _security(config.tls, None)["security.protocol"] == "SSL"
+
+
+def test_a_secret_can_come_from_a_file(tmp_path, monkeypatch):
+    secret = tmp_path / "password"
+    secret.write_text("from-a-file\n")
+    text = SECURED.replace("tls: {ca: CA}\n        ", "")
+    text = text.replace("${LF_SASL_PASSWORD}", f"${{file:{secret}}}")
+    agents, errors = compile_(text)
+    assert errors == []
+    assert agents["web"].sinks["out"].config.sasl.password == "from-a-file"
+    secret.unlink()
+    assert errors_of(text) == [
+        f"pipelines.yaml:14:67: agents.web.sinks.out.sasl.password: cannot read {secret}: "
+        "No such file or directory"
+    ]
+
+
+def test_errors_of_the_security_blocks_name_key_and_line(monkeypatch):
+    monkeypatch.setenv("LF_SASL_PASSWORD", "x")
+    text = SECURED.replace("CA", "/nonexistent/ca.pem").replace("SCRAM-SHA-512", "SCRAM-MD5")
+    text = text.replace(', password: "${LF_SASL_PASSWORD}"', "")
+    assert errors_of(text) == [
+        "pipelines.yaml:15:27: agents.web.sinks.out.sasl.mechanism: expected "
+        "'PLAIN' | 'SCRAM-SHA-256' | 'SCRAM-SHA-512', got 'SCRAM-MD5'",
+        "pipelines.yaml:15:15: agents.web.sinks.out.sasl.password: missing required key",
+        "pipelines.yaml:14:19: agents.web.sinks.out.tls.ca: cannot read /nonexistent/ca.pem: "
+        "No such file or directory",
+    ]

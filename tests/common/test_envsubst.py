@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.envsubst import UnsetVariable, expand
+from common.envsubst import UnreadableFile, UnsetVariable, expand
 
 ENV = {"HOST": "broker1", "PORT": "9092", "EMPTY": ""}
 
@@ -47,3 +47,18 @@ def test_values_are_inserted_as_they_are(value):
     """A value is never expanded again: `${A}` holding `${B}` stays `${B}`."""
     assert expand("<${V}>", {"V": value}) == f"<{value}>"
     assert expand("${V}", {"V": "${HOST}"}) == "${HOST}"
+
+
+def test_a_file_reference_gives_the_file_without_its_trailing_newline(tmp_path):
+    secret = tmp_path / "password"
+    secret.write_text("p@ss ${HOST}\n")
+    assert expand(f"[${{file:{secret}}}]", ENV) == "[p@ss ${HOST}]"  # never expanded again
+
+
+def test_an_unreadable_file_is_an_error_naming_it(tmp_path):
+    with pytest.raises(UnreadableFile) as err:
+        expand(f"${{file:{tmp_path}/missing}}", ENV)
+    assert (err.value.path, err.value.reason) == (
+        f"{tmp_path}/missing",
+        "No such file or directory",
+    )

@@ -138,8 +138,8 @@ def test_unknown_option_is_refused():
 
 def test_trial_install_prepares_the_cron_line_and_guards_the_config(trial):
     """The offline job's cron line (share/logflume/, paths pointing into the prefix)
-    finds the directories it locks and logs in; pipelines.yaml, which may hold
-    credentials, is not world-readable."""
+    finds the directories it locks and logs in; pipelines.yaml and agent.env, which
+    may hold credentials, are not world-readable."""
     prefix, _ = trial
     cron = (prefix / "share" / "logflume" / "logflume-etl-offline.cron").read_text()
     (line,) = [x for x in cron.splitlines() if x and not x.startswith(("#", "SHELL"))]
@@ -149,8 +149,8 @@ def test_trial_install_prepares_the_cron_line_and_guards_the_config(trial):
     assert lock.is_relative_to(prefix) and log.is_relative_to(prefix)
     assert lock.parent.is_dir() and log.parent.is_dir()
     assert words[words.index("-n") + 2] == str(prefix / "bin" / "logflume")
-    mode = (prefix / "etc" / "logflume" / "pipelines.yaml").stat().st_mode & 0o777
-    assert mode == 0o640
+    for name in ("pipelines.yaml", "agent.env"):  # agent.env: the secrets for ${VAR}
+        assert (prefix / "etc" / "logflume" / name).stat().st_mode & 0o777 == 0o640
 
 
 def test_trial_install_brings_the_man_page_and_bash_completion(trial):

@@ -62,6 +62,57 @@ def test_options_validation():
         SourceOptions.parse({"bootstrap.servers": "h"}, True).require_subscription()
 
 
+def test_security_options_are_spark_kafka_names_translated_for_librdkafka():
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="spark" password="spark-secret";'
+    )
+    opts = SourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "subscribe": "t",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": jaas,
+            "kafka.ssl.truststore.location": "/etc/ca.pem",
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.keystore.location": "/etc/spark.pem",
+            "kafka.ssl.keystore.type": "PEM",
+            "kafka.ssl.endpoint.identification.algorithm": "",
+        },
+        streaming=True,
+    )
+    assert opts.client == {
+        "bootstrap.servers": "h:1",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "spark",
+        "sasl.password": "spark-secret",
+        "ssl.ca.location": "/etc/ca.pem",
+        "ssl.certificate.location": "/etc/spark.pem",
+        "ssl.key.location": "/etc/spark.pem",
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+    assert "spark-secret" not in repr(opts)
+    plain = {"kafka.sasl.username": "u", "kafka.sasl.password": "p", "kafka.ssl.ca.location": "c"}
+    opts = SourceOptions.parse({"bootstrap.servers": "h", **plain}, streaming=True)
+    assert opts.client == {
+        "bootstrap.servers": "h",
+        "sasl.username": "u",
+        "sasl.password": "p",
+        "ssl.ca.location": "c",
+    }
+    with pytest.raises(ValueError, match="kafka.ssl.truststore.location: a JKS trust store"):
+        SourceOptions.parse(
+            {
+                "bootstrap.servers": "h",
+                "kafka.ssl.truststore.location": "/x.jks",
+                "kafka.ssl.truststore.type": "JKS",
+            },
+            streaming=True,
+        )
+
+
 def test_check_start_names_partition_and_offsets(caplog):
     with pytest.raises(DataLossError, match=r"topic 'a' partition 1: offsets 3\.\.9 .* is 10"):
         check_start(A1, 3, 10, 20, True, logging.getLogger("t"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from common.hostport import free_port
+from testkit.ports import free_port
 from testkit.procs import ManagedProcess, wait_for_port
 
 

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from common.hostport import free_port
+from testkit.ports import free_port
 
 
 def wait_for_port(port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (
 )
 
 from common import certs
-from common.hostport import free_port
+from testkit.ports import free_port
 from testkit.procs import BrokerProcess, wait_for_port
 
 

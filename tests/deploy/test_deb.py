@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from common.hostport import free_port
+from testkit.ports import free_port
 from tests.deploy import udp_agent
 
 REPO = Path(__file__).resolve().parents[2]

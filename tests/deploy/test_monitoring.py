@@ -10,9 +10,9 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.hostport import free_port
 from testkit.agent import AgentProcess
 from testkit.kafka import consume_and_commit
+from testkit.ports import free_port
 from testkit.procs import wait_until
 from testkit.scrape import scrape
 from tests.deploy.conftest import REPO

@@ -14,7 +14,7 @@ import zipfile
 from email.parser import Parser
 from pathlib import Path
 
-from common.hostport import free_port
+from testkit.ports import free_port
 from tests.deploy import udp_agent
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 
 from broker.protocol import ApiKey, ErrorCode
 from common import certs
-from common.hostport import free_port
+from testkit.ports import free_port
 from testkit.procs import BrokerProcess, wait_for_port
 from tests.broker.server.wire import WireClient, batch, fetch_body, produce_body
 from tests.logflume.test_commands_clients import lf

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (
 
 from broker.protocol import ApiKey, ErrorCode
 from common import certs
-from common.hostport import free_port
+from testkit.ports import free_port
 from testkit.procs import BrokerProcess, wait_for_port, wait_until
 from testkit.scrape import scrape
 from tests.broker.server.wire import WireClient, batch, produce_body

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol import ApiKey
 from common import certs
-from common.hostport import free_port
+from testkit.ports import free_port
 from testkit.procs import BrokerProcess, wait_for_port, wait_until
 from testkit.scrape import scrape
 from tests.broker.server.wire import WireClient, batch, fetch_body, produce_body

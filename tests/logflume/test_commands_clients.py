@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from common.hostport import free_port
+from testkit.ports import free_port
 
 LF = [sys.executable, "-m", "logflume"]
 

@@ -292,7 +292,7 @@ class FileChannel(Channel):
                 pass  # the next record overwrites the torn bytes (pwrite at _write_pos)
             raise
 
-    def _append(self, events: list[Event], record: bytes) -> None:
+    def _append(self, events: list[Event], record: bytes, marks: list[list]) -> None:
         if self._write_pos >= self.config.segment_bytes:
             self._roll()
         self._write(record)
@@ -310,7 +310,6 @@ class FileChannel(Channel):
         self.metrics.put.inc(len(events))
         self._gauges()
         acks = [e.ack for e in events if e.ack is not None]
-        marks = wal.record_marks(events) if acks else []
         if self.config.fsync:
             self._unsynced.extend(acks)
             if marks:
@@ -323,7 +322,8 @@ class FileChannel(Channel):
     async def put(self, events: list[Event]) -> None:
         if not events:
             return
-        record = wal.encode_record(self._next_seq, events)
+        marks = wal.record_marks(events)
+        record = wal.encode_record(self._next_seq, events, marks)
         retry = _RETRY_MIN_S
         while True:
             while not self._fits(len(events), len(record)):
@@ -332,8 +332,8 @@ class FileChannel(Channel):
             if record[wal.HEADER.size : wal.HEADER.size + 8] != self._next_seq.to_bytes(
                 8, "little"
             ):
-                record = wal.encode_record(self._next_seq, events)  # another put went first
-            if not self._try_append(events, record):
+                record = wal.encode_record(self._next_seq, events, marks)  # another put first
+            if not self._try_append(events, record, marks):
                 self._space.clear()
                 try:  # a commit may free segments; else the space comes back from outside
                     await within(self._space.wait(), retry)
@@ -350,19 +350,20 @@ class FileChannel(Channel):
     def offer(self, events: list[Event]) -> bool:
         if not events:
             return True
-        record = wal.encode_record(self._next_seq, events)
+        marks = wal.record_marks(events)
+        record = wal.encode_record(self._next_seq, events, marks)
         if not self._fits(len(events), len(record)):
             self.metrics.refused.inc(len(events))
             return False
-        if not self._try_append(events, record):
+        if not self._try_append(events, record, marks):
             self.metrics.refused.inc(len(events))
             return False
         return True
 
-    def _try_append(self, events: list[Event], record: bytes) -> bool:
+    def _try_append(self, events: list[Event], record: bytes, marks: list[list]) -> bool:
         """Append; False (after `_on_disk_full`) when the disk is full."""
         try:
-            self._append(events, record)
+            self._append(events, record, marks)
         except OSError as exc:
             if exc.errno not in DISK_FULL:
                 raise

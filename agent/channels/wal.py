@@ -91,10 +91,12 @@ def record_marks(events: list[Event]) -> list[list]:
     return marks
 
 
-def encode_record(first_seq: int, events: list[Event]) -> bytes:
+def encode_record(first_seq: int, events: list[Event], marks: list[list] | None = None) -> bytes:
+    """A record of `events`; `marks`: their `record_marks`, when the caller has them."""
     raw = encode_events(events)
     head = PAYLOAD_HEAD.pack(first_seq, len(events), len(raw))
-    marks = record_marks(events)
+    if marks is None:
+        marks = record_marks(events)
     magic = MAGIC
     if marks:
         magic = MAGIC_MARKS

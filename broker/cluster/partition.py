@@ -99,6 +99,22 @@ class Partition:
             self.on_change(self)
         return info
 
+    def append_txn_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ):
+        """Append a transaction coordinator's end-transaction marker as the leader;
+        returns the log's AppendInfo. Raises PartitionError when not the leader.
+        The caller awaits replication (acks=all) before answering, as for a produce."""
+        if not self.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        info = self.log.append_txn_marker(
+            producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=self.leader_epoch
+        )
+        self.maybe_advance_high_watermark()
+        if self.on_change is not None:
+            self.on_change(self)
+        return info
+
     def update_follower_leo(self, replica_id: int, log_end_offset: int) -> None:
         """Record a follower's position (from its fetch offset) and re-check the HW.
 

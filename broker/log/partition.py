@@ -45,6 +45,7 @@ from broker.log.producer_state import (
 )
 from broker.log.record_rules import check_records, rules_apply
 from broker.log.segment import LogSegment
+from broker.protocol.control import end_txn_marker_batch
 from broker.protocol.records import (
     HEADER_SIZE,
     CorruptRecordError,
@@ -255,6 +256,30 @@ class PartitionLog:
         if producer is not None:
             self.producer_state.update(producer, first, last, self._now_ms())
         return AppendInfo(first, last, max_ts, log_append_time, len(batches), size)
+
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        leader_epoch: int = 0,
+    ) -> AppendInfo:
+        """Leader append of a transaction coordinator's end-transaction marker
+        (broker/protocol/control.py) at the log end. Markers come from the
+        coordinator, never from clients, so they skip the client-batch checks."""
+        data = bytearray(
+            end_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
+        )
+        batch = RecordBatch(data)
+        first = self.log_end_offset
+        _PREFIX.pack_into(data, 0, first, batch.batch_length, leader_epoch)
+        batch.base_offset = first
+        batch.partition_leader_epoch = leader_epoch
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first)
+        self._write((data,), len(data), [batch], first, first, batch.max_timestamp)
+        return AppendInfo(first, first, batch.max_timestamp, -1, 1, len(data))
 
     def append_as_follower(self, records) -> AppendInfo:
         """Replica append: offsets kept as given; they must start at or after the log

@@ -30,7 +30,8 @@ Topic-level defaults come from the broker keys that are their Kafka synonyms
 property names, ready for `LogConfig.from_props`.
 
 Deviation from Kafka: `broker.id` defaults to 0 (a single node needs no setup) and
-`offsets.topic.replication.factor` defaults to 1 for the same reason.
+`offsets.topic.replication.factor` defaults to 1 for the same reason, as do
+`transaction.state.log.replication.factor` and `transaction.state.log.min.isr`.
 """
 
 from __future__ import annotations
@@ -225,6 +226,23 @@ _KEYS = [
     Key("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout."),
     Key("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),
     Key("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
+    Key("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state."),
+    Key("transaction.state.log.replication.factor", "short", 1, "RF of __transaction_state."),
+    Key("transaction.state.log.min.isr", "int", 1, "min.insync.replicas of __transaction_state."),
+    Key("transaction.state.log.segment.bytes", "int", 104857600, "Segment size of txn log."),
+    Key("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms allowed."),
+    Key(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "int",
+        10000,
+        "How often transactions past their timeout are aborted.",
+    ),
+    Key(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "int",
+        3600000,
+        "How often expired transactional ids are removed.",
+    ),
     Key("producer.id.expiration.ms", "int", 86400000, "Idle producer state expiry."),
     Key("zookeeper.connect", "string", None, "HOST:PORT[/chroot]: join a cluster."),
     Key("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout."),
@@ -431,6 +449,12 @@ class BrokerConfig:
             "socket.request.max.bytes",
             "offsets.topic.num.partitions",
             "offsets.topic.replication.factor",
+            "transaction.state.log.num.partitions",
+            "transaction.state.log.replication.factor",
+            "transaction.state.log.min.isr",
+            "transaction.max.timeout.ms",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
             "log.retention.check.interval.ms",
             "log.cleaner.backoff.ms",
             "log.flush.offset.checkpoint.interval.ms",

@@ -73,6 +73,7 @@ from broker.tasks import cancel_and_wait
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
 
 
 class ClusterNode:
@@ -465,6 +466,9 @@ class ClusterNode:
         self._coordinator_hook(part.topic, part.index, False)
 
     def _coordinator_hook(self, topic: str, p: int, leader: bool) -> None:
+        if topic == TXN_TOPIC:
+            self._txn_coordinator_hook(p, leader)
+            return
         if topic != OFFSETS_TOPIC:
             return
         coordinator = self.core.extensions.get("groups")
@@ -475,6 +479,17 @@ class ClusterNode:
                 coordinator.load_partition(p, int(time.time() * 1000))
         else:
             coordinator.unload_partition(p)
+
+    def _txn_coordinator_hook(self, p: int, leader: bool) -> None:
+        """Leading a `__transaction_state` partition makes this broker the
+        coordinator of its transactional ids, in the partition's leader epoch."""
+        coordinator = self.core.extensions.get("transactions")
+        if coordinator is None:
+            return
+        coordinator.unload_partition(p)
+        if leader:
+            part = self.core.replicas.get_partition(TXN_TOPIC, p)
+            coordinator.load_partition(p, part.leader_epoch)
 
     # -- views for request handlers -------------------------------------------------------
 

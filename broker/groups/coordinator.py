@@ -44,6 +44,7 @@ call only it) and owns one object per concept, each given only what it uses:
     Membership    membership.py  JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     Offsets       offsets.py     OffsetCommit, OffsetFetch, retention, DeleteGroups,
                                  OffsetDelete
+    TxnOffsets    txn_offsets.py TxnOffsetCommit, pending offsets until the marker
 
 A group's state changes only along Kafka's table of valid transitions (group.py).
 """
@@ -62,6 +63,7 @@ from broker.groups.offsets import Offsets
 from broker.groups.rebalance import Rebalance
 from broker.groups.storage import OffsetsStore
 from broker.groups.table import GroupTable
+from broker.groups.txn_offsets import TxnOffsets
 from broker.groups.writer import RecordWriter
 from broker.protocol.errors import ErrorCode
 
@@ -85,6 +87,8 @@ class GroupCoordinator:
         self._rebalance = Rebalance(self._writer, self.config)
         membership = Membership(self._table, self._rebalance, self._writer, self.config)
         offsets = Offsets(self._table, self._writer, self.config)
+        self._offsets = offsets
+        self._txn = TxnOffsets(self._table, self._writer, self.config.offset_metadata_max_bytes)
         # The requests, answered by the part that owns them.
         self.join_group = membership.join_group
         self.sync_group = membership.sync_group
@@ -92,6 +96,8 @@ class GroupCoordinator:
         self.leave_group = membership.leave_group
         self.commit_offsets = offsets.commit_offsets
         self.fetch_offsets = offsets.fetch_offsets
+        self.is_pending = self._txn.is_pending
+        self.complete_txn = self._txn.complete
         self.delete_group = offsets.delete_group
         self.delete_offsets = offsets.delete_offsets
         self.expire_offsets = offsets.expire_offsets
@@ -116,13 +122,45 @@ class GroupCoordinator:
         return self._table.partition_for(group_id)
 
     def load_partition(self, partition: int, now_ms: int) -> None:
-        """Become coordinator of `partition`: replay its records into memory."""
-        self._table.load(partition, self._store.read_all(partition), now_ms)
+        """Become coordinator of `partition`: replay its records into memory
+        (transactional offsets as their markers say)."""
+        records = self._txn.replay(partition, self._store.read_batches(partition))
+        self._table.load(partition, records, now_ms)
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating `partition` (leadership moved): waiting requests get
         NOT_COORDINATOR and its groups are dropped from memory."""
         self._table.unload(partition)
+        self._txn.unload(partition)
+
+    # -- transactional offsets --------------------------------------------------
+
+    def unstable(self, group_id: str, partitions) -> set:
+        """OffsetFetch `require_stable`: the partitions of `partitions` with a pending
+        transactional offset (answered UNSTABLE_OFFSET_COMMIT)."""
+        return {tp for tp in partitions if self._txn.is_pending(group_id, tp)}
+
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets,
+        now_ms: int,
+    ):
+        """TxnOffsetCommit: the error of each partition."""
+
+        def check_member() -> ErrorCode:
+            return self._offsets.txn_commit_error(
+                group_id, member_id, group_instance_id, generation_id, now_ms
+            )
+
+        return await self._txn.commit(
+            group_id, producer_id, producer_epoch, offsets, now_ms, check_member
+        )
 
     # -- DescribeGroups, ListGroups ---------------------------------------------------
 

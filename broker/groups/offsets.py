@@ -112,6 +112,25 @@ class Offsets:
         member.heartbeat_deadline = now_ms + member.session_timeout_ms
         return ErrorCode.NONE
 
+    def txn_commit_error(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int, now_ms
+    ) -> ErrorCode:
+        """Kafka's validateTxnOffsetCommit: an unknown group is created (the producer
+        may commit for a group that never formed); with a member id or generation
+        (TxnOffsetCommit v3+) they must match the group's."""
+        group = self._table.get(group_id)
+        if group is None:
+            self._table.create(group_id, now_ms)
+            return ErrorCode.NONE
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and not member_id and instance_id is None:
+            return ErrorCode.NONE
+        err = group.validate_member(member_id, instance_id)
+        if not err and generation != group.generation:
+            err = ErrorCode.ILLEGAL_GENERATION
+        return err
+
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None]]:

@@ -29,6 +29,9 @@ class OffsetsStore(Protocol):
     def read_all(self, partition: int) -> Iterable[tuple[bytes, bytes | None]]:
         """Every (key, value) record of the partition in offset order."""
 
+    def read_batches(self, partition: int) -> Iterable:
+        """Every record batch (RecordBatch views, control batches too) in offset order."""
+
 
 def records_of(batches: Iterable) -> Iterator[tuple[bytes, bytes | None]]:
     """(key, value) of every keyed data record in RecordBatch views."""
@@ -78,6 +81,9 @@ class PartitionOffsetsStore:
         return info.first_offset
 
     def read_all(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        return records_of(self.read_batches(partition))
+
+    def read_batches(self, partition: int) -> Iterator:
         p = self._get_partition(partition)
         if p is None:
             return
@@ -87,5 +93,5 @@ class PartitionOffsetsStore:
             batches = plog.read_batches(offset, _READ_CHUNK)
             if not batches:
                 break
-            yield from records_of(batches)
+            yield from batches
             offset = batches[-1].next_offset

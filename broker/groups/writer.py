@@ -63,10 +63,17 @@ class RecordWriter:
             if err:
                 log.warning("__consumer_offsets-%d: write failed: %s", partition, err.name)
 
+    async def write_batch(self, group_id: str, batch: bytes) -> ErrorCode:
+        """Append one ready-made batch (a transactional offset commit)."""
+        return await self._append_batch(partition_for(group_id, self._num_partitions), batch)
+
     async def _append(self, partition: int, records: Records, now_ms: int) -> ErrorCode:
+        return await self._append_batch(partition, build_batch(records, now_ms))
+
+    async def _append_batch(self, partition: int, batch: bytes) -> ErrorCode:
         """The append completes even if the caller is cancelled."""
         try:
-            await asyncio.shield(self._store.append(partition, build_batch(records, now_ms)))
+            await asyncio.shield(self._store.append(partition, batch))
         except StoreError as e:
             # the mapping of Kafka's GroupMetadataManager.storeGroup
             if e.code in (

@@ -36,6 +36,7 @@ from broker.groups.storage import PartitionOffsetsStore
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
+from broker.server.handlers import transactions
 from broker.server.handlers.produce import wait_replicated
 from broker.tasks import cancel_and_wait
 
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 _AUTHORIZED_OPS_UNKNOWN = -(2**31)
 _GROUP_KEY_TYPE = 0
+_TXN_KEY_TYPE = 1
 
 
 def _now_ms() -> int:
@@ -149,16 +151,21 @@ def _coordinator_of(ctx, key: str, key_type: int) -> dict:
         code, message = _GROUP_DENIED, None
     elif key_type != _GROUP_KEY_TYPE and not allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, key):
         code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+    elif key_type == _TXN_KEY_TYPE:
+        code, message = transactions.ensure_txn_topic(core), None
     elif key_type != _GROUP_KEY_TYPE:
-        code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
+        code, message = ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
     else:
         code, message = _ensure_offsets_topic(core), None
     if code != ErrorCode.NONE:
         return {"error_code": code, "error_message": message} | none
-    index = _coordinator(ctx).partition_for(key)
+    if key_type == _TXN_KEY_TYPE:
+        topic, index = transactions.TOPIC, transactions.coordinator_partition(core, key)
+    else:
+        topic, index = TOPIC, _coordinator(ctx).partition_for(key)
     found = {"error_code": ErrorCode.NONE, "error_message": None}
     if core.cluster is not None:
-        leader = core.cluster.leader_of(TOPIC, index)
+        leader = core.cluster.leader_of(topic, index)
         info = core.cluster.brokers.get(leader)
         address = info.endpoints.get(ctx.listener) if info is not None else None
         if address is None:
@@ -168,7 +175,7 @@ def _coordinator_of(ctx, key: str, key_type: int) -> dict:
                 "error_message": f"the coordinator's partition {why}",
             } | none
         return found | {"node_id": leader, "host": address[0], "port": address[1]}
-    partition = core.replicas.get_partition(TOPIC, index)
+    partition = core.replicas.get_partition(topic, index)
     host, port = core.advertised(ctx.listener)
     return found | {"node_id": partition.leader, "host": host, "port": port}
 
@@ -329,25 +336,33 @@ async def offset_commit(ctx, body):
 
 @handles(ApiKey.OFFSET_FETCH)
 def offset_fetch(ctx, body):
-    """v0-7 ask for one group; v8+ for several (`groups`), answered per group. With no
-    transactions there are never pending offsets, so require_stable changes nothing."""
+    """v0-7 ask for one group; v8+ for several (`groups`), answered per group. With
+    `require_stable` (v7+) a partition whose offset is still pending in a transaction
+    answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
+    stable = bool(body.get("require_stable"))
     if ctx.api_version >= 8:
         groups = []
         for group in body["groups"]:
-            code, topics = _group_offsets(ctx, group["group_id"], group["topics"])
+            code, topics = _group_offsets(ctx, group["group_id"], group["topics"], stable)
             groups.append({"group_id": group["group_id"], "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
-    code, topics = _group_offsets(ctx, body["group_id"], body["topics"])
+    code, topics = _group_offsets(ctx, body["group_id"], body["topics"], stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
 
 
-def _group_offsets(ctx, group_id: str, requested: list | None) -> tuple[ErrorCode, list]:
+def _group_offsets(
+    ctx, group_id: str, requested: list | None, require_stable: bool
+) -> tuple[ErrorCode, list]:
     if _group_denied(ctx, Op.DESCRIBE, group_id):
         return _GROUP_DENIED, []
     wanted = None
     if requested is not None:
         wanted = [(t["name"], i) for t in requested for i in t["partition_indexes"]]
-    code, offsets = _coordinator(ctx).fetch_offsets(group_id, wanted)
+    coordinator = _coordinator(ctx)
+    code, offsets = coordinator.fetch_offsets(group_id, wanted)
+    unstable = set()
+    if require_stable and not code:
+        unstable = coordinator.unstable(group_id, wanted if wanted is not None else offsets)
     topics: dict[str, list] = {}
     may: dict[str, bool] = {}
     for tp in wanted if wanted is not None else sorted(offsets):
@@ -366,6 +381,17 @@ def _group_offsets(ctx, group_id: str, requested: list | None) -> tuple[ErrorCod
                 )
             continue
         v = offsets.get(tp)
+        if tp in unstable:
+            topics.setdefault(tp[0], []).append(
+                {
+                    "partition_index": tp[1],
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT,
+                }
+            )
+            continue
         topics.setdefault(tp[0], []).append(
             {
                 "partition_index": tp[1],

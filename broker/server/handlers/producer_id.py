@@ -1,12 +1,12 @@
-"""InitProducerId (v0-4): producer ids for idempotent producers.
+"""InitProducerId (v0-5): producer ids for idempotent and transactional producers.
 
 Each call hands out a fresh producer id with epoch 0, also when v3+ names the
 producer's current id and epoch (Kafka does the same without a transactional id): on a single node from the
 broker's `ProducerIdManager` (blocks reserved in `<data dir>/meta/producer-id-block`,
 so ids stay unique across restarts), in a cluster from blocks reserved in ZooKeeper
-(`broker.cluster.producer_ids`), so ids stay unique across brokers too. Transactions are not supported: a request with a
-transactional id gets COORDINATOR_NOT_AVAILABLE, matching FindCoordinator's answer
-for transaction coordinators.
+(`broker.cluster.producer_ids`), so ids stay unique across brokers too. A request with a transactional id is answered
+by the transaction coordinator (handlers/transactions.py): an epoch bump that fences
+older producers of the id.
 
 Authorization as Kafka 3.x: with a transactional id WRITE on it
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one IDEMPOTENT_WRITE on the
@@ -19,6 +19,7 @@ from broker.groups.producer_ids import ProducerIdManager
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import RT, Op, allowed, allowed_on_some
 from broker.server.dispatch import handles
+from broker.server.handlers import transactions
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def init_producer_id(ctx, body):
     if tid is not None and not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
         return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if tid is not None:
-        return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return transactions.init_producer_id(ctx, body)
     if not (
         allowed(ctx, Op.IDEMPOTENT_WRITE, RT.CLUSTER) or allowed_on_some(ctx, Op.WRITE, RT.TOPIC)
     ):

@@ -9,6 +9,7 @@ from collections import defaultdict
 
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.storage import StoreError, records_in
+from broker.protocol.records import iter_batches
 
 RANGE = [("range", b"sub-range")]
 
@@ -26,6 +27,9 @@ class MemoryStore:
 
     def read_all(self, partition: int):
         return list(records_in(bytes(self.data[partition])))
+
+    def read_batches(self, partition: int):
+        return list(iter_batches(bytes(self.data[partition])))
 
 
 async def settle():

@@ -1,0 +1,399 @@
+"""Transaction coordinator APIs: InitProducerId with a transactional id (called from
+producer_id.py), FindCoordinator for key type 1 (from groups.py), AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions, all answered by
+`broker.transactions`.
+
+The `TransactionCoordinator` lives in `core.extensions["transactions"]`. Its state is
+the compacted internal topic `__transaction_state`, created on the first
+FindCoordinator for a transactional id as Kafka does, with
+`transaction.state.log.num.partitions` partitions; at start-up an existing one is
+loaded (single node), in a cluster partitions are loaded and unloaded as this broker
+gains and loses their leadership (broker.cluster.node). The coordinator epoch of a
+partition is its leader epoch.
+
+`core.txn_verifier` answers KIP-890's produce-time check (a transactional batch on a
+partition where the producer has no ongoing transaction): locally when this broker
+coordinates the id, else by AddPartitionsToTxn v4 `verify_only` to the coordinator.
+
+Authorization as KafkaApis: WRITE on the transactional id for InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn and EndTxn (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+WRITE on every topic added (TOPIC_AUTHORIZATION_FAILED, the others
+OPERATION_NOT_ATTEMPTED); READ on the group for AddOffsetsToTxn; CLUSTER_ACTION for
+AddPartitionsToTxn v4+ (broker to broker); DESCRIBE on the id for
+DescribeTransactions and ListTransactions (ids not allowed are left out).
+PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to versions that predate it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from broker.cluster.replica_manager import TopicError
+from broker.groups.storage import PartitionOffsetsStore
+from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.errors import ApiError
+from broker.server.authz import RT, Op, allowed
+from broker.server.dispatch import handles
+from broker.server.handlers.produce import wait_replicated
+from broker.tasks import cancel_and_wait
+from broker.transactions.channel import BrokerChannels
+from broker.transactions.config import TxnConfig
+from broker.transactions.coordinator import TransactionCoordinator
+from broker.transactions.log_format import TOPIC
+from broker.transactions.markers import MarkerWriter
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# The first version of each API that knows PRODUCER_FENCED.
+_FENCED_SINCE = {
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+    ApiKey.ADD_OFFSETS_TO_TXN: 2,
+    ApiKey.END_TXN: 2,
+    ApiKey.TXN_OFFSET_COMMIT: 2,
+}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def client_error(ctx, code: ErrorCode) -> ErrorCode:
+    if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < _FENCED_SINCE[ctx.header.api_key]:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+# -- set-up ----------------------------------------------------------------------------
+
+
+def setup(core) -> None:
+    config = TxnConfig.from_broker_config(core.config)
+    timeout_s = config.marker_timeout_ms / 1000
+
+    async def wait(partition, end_offset: int) -> ErrorCode:
+        return await wait_replicated(core, partition, end_offset, timeout_s)
+
+    async def next_producer_id() -> int:
+        if core.cluster is not None:
+            return await core.cluster.producer_ids.next_id()
+        return core.extensions["producer_ids"].next_id()
+
+    def leader_of(tp) -> int | None:
+        if core.replicas.topic(tp[0]) is None:
+            return None
+        if core.cluster is not None:
+            return core.cluster.leader_of(*tp)
+        return core.broker_id
+
+    async def write_remote(broker_id, pid, epoch, commit, coordinator_epoch, tps):
+        return await _channels(core).write_markers(
+            broker_id, pid, epoch, commit, coordinator_epoch, tps
+        )
+
+    async def write_local(tp, pid, epoch, commit, coordinator_epoch) -> ErrorCode:
+        return await write_marker_here(core, tp, pid, epoch, commit, coordinator_epoch, timeout_s)
+
+    store = PartitionOffsetsStore(lambda i: core.replicas.get_partition(TOPIC, i), wait)
+    markers = MarkerWriter(core.broker_id, leader_of, write_local, write_remote)
+    coordinator = TransactionCoordinator(store, markers, next_producer_id, config)
+    core.extensions["transactions"] = coordinator
+    core.txn_verifier = _verifier(core)
+    if core.replicas.topic(TOPIC) is not None:
+        load_all(core)
+    core.extensions["transactions-timer"] = asyncio.get_running_loop().create_task(
+        coordinator.run(time.time)
+    )
+
+
+async def teardown(core) -> None:
+    await cancel_and_wait([core.extensions.pop("transactions-timer", None)])
+    coordinator: TransactionCoordinator = core.extensions["transactions"]
+    await coordinator.close()
+    channels = core.extensions.pop("txn-channels", None)
+    if channels is not None:
+        channels.close()
+
+
+def _channels(core) -> BrokerChannels:
+    channels = core.extensions.get("txn-channels")
+    if channels is None:
+        cluster = core.cluster
+        channels = BrokerChannels(cluster.fetchers, lambda: cluster.brokers, core.broker_id)
+        core.extensions["txn-channels"] = channels
+    return channels
+
+
+def load_all(core) -> None:
+    """Load every `__transaction_state` partition led here and not loaded yet."""
+    coordinator: TransactionCoordinator = core.extensions["transactions"]
+    meta = core.replicas.topic(TOPIC)
+    for index in range(meta.partitions):
+        p = core.replicas.get_partition(TOPIC, index)
+        if p is not None and p.is_leader and index not in coordinator.owned:
+            coordinator.load_partition(index, p.leader_epoch)
+
+
+def ensure_txn_topic(core) -> ErrorCode:
+    if core.replicas.topic(TOPIC) is None:
+        cfg = core.config
+        try:
+            core.replicas.create_topic(
+                TOPIC,
+                cfg["transaction.state.log.num.partitions"],
+                cfg["transaction.state.log.replication.factor"],
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "uncompressed",
+                    "min.insync.replicas": str(cfg["transaction.state.log.min.isr"]),
+                    "segment.bytes": str(cfg["transaction.state.log.segment.bytes"]),
+                    "unclean.leader.election.enable": "false",
+                },
+            )
+        except TopicError as e:
+            log.error("cannot create %s: %s", TOPIC, e)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if core.replicas.topic(TOPIC) is None:  # cluster mode: created in the background
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if core.cluster is None:
+        load_all(core)
+    return ErrorCode.NONE
+
+
+def coordinator_partition(core, transactional_id: str) -> int:
+    return core.extensions["transactions"].partition_for(transactional_id)
+
+
+# -- markers on partitions led here (the coordinator's own, and WriteTxnMarkers) --------
+
+
+async def write_marker_here(
+    core, tp, pid: int, epoch: int, commit: bool, coordinator_epoch: int, timeout_s: float
+) -> ErrorCode:
+    """Append the marker to `tp` led here, wait for acks=all; for `__consumer_offsets`
+    the group coordinator then completes the producer's pending offsets."""
+    p = core.replicas.get_partition(*tp)
+    if p is None:
+        if core.replicas.topic(tp[0]) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    try:
+        info = p.append_txn_marker(pid, epoch, commit, coordinator_epoch)
+    except ApiError as e:
+        return ErrorCode(e.code)
+    except OSError as e:
+        log.error("%s-%d: marker write failed: %s", tp[0], tp[1], e)
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    err = await wait_replicated(core, p, info.last_offset + 1, timeout_s)
+    if err == ErrorCode.NONE and tp[0] == OFFSETS_TOPIC:
+        core.extensions["groups"].complete_txn(tp[1], pid, commit)
+    return err
+
+
+# -- KIP-890 verification ------------------------------------------------------------------
+
+
+def _verifier(core):
+    async def verify(tid: str, pid: int, epoch: int, tps) -> dict:
+        tps = list(tps)
+        coordinator: TransactionCoordinator = core.extensions["transactions"]
+        index = coordinator.partition_for(tid)
+        if index in coordinator.owned:
+            return coordinator.verify(tid, pid, epoch, tps)
+        if core.cluster is None:
+            return dict.fromkeys(tps, ErrorCode.NOT_COORDINATOR)
+        leader = core.cluster.leader_of(TOPIC, index)
+        if leader < 0:
+            return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            answer = await _channels(core).verify(leader, tid, pid, epoch, tps)
+        except (OSError, EOFError, TimeoutError, LookupError, ValueError) as e:
+            log.debug("verification at broker %d: %s", leader, e)
+            return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return {tp: answer.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in tps}
+
+    return verify
+
+
+# -- requests ----------------------------------------------------------------------------
+
+
+def _coordinator(ctx) -> TransactionCoordinator:
+    return ctx.core.extensions["transactions"]
+
+
+async def init_producer_id(ctx, body) -> dict:
+    """InitProducerId with a transactional id (the caller checked WRITE on it)."""
+    err, pid, epoch = await _coordinator(ctx).init_producer_id(
+        body["transactional_id"],
+        body["transaction_timeout_ms"],
+        body.get("producer_id", -1),
+        body.get("producer_epoch", -1),
+        _now_ms(),
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": client_error(ctx, err),
+        "producer_id": pid,
+        "producer_epoch": epoch,
+    }
+
+
+def _partition_results(results: dict) -> list:
+    by_topic: dict[str, list] = {}
+    for (topic, p), code in results.items():
+        by_topic.setdefault(topic, []).append({"partition_index": p, "partition_error_code": code})
+    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+
+
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN)
+async def add_partitions_to_txn(ctx, body):
+    if ctx.api_version < 4:
+        results = await _add_partitions(
+            ctx,
+            body["v3_and_below_transactional_id"],
+            body["v3_and_below_producer_id"],
+            body["v3_and_below_producer_epoch"],
+            body["v3_and_below_topics"],
+            False,
+        )
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _partition_results(results)}
+    if not allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "results_by_transaction": [],
+        }
+    answers = []
+    for txn in body["transactions"]:
+        results = await _add_partitions(
+            ctx,
+            txn["transactional_id"],
+            txn["producer_id"],
+            txn["producer_epoch"],
+            txn["topics"],
+            txn["verify_only"],
+        )
+        answers.append(
+            {
+                "transactional_id": txn["transactional_id"],
+                "topic_results": _partition_results(results),
+            }
+        )
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": answers}
+
+
+async def _add_partitions(ctx, tid, pid, epoch, topics, verify_only) -> dict:
+    tps = [(t["name"], p) for t in topics for p in t["partitions"]]
+    if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
+        return dict.fromkeys(tps, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if verify_only:
+        return _coordinator(ctx).verify(tid, pid, epoch, tps)
+    refused = {}
+    for topic, p in tps:
+        if not allowed(ctx, Op.WRITE, RT.TOPIC, topic):
+            refused[(topic, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        else:
+            meta = ctx.core.replicas.topic(topic)
+            if meta is None or not 0 <= p < meta.partitions:
+                refused[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if refused:
+        return {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in tps}
+    err = await _coordinator(ctx).add_partitions(tid, pid, epoch, set(tps), _now_ms())
+    return dict.fromkeys(tps, client_error(ctx, err))
+
+
+@handles(ApiKey.ADD_OFFSETS_TO_TXN)
+async def add_offsets_to_txn(ctx, body):
+    tid, group = body["transactional_id"], body["group_id"]
+    if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
+        err = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not allowed(ctx, Op.READ, RT.GROUP, group):
+        err = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        offsets_partition = ctx.core.extensions["groups"].partition_for(group)
+        err = await _coordinator(ctx).add_partitions(
+            tid,
+            body["producer_id"],
+            body["producer_epoch"],
+            {(OFFSETS_TOPIC, offsets_partition)},
+            _now_ms(),
+        )
+    return {"throttle_time_ms": 0, "error_code": client_error(ctx, err)}
+
+
+@handles(ApiKey.END_TXN)
+async def end_txn(ctx, body):
+    tid = body["transactional_id"]
+    if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
+        err = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        err = await _coordinator(ctx).end_txn(
+            tid, body["producer_id"], body["producer_epoch"], body["committed"], _now_ms()
+        )
+    return {"throttle_time_ms": 0, "error_code": client_error(ctx, err)}
+
+
+@handles(ApiKey.DESCRIBE_TRANSACTIONS)
+def describe_transactions(ctx, body):
+    states = []
+    for tid in body["transactional_ids"]:
+        entry = {
+            "error_code": ErrorCode.NONE,
+            "transactional_id": tid,
+            "transaction_state": "",
+            "transaction_timeout_ms": 0,
+            "transaction_start_time_ms": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+            "topics": [],
+        }
+        if not allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, tid):
+            entry["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            states.append(entry)
+            continue
+        err, meta = _coordinator(ctx).describe(tid)
+        if err:
+            entry["error_code"] = err
+            states.append(entry)
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(p)
+        entry |= {
+            "transaction_state": meta.state.display,
+            "transaction_timeout_ms": meta.txn_timeout_ms,
+            "transaction_start_time_ms": meta.txn_start_ms,
+            "producer_id": meta.producer_id,
+            "producer_epoch": meta.producer_epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        states.append(entry)
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+@handles(ApiKey.LIST_TRANSACTIONS)
+def list_transactions(ctx, body):
+    unknown, found = _coordinator(ctx).list(
+        body["state_filters"],
+        body["producer_id_filters"],
+        body.get("duration_filter", -1),
+        _now_ms(),
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "unknown_state_filters": unknown,
+        "transaction_states": [
+            {
+                "transactional_id": m.transactional_id,
+                "producer_id": m.producer_id,
+                "transaction_state": m.state.display,
+            }
+            for m in found
+            if allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, m.transactional_id)
+        ],
+    }

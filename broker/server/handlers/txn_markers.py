@@ -1,0 +1,98 @@
+"""WriteTxnMarkers (inter-broker) and TxnOffsetCommit.
+
+WriteTxnMarkers comes from a transaction coordinator on another broker: each marker
+is appended to the partitions led here (`transactions.write_marker_here`: acks=all,
+and for `__consumer_offsets` the group coordinator completes the producer's pending
+offsets); it needs CLUSTER_ACTION on the cluster.
+
+TxnOffsetCommit is answered by the group coordinator: the offsets go to the group's
+`__consumer_offsets` partition as a transactional batch, pending until the marker.
+It needs WRITE on the transactional id, READ on the group and READ on each topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from broker.protocol import ApiKey, ErrorCode
+from broker.server.authz import RT, Op, allowed
+from broker.server.dispatch import handles
+from broker.server.handlers.transactions import client_error, write_marker_here
+
+
+@handles(ApiKey.WRITE_TXN_MARKERS)
+async def write_txn_markers(ctx, body):
+    denied = not allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER)
+    timeout_s = ctx.core.config["replica.socket.timeout.ms"] / 1000
+    answers = []
+    for marker in body["markers"]:
+        tps = [(t["name"], p) for t in marker["topics"] for p in t["partition_indexes"]]
+        if denied:
+            codes = [ErrorCode.CLUSTER_AUTHORIZATION_FAILED] * len(tps)
+        else:
+            codes = await asyncio.gather(
+                *(
+                    write_marker_here(
+                        ctx.core,
+                        tp,
+                        marker["producer_id"],
+                        marker["producer_epoch"],
+                        marker["transaction_result"],
+                        marker["coordinator_epoch"],
+                        timeout_s,
+                    )
+                    for tp in tps
+                )
+            )
+        by_topic: dict[str, list] = {}
+        for (topic, p), code in zip(tps, codes, strict=True):
+            by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code})
+        answers.append(
+            {
+                "producer_id": marker["producer_id"],
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            }
+        )
+    return {"markers": answers}
+
+
+@handles(ApiKey.TXN_OFFSET_COMMIT)
+async def txn_offset_commit(ctx, body):
+    group_id = body["group_id"]
+    offsets = {
+        (t["name"], p["partition_index"]): (
+            p["committed_offset"],
+            p.get("committed_leader_epoch", -1),
+            p["committed_metadata"],
+        )
+        for t in body["topics"]
+        for p in t["partitions"]
+    }
+    if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, body["transactional_id"]):
+        results = dict.fromkeys(offsets, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not allowed(ctx, Op.READ, RT.GROUP, group_id):
+        results = dict.fromkeys(offsets, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    else:
+        denied = {tp for tp in offsets if not allowed(ctx, Op.READ, RT.TOPIC, tp[0])}
+        results = dict.fromkeys(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        wanted = {tp: v for tp, v in offsets.items() if tp not in denied}
+        if wanted:
+            results |= await ctx.core.extensions["groups"].commit_txn_offsets(
+                group_id,
+                body["producer_id"],
+                body["producer_epoch"],
+                body.get("member_id", ""),
+                body.get("group_instance_id"),
+                body.get("generation_id", -1),
+                wanted,
+                int(time.time() * 1000),
+            )
+    by_topic: dict[str, list] = {}
+    for (topic, p), code in results.items():
+        code = client_error(ctx, code)
+        by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code})
+    return {
+        "throttle_time_ms": 0,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }

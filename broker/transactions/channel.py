@@ -1,0 +1,166 @@
+"""BrokerChannels: the coordinator's requests to other brokers (WriteTxnMarkers to
+partition leaders, AddPartitionsToTxn v4 `verify_only` from a partition leader to a
+transaction coordinator).
+
+One connection per broker to its endpoint of `inter.broker.listener.name`, with the
+same TLS and SASL settings as the replica fetchers (`ReplicaFetcherManager`), one
+request in flight per connection (a lock). Every await has the replica socket
+timeout; a failed exchange closes the connection, the caller retries.
+Owned by the broker; event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
+from broker.sasl import client as sasl_client
+from common.aio import within
+
+_SIZE = struct.Struct(">i")
+
+
+class _Conn:
+    __slots__ = ("reader", "writer", "lock", "correlation")
+
+    def __init__(self):
+        self.reader = self.writer = None
+        self.lock = asyncio.Lock()
+        self.correlation = 0
+
+
+class BrokerChannels:
+    """`fetchers` is the cluster node's ReplicaFetcherManager (listener, TLS, SASL,
+    timeout) and `brokers()` the live brokers' registrations by id."""
+
+    def __init__(self, fetchers, brokers, broker_id: int):
+        self._settings = fetchers
+        self._brokers = brokers
+        self._client_id = f"txn-coordinator-{broker_id}"
+        self._conns: dict[int, _Conn] = {}
+
+    @property
+    def timeout_s(self) -> float:
+        return self._settings.request_timeout_s
+
+    async def request(self, broker_id: int, api_key: int, version: int, body: dict) -> dict:
+        conn = self._conns.setdefault(broker_id, _Conn())
+        async with conn.lock:
+            try:
+                if conn.writer is None:
+                    await self._connect(conn, broker_id)
+                return await self._exchange(conn, api_key, version, body)
+            except BaseException:
+                self._close(conn)
+                raise
+
+    async def _connect(self, conn: _Conn, broker_id: int) -> None:
+        info = self._brokers().get(broker_id)
+        listener = self._settings.listener
+        address = info.endpoints.get(listener) if info is not None else None
+        if address is None:
+            raise LookupError(f"{listener} address of broker {broker_id} unknown")
+        host, port = address
+        tls = self._settings.tls
+        opened = asyncio.open_connection(
+            host, port, ssl=tls, server_hostname=host if tls is not None else None
+        )
+        conn.reader, conn.writer = await within(opened, self.timeout_s)
+        if self._settings.sasl is not None:
+            await self._authenticate(conn, *self._settings.sasl)
+
+    async def _authenticate(self, conn: _Conn, mechanism: str, user: str, password: str) -> None:
+        resp = await self._exchange(conn, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        if resp["error_code"] != ErrorCode.NONE:
+            raise ProtocolError(f"SaslHandshake {mechanism}: error {resp['error_code']}")
+        steps = sasl_client.tokens(mechanism, user, password)
+        token = next(steps)
+        while True:
+            resp = await self._exchange(conn, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            if resp["error_code"] != ErrorCode.NONE:
+                raise ProtocolError(f"SASL {mechanism} as {user}: {resp['error_message']}")
+            try:
+                token = steps.send(resp["auth_bytes"])
+            except StopIteration:
+                return
+            except sasl_client.SaslClientError as e:
+                raise ProtocolError(str(e)) from None
+
+    async def _exchange(self, conn: _Conn, api_key: int, version: int, body: dict) -> dict:
+        conn.correlation += 1
+        corr = conn.correlation
+        conn.writer.write(encode_request(api_key, version, corr, self._client_id, body))
+
+        async def answer() -> dict:
+            await conn.writer.drain()
+            (size,) = _SIZE.unpack(await conn.reader.readexactly(4))
+            got, resp = decode_response(api_key, version, await conn.reader.readexactly(size))
+            if got != corr:
+                raise ProtocolError(f"correlation id {got} != {corr}")
+            return resp
+
+        return await within(answer(), self.timeout_s)
+
+    @staticmethod
+    def _close(conn: _Conn) -> None:
+        if conn.writer is not None:
+            conn.writer.close()
+        conn.reader = conn.writer = None
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            self._close(conn)
+        self._conns.clear()
+
+    # -- the two requests -------------------------------------------------------------
+
+    async def write_markers(
+        self, broker_id: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int, tps
+    ) -> dict:
+        """WriteTxnMarkers v1 for one transaction: {(topic, partition): ErrorCode}."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in tps:
+            by_topic.setdefault(topic, []).append(p)
+        body = {
+            "markers": [
+                {
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "transaction_result": commit,
+                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                    "coordinator_epoch": coordinator_epoch,
+                }
+            ]
+        }
+        resp = await self.request(broker_id, ApiKey.WRITE_TXN_MARKERS, 1, body)
+        return {
+            (t["name"], p["partition_index"]): ErrorCode(p["error_code"])
+            for m in resp["markers"]
+            for t in m["topics"]
+            for p in t["partitions"]
+        }
+
+    async def verify(self, broker_id: int, tid: str, pid: int, epoch: int, tps) -> dict:
+        """AddPartitionsToTxn v4 `verify_only`: {(topic, partition): ErrorCode}."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in tps:
+            by_topic.setdefault(topic, []).append(p)
+        body = {
+            "transactions": [
+                {
+                    "transactional_id": tid,
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "verify_only": True,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                }
+            ]
+        }
+        resp = await self.request(broker_id, ApiKey.ADD_PARTITIONS_TO_TXN, 4, body)
+        out = {tp: ErrorCode(resp["error_code"]) for tp in tps} if resp["error_code"] else {}
+        for txn in resp["results_by_transaction"]:
+            for t in txn["topic_results"]:
+                for p in t["results_by_partition"]:
+                    out[(t["name"], p["partition_index"])] = ErrorCode(p["partition_error_code"])
+        return out

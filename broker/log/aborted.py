@@ -10,7 +10,9 @@ recovery cut off. Its entries come from replaying producer state: a scratch
 stale segment, without deleting anything) up to that segment's base, then every
 batch from there to the log end is replayed; each transaction a marker aborts is
 indexed in the segment holding the marker, if that segment is stale, with the last
-stable offset as Kafka computes it (`stable_offset_after`).
+stable offset as Kafka computes it (`stable_offset_after`). An abort marker whose
+transaction's data compaction removed completes nothing in the replay: its entry
+is kept from the index as it was before the recovery, if that was readable.
 """
 
 from __future__ import annotations
@@ -54,16 +56,23 @@ def rebuild_txn_indexes(log, now_ms: int) -> bool:
         if batch.base_offset < start:
             continue
         done = scratch.replay(batch)
-        if done is not None and done.aborted and seg.txn_index_stale:
-            seg.txn_index.append(
-                AbortedTxn(
-                    done.producer_id,
-                    done.first_offset,
-                    done.last_offset,
-                    scratch.stable_offset_after(done),
-                )
+        if not seg.txn_index_stale:
+            continue
+        if done is not None and done.aborted:
+            entry = AbortedTxn(
+                done.producer_id,
+                done.first_offset,
+                done.last_offset,
+                scratch.stable_offset_after(done),
             )
+        elif batch.is_control and done is None:
+            entry = seg.txn_index_before_recovery.get(batch.base_offset)
+        else:
+            continue
+        if entry is not None:
+            seg.txn_index.append(entry)
             any_aborted = True
     for seg in stale:
         seg.txn_index_stale = False
+        seg.txn_index_before_recovery = {}
     return any_aborted

@@ -9,7 +9,9 @@ byte limit works the same way with the index searched by position.
 `recover()` rescans the whole file through a read-only mmap (zero-copy CRC checks),
 truncates a torn or corrupt tail at the last valid batch and rebuilds both indexes;
 it empties the transaction index and sets `txn_index_stale`: the partition log
-rebuilds it by replaying producer state (it needs the state before the segment).
+rebuilds it by replaying producer state (it needs the state before the segment),
+with the entries read before (`txn_index_before_recovery`) for markers whose
+aborted data compaction has already removed.
 """
 
 import mmap
@@ -80,6 +82,7 @@ class LogSegment:
             segment_path(self.dir, base_offset, TXN_INDEX_SUFFIX + suffix)
         )
         self.txn_index_stale = False
+        self.txn_index_before_recovery: dict = {}
         self.next_offset = base_offset
         self._max_timestamp: int | None = -1 if self.size == 0 else None
         self._offset_of_max_timestamp = base_offset
@@ -255,6 +258,7 @@ class LogSegment:
         Returns the number of bytes truncated."""
         self.index.reset()
         self.time_index.reset()
+        self.txn_index_before_recovery = {e.last_offset: e for e in self.txn_index.entries}
         self.txn_index.reset()
         self.txn_index_stale = True
         self.index.resize(self.index.max_entries * self.index.ENTRY.size)

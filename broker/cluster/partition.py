@@ -12,6 +12,14 @@ append. Replication extends `_replica_leos` with follower positions reported by
 follower fetches (`update_follower_leo`) and shrinks/expands `isr`; the rule
 in `maybe_advance_high_watermark` already takes the minimum over the ISR.
 
+Last stable offset (KIP-98): read_committed consumers read up to
+`last_stable_offset` = min(high watermark, first offset of the oldest transaction
+that is ongoing or whose marker the high watermark has not passed yet). It is
+computed when asked, from the log's producer state, so it moves with the high
+watermark and with every marker; both moves fire `on_change`, which re-checks
+read_committed fetches waiting in the purgatory. On a partition with no transaction
+in flight it is the high watermark at the cost of two emptiness checks.
+
 Whenever the log end or the high watermark moves, `on_change(partition)` fires; the
 replica manager uses it to re-check delayed produce and fetch operations.
 """
@@ -78,8 +86,17 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
-    def append_as_leader(self, records: bytes, required_acks: int):
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to (see the module docstring)."""
+        hw = self.high_watermark
+        first = self.log.first_unstable_offset(hw)
+        return hw if first is None or first > hw else first
+
+    def append_as_leader(self, records: bytes, required_acks: int, guard=None):
         """Append a produce request's record batches; returns the log's AppendInfo.
+        `guard`: the KIP-890 verification guard of a transactional batch (see
+        broker/log/producer_state.py), None when verification is off.
 
         Raises PartitionError for NOT_LEADER_OR_FOLLOWER and NOT_ENOUGH_REPLICAS, the
         log its own `ApiError`s for refused batches (nothing is appended then), and
@@ -93,7 +110,7 @@ class Partition:
                 f"ISR has {len(self.isr)} replicas, min.insync.replicas is "
                 f"{self.min_insync_replicas}",
             )
-        info = self.log.append(records, leader_epoch=self.leader_epoch)
+        info = self.log.append(records, leader_epoch=self.leader_epoch, guard=guard)
         self.maybe_advance_high_watermark()
         if self.on_change is not None:
             self.on_change(self)
@@ -141,6 +158,7 @@ class Partition:
         )
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
+            self.log.first_unstable_offset(new_hw)  # forgets transactions now stable
             return True
         return False
 
@@ -154,13 +172,24 @@ class Partition:
             return True, ErrorCode.NONE
         return False, ErrorCode.NONE
 
-    def read(self, offset: int, max_bytes: int, committed_only: bool = True):
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        committed_only: bool = True,
+        read_committed: bool = False,
+    ):
         """Records from `offset`: a FetchSlice or None; raises OffsetOutOfRangeError.
 
-        Consumers read up to the high watermark; followers (committed_only=False) up
-        to the log end.
+        Consumers read up to the high watermark, read_committed ones up to the last
+        stable offset; followers (committed_only=False) up to the log end.
         """
-        max_offset = self.high_watermark if committed_only else None
+        if not committed_only:
+            max_offset = None
+        elif read_committed:
+            max_offset = self.last_stable_offset
+        else:
+            max_offset = self.high_watermark
         return self.log.read(offset, max_bytes, max_offset=max_offset)
 
     # -- replication roles (cluster mode; driven by broker.cluster.node) ----------------
@@ -207,6 +236,7 @@ class Partition:
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         self.high_watermark = max(0, min(leader_high_watermark, self.log.log_end_offset))
+        self.log.first_unstable_offset(self.high_watermark)  # forgets transactions now stable
 
     def lagging_followers(self, now_ms: int, lag_ms: int) -> set[int]:
         """ISR followers not caught up for more than `lag_ms`."""

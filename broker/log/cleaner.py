@@ -13,6 +13,15 @@ Kafka's scheme, on one partition at a time:
   batch whose records all survive is copied byte-for-byte, a batch left empty is
   dropped, others are rebuilt (`rebuild_batch`) with the same base offset, codec,
   producer fields and last offset delta. Control batches are copied as they are.
+- Transactions (Kafka's cleaner): the cleanable range also stops before the segment
+  holding the first unstable offset (a transaction still ongoing, or completed but
+  not yet below the high watermark), so an open transaction's records never shadow
+  committed ones. Batches of aborted transactions (from the transaction indexes)
+  are left out of the key map and dropped from the rewritten segments. Markers are
+  kept for good: Kafka removes them once delete.retention.ms has passed and no data
+  of their transaction remains; keeping them costs a few bytes per transaction and
+  keeps every `.txnindex` entry valid, so a cleaned segment takes over its
+  predecessor's transaction index unchanged.
 - A rewritten segment is written as `.cleaned` files, fsynced, and swapped in: old
   indexes unlinked, new log renamed over the old one, new indexes renamed. A crash
   at any point leaves either log with missing indexes (rebuilt at load) or leftover
@@ -37,15 +46,44 @@ def _records(batch: RecordBatch):
     return None if batch.is_control else batch.records()
 
 
+def _first_unstable(log) -> int | None:
+    """The oldest transaction not yet known stable, without touching producer state."""
+    ps = log.producer_state
+    firsts = [t.first_offset for t in ps.unreplicated]
+    if ps.ongoing:
+        firsts.append(next(iter(ps.ongoing)))
+    return min(firsts, default=None)
+
+
+class _Aborted:
+    """Whether a batch belongs to an aborted transaction of the cleaned range."""
+
+    def __init__(self, log, end: int):
+        self.by_producer: dict[int, list[tuple[int, int]]] = {}
+        for txn in log.collect_aborted(log.log_start_offset, end):
+            self.by_producer.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset)
+            )
+
+    def __call__(self, batch: RecordBatch) -> bool:
+        if not batch.is_transactional or batch.is_control:
+            return False
+        ranges = self.by_producer.get(batch.producer_id, ())
+        return any(first <= batch.base_offset <= last for first, last in ranges)
+
+
 def clean(log, now_ms: int) -> None:
     """One compaction pass over `log` (a PartitionLog), if there is anything to do."""
     cfg = log.config
     if not cfg.compact:
         return
     closed = log.segments[:-1]
+    unstable = _first_unstable(log)
     n = 0
     for seg in closed:
         if cfg.min_compaction_lag_ms > 0 and seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms:
+            break
+        if unstable is not None and log.segments[n + 1].base_offset > unstable:
             break
         n += 1
     if n == 0:
@@ -55,12 +93,13 @@ def clean(log, now_ms: int) -> None:
     due = log.tombstone_deadline_ms is not None and now_ms >= log.tombstone_deadline_ms
     if first_dirty >= end and not due:
         return
+    aborted = _Aborted(log, end)
     latest: dict[bytes, int] = {}
     for seg in closed[:n]:
         if seg.next_offset <= first_dirty:
             continue
         for batch in _batches(seg):
-            if batch.last_offset < first_dirty:
+            if batch.last_offset < first_dirty or aborted(batch):
                 continue
             for r in _records(batch) or ():
                 if r.key is not None and r.offset >= first_dirty:
@@ -74,7 +113,7 @@ def clean(log, now_ms: int) -> None:
             else int(os.stat(seg.log_path).st_mtime * 1000)
         )
         expire_tombstones = now_ms - seg_ts > cfg.delete_retention_ms
-        kept_tombstone = _rewrite(log, i, latest, expire_tombstones, now_ms)
+        kept_tombstone = _rewrite(log, i, latest, aborted, expire_tombstones, now_ms)
         if kept_tombstone:
             at = seg_ts + cfg.delete_retention_ms + 1
             deadline = at if deadline is None else min(deadline, at)
@@ -82,13 +121,18 @@ def clean(log, now_ms: int) -> None:
     log.tombstone_deadline_ms = deadline
 
 
-def _rewrite(log, i: int, latest: dict, expire_tombstones: bool, now_ms: int) -> bool:
+def _rewrite(
+    log, i: int, latest: dict, aborted: _Aborted, expire_tombstones: bool, now_ms: int
+) -> bool:
     """Rewrite segment i if anything in it goes; returns whether a tombstone stayed."""
     seg = log.segments[i]
     out: list[bytes] = []
     changed = False
     kept_tombstone = False
     for batch in _batches(seg):
+        if aborted(batch):
+            changed = True
+            continue
         recs = _records(batch)
         if recs is None:
             out.append(bytes(batch.raw()))
@@ -123,6 +167,7 @@ def _swap_in(log, i: int, data: bytes, now_ms: int) -> None:
     cleaned.next_offset = old.next_offset
     old.index.delete()
     old.time_index.delete()
+    cleaned.txn_index = old.txn_index
     os.replace(cleaned.log_path, old.log_path)
     cleaned.log_path = old.log_path
     cleaned.index.rename(segment_path(log.dir, old.base_offset, INDEX_SUFFIX))

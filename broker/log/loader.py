@@ -6,7 +6,9 @@ from the one holding the recovery point onwards are rescanned batch by batch (CR
 offsets checked, indexes rebuilt); the first bad batch truncates its segment and
 every later segment is deleted, as the data after a corrupt point cannot be trusted.
 Earlier segments were fsynced before the recovery point passed them; they are only
-rescanned when an index is missing or fails its sanity check.
+rescanned when an index is missing or fails its sanity check (a torn `.txnindex`
+included; a missing one just means no aborted transaction). A rescanned segment's
+transaction index is rebuilt by the partition log afterwards (`txn_index_stale`).
 """
 
 import logging
@@ -22,11 +24,12 @@ from broker.log.common import (
 from broker.log.config import LogConfig
 from broker.log.index import CorruptIndexError
 from broker.log.segment import LogSegment
+from broker.log.txn_index import TXN_INDEX_SUFFIX
 from common.fsutil import TMP_SUFFIX
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 
 
 def new_segment(
@@ -107,7 +110,7 @@ def load_segments(
 def _delete_files(dir: Path, bases: list[int]) -> None:
     for base in bases:
         log.warning("deleting segment %020d: it follows corrupt data", base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (dir / f"{base:020d}{suffix}").unlink(missing_ok=True)
 
 
@@ -115,6 +118,7 @@ def _trusted(seg: LogSegment, config: LogConfig, last: bool) -> bool:
     try:
         seg.index.sanity_check(max(seg.size, 1))
         seg.time_index.sanity_check()
+        seg.txn_index.sanity_check()
         if seg.size > 2 * config.index_interval_bytes + 2**16 and seg.index.entries == 0:
             raise CorruptIndexError(f"{seg.index.path.name}: empty for a {seg.size}-byte log")
         if last:

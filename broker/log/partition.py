@@ -15,6 +15,14 @@ producer snapshot it took, on a background thread (as Kafka's scheduler does), a
 the recovery point moves to the new segment's base once that fsync is done;
 `flush.messages` and `flush` force a synchronous fsync up to the log end. Loading
 (see `broker.log.loader`) rescans only segments at or after the recovery point.
+
+Transactions (KIP-98): producer state tracks each producer's ongoing transaction;
+a marker (`append_txn_marker` on the leader, a control batch in `append_as_follower`,
+a replayed one in recovery) completes it, and an aborted one is indexed in the
+`.txnindex` of the segment holding the marker. `first_unstable_offset(hw)` gives
+what the partition's last stable offset is capped by; `collect_aborted` what a
+read_committed fetch must tell the consumer to drop. `has_aborted` stays False on a
+partition that never saw an abort, so fetches there skip the search.
 """
 
 import bisect
@@ -26,6 +34,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from broker.log.aborted import collect_aborted, rebuild_txn_indexes
 from broker.log.common import (
     AppendInfo,
     CorruptBatchError,
@@ -38,14 +47,18 @@ from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
 from broker.log.loader import load_segments, new_segment
 from broker.log.producer_state import (
+    CompletedTxn,
     ProducerStateError,
     ProducerStateManager,
+    VerificationGuard,
     batch_headers_from,
     sync_snapshot,
 )
 from broker.log.record_rules import check_records, rules_apply
 from broker.log.segment import LogSegment
+from broker.log.txn_index import AbortedTxn
 from broker.protocol.control import end_txn_marker_batch
+from broker.protocol.errors import ErrorCode
 from broker.protocol.records import (
     HEADER_SIZE,
     CorruptRecordError,
@@ -129,6 +142,9 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state = ProducerStateManager(self.dir)
+        self.has_aborted = any(s.txn_index.entries for s in self.segments)
+        if rebuild_txn_indexes(self, self._now_ms()):
+            self.has_aborted = True
         self._reload_producer_state()
 
     def _reload_producer_state(self) -> None:
@@ -156,7 +172,9 @@ class PartitionLog:
 
     # -- append --------------------------------------------------------------------
 
-    def append(self, records, leader_epoch: int = 0) -> AppendInfo:
+    def append(
+        self, records, leader_epoch: int = 0, guard: VerificationGuard | None = None
+    ) -> AppendInfo:
         """Leader append: validate, assign offsets from the log end, write.
 
         Every batch is checked as Kafka's LogValidator does, in this order: framing
@@ -164,7 +182,10 @@ class PartitionLog:
         delta, the records section (`RecordBatch.validate_records`), the topic's
         record rules (record_rules.py: keys on compacted topics, timestamp bounds),
         then the producer state of an idempotent batch (one per append; a retried
-        duplicate returns its original offsets and writes nothing). A refusal raises
+        duplicate returns its original offsets and writes nothing; `guard` is the
+        KIP-890 verification's, see producer_state.py). Control batches come only from
+        a coordinator (`append_txn_marker`): a client's is INVALID_RECORD, as is a
+        transactional batch without a producer id. A refusal raises
         the log's `ApiError` family (CorruptBatchError, RecordTooLargeError,
         RecordValidationError, ProducerStateError) and writes nothing.
 
@@ -208,10 +229,16 @@ class PartitionLog:
                 b.validate_records()
                 if rules:
                     check_records(b, self.config, f"{self.topic}-{self.partition}", now_ms)
+                if b.is_control or (b.is_transactional and b.producer_id < 0):
+                    raise ProducerStateError(
+                        ErrorCode.INVALID_RECORD,
+                        "clients may not write control batches, nor transactional ones "
+                        "without a producer id",
+                    )
                 if b.producer_id >= 0:
                     if len(batches) > 1:
                         raise CorruptRecordError("idempotent batches must come one per partition")
-                    verdict = self.producer_state.check(b)
+                    verdict = self.producer_state.check(b, guard)
                     if verdict.duplicate is not None:
                         return AppendInfo(*verdict.duplicate, -1, -1, 0, 0)
                     if not verdict.append:
@@ -267,7 +294,14 @@ class PartitionLog:
     ) -> AppendInfo:
         """Leader append of a transaction coordinator's end-transaction marker
         (broker/protocol/control.py) at the log end. Markers come from the
-        coordinator, never from clients, so they skip the client-batch checks."""
+        coordinator, never from clients, so they skip the client-batch checks, but
+        not producer state's: an older producer epoch raises ProducerStateError
+        INVALID_PRODUCER_EPOCH, an older coordinator epoch
+        TRANSACTION_COORDINATOR_FENCED. The marker ends the producer's transaction
+        here; an abort is indexed in the active segment's `.txnindex`."""
+        code = self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if code != ErrorCode.NONE:
+            raise ProducerStateError(code, f"end transaction marker of producer {producer_id}")
         data = bytearray(
             end_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
         )
@@ -279,7 +313,35 @@ class PartitionLog:
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
         self._write((data,), len(data), [batch], first, first, batch.max_timestamp)
+        done = self.producer_state.append_marker(
+            producer_id, producer_epoch, commit, coordinator_epoch, first, self._now_ms()
+        )
+        if done is not None:
+            self._completed(done)
         return AppendInfo(first, first, batch.max_timestamp, -1, 1, len(data))
+
+    def _completed(self, done: CompletedTxn) -> None:
+        """A marker (the last batch written) ended a transaction: index an abort."""
+        if done.aborted:
+            stable = self.producer_state.stable_offset_after(done)
+            self.active.txn_index.append(
+                AbortedTxn(done.producer_id, done.first_offset, done.last_offset, stable)
+            )
+            self.has_aborted = True
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """First offset of the oldest transaction not yet stable below
+        `high_watermark`, or None: the last stable offset is min(this, HW)."""
+        ps = self.producer_state
+        if not ps.ongoing and not ps.unreplicated:
+            return None
+        return ps.first_unstable_offset(high_watermark)
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound)."""
+        if not self.has_aborted:
+            return []
+        return collect_aborted(self, fetch_offset, upper_bound)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Replica append: offsets kept as given; they must start at or after the log
@@ -303,7 +365,9 @@ class PartitionLog:
         first = batches[0].base_offset
         self._write((buf,), len(buf), batches, first, expected - 1, max_ts)
         for b in batches:
-            self.producer_state.replay(b)
+            done = self.producer_state.replay(b)
+            if done is not None:
+                self._completed(done)
         return AppendInfo(first, expected - 1, max_ts, -1, len(batches), len(buf))
 
     def _write(
@@ -563,6 +627,7 @@ class PartitionLog:
         old = self.segments[i]
         self.size_bytes += seg.size - old.size
         self.segments[i] = seg
+        self._bases[i] = seg.base_offset
 
     def close(self) -> None:
         self._snapshot_producers(self.log_end_offset, sync=True)

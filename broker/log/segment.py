@@ -1,4 +1,5 @@
-"""One log segment: a `.log` file of whole batches plus its two sparse indexes.
+"""One log segment: a `.log` file of whole batches, its two sparse indexes and its
+transaction index (aborted transactions whose markers it holds, txn_index.py).
 
 Finding an offset = offset-index binary search for the nearest indexed batch at or
 before it, then a short forward scan over batch headers (one `pread` of the 61-byte
@@ -6,7 +7,11 @@ header each; at most ~index.interval.bytes of log). Finding a batch boundary nea
 byte limit works the same way with the index searched by position.
 
 `recover()` rescans the whole file through a read-only mmap (zero-copy CRC checks),
-truncates a torn or corrupt tail at the last valid batch and rebuilds both indexes.
+truncates a torn or corrupt tail at the last valid batch and rebuilds both indexes;
+it empties the transaction index and sets `txn_index_stale`: the partition log
+rebuilds it by replaying producer state (it needs the state before the segment),
+with the entries read before (`txn_index_before_recovery`) for markers whose
+aborted data compaction has already removed.
 """
 
 import mmap
@@ -23,6 +28,7 @@ from broker.log.common import (
     segment_path,
 )
 from broker.log.index import OffsetIndex, TimeIndex
+from broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from broker.protocol.records import (
     CRC_FROM,
     HEADER_SIZE,
@@ -72,6 +78,11 @@ class LogSegment:
             index_max_bytes,
             active,
         )
+        self.txn_index = TransactionIndex(
+            segment_path(self.dir, base_offset, TXN_INDEX_SUFFIX + suffix)
+        )
+        self.txn_index_stale = False
+        self.txn_index_before_recovery: dict = {}
         self.next_offset = base_offset
         self._max_timestamp: int | None = -1 if self.size == 0 else None
         self._offset_of_max_timestamp = base_offset
@@ -186,14 +197,18 @@ class LogSegment:
         os.fsync(self.file.fileno())
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def dup_fds(self) -> list[int]:
-        """Duplicated descriptors of the three files, for an fsync on another thread."""
-        return [
+        """Duplicated descriptors of its files, for an fsync on another thread."""
+        fds = [
             os.dup(self.file.fileno()),
             os.dup(self.index.fileno()),
             os.dup(self.time_index.fileno()),
         ]
+        if (txn_fd := self.txn_index.fileno()) is not None:
+            fds.append(os.dup(txn_fd))
+        return fds
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= `offset`; returns bytes removed."""
@@ -206,6 +221,7 @@ class LogSegment:
         self.size = position
         self.index.truncate_to_position(position)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         self._max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry()
         self.next_offset = self.base_offset
         if position == 0:
@@ -242,6 +258,9 @@ class LogSegment:
         Returns the number of bytes truncated."""
         self.index.reset()
         self.time_index.reset()
+        self.txn_index_before_recovery = {e.last_offset: e for e in self.txn_index.entries}
+        self.txn_index.reset()
+        self.txn_index_stale = True
         self.index.resize(self.index.max_entries * self.index.ENTRY.size)
         self.time_index.resize(self.time_index.max_entries * self.time_index.ENTRY.size)
         self._max_timestamp = -1
@@ -334,6 +353,7 @@ class LogSegment:
     def close(self) -> None:
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.file.close()
 
     def delete(self) -> None:
@@ -341,6 +361,7 @@ class LogSegment:
         slices still holding it keep reading the unlinked inode."""
         self.index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
         self.file = None
 

@@ -69,9 +69,9 @@ class BrokerCore:
         self.replicas: ReplicaManager | None = None
         self.cluster = None  # broker.cluster.node.ClusterNode when zookeeper.connect is set
         self.authorizer = None  # broker.security.authorizer.Authorizer when configured
-        # KIP-890 check of a transactional batch: (transactional id, producer id, epoch,
-        # [(topic, partition)]) -> {(topic, partition): ErrorCode}; set by the
-        # transaction coordinator's handlers (handlers/transactions.py)
+        # KIP-890: `await txn_verifier(transactional_id, producer_id, producer_epoch,
+        # [(topic, partition), ...]) -> {(topic, partition): ErrorCode}`, set by the
+        # transaction coordinator; None: transactional produces append unverified.
         self.txn_verifier = None
         self._tasks: list[asyncio.Task] = []
         self._modules = load_handlers()

@@ -18,6 +18,16 @@ append (or high-watermark move) re-reads; the fetch answers once `min_bytes` are
 there, a partition turns to an error, or the wait expires (then with whatever is
 there).
 
+Isolation (KIP-98, v4+): a read_committed consumer (isolation_level 1) reads up to
+the partition's last stable offset instead of the high watermark and gets, with its
+records, the aborted transactions overlapping them (producer id, first offset; from
+the segments' `.txnindex`, searched from the fetch offset to the end of the slice)
+so that it drops their records; it gets an empty list when nothing was aborted
+there, read_uncommitted gets null. A partition that never saw an abort skips the
+search, so read_committed (librdkafka's default) costs nothing more there. Every
+answer carries the last stable offset. A waiting read_committed fetch re-reads on
+each `on_change`, which fires when the LSO can move (HW moves, markers).
+
 Fetch v13+ names topics by id and v15+ moves the replica id into `replica_state`
 (`_by_id` maps both back). Fetch v0-3 predate record batches v2: their answers are down-converted to legacy
 messages (protocol/legacy.py) from bytes read out of the slice; later versions
@@ -62,7 +72,7 @@ def _empty(index: int, code: ErrorCode, partition=None) -> dict:
         "partition_index": index,
         "error_code": code,
         "high_watermark": partition.high_watermark if partition is not None else -1,
-        "last_stable_offset": partition.high_watermark if partition is not None else -1,
+        "last_stable_offset": partition.last_stable_offset if partition is not None else -1,
         "log_start_offset": partition.log_start_offset if partition is not None else -1,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
@@ -91,6 +101,7 @@ def read_partitions(
     Partitions of `denied` topics answer TOPIC_AUTHORIZATION_FAILED unread."""
     replica_id = body["replica_id"]
     follower = replica_id >= 0
+    read_committed = not follower and body.get("isolation_level", 0) == 1
     budget = body["max_bytes"] if body["max_bytes"] > 0 else UNLIMITED
     found = 0
     errors = False
@@ -137,20 +148,32 @@ def read_partitions(
             limit = min(req["partition_max_bytes"], budget)
             try:
                 piece = partition.read(
-                    req["fetch_offset"], max(limit, 1), committed_only=not follower
+                    req["fetch_offset"],
+                    max(limit, 1),
+                    committed_only=not follower,
+                    read_committed=read_committed,
                 )
             except OffsetOutOfRangeError:
                 resp["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 errors = True
                 piece = None
+            if read_committed and resp["error_code"] == ErrorCode.NONE:
+                resp["aborted_transactions"] = []
             if piece is not None and (first or piece.length <= budget):
                 resp["records"] = piece
                 found += piece.length
                 budget = max(0, budget - piece.length)
                 first = False
+                if read_committed:
+                    resp["aborted_transactions"] = _aborted(partition, req, piece)
             parts.append(resp)
         topics.append({"topic": name, "topic_id": topic.get("topic_id"), "partitions": parts})
     return topics, found, errors
+
+
+def _aborted(partition, req: dict, piece) -> list[dict]:
+    txns = partition.log.collect_aborted(req["fetch_offset"], piece.end_offset)
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in txns]
 
 
 def _response(core, topics: list[dict], version: int, body: dict) -> dict:

@@ -1,6 +1,7 @@
 """ListOffsets and OffsetForLeaderEpoch.
 
-ListOffsets timestamps: -1 = latest (the high watermark: what a consumer can read),
+ListOffsets timestamps: -1 = latest (the high watermark: what a consumer can read;
+the last stable offset for isolation_level 1, read_committed, v2+),
 -2 = earliest (the log start), >= 0 = the first record with a timestamp at or after
 it (offset -1 when none). v0 answers in the old form, an array `old_style_offsets`
 with one offset (Kafka's v0 "offsets before" list, reduced to its useful element).
@@ -47,6 +48,7 @@ def _refused(ctx, topic: str, follower: bool) -> ErrorCode | None:
 @handles(ApiKey.LIST_OFFSETS)
 def list_offsets(ctx, body):
     version = ctx.api_version
+    read_committed = body.get("isolation_level", 0) == 1
     topics = []
     for topic in body["topics"]:
         refused = _refused(ctx, topic["name"], follower=False)
@@ -69,8 +71,9 @@ def list_offsets(ctx, body):
                 parts.append(resp)
                 continue
             ts = req["timestamp"]
+            visible = partition.last_stable_offset if read_committed else partition.high_watermark
             if ts == LATEST:
-                offset = partition.high_watermark
+                offset = visible
             elif ts == EARLIEST:
                 offset = partition.log_start_offset
             elif ts < 0:
@@ -79,7 +82,7 @@ def list_offsets(ctx, body):
             else:
                 hit = partition.log.offset_for_timestamp(ts)
                 offset, found_ts = hit if hit is not None else (-1, -1)
-                if offset >= partition.high_watermark:
+                if offset >= visible:
                     offset, found_ts = -1, -1
                 resp["timestamp"] = found_ts
             resp["offset"] = offset

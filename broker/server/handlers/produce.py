@@ -35,6 +35,14 @@ topic that cannot be gives its code to every partition of it (INVALID_TOPIC_EXCE
 for an illegal name, UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off,
 KAFKA_STORAGE_ERROR when its files cannot be made).
 
+Transactions (KIP-890 part 1): when the coordinator set `core.txn_verifier`, a
+transactional batch for a partition where its producer has no transaction ongoing
+is appended only once the coordinator confirms the partition was added to the
+transaction (broker/server/txn_verification.py); the verification is awaited before
+the appends, never inside one partition's check-append-update section, and a guard
+taken before the await makes a marker that lands meanwhile void it
+(INVALID_TXN_STATE). Without a verifier such batches append unverified.
+
 A write that fails in the file system (ENOSPC on a full data directory, EIO) answers
 KAFKA_STORAGE_ERROR, which clients retry: the log rolled the failed append back to
 its last batch boundary, so the partition takes produces again once there is room.
@@ -51,6 +59,7 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
 from broker.protocol.legacy import magic_of, up_convert
 from broker.protocol.records import CorruptRecordError
+from broker.server import txn_verification
 from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import CloseConnection, handles
 from broker.server.purgatory import DelayedOperation
@@ -149,10 +158,19 @@ def produce(ctx, body):
         return _answer_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if core.cluster is not None:
         core.cluster.lease.poll()
+    plan = _plan(ctx, body)
+    guards = txn_verification.guards_for(core, body, plan)
+    if guards is None or not guards.pending:
+        return _append_all(core, body, plan, guards)
+    return asyncio.ensure_future(_verified_append_all(core, body, plan, guards))
+
+
+def _plan(ctx, body) -> list[tuple[str, list[list]]]:
+    """Per topic, per partition `[index, partition, records, response]`: the response
+    already set for a partition that fails before its append, else None."""
+    core = ctx.core
     replicas = core.replicas
-    failed: list[str] = []
-    waiting = []
-    responses = []
+    plan = []
     for topic in body["topic_data"]:
         name = topic["name"]
         if not allowed(ctx, Op.WRITE, RT.TOPIC, name):
@@ -165,6 +183,7 @@ def produce(ctx, body):
         for pdata in topic["partition_data"]:
             index = pdata["index"]
             records = pdata["records"]
+            partition = resp = None
             if topic_error != ErrorCode.NONE:
                 resp = _partition_response(index, topic_error)
             elif (partition := replicas.get_partition(name, index)) is None:
@@ -173,8 +192,45 @@ def produce(ctx, body):
                 resp = _partition_response(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
             elif ctx.api_version <= 2 and (records := _up_converted(records)) is None:
                 resp = _partition_response(index, ErrorCode.CORRUPT_MESSAGE, "bad message set")
-            else:
-                resp, next_offset = _append(partition, index, records, acks)
+            parts.append([index, partition, records, resp])
+        plan.append((name, parts))
+    return plan
+
+
+_INVALID = ErrorCode.INVALID_TXN_STATE
+_VERIFY_MESSAGE = {
+    True: "Partition was not added to the transaction",
+    False: "Unable to verify the partition has been added to the transaction",
+}
+
+
+async def _verified_append_all(core, body, plan, guards):
+    """KIP-890: ask the coordinator about the partitions that need it, then append."""
+    errors = await guards.verify(body["timeout_ms"])
+    for name, parts in plan:
+        for part in parts:
+            code = errors.get((name, part[0]))
+            if code is not None and part[3] is None:
+                part[3] = _partition_response(part[0], code, _VERIFY_MESSAGE[code == _INVALID])
+    answer = _append_all(core, body, plan, guards)
+    if isinstance(answer, asyncio.Future):
+        return await answer  # DelayedProduce: completes by its own timeout at the latest
+    return answer
+
+
+def _append_all(core, body, plan, guards):
+    """Append every planned partition (no await in here: each partition's producer
+    state check, append and update stay one critical section) and answer per acks."""
+    acks = body["acks"]
+    failed: list[str] = []
+    waiting = []
+    responses = []
+    for name, parts in plan:
+        answers = []
+        for index, partition, records, resp in parts:
+            if resp is None:
+                guard = guards.guard_for(name, index) if guards is not None else None
+                resp, next_offset = _append(partition, index, records, acks, guard)
                 if resp["error_code"] == ErrorCode.NONE:
                     stats = core.metrics.topics[name]
                     stats.messages_in += next_offset - resp["base_offset"]
@@ -183,8 +239,8 @@ def produce(ctx, body):
                         waiting.append((partition, next_offset, resp))
             if resp["error_code"] != ErrorCode.NONE:
                 failed.append(f"{name}-{index}: {ErrorCode(resp['error_code']).name}")
-            parts.append(resp)
-        responses.append({"name": name, "partition_responses": parts})
+            answers.append(resp)
+        responses.append({"name": name, "partition_responses": answers})
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed: " + ", ".join(failed))
@@ -216,10 +272,10 @@ def _up_converted(records) -> bytes | None:
         return None
 
 
-def _append(partition, index: int, records, acks: int) -> tuple[dict, int]:
+def _append(partition, index: int, records, acks: int, guard=None) -> tuple[dict, int]:
     """Append one partition's records -> (partition response, offset after the last)."""
     try:
-        info = partition.append_as_leader(records, acks)
+        info = partition.append_as_leader(records, acks, guard)
     except RecordValidationError as e:
         resp = _partition_response(index, e.code, str(e))
         resp["record_errors"] = [

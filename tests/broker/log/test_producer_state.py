@@ -29,6 +29,8 @@ class Batch:
     count: int = 1
     base_offset: int = -1
     max_timestamp: int = 0
+    is_transactional: bool = False
+    is_control: bool = False
 
     @property
     def last_sequence(self) -> int:

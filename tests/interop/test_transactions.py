@@ -1,0 +1,251 @@
+"""Transactional producers of confluent-kafka and kafka-python against one broker
+process: commit, abort, zombie fencing, the timeout abort, consume-transform-produce
+with send_offsets_to_transaction, and what read_committed and read_uncommitted
+consumers see; DescribeTransactions and ListTransactions over the wire."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
+
+from broker.protocol import ApiKey
+from broker.protocol.client import BlockingClient
+from testkit.procs import BrokerProcess, wait_until
+
+SETTINGS = {
+    "transaction.state.log.num.partitions": 4,
+    "offsets.topic.num.partitions": 4,
+    "group.initial.rebalance.delay.ms": 0,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200,
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("txn") / "data", settings=SETTINGS).start()
+    yield b
+    b.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+
+
+def txn_producer(bootstrap: str, tid: str, **extra) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def read_values(bootstrap: str, topic: str, isolation: str, partitions: int = 2) -> list[bytes]:
+    """Everything a consumer of `isolation` reads up to the end of each partition."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader-unused",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    values, at_end = [], set()
+    try:
+        for _ in range(300):
+            for msg in consumer.consume(num_messages=500, timeout=0.1):
+                if msg.error() is not None:
+                    at_end.add(msg.partition())
+                    continue
+                values.append(msg.value())
+            if len(at_end) == partitions:
+                break
+    finally:
+        consumer.close()
+    assert len(at_end) == partitions, "did not reach the end of every partition"
+    return sorted(values)
+
+
+def describe(bootstrap: str, tid: str) -> dict:
+    host, port = bootstrap.split(":")
+    with BlockingClient(host, int(port)) as c:
+        resp = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})
+    return resp["transaction_states"][0]
+
+
+def test_commit_and_abort_seen_by_isolation_level(broker):
+    create_topic(broker.bootstrap, "ca")
+    p = txn_producer(broker.bootstrap, "ca-tx")
+    p.begin_transaction()
+    for i in range(6):
+        p.produce("ca", value=b"c%d" % i, partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce("ca", value=b"a%d" % i, partition=i % 2)
+    p.flush(30)  # in the log before the abort
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce("ca", value=b"c-last", partition=0)
+    p.commit_transaction(30)
+    committed = sorted([b"c%d" % i for i in range(6)] + [b"c-last"])
+    aborted = [b"a%d" % i for i in range(4)]
+    assert read_values(broker.bootstrap, "ca", "read_committed") == committed
+    assert read_values(broker.bootstrap, "ca", "read_uncommitted") == sorted(committed + aborted)
+    state = describe(broker.bootstrap, "ca-tx")
+    assert state["error_code"] == 0 and state["transaction_state"] == "CompleteCommit"
+    p.flush(10)
+
+
+def test_open_transaction_hides_records_until_commit(broker):
+    create_topic(broker.bootstrap, "open", 1)
+    p = txn_producer(broker.bootstrap, "open-tx")
+    p.begin_transaction()
+    p.produce("open", value=b"pending", partition=0)
+    p.flush(30)
+    assert read_values(broker.bootstrap, "open", "read_committed", 1) == []
+    assert read_values(broker.bootstrap, "open", "read_uncommitted", 1) == [b"pending"]
+    assert describe(broker.bootstrap, "open-tx")["transaction_state"] == "Ongoing"
+    p.commit_transaction(30)
+    assert read_values(broker.bootstrap, "open", "read_committed", 1) == [b"pending"]
+
+
+def test_second_producer_fences_the_first_and_aborts_its_transaction(broker):
+    create_topic(broker.bootstrap, "zombie", 1)
+    first = txn_producer(broker.bootstrap, "zombie-tx")
+    first.begin_transaction()
+    first.produce("zombie", value=b"from-the-zombie", partition=0)
+    first.flush(30)
+    second = txn_producer(broker.bootstrap, "zombie-tx")  # aborts first's transaction
+    second.begin_transaction()
+    second.produce("zombie", value=b"from-the-new-one", partition=0)
+    second.commit_transaction(30)
+    with pytest.raises(KafkaException):
+        first.produce("zombie", value=b"late", partition=0)
+        first.commit_transaction(10)
+    assert read_values(broker.bootstrap, "zombie", "read_committed", 1) == [b"from-the-new-one"]
+
+
+def test_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(broker):
+    create_topic(broker.bootstrap, "slow", 1)
+    p = txn_producer(broker.bootstrap, "slow-tx", **{"transaction.timeout.ms": 1000})
+    p.begin_transaction()
+    p.produce("slow", value=b"too-slow", partition=0)
+    p.flush(30)
+    before = describe(broker.bootstrap, "slow-tx")
+    wait_until(
+        lambda: describe(broker.bootstrap, "slow-tx")["transaction_state"] == "CompleteAbort",
+        what="the coordinator to abort the transaction",
+    )
+    after = describe(broker.bootstrap, "slow-tx")
+    assert after["producer_epoch"] == before["producer_epoch"] + 1
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
+    assert read_values(broker.bootstrap, "slow", "read_committed", 1) == []
+    assert read_values(broker.bootstrap, "slow", "read_uncommitted", 1) == [b"too-slow"]
+
+
+def _committed(bootstrap: str, group: str, tp: TopicPartition) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return consumer.committed([tp], timeout=10)[0].offset
+    finally:
+        consumer.close()
+
+
+def test_consume_transform_produce_offsets_visible_only_after_commit(broker):
+    create_topic(broker.bootstrap, "ctp-in", 1)
+    create_topic(broker.bootstrap, "ctp-out", 1)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        plain.produce("ctp-in", value=b"in-%d" % i, partition=0)
+    plain.flush(30)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "ctp",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe(["ctp-in"])
+    p = txn_producer(broker.bootstrap, "ctp-tx")
+    got = []
+    for _ in range(300):
+        for msg in consumer.consume(num_messages=100, timeout=0.1):
+            assert msg.error() is None
+            got.append(msg)
+        if len(got) >= 10:
+            break
+    assert len(got) == 10
+    p.begin_transaction()
+    for msg in got:
+        p.produce("ctp-out", value=msg.value().replace(b"in", b"out"), partition=0)
+    p.send_offsets_to_transaction(
+        [TopicPartition("ctp-in", 0, got[-1].offset() + 1)], consumer.consumer_group_metadata(), 30
+    )
+    p.flush(30)
+    tp = TopicPartition("ctp-in", 0)
+    assert _committed(broker.bootstrap, "ctp-probe", tp) < 0  # another group: nothing
+    p.commit_transaction(30)
+    wait_until(lambda: _committed(broker.bootstrap, "ctp", tp) == 10, what="offset 10 committed")
+    consumer.close()
+    expected = sorted(b"out-%d" % i for i in range(10))
+    assert read_values(broker.bootstrap, "ctp-out", "read_committed", 1) == expected
+
+
+def test_aborted_offsets_are_dropped(broker):
+    create_topic(broker.bootstrap, "ab-in", 1)
+    p = txn_producer(broker.bootstrap, "ab-tx")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ab"})
+    meta = consumer.consumer_group_metadata()
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition("ab-in", 0, 5)], meta, 30)
+    p.abort_transaction(30)
+    tp = TopicPartition("ab-in", 0)
+    assert _committed(broker.bootstrap, "ab", tp) < 0
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition("ab-in", 0, 7)], meta, 30)
+    p.commit_transaction(30)
+    wait_until(lambda: _committed(broker.bootstrap, "ab", tp) == 7, what="offset 7 committed")
+    consumer.close()
+
+
+def test_kafka_python_transactional_producer(broker):
+    create_topic(broker.bootstrap, "kp", 1)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-tx")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("kp", b"kp-committed", partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("kp", b"kp-aborted", partition=0)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close(timeout=10)
+    assert read_values(broker.bootstrap, "kp", "read_committed", 1) == [b"kp-committed"]
+    assert read_values(broker.bootstrap, "kp", "read_uncommitted", 1) == [
+        b"kp-aborted",
+        b"kp-committed",
+    ]
+
+
+def test_list_transactions_filters(broker):
+    create_topic(broker.bootstrap, "lt", 1)
+    p = txn_producer(broker.bootstrap, "lt-tx")
+    p.begin_transaction()
+    p.produce("lt", value=b"x", partition=0)
+    p.flush(30)
+    host, port = broker.bootstrap.split(":")
+    with BlockingClient(host, int(port)) as c:
+        body = {"state_filters": ["Ongoing", "Nonsense"], "producer_id_filters": []}
+        resp = c.request(ApiKey.LIST_TRANSACTIONS, 1, body | {"duration_filter": -1})
+    assert resp["unknown_state_filters"] == ["Nonsense"]
+    ids = {t["transactional_id"] for t in resp["transaction_states"]}
+    assert "lt-tx" in ids
+    p.abort_transaction(30)

@@ -118,10 +118,7 @@ class Offsets:
         """Kafka's validateTxnOffsetCommit: an unknown group is created (the producer
         may commit for a group that never formed); with a member id or generation
         (TxnOffsetCommit v3+) they must match the group's."""
-        group = self._table.get(group_id)
-        if group is None:
-            self._table.create(group_id, now_ms)
-            return ErrorCode.NONE
+        group = self._table.get(group_id) or self._table.create(group_id, now_ms)
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and not member_id and instance_id is None:

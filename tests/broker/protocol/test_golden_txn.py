@@ -28,13 +28,13 @@ def check_response(key, version, body: dict, wire: bytes):
 
 def test_end_txn_v1_request_classic():
     body = {"transactional_id": "t", "producer_id": 5, "producer_epoch": 2, "committed": True}
-    wire = frame("001a 0001 00000007 ffff" "0001" + b"t".hex() + "0000000000000005 0002 01")
+    wire = frame("001a 0001 00000007 ffff0001" + b"t".hex() + "0000000000000005 0002 01")
     assert check_request(ApiKey.END_TXN, 1, body, wire) == body
 
 
 def test_end_txn_v3_request_flexible():
     body = {"transactional_id": "t", "producer_id": 5, "producer_epoch": 2, "committed": False}
-    wire = frame("001a 0003 00000007 ffff 00" "02" + b"t".hex() + "0000000000000005 0002 00 00")
+    wire = frame("001a 0003 00000007 ffff 0002" + b"t".hex() + "0000000000000005 0002 00 00")
     assert check_request(ApiKey.END_TXN, 3, body, wire) == body
 
 
@@ -160,9 +160,7 @@ def test_txn_offset_commit_v3_request_has_group_member_fields():
 
 def test_list_transactions_v1_request_and_describe_v0_response():
     body = {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": 1000}
-    wire = frame(
-        "0042 0001 00000007 ffff 00" "02 08" + b"Ongoing".hex() + "01 00000000000003e8 00"
-    )
+    wire = frame("0042 0001 00000007 ffff 0002 08" + b"Ongoing".hex() + "01 00000000000003e8 00")
     assert check_request(ApiKey.LIST_TRANSACTIONS, 1, body, wire) == body
     response = {
         "throttle_time_ms": 0,

@@ -1,0 +1,146 @@
+"""Transactions on a three-broker ZooKeeper cluster: markers for partitions led by
+other brokers than the coordinator (WriteTxnMarkers), and SIGKILL of the coordinator
+and of a partition leader while a transactional producer runs: no committed record
+lost, no aborted record visible, every transaction completes or aborts."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+from tests.cluster.util import create_topic, producer, wait_until
+
+TXN = {
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+}
+
+
+def read_committed(cluster, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed consumer reads up to each partition's end."""
+    c = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    values, at_end = [], set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(at_end) < partitions and time.monotonic() < deadline:
+            for msg in c.consume(num_messages=500, timeout=0.2):
+                if msg.error() is not None:
+                    at_end.add(msg.partition())
+                else:
+                    values.append(msg.value())
+    finally:
+        c.close()
+    assert len(at_end) == partitions, "did not reach the end of every partition"
+    return values
+
+
+def txn_producer(cluster, tid: str):
+    p = producer(cluster, **{"transactional.id": tid, "transaction.timeout.ms": 30000})
+    p.init_transactions(60)
+    return p
+
+
+def coordinator_of(cluster) -> int:
+    return cluster.zk.state("__transaction_state", 0)["leader"]
+
+
+def run_transactions(p, topic: str, partitions: int, count: int, per_txn: int, during=None):
+    """`count` transactions of `per_txn` values each (every odd one aborted on purpose);
+    `during(i)` runs in the middle of transaction i. Returns (committed, aborted) value
+    sets: a transaction the client had to abort counts as aborted."""
+    committed, aborted = set(), set()
+    for i in range(count):
+        values = {b"%d-%d" % (i, j) for j in range(per_txn)}
+        p.begin_transaction()
+        try:
+            for n, v in enumerate(sorted(values)):
+                p.produce(topic, value=v, partition=n % partitions)
+                if during is not None and n == per_txn // 2:
+                    during(i)
+            if i % 2:
+                p.flush(60)
+                p.abort_transaction(60)
+                aborted |= values
+                continue
+            _commit(p)
+            committed |= values
+        except KafkaException as e:
+            assert e.args[0].txn_requires_abort(), e
+            p.abort_transaction(60)
+            aborted |= values
+    return committed, aborted
+
+
+def _commit(p) -> None:
+    for _ in range(10):
+        try:
+            p.commit_transaction(60)
+            return
+        except KafkaException as e:
+            if not e.args[0].retriable():
+                raise
+    raise AssertionError("commit_transaction kept failing")
+
+
+def test_markers_for_partitions_led_by_other_brokers(cluster_factory):
+    cluster = cluster_factory(3, TXN)
+    create_topic(cluster, "spread", partitions=3)
+    leaders = {cluster.zk.state("spread", p)["leader"] for p in range(3)}
+    assert len(leaders) == 3  # so two partitions are led by another broker than any one
+    p = txn_producer(cluster, "spread-tx")
+    committed, aborted = run_transactions(p, "spread", 3, 4, 9)
+    values = read_committed(cluster, "spread", 3)
+    assert sorted(values) == sorted(committed) and not set(values) & aborted
+
+
+def test_coordinator_killed_during_transactions(cluster_factory):
+    cluster = cluster_factory(3, TXN)
+    create_topic(cluster, "coord-kill", partitions=3)
+    p = txn_producer(cluster, "coord-kill-tx")
+    victim = coordinator_of(cluster)
+
+    def kill(i):
+        if i == 2:
+            cluster.brokers[victim].kill()
+            wait_until(
+                lambda: coordinator_of(cluster) not in (-1, victim), what="a new coordinator"
+            )
+
+    committed, aborted = run_transactions(p, "coord-kill", 3, 6, 10, during=kill)
+    cluster.brokers[victim].start()
+    values = read_committed(cluster, "coord-kill", 3)
+    assert sorted(values) == sorted(committed) and not set(values) & aborted
+    assert len(committed) >= 20
+
+
+def test_partition_leader_killed_during_transactions(cluster_factory):
+    cluster = cluster_factory(3, TXN)
+    create_topic(cluster, "leader-kill", partitions=1)
+    leader = cluster.zk.state("leader-kill", 0)["leader"]
+    p = txn_producer(cluster, "leader-kill-tx")
+
+    def kill(i):
+        if i == 2:
+            cluster.brokers[leader].kill()
+            wait_until(
+                lambda: cluster.zk.state("leader-kill", 0)["leader"] not in (-1, leader),
+                what="a new leader",
+            )
+
+    committed, aborted = run_transactions(p, "leader-kill", 1, 6, 10, during=kill)
+    cluster.brokers[leader].start()
+    values = read_committed(cluster, "leader-kill", 1)
+    assert sorted(values) == sorted(committed) and not set(values) & aborted
+    assert len(committed) >= 20

@@ -5,6 +5,9 @@ consumers see; DescribeTransactions and ListTransactions over the wire."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -248,4 +251,41 @@ def test_list_transactions_filters(broker):
     assert resp["unknown_state_filters"] == ["Nonsense"]
     ids = {t["transactional_id"] for t in resp["transaction_states"]}
     assert "lt-tx" in ids
+    p.abort_transaction(30)
+
+
+def test_transactions_cli_lists_and_describes(broker):
+    create_topic(broker.bootstrap, "cli", 1)
+    p = txn_producer(broker.bootstrap, "cli-tx")
+    p.begin_transaction()
+    p.produce("cli", value=b"x", partition=0)
+    p.flush(30)
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "logflume", "transactions", "--bootstrap-server"]
+            + [broker.bootstrap, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    listed = cli("list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0].split() == [
+        "TransactionalId",
+        "Coordinator",
+        "ProducerId",
+        "TransactionState",
+    ]
+    assert any(line.split()[0] == "cli-tx" for line in listed.stdout.splitlines()[1:])
+    described = cli("describe", "--transactional-id", "cli-tx")
+    assert described.returncode == 0, described.stderr
+    row = described.stdout.splitlines()[1].split("\t")
+    assert [c.strip() for c in row][1] == "cli-tx"
+    assert "Ongoing" in described.stdout and "cli-0" in described.stdout
+    hanging = cli("find-hanging", "--max-transaction-timeout", "60")
+    assert hanging.returncode == 0 and "cli-tx" not in hanging.stdout
+    missing = cli("describe", "--transactional-id", "never-used")
+    assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
     p.abort_transaction(30)

@@ -1,0 +1,42 @@
+"""`logflume transactions`: list, describe and find hanging transactions (like
+kafka-transactions.sh, with its subcommands and flags); the work is done by
+`broker.transactions.tool`."""
+
+import sys
+
+
+def add_parser(subparsers) -> None:
+    from logflume import client_config
+
+    p = subparsers.add_parser(
+        "transactions",
+        help="list or describe transactions",
+        description="Inspect the transactions of a Kafka-compatible broker "
+        "(like kafka-transactions.sh).",
+    )
+    client_config.add_arguments(p)
+    p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
+    p.add_argument(
+        "subcommand",
+        choices=("list", "describe", "find-hanging"),
+        help="list every transactional id, describe one or find hanging transactions",
+    )
+    p.add_argument("--transactional-id", help="describe: the id to describe")
+    p.add_argument(
+        "--max-transaction-timeout",
+        type=int,
+        default=15,
+        metavar="MINUTES",
+        help="find-hanging: report transactions open longer than this (default 15)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from broker.transactions import tool
+
+    if args.subcommand == "describe" and not args.transactional_id:
+        print("Error: describe needs --transactional-id", file=sys.stderr)
+        return 1
+
+    return tool.run(args)

@@ -361,3 +361,97 @@ def test_logflume_acls_cli(acl, tmp_path):
     denied = lf("acls", "--bootstrap-server", f"127.0.0.1:{acl.plain}", "--add",
                 "--allow-principal", "User:x", "--topic", "t")  # fmt: skip
     assert denied.returncode == 1 and b"uthoriz" in denied.stderr
+
+
+def test_transactions_need_their_acls(acl):
+    """TRANSACTIONAL_ID WRITE for the coordinator requests, topic WRITE for the
+    partitions added, group READ for offsets, CLUSTER_ACTION for broker requests."""
+    init = {"transactional_id": "agent-tx", "transaction_timeout_ms": 60000}
+    markers = {
+        "markers": [
+            {
+                "producer_id": 1,
+                "producer_epoch": 0,
+                "transaction_result": True,
+                "topics": [{"name": "web", "partition_indexes": [0]}],
+                "coordinator_epoch": 0,
+            }
+        ]
+    }
+    verify = {
+        "transactions": [
+            {
+                "transactional_id": "agent-tx",
+                "producer_id": 1,
+                "producer_epoch": 0,
+                "verify_only": True,
+                "topics": [{"name": "web", "partitions": [0]}],
+            }
+        ]
+    }
+    with wire(acl, "agent") as c:
+        denied_init = c.request(ApiKey.INIT_PRODUCER_ID, 4, init)
+        denied_find = c.request(ApiKey.FIND_COORDINATOR, 3, {"key": "agent-tx", "key_type": 1})
+        denied_markers = c.request(ApiKey.WRITE_TXN_MARKERS, 1, markers)
+        denied_verify = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, verify)
+    assert denied_init["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert denied_find["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    result = denied_markers["markers"][0]["topics"][0]["partitions"][0]
+    assert result["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert denied_verify["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+    admin = AdminClient(conf(acl, "admin"))
+    grant = AclBinding(
+        ResourceType.TRANSACTIONAL_ID, "agent-tx", ResourcePatternType.LITERAL, "User:agent",
+        "*", AclOperation.WRITE, AclPermissionType.ALLOW,
+    )  # fmt: skip
+    for f in admin.create_acls([grant]).values():
+        f.result(10)
+    try:
+        with wire(acl, "agent") as c:
+            found = c.request(ApiKey.FIND_COORDINATOR, 3, {"key": "agent-tx", "key_type": 1})
+            ids = c.request(ApiKey.INIT_PRODUCER_ID, 4, init)
+            pid, epoch = ids["producer_id"], ids["producer_epoch"]
+            add = {
+                "v3_and_below_transactional_id": "agent-tx",
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [
+                    {"name": "web", "partitions": [0]},
+                    {"name": "other", "partitions": [0]},
+                ],
+            }
+            added = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, add)
+            offsets = c.request(
+                ApiKey.ADD_OFFSETS_TO_TXN,
+                3,
+                {
+                    "transactional_id": "agent-tx",
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "group_id": "not-agents",
+                },
+            )
+        assert found["error_code"] == ErrorCode.NONE
+        assert ids["error_code"] == ErrorCode.NONE
+        codes = {
+            t["name"]: t["results_by_partition"][0]["partition_error_code"]
+            for t in added["results_by_topic_v3_and_below"]
+        }
+        assert codes == {
+            "web": ErrorCode.OPERATION_NOT_ATTEMPTED,
+            "other": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        }
+        assert offsets["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        producer = Producer({**conf(acl, "agent"), "transactional.id": "agent-tx"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("web", b"in-a-transaction")
+        producer.commit_transaction(30)
+    finally:
+        remove = AclBindingFilter(
+            ResourceType.TRANSACTIONAL_ID, "agent-tx", ResourcePatternType.LITERAL, "User:agent",
+            "*", AclOperation.WRITE, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        for f in admin.delete_acls([remove]).values():
+            f.result(10)

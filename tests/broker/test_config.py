@@ -39,8 +39,6 @@ def test_kafkas_stock_server_properties_loads_with_its_unused_keys_listed():
         "num.recovery.threads.per.data.dir",
         "socket.receive.buffer.bytes",
         "socket.send.buffer.bytes",
-        "transaction.state.log.min.isr",
-        "transaction.state.log.replication.factor",
     ]
     assert cfg.data_dir == Path("/tmp/kafka-logs")
     assert cfg["zookeeper.connect"] == "localhost:2181"

@@ -243,9 +243,10 @@ class TransactionCoordinator:
 
     async def _fence_and_abort(self, meta: TxnMetadata, now_ms: int) -> ErrorCode:
         """Abort `meta`'s ongoing transaction under a bumped epoch, so the producer
-        that ran it is fenced (Kafka's PrepareEpochFence, the state in flight: what
-        is written is PrepareAbort with the new epoch)."""
-        meta.transition(S.PREPARE_EPOCH_FENCE)
+        that ran it is fenced. Kafka calls this step PrepareEpochFence; it is never
+        written: what is written is PrepareAbort with the new epoch, and until that
+        is durable the id stays Ongoing (with the write pending), so a failed write
+        leaves it as it was."""
         new = meta.snapshot()
         new.state = S.PREPARE_ABORT
         if meta.producer_epoch < MAX_EPOCH:
@@ -460,10 +461,8 @@ class TransactionCoordinator:
                 continue
             if pids and meta.producer_id not in pids:
                 continue
-            if min_duration_ms >= 0 and (
-                meta.state != S.ONGOING or now_ms - meta.txn_start_ms < min_duration_ms
-            ):
-                continue
+            if min_duration_ms >= 0 and now_ms - meta.txn_start_ms <= min_duration_ms:
+                continue  # KIP-994: only transactions running longer than the filter
             out.append(meta)
         return unknown, out
 

@@ -12,9 +12,10 @@ changes state only through `TxnMetadata.transition`, which raises
     CompleteCommit (4)   every marker written
     CompleteAbort (5)
     Dead (6)             the id expired and is being removed
-    PrepareEpochFence (7) an ongoing transaction is aborted because a new producer
-                         (InitProducerId) or the timeout fenced its epoch; never
-                         written: it becomes PrepareAbort with the bumped epoch
+    PrepareEpochFence (7) Kafka's name for aborting an ongoing transaction because a
+                         new producer (InitProducerId) or the timeout fenced its
+                         epoch; never written nor held here: the coordinator writes
+                         PrepareAbort with the bumped epoch straight from Ongoing
 
 While a state change is being written (`pending` is set) every other request for
 the id gets CONCURRENT_TRANSACTIONS.

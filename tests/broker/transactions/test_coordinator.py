@@ -255,8 +255,8 @@ async def test_list_and_describe():
     await coord.add_partitions("t", pid, epoch, {("a", 0)}, 10)
     unknown, found = coord.list(["Ongoing", "Bogus"], [], -1, 20)
     assert unknown == ["Bogus"] and [m.transactional_id for m in found] == ["t"]
-    assert [m.transactional_id for m in coord.list([], [], 5, 20)[1]] == ["t"]
-    assert coord.list([], [], 50, 20)[1] == []
+    assert [m.transactional_id for m in coord.list(["Ongoing"], [], 5, 20)[1]] == ["t"]
+    assert coord.list(["Ongoing"], [], 50, 20)[1] == []
     assert {m.transactional_id for m in coord.list([], [], -1, 20)[1]} == {"t", "u"}
     err, meta = coord.describe("t")
     assert err == E.NONE and meta.partitions == {("a", 0)}
@@ -275,3 +275,17 @@ async def test_adding_partitions_to_an_ongoing_transaction_accumulates(commit):
     await settle(coord)
     await coord.add_partitions("t", pid, epoch, {("c", 0)}, 4)
     assert coord.txns["t"].partitions == {("c", 0)} and coord.txns["t"].txn_start_ms == 4
+
+
+async def test_a_failed_fence_write_leaves_the_transaction_ongoing():
+    store = MemoryStore()
+    coord = make(store)
+    _, pid, epoch = await coord.init_producer_id("t", 1000, -1, -1, 0)
+    await coord.add_partitions("t", pid, epoch, {("a", 0)}, 0)
+    store.fail_with = E.NOT_ENOUGH_REPLICAS
+    assert await coord.abort_timed_out(5000) == 0
+    assert coord.txns["t"].state == S.ONGOING and coord.txns["t"].producer_epoch == epoch
+    store.fail_with = None
+    assert await coord.abort_timed_out(5000) == 1
+    await settle(coord)
+    assert coord.txns["t"].state == S.COMPLETE_ABORT

@@ -24,6 +24,7 @@ from broker.transactions.state import TopicPartition
 log = logging.getLogger(__name__)
 
 BACKOFF_S = 0.1
+_SUPERSEDED = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED)
 
 LocalWrite = Callable[[TopicPartition, int, int, bool, int], Awaitable[ErrorCode]]
 RemoteWrite = Callable[
@@ -93,18 +94,14 @@ class MarkerWriter:
                     )
             await asyncio.gather(*jobs)
             for tp, err in results.items():
-                if err in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) and (
-                    err == ErrorCode.NONE or self._leader_of(tp) is None
-                ):
+                deleted = (
+                    err == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self._leader_of(tp) is None
+                )
+                if err == ErrorCode.NONE or deleted:
                     left.discard(tp)
-                elif err in (
-                    ErrorCode.INVALID_PRODUCER_EPOCH,
-                    ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-                ):
-                    # a newer epoch or coordinator already wrote there: nothing to add
-                    log.warning(
-                        "marker for producer %d on %s-%d refused: %s", producer_id, *tp, err.name
-                    )
+                elif err in _SUPERSEDED:
+                    # a newer producer epoch or coordinator wrote there: nothing to add
+                    log.warning("marker of producer %d on %s-%d: %s", producer_id, *tp, err.name)
                     left.discard(tp)
             if left:
                 await asyncio.sleep(self._backoff_s)

@@ -9,6 +9,7 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from broker.transactions.tool import describe_transaction
 from tests.cluster.util import create_topic, producer, wait_until
 
 TXN = {
@@ -123,6 +124,9 @@ def test_coordinator_killed_during_transactions(cluster_factory):
     values = read_committed(cluster, "coord-kill", 3)
     assert sorted(values) == sorted(committed) and not set(values) & aborted
     assert len(committed) >= 20
+    state = describe_transaction(cluster.bootstrap, "coord-kill-tx", 10)
+    assert state["transaction_state"] in ("CompleteCommit", "CompleteAbort")
+    assert state["coordinator"] == coordinator_of(cluster)
 
 
 def test_partition_leader_killed_during_transactions(cluster_factory):

@@ -289,3 +289,43 @@ def test_transactions_cli_lists_and_describes(broker):
     missing = cli("describe", "--transactional-id", "never-used")
     assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
     p.abort_transaction(30)
+
+
+def test_state_survives_a_sigkill(tmp_path):
+    """After SIGKILL and restart: the id's epoch continues (the old producer stays
+    fenced), committed transactional offsets are there, and the transaction that was
+    open at the kill is aborted by its timeout (its records never become visible)."""
+    b = BrokerProcess(tmp_path / "data", settings=SETTINGS).start()
+    try:
+        create_topic(b.bootstrap, "crash", 1)
+        p = txn_producer(b.bootstrap, "crash-tx", **{"transaction.timeout.ms": 3000})
+        consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "crash-g"})
+        p.begin_transaction()
+        p.produce("crash", value=b"committed", partition=0)
+        p.send_offsets_to_transaction(
+            [TopicPartition("crash", 0, 1)], consumer.consumer_group_metadata(), 30
+        )
+        p.commit_transaction(30)
+        consumer.close()
+        p.begin_transaction()
+        p.produce("crash", value=b"open-at-the-kill", partition=0)
+        p.flush(30)
+        before = describe(b.bootstrap, "crash-tx")
+        assert before["transaction_state"] == "Ongoing"
+        b.kill()
+        b.start()
+        wait_until(
+            lambda: describe(b.bootstrap, "crash-tx")["transaction_state"] == "CompleteAbort",
+            what="the open transaction to be aborted after the restart",
+        )
+        assert describe(b.bootstrap, "crash-tx")["producer_epoch"] == before["producer_epoch"] + 1
+        assert _committed(b.bootstrap, "crash-g", TopicPartition("crash", 0)) == 1
+        assert read_values(b.bootstrap, "crash", "read_committed", 1) == [b"committed"]
+        again = txn_producer(b.bootstrap, "crash-tx")
+        assert describe(b.bootstrap, "crash-tx")["producer_epoch"] == before["producer_epoch"] + 2
+        again.begin_transaction()
+        again.produce("crash", value=b"after", partition=0)
+        again.commit_transaction(30)
+        assert read_values(b.bootstrap, "crash", "read_committed", 1) == [b"after", b"committed"]
+    finally:
+        b.stop()

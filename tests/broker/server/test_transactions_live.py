@@ -8,6 +8,7 @@ The broker runs in-process, on its own event loop in a thread, so that the test 
 reach its partitions the way the coordinator will."""
 
 import asyncio
+import subprocess
 import threading
 import time
 
@@ -146,6 +147,15 @@ def test_read_committed_consumers_stop_at_the_lso_and_skip_aborted_records(live)
         assert consume_all(live.bootstrap, topic, "read_committed", 1) == [b"p0"]
         lo, hi = _watermarks(live.bootstrap, topic)
         assert (lo, hi) == (0, 1)  # librdkafka asks ListOffsets read_committed
+        # kcat -e exits at the end of the partition: for read_committed, the LSO.
+        assert kcat(live.bootstrap, topic, "read_committed") == [b"p0"]
+        assert kcat(live.bootstrap, topic, "read_uncommitted") == [
+            b"p0",
+            b"c1",
+            b"c2",
+            b"a1",
+            b"p1",
+        ]
 
         live.marker(topic, 0, 1000, commit=True)  # 5
         live.marker(topic, 0, 2000, commit=False)  # 6
@@ -156,6 +166,7 @@ def test_read_committed_consumers_stop_at_the_lso_and_skip_aborted_records(live)
 
     committed = [b"p0", b"c1", b"c2", b"p1", b"p2"]
     assert consume_all(live.bootstrap, topic, "read_committed", 5) == committed
+    assert kcat(live.bootstrap, topic, "read_committed") == committed
     everything = [b"p0", b"c1", b"c2", b"a1", b"p1", b"p2"]
     assert consume_all(live.bootstrap, topic, "read_uncommitted", 6) == everything
 
@@ -219,6 +230,14 @@ def test_produce_verifies_first_transactional_writes_with_the_coordinator(live):
         assert produce(c, topic, batch(b"plain"), partition=1, txn_id=None)["error_code"] == 0
 
 
+def kcat(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    """Values kcat reads from the beginning to the end of partition 0, then exits."""
+    cmd = ["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e"]
+    cmd += ["-q", "-f", "%s\\n", "-X", f"isolation.level={isolation}"]
+    out = subprocess.run(cmd, capture_output=True, timeout=60, check=True).stdout
+    return out.splitlines()
+
+
 def _list_latest(topic: str, isolation: int) -> dict:
     return {
         "replica_id": -1,
@@ -240,3 +259,10 @@ def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
         return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     finally:
         c.close()
+
+
+def test_transactional_batches_without_a_transactional_id_are_refused(live):
+    with WireClient(live.port) as c:
+        resp = produce(c, "txn-no-id", txn_records(7000, 0, b"x"), txn_id=None)
+        assert resp["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert produce(c, "txn-no-id", batch(b"plain"), txn_id=None)["error_code"] == 0

@@ -49,5 +49,5 @@ def test_last_stable_offset_follows_transactions_and_the_high_watermark(tmp_path
     p.update_follower_leo(1, 6)
     assert len(changes) == before + 1  # a waiting read_committed fetch re-reads
     assert p.high_watermark == 6 and p.last_stable_offset == 6
-    assert p.read(0, 1 << 20, read_committed=True).end_offset == 6
+    assert p.read(0, 1 << 20, max_offset=p.last_stable_offset).end_offset == 6
     log.close()

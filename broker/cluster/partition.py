@@ -177,18 +177,17 @@ class Partition:
         offset: int,
         max_bytes: int,
         committed_only: bool = True,
-        read_committed: bool = False,
+        max_offset: int | None = None,
     ):
         """Records from `offset`: a FetchSlice or None; raises OffsetOutOfRangeError.
 
-        Consumers read up to the high watermark, read_committed ones up to the last
-        stable offset; followers (committed_only=False) up to the log end.
+        Consumers read up to the high watermark, or up to `max_offset` when given
+        (read_committed ones: the `last_stable_offset` they are answered); followers
+        (committed_only=False) up to the log end.
         """
         if not committed_only:
             max_offset = None
-        elif read_committed:
-            max_offset = self.last_stable_offset
-        else:
+        elif max_offset is None:
             max_offset = self.high_watermark
         return self.log.read(offset, max_bytes, max_offset=max_offset)
 

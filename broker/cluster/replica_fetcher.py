@@ -14,7 +14,10 @@ protocol through `broker.protocol` (the broker's own codec), one request in flig
    partition, `fetch_offset` = the follower's log end offset: that offset is how the
    leader learns the follower's position (ISR, high watermark). Records are appended
    with `append_as_follower` (offsets and epochs kept as the leader wrote them); the
-   follower's high watermark becomes min(leader's, own log end). Leaders long-poll
+   follower's high watermark becomes min(leader's, own log end). End-transaction
+   markers come as the leader wrote them and `append_as_follower` replays them into
+   the follower's producer state and `.txnindex`, so a follower that becomes leader
+   has the same ongoing transactions and aborted-transaction index. Leaders long-poll
    (`replica.fetch.wait.max.ms`), so a new batch reaches followers at once.
 
 Fetchers connect to the leader's endpoint of `inter.broker.listener.name`; when that

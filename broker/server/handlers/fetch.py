@@ -67,12 +67,14 @@ def _check_epoch(partition, current_leader_epoch: int) -> ErrorCode:
     return ErrorCode.FENCED_LEADER_EPOCH
 
 
-def _empty(index: int, code: ErrorCode, partition=None) -> dict:
+def _empty(index: int, code: ErrorCode, partition=None, lso: int | None = None) -> dict:
+    if lso is None:
+        lso = partition.last_stable_offset if partition is not None else -1
     return {
         "partition_index": index,
         "error_code": code,
         "high_watermark": partition.high_watermark if partition is not None else -1,
-        "last_stable_offset": partition.last_stable_offset if partition is not None else -1,
+        "last_stable_offset": lso,
         "log_start_offset": partition.log_start_offset if partition is not None else -1,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
@@ -144,14 +146,15 @@ def read_partitions(
                 parts.append(_empty(index, code, partition))
                 errors = True
                 continue
-            resp = _empty(index, ErrorCode.NONE, partition)
+            lso = partition.last_stable_offset
+            resp = _empty(index, ErrorCode.NONE, partition, lso)
             limit = min(req["partition_max_bytes"], budget)
             try:
                 piece = partition.read(
                     req["fetch_offset"],
                     max(limit, 1),
                     committed_only=not follower,
-                    read_committed=read_committed,
+                    max_offset=lso if read_committed else None,
                 )
             except OffsetOutOfRangeError:
                 resp["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE

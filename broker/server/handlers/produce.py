@@ -43,6 +43,9 @@ the appends, never inside one partition's check-append-update section, and a gua
 taken before the await makes a marker that lands meanwhile void it
 (INVALID_TXN_STATE). Without a verifier such batches append unverified.
 
+A produce carrying transactional batches without a transactional id is refused
+whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka refuses it.
+
 A write that fails in the file system (ENOSPC on a full data directory, EIO) answers
 KAFKA_STORAGE_ERROR, which clients retry: the log rolled the failed append back to
 its last batch boundary, so the partition takes produces again once there is room.
@@ -58,7 +61,12 @@ from broker.log.common import RecordValidationError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
 from broker.protocol.legacy import magic_of, up_convert
-from broker.protocol.records import CorruptRecordError
+from broker.protocol.records import (
+    ATTRIBUTES_AT,
+    MAGIC_AT,
+    TRANSACTIONAL_MASK,
+    CorruptRecordError,
+)
 from broker.server import txn_verification
 from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import CloseConnection, handles
@@ -152,9 +160,10 @@ def produce(ctx, body):
     if acks not in (0, 1, -1):  # the request is refused whole: nothing created or appended
         return _answer_all(body, ErrorCode.INVALID_REQUIRED_ACKS)
     core = ctx.core
-    if _has_transactional_id(body) and not allowed(
-        ctx, Op.WRITE, RT.TRANSACTIONAL_ID, body["transactional_id"]
-    ):
+    if _has_transactional_id(body):
+        if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, body["transactional_id"]):
+            return _answer_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif _has_transactional_records(body):
         return _answer_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if core.cluster is not None:
         core.cluster.lease.poll()
@@ -209,9 +218,15 @@ async def _verified_append_all(core, body, plan, guards):
     errors = await guards.verify(body["timeout_ms"])
     for name, parts in plan:
         for part in parts:
+            if part[3] is not None:
+                continue
             code = errors.get((name, part[0]))
-            if code is not None and part[3] is None:
+            if code is not None:
                 part[3] = _partition_response(part[0], code, _VERIFY_MESSAGE[code == _INVALID])
+                continue
+            part[1] = core.replicas.get_partition(name, part[0])  # deleted meanwhile?
+            if part[1] is None:
+                part[3] = _partition_response(part[0], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     answer = _append_all(core, body, plan, guards)
     if isinstance(answer, asyncio.Future):
         return await answer  # DelayedProduce: completes by its own timeout at the latest
@@ -259,6 +274,24 @@ def _has_transactional_id(body) -> bool:
     """Kafka checks WRITE on the transactional id of a produce that names one
     (v3+); the records' own transactional flag is the log's concern."""
     return body.get("transactional_id") is not None
+
+
+def _has_transactional_records(body) -> bool:
+    """Transactional batches in a produce that names no transactional id: Kafka
+    refuses the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), so that no
+    transaction opens without the coordinator. The first batch's attributes of each
+    partition are looked at, as Kafka does; legacy message sets are never transactional."""
+    for topic in body["topic_data"]:
+        for pdata in topic["partition_data"]:
+            records = pdata["records"]
+            if (
+                records is not None
+                and len(records) > ATTRIBUTES_AT + 1
+                and records[MAGIC_AT] == 2
+                and records[ATTRIBUTES_AT + 1] & TRANSACTIONAL_MASK
+            ):
+                return True
+    return False
 
 
 def _up_converted(records) -> bytes | None:

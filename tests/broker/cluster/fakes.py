@@ -8,7 +8,10 @@ class FakeLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
 
-    def append(self, records, leader_epoch=0):
+    def append(self, records, leader_epoch=0, guard=None):
         first = self.log_end_offset
         self.log_end_offset += len(records)
         return AppendInfo(first, self.log_end_offset - 1, -1, -1, 1, len(records))
+
+    def first_unstable_offset(self, high_watermark):
+        return None  # no transactions here

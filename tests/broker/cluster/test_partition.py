@@ -26,3 +26,28 @@ def test_high_watermark_is_min_leo_of_isr():
     assert e.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
     p.append_as_leader(b"x", required_acks=1)
     assert p.high_watermark == 4
+
+
+def test_last_stable_offset_follows_transactions_and_the_high_watermark(tmp_path):
+    from broker.log.config import LogConfig
+    from broker.log.partition import PartitionLog
+    from tests.broker.log.test_transactions import plain_batch, txn_batch
+
+    log = PartitionLog(tmp_path / "t-0", LogConfig())
+    changes = []
+    p = Partition("t", 0, log, 0, [0, 1], on_change=changes.append)
+    p.isr = {0, 1}
+    p.append_as_leader(plain_batch(b"a", b"b"), required_acks=1)  # 0-1
+    p.append_as_leader(txn_batch(0, b"t1", b"t2"), required_acks=1)  # 2-3, pid 7
+    p.append_as_leader(plain_batch(b"c"), required_acks=1)  # 4
+    p.update_follower_leo(1, 5)
+    assert p.high_watermark == 5 and p.last_stable_offset == 2
+    p.append_txn_marker(7, 0, commit=True, coordinator_epoch=0)  # 5
+    # The marker is not below the HW yet: still unstable.
+    assert p.last_stable_offset == 2
+    before = len(changes)
+    p.update_follower_leo(1, 6)
+    assert len(changes) == before + 1  # a waiting read_committed fetch re-reads
+    assert p.high_watermark == 6 and p.last_stable_offset == 6
+    assert p.read(0, 1 << 20, max_offset=p.last_stable_offset).end_offset == 6
+    log.close()

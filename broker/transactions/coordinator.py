@@ -90,7 +90,7 @@ class TransactionCoordinator:
         self,
         store: TxnStore,
         markers: Markers,
-        next_producer_id: Callable[[], Awaitable[int]],
+        next_producer_id: Callable[[], Awaitable[int]],  # raises StoreError
         config: TxnConfig | None = None,
     ):
         self.config = config or TxnConfig()
@@ -201,7 +201,10 @@ class TransactionCoordinator:
             return err, -1, -1
         meta = self.txns.get(transactional_id)
         if meta is None:
-            pid = await self._next_producer_id()
+            try:
+                pid = await self._next_producer_id()
+            except StoreError as e:
+                return e.code, -1, -1
             meta = self.txns.get(transactional_id)  # another request may have created it
             if meta is None:
                 meta = TxnMetadata(transactional_id, pid, NO_PRODUCER_EPOCH, txn_timeout_ms)
@@ -231,7 +234,10 @@ class TransactionCoordinator:
         new.last_update_ms = now_ms
         if meta.epoch_exhausted():
             new.last_producer_id, new.last_producer_epoch = meta.producer_id, meta.producer_epoch
-            new.producer_id, new.producer_epoch = await self._next_producer_id(), 0
+            try:
+                new.producer_id, new.producer_epoch = await self._next_producer_id(), 0
+            except StoreError as e:
+                return e.code, -1, -1
         else:
             new.last_producer_id = NO_PRODUCER_ID
             new.last_producer_epoch = meta.producer_epoch

@@ -443,6 +443,18 @@ def test_transactions_need_their_acls(acl):
             "other": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
         }
         assert offsets["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        with wire(acl, "agent") as c:
+            described = c.request(
+                ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["agent-tx", "not-its"]}
+            )
+            listed = c.request(
+                ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": [], "producer_id_filters": []}
+            )
+        assert [s["error_code"] for s in described["transaction_states"]] == [
+            ErrorCode.NONE,  # WRITE implies DESCRIBE
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ]
+        assert {t["transactional_id"] for t in listed["transaction_states"]} == {"agent-tx"}
         producer = Producer({**conf(acl, "agent"), "transactional.id": "agent-tx"})
         producer.init_transactions(30)
         producer.begin_transaction()

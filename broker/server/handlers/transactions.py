@@ -31,7 +31,7 @@ import logging
 import time
 
 from broker.cluster.replica_manager import TopicError
-from broker.groups.storage import PartitionOffsetsStore
+from broker.groups.storage import PartitionOffsetsStore, StoreError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
 from broker.server.authz import RT, Op, allowed
@@ -78,9 +78,13 @@ def setup(core) -> None:
         return await wait_replicated(core, partition, end_offset, timeout_s)
 
     async def next_producer_id() -> int:
-        if core.cluster is not None:
+        if core.cluster is None:
+            return core.extensions["producer_ids"].next_id()
+        try:
             return await core.cluster.producer_ids.next_id()
-        return core.extensions["producer_ids"].next_id()
+        except Exception as e:  # ZooKeeper unreachable: a retriable error for the client
+            log.warning("producer id block reservation failed: %s", e)
+            raise StoreError(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
 
     def leader_of(tp) -> int | None:
         if core.replicas.topic(tp[0]) is None:

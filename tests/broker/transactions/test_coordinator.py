@@ -289,3 +289,17 @@ async def test_a_failed_fence_write_leaves_the_transaction_ongoing():
     assert await coord.abort_timed_out(5000) == 1
     await settle(coord)
     assert coord.txns["t"].state == S.COMPLETE_ABORT
+
+
+async def test_no_producer_id_available_is_retriable():
+    async def unavailable():
+        raise StoreError(E.COORDINATOR_NOT_AVAILABLE)
+
+    coord = TransactionCoordinator(MemoryStore(), FakeMarkers(), unavailable, TxnConfig())
+    coord.load_partition(coord.partition_for("t"), 0)
+    assert await coord.init_producer_id("t", 1000, -1, -1, 0) == (
+        E.COORDINATOR_NOT_AVAILABLE,
+        -1,
+        -1,
+    )
+    assert "t" not in coord.txns

@@ -12,6 +12,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
+from kafka import TopicPartition as KTopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from broker.protocol import ApiKey
 from broker.protocol.client import BlockingClient
@@ -224,6 +226,9 @@ def test_kafka_python_transactional_producer(broker):
         p.init_transactions()
         p.begin_transaction()
         p.send("kp", b"kp-committed", partition=0)
+        p.send_offsets_to_transaction(
+            {KTopicPartition("kp-in", 0): OffsetAndMetadata(3, "", -1)}, "kp-group"
+        )
         p.commit_transaction()
         p.begin_transaction()
         p.send("kp", b"kp-aborted", partition=0)
@@ -232,6 +237,7 @@ def test_kafka_python_transactional_producer(broker):
     finally:
         p.close(timeout=10)
     assert read_values(broker.bootstrap, "kp", "read_committed", 1) == [b"kp-committed"]
+    assert _committed(broker.bootstrap, "kp-group", TopicPartition("kp-in", 0)) == 3
     assert read_values(broker.bootstrap, "kp", "read_uncommitted", 1) == [
         b"kp-aborted",
         b"kp-committed",

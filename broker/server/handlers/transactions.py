@@ -106,8 +106,8 @@ def setup(core) -> None:
     coordinator = TransactionCoordinator(store, markers, next_producer_id, config)
     core.extensions["transactions"] = coordinator
     core.txn_verifier = _verifier(core)
-    if core.replicas.topic(TOPIC) is not None:
-        load_all(core)
+    if core.config["zookeeper.connect"] is None and core.replicas.topic(TOPIC) is not None:
+        load_all(core)  # in a cluster, leadership from ZooKeeper loads (broker.cluster.node)
     core.extensions["transactions-timer"] = asyncio.get_running_loop().create_task(
         coordinator.run(time.time)
     )

@@ -50,18 +50,21 @@ class TxnOffsets:
         self._metadata_max_bytes = metadata_max_bytes
         # group id -> producer id -> {tp: value}
         self.pending: dict[str, dict[int, dict[TopicPartition, OffsetValue]]] = {}
-        self._sequences: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, next seq)
+        # (partition, producer id) -> (epoch, next sequence)
+        self._sequences: dict[tuple[int, int], tuple[int, int]] = {}
 
-    def note_sequence(self, producer_id: int, epoch: int, last_sequence: int) -> None:
-        self._sequences[producer_id] = (epoch, last_sequence + 1)
+    def note_sequence(self, partition: int, producer_id: int, epoch: int, last: int) -> None:
+        self._sequences[(partition, producer_id)] = (epoch, last + 1)
 
-    def _next_sequence(self, producer_id: int, epoch: int, count: int) -> int:
-        """The base sequence of the next batch of `count` records (sequences count
-        records and restart at 0 with a new epoch)."""
-        known_epoch, seq = self._sequences.get(producer_id, (epoch, 0))
+    def _next_sequence(self, partition: int, producer_id: int, epoch: int, count: int) -> int:
+        """The base sequence of the producer's next batch of `count` records in
+        `partition` (sequences count records per partition and restart at 0 with a
+        new epoch)."""
+        key = (partition, producer_id)
+        known_epoch, seq = self._sequences.get(key, (epoch, 0))
         if known_epoch != epoch:
             seq = 0
-        self._sequences[producer_id] = (epoch, (seq + count) & 0x7FFFFFFF)
+        self._sequences[key] = (epoch, (seq + count) & 0x7FFFFFFF)
         return seq
 
     def is_pending(self, group_id: str, tp: TopicPartition) -> bool:
@@ -90,10 +93,13 @@ class TxnOffsets:
             else:
                 values[tp] = OffsetValue(offset, metadata, now_ms, leader_epoch)
         if values:
+            partition = self._table.partition_for(group_id)
             builder = BatchBuilder(
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
-                base_sequence=self._next_sequence(producer_id, producer_epoch, len(values)),
+                base_sequence=self._next_sequence(
+                    partition, producer_id, producer_epoch, len(values)
+                ),
                 is_transactional=True,
             )
             for tp, v in values.items():
@@ -104,7 +110,7 @@ class TxnOffsets:
                 )
             err = await self._writer.write_batch(group_id, builder.build())
             if err:
-                self._sequences.pop(producer_id, None)
+                self._sequences.pop((partition, producer_id), None)
             else:
                 self.pending.setdefault(group_id, {}).setdefault(producer_id, {}).update(values)
             results.update(dict.fromkeys(values, err))
@@ -125,6 +131,8 @@ class TxnOffsets:
     def unload(self, partition: int) -> None:
         for group_id in [g for g in self.pending if self._table.partition_for(g) == partition]:
             del self.pending[group_id]
+        for key in [k for k in self._sequences if k[0] == partition]:
+            del self._sequences[key]
 
     def replay(self, partition: int, batches: Iterable) -> Iterator[tuple[bytes, bytes | None]]:
         """The (key, value) records of `batches` (RecordBatch views in offset order) a
@@ -134,7 +142,7 @@ class TxnOffsets:
         for batch in batches:
             pid = batch.producer_id
             if batch.is_transactional and batch.base_sequence >= 0:
-                self.note_sequence(pid, batch.producer_epoch, batch.last_sequence)
+                self.note_sequence(partition, pid, batch.producer_epoch, batch.last_sequence)
             if batch.is_control:
                 records = batch.records()
                 if not records:

@@ -84,5 +84,7 @@ class RecordWriter:
                 return ErrorCode.NOT_COORDINATOR
             if e.code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
                 return ErrorCode.UNKNOWN_SERVER_ERROR
+            if e.code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+                return ErrorCode.PRODUCER_FENCED  # a transactional commit of a zombie
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE

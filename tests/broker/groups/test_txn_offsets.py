@@ -81,3 +81,28 @@ async def test_member_checks_of_v3():
     coord = coordinator(MemoryStore())
     got = await coord.commit_txn_offsets("g", 1, 0, "who", None, 3, {("t", 0): (1, -1, "")}, 1)
     assert got == {("t", 0): E.UNKNOWN_MEMBER_ID}
+
+
+async def test_sequences_are_per_offsets_partition():
+    store = MemoryStore()
+    coord = GroupCoordinator(store, CoordinatorConfig(num_partitions=2))
+    coord.load_partition(0, 0)
+    coord.load_partition(1, 0)
+    groups = {}
+    for name in ("a", "b", "c", "d", "e"):
+        groups.setdefault(coord.partition_for(name), name)
+    assert len(groups) == 2
+    for group in groups.values():
+        await commit(coord, 7, 1, group=group)
+        await commit(coord, 7, 2, group=group)
+    for partition in groups:
+        batches = list(iter_batches(bytes(store.data[partition])))
+        assert [b.base_sequence for b in batches] == [0, 1]
+
+
+async def test_a_fenced_producer_gets_producer_fenced():
+    store = MemoryStore()
+    coord = coordinator(store)
+    store.fail_with = E.INVALID_PRODUCER_EPOCH
+    assert await commit(coord, 7, 1) == {("t", 0): E.PRODUCER_FENCED}
+    assert coord.unstable("g", [("t", 0)]) == set()

@@ -6,7 +6,11 @@ confluent-kafka offers no transaction admin APIs. Plaintext listeners only.
 coordinator for its own ids); `describe` finds the id's coordinator
 (FindCoordinator key type 1) and asks it (DescribeTransactions); `find-hanging`
 lists the ongoing transactions older than `--max-transaction-timeout` minutes (the
-ones Kafka's tool reports as possibly hanging).
+ones Kafka's tool reports as possibly hanging); `abort` writes an abort marker for
+`--producer-id`/`--producer-epoch`/`--coordinator-epoch` on `--topic`/`--partition`
+at its leader (WriteTxnMarkers, which needs CLUSTER_ACTION), Kafka's escape hatch
+for a transaction no coordinator will end. Kafka's `--start-offset` form needs
+DescribeProducers, which the broker does not serve.
 """
 
 from __future__ import annotations
@@ -64,6 +68,36 @@ def describe_transaction(bootstrap: str, tid: str, timeout: float) -> dict:
     return state | {"coordinator": found["node_id"]}
 
 
+def abort_transaction(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    pid: int,
+    epoch: int,
+    coordinator_epoch: int,
+    timeout: float,
+) -> None:
+    host, port = parse_hostport(bootstrap.split(",")[0], "--bootstrap-server")
+    with BlockingClient(host, port, timeout) as c:
+        meta = c.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
+    brokers = {b["node_id"]: (b["host"], b["port"]) for b in meta["brokers"]}
+    parts = {p["partition_index"]: p for t in meta["topics"] for p in t["partitions"]}
+    if partition not in parts or parts[partition]["leader_id"] not in brokers:
+        raise ToolError(f"{topic}-{partition}: no such partition or no leader")
+    marker = {
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "transaction_result": False,
+        "topics": [{"name": topic, "partition_indexes": [partition]}],
+        "coordinator_epoch": coordinator_epoch,
+    }
+    with BlockingClient(*brokers[parts[partition]["leader_id"]], timeout) as c:
+        resp = c.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [marker]})
+    code = ErrorCode(resp["markers"][0]["topics"][0]["partitions"][0]["error_code"])
+    if code:
+        raise ToolError(f"{topic}-{partition}: {code.name}")
+
+
 def print_table(header: list[str], rows: list[list[str]], out=sys.stdout) -> None:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
@@ -94,6 +128,20 @@ def run(args) -> int:
             )
         elif args.subcommand == "describe":
             _describe(args, timeout)
+        elif args.subcommand == "abort":
+            abort_transaction(
+                args.bootstrap_server,
+                args.topic,
+                args.partition,
+                args.producer_id,
+                args.producer_epoch,
+                args.coordinator_epoch,
+                timeout,
+            )
+            print(
+                f"Aborted the transaction of producer {args.producer_id} on "
+                f"{args.topic}-{args.partition}"
+            )
         else:
             _find_hanging(args, timeout)
     except (ToolError, OSError, ValueError) as e:

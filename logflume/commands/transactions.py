@@ -18,8 +18,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
     p.add_argument(
         "subcommand",
-        choices=("list", "describe", "find-hanging"),
-        help="list every transactional id, describe one or find hanging transactions",
+        choices=("list", "describe", "find-hanging", "abort"),
+        help="list every transactional id, describe one, find hanging transactions or "
+        "abort one on a partition",
     )
     p.add_argument("--transactional-id", help="describe: the id to describe")
     p.add_argument(
@@ -29,6 +30,13 @@ def add_parser(subparsers) -> None:
         metavar="MINUTES",
         help="find-hanging: report transactions open longer than this (default 15)",
     )
+    p.add_argument("--topic", help="abort: the partition's topic")
+    p.add_argument("--partition", type=int, help="abort: the partition")
+    p.add_argument("--producer-id", type=int, help="abort: the transaction's producer id")
+    p.add_argument("--producer-epoch", type=int, help="abort: the transaction's producer epoch")
+    p.add_argument(
+        "--coordinator-epoch", type=int, default=0, help="abort: the marker's coordinator epoch"
+    )
     p.set_defaults(func=run)
 
 
@@ -37,6 +45,13 @@ def run(args) -> int:
 
     if args.subcommand == "describe" and not args.transactional_id:
         print("Error: describe needs --transactional-id", file=sys.stderr)
+        return 1
+    needed = (args.topic, args.partition, args.producer_id, args.producer_epoch)
+    if args.subcommand == "abort" and None in needed:
+        print(
+            "Error: abort needs --topic, --partition, --producer-id and --producer-epoch",
+            file=sys.stderr,
+        )
         return 1
 
     return tool.run(args)

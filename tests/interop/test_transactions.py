@@ -294,6 +294,24 @@ def test_transactions_cli_lists_and_describes(broker):
     assert hanging.returncode == 0 and "cli-tx" not in hanging.stdout
     missing = cli("describe", "--transactional-id", "never-used")
     assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
+    state = describe(broker.bootstrap, "cli-tx")
+    aborted = cli(
+        "abort",
+        "--topic",
+        "cli",
+        "--partition",
+        "0",
+        "--producer-id",
+        str(state["producer_id"]),
+        "--producer-epoch",
+        str(state["producer_epoch"]),
+    )
+    assert aborted.returncode == 0, aborted.stderr
+    # the marker ended the partition's open transaction: read_committed reads past it
+    created = Producer({"bootstrap.servers": broker.bootstrap})
+    created.produce("cli", value=b"after-the-abort", partition=0)
+    created.flush(30)
+    assert read_values(broker.bootstrap, "cli", "read_committed", 1) == [b"after-the-abort"]
     p.abort_transaction(30)
 
 

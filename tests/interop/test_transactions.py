@@ -15,7 +15,7 @@ from kafka import KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from broker.protocol import ApiKey
+from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.client import BlockingClient
 from testkit.procs import BrokerProcess, wait_until
 
@@ -353,3 +353,58 @@ def test_state_survives_a_sigkill(tmp_path):
         assert read_values(b.bootstrap, "crash", "read_committed", 1) == [b"after", b"committed"]
     finally:
         b.stop()
+
+
+def test_txn_offset_commit_over_the_wire(broker):
+    """TxnOffsetCommit is refused until AddOffsetsToTxn put the group's partition in
+    the transaction (KIP-890); OffsetFetch require_stable answers
+    UNSTABLE_OFFSET_COMMIT while the offset is pending."""
+    host, port = broker.bootstrap.split(":")
+    tid, group = "raw-tx", "raw-group"
+    with BlockingClient(host, int(port)) as c:
+        c.request(ApiKey.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})
+        c.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        ids = c.request(
+            ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000}
+        )
+        producer = {"producer_id": ids["producer_id"], "producer_epoch": ids["producer_epoch"]}
+        commit = {
+            "transactional_id": tid,
+            "group_id": group,
+            **producer,
+            "topics": [
+                {
+                    "name": "raw",
+                    "partitions": [
+                        {"partition_index": 0, "committed_offset": 9, "committed_metadata": ""}
+                    ],
+                }
+            ],
+        }
+
+        def commit_error() -> int:
+            resp = c.request(ApiKey.TXN_OFFSET_COMMIT, 3, commit)
+            return resp["topics"][0]["partitions"][0]["error_code"]
+
+        fetch = {
+            "group_id": group,
+            "topics": [{"name": "raw", "partition_indexes": [0]}],
+            "require_stable": True,
+        }
+
+        def fetched() -> dict:
+            return c.request(ApiKey.OFFSET_FETCH, 7, fetch)["topics"][0]["partitions"][0]
+
+        assert commit_error() == ErrorCode.INVALID_TXN_STATE
+        added = c.request(
+            ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": tid, "group_id": group, **producer}
+        )
+        assert added["error_code"] == ErrorCode.NONE
+        assert commit_error() == ErrorCode.NONE
+        assert fetched()["error_code"] == ErrorCode.UNSTABLE_OFFSET_COMMIT
+        ended = c.request(
+            ApiKey.END_TXN, 3, {"transactional_id": tid, **producer, "committed": True}
+        )
+        assert ended["error_code"] == ErrorCode.NONE
+        wait_until(lambda: fetched()["committed_offset"] == 9, what="the offset to be committed")
+        assert fetched()["error_code"] == ErrorCode.NONE

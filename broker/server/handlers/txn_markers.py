@@ -6,8 +6,10 @@ and for `__consumer_offsets` the group coordinator completes the producer's pend
 offsets); it needs CLUSTER_ACTION on the cluster.
 
 TxnOffsetCommit is answered by the group coordinator: the offsets go to the group's
-`__consumer_offsets` partition as a transactional batch, pending until the marker.
-It needs WRITE on the transactional id, READ on the group and READ on each topic.
+`__consumer_offsets` partition as a transactional batch, pending until the marker,
+once the transaction coordinator confirmed that partition is in the producer's
+ongoing transaction (KIP-890). It needs WRITE on the transactional id, READ on the
+group and READ on each topic.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import time
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
-from broker.server.handlers.transactions import client_error, write_marker_here
+from broker.server.handlers.transactions import OFFSETS_TOPIC, client_error, write_marker_here
+from common.aio import within
 
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
@@ -57,6 +60,34 @@ async def write_txn_markers(ctx, body):
     return {"markers": answers}
 
 
+_RETRIABLE = {
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
+async def _verify(ctx, body) -> ErrorCode:
+    """KIP-890 for offsets: the group's `__consumer_offsets` partition must be in the
+    producer's ongoing transaction (AddOffsetsToTxn), else a zombie's offsets would
+    stay pending for good. Coordinator hiccups answer COORDINATOR_NOT_AVAILABLE,
+    which clients retry."""
+    verifier = ctx.core.txn_verifier
+    if verifier is None:
+        return ErrorCode.NONE
+    tp = (OFFSETS_TOPIC, ctx.core.extensions["groups"].partition_for(body["group_id"]))
+    try:
+        answer = await within(
+            verifier(body["transactional_id"], body["producer_id"], body["producer_epoch"], [tp]),
+            ctx.core.config["replica.socket.timeout.ms"] / 1000,
+        )
+    except TimeoutError:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    code = ErrorCode(answer.get(tp, ErrorCode.INVALID_TXN_STATE))
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if code in _RETRIABLE else code
+
+
 @handles(ApiKey.TXN_OFFSET_COMMIT)
 async def txn_offset_commit(ctx, body):
     group_id = body["group_id"]
@@ -77,7 +108,10 @@ async def txn_offset_commit(ctx, body):
         denied = {tp for tp in offsets if not allowed(ctx, Op.READ, RT.TOPIC, tp[0])}
         results = dict.fromkeys(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         wanted = {tp: v for tp, v in offsets.items() if tp not in denied}
-        if wanted:
+        err = await _verify(ctx, body) if wanted else ErrorCode.NONE
+        if err:
+            results |= dict.fromkeys(wanted, err)
+        elif wanted:
             results |= await ctx.core.extensions["groups"].commit_txn_offsets(
                 group_id,
                 body["producer_id"],

@@ -9,6 +9,7 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from broker.groups.offsets_topic import partition_for as group_partition
 from broker.transactions.tool import describe_transaction
 from tests.cluster.util import create_topic, producer, wait_until
 
@@ -148,3 +149,54 @@ def test_partition_leader_killed_during_transactions(cluster_factory):
     values = read_committed(cluster, "leader-kill", 1)
     assert sorted(values) == sorted(committed) and not set(values) & aborted
     assert len(committed) >= 20
+
+
+def test_offsets_committed_through_a_transaction_on_another_broker(cluster_factory):
+    """The group's `__consumer_offsets` partition is led by another broker than the
+    transaction coordinator: TxnOffsetCommit is verified remotely and the commit
+    marker reaches the group coordinator by WriteTxnMarkers."""
+    cluster = cluster_factory(3, TXN)
+    create_topic(cluster, "ctp-in", partitions=1)
+    create_topic(cluster, "ctp-out", partitions=1)
+    plain = producer(cluster, acks="all")
+    for i in range(20):
+        plain.produce("ctp-in", value=b"in-%d" % i, partition=0)
+    assert plain.flush(30) == 0
+    p = txn_producer(cluster, "ctp-tx")  # creates __transaction_state
+    coordinator = coordinator_of(cluster)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe"})
+    consumer.committed([TopicPartition("ctp-in", 0)], timeout=30)  # creates the offsets topic
+    consumer.close()
+    wait_until(lambda: cluster.zk.state("__consumer_offsets", 2), what="the offsets topic")
+    group = next(
+        g
+        for g in (f"group-{i}" for i in range(100))
+        if cluster.zk.state("__consumer_offsets", group_partition(g, 3))["leader"] != coordinator
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["ctp-in"])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < 20 and time.monotonic() < deadline:
+        got += [m for m in consumer.consume(num_messages=100, timeout=0.5) if not m.error()]
+    assert len(got) == 20
+    p.begin_transaction()
+    for m in got:
+        p.produce("ctp-out", value=m.value().replace(b"in", b"out"), partition=0)
+    p.send_offsets_to_transaction(
+        [TopicPartition("ctp-in", 0, 20)], consumer.consumer_group_metadata(), 60
+    )
+    _commit(p)
+    wait_until(
+        lambda: consumer.committed([TopicPartition("ctp-in", 0)], timeout=10)[0].offset == 20,
+        what="the transaction's offset to be committed",
+    )
+    consumer.close()
+    assert sorted(read_committed(cluster, "ctp-out", 1)) == sorted(b"out-%d" % i for i in range(20))

@@ -151,12 +151,6 @@ class TransactionIndex:
             return
         os.ftruncate(self._open(), len(self.entries) * ENTRY.size)
 
-    def replace_with(self, entries: list[AbortedTxn]) -> None:
-        """Become exactly `entries` (a cleaned segment's copy of its predecessor's)."""
-        self.reset()
-        for e in entries:
-            self.append(e)
-
     def fileno(self) -> int | None:
         return self._fd
 
@@ -164,11 +158,6 @@ class TransactionIndex:
         self.persist()
         if self._fd is not None:
             os.fsync(self._fd)
-
-    def rename(self, path: Path) -> None:
-        if self.path.exists():
-            os.replace(self.path, path)
-        self.path = Path(path)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -221,11 +221,11 @@ def test_verification_guard_is_voided_by_a_marker_in_between(tmp_path):
     # Unverified: a transactional first batch with verification on is refused.
     first = txn_batch(0, b"a")
     assert error_of(lambda: log.append(first, guard=UNVERIFIED)) == ErrorCode.INVALID_TXN_STATE
-    guard = ps.start_verification(PID, 0, 0)
+    guard = ps.start_verification(PID, 0)
     # The coordinator aborts (a marker lands) while the produce awaited verification.
     log.append_txn_marker(PID, 0, commit=False, coordinator_epoch=0)
     assert error_of(lambda: log.append(first, guard=guard)) == ErrorCode.INVALID_TXN_STATE
-    guard = ps.start_verification(PID, 0, 0)
+    guard = ps.start_verification(PID, 0)
     log.append(first, guard=guard)
     assert ps.has_ongoing(PID) and PID not in ps.verifications
     # Later batches of the ongoing transaction need no verification.

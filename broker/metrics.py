@@ -336,6 +336,11 @@ class BrokerMetrics:
         end = GaugeMetricFamily(PREFIX + "log_end_offset", "Log end offset", labels=labels)
         start = GaugeMetricFamily(PREFIX + "log_start_offset", "Log start offset", labels=labels)
         hw = GaugeMetricFamily(PREFIX + "high_watermark", "High watermark", labels=labels)
+        lso = GaugeMetricFamily(
+            PREFIX + "last_stable_offset",
+            "Last stable offset: what read_committed consumers can read up to",
+            labels=labels,
+        )
         replicas = self.core.replicas
         for (topic, index), p in sorted(replicas.partitions.items() if replicas else ()):
             key = [topic, str(index)]
@@ -344,7 +349,8 @@ class BrokerMetrics:
             end.add_metric(key, p.log.log_end_offset)
             start.add_metric(key, p.log.log_start_offset)
             hw.add_metric(key, p.high_watermark)
-        yield from (size, segments, end, start, hw)
+            lso.add_metric(key, p.last_stable_offset)
+        yield from (size, segments, end, start, hw, lso)
         disk = os.statvfs(self.core.data_dir)
         yield GaugeMetricFamily(
             PREFIX + "log_dir_available_bytes",

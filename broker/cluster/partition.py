@@ -91,7 +91,9 @@ class Partition:
         """What read_committed consumers may read up to (see the module docstring)."""
         hw = self.high_watermark
         first = self.log.first_unstable_offset(hw)
-        return hw if first is None or first > hw else first
+        if first is None or first >= hw:
+            return hw
+        return max(first, self.log.log_start_offset)  # DeleteRecords may pass a txn start
 
     def append_as_leader(self, records: bytes, required_acks: int, guard=None):
         """Append a produce request's record batches; returns the log's AppendInfo.

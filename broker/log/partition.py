@@ -324,10 +324,15 @@ class PartitionLog:
         """A marker (the last batch written) ended a transaction: index an abort."""
         if done.aborted:
             stable = self.producer_state.stable_offset_after(done)
-            self.active.txn_index.append(
-                AbortedTxn(done.producer_id, done.first_offset, done.last_offset, stable)
-            )
             self.has_aborted = True
+            try:
+                self.active.txn_index.append(
+                    AbortedTxn(done.producer_id, done.first_offset, done.last_offset, stable)
+                )
+            except OSError as e:
+                # The marker is in the log and the entry in memory; the file is
+                # rewritten at the segment's roll or flush (a full disk, meanwhile).
+                log.warning("%s: transaction index not written yet: %s", self, e)
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """First offset of the oldest transaction not yet stable below

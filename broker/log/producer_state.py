@@ -168,17 +168,16 @@ class VerificationGuard:
     """Proof that a KIP-890 verification started before any later transactional
     write of its producer (compared by identity). Created by `start_verification`."""
 
-    __slots__ = ("producer_id", "epoch", "lowest_sequence")
+    __slots__ = ("producer_id", "epoch")
 
-    def __init__(self, producer_id: int, epoch: int, sequence: int):
+    def __init__(self, producer_id: int, epoch: int):
         self.producer_id = producer_id
         self.epoch = epoch
-        self.lowest_sequence = sequence
 
 
 #: The guard a verifying append passes when it did not verify (the producer had a
 #: transaction ongoing when it looked): it matches no stored guard.
-UNVERIFIED = VerificationGuard(-1, -1, -1)
+UNVERIFIED = VerificationGuard(-1, -1)
 
 
 class ProducerEntry:
@@ -350,17 +349,14 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         return entry is not None and entry.txn_first_offset is not None
 
-    def start_verification(self, producer_id: int, epoch: int, sequence: int) -> VerificationGuard:
+    def start_verification(self, producer_id: int, epoch: int) -> VerificationGuard:
         """The guard a KIP-890 verification of this producer's first transactional
-        write carries from before its await to the append (one per producer, kept
-        until a transactional batch or marker of the producer is appended)."""
+        write carries from before its await to the append (one per producer and
+        epoch, kept until a transactional batch or marker of the producer is
+        appended, so concurrent verifications of one producer share it)."""
         guard = self.verifications.get(producer_id)
         if guard is None or guard.epoch < epoch:
-            guard = self.verifications[producer_id] = VerificationGuard(
-                producer_id, epoch, sequence
-            )
-        else:
-            guard.lowest_sequence = min(guard.lowest_sequence, sequence)
+            guard = self.verifications[producer_id] = VerificationGuard(producer_id, epoch)
         return guard
 
     # -- markers ----------------------------------------------------------------------

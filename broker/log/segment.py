@@ -192,6 +192,7 @@ class LogSegment:
         self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
         self.index.trim()
         self.time_index.trim()
+        self.txn_index.persist()
 
     def flush(self) -> None:
         os.fsync(self.file.fileno())

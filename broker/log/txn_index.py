@@ -59,6 +59,7 @@ class TransactionIndex:
         self.entries: list[AbortedTxn] = []
         self._fd: int | None = None
         self._corrupt: str | None = None
+        self._unsaved = False
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -90,11 +91,30 @@ class TransactionIndex:
         return self._fd
 
     def append(self, txn: AbortedTxn) -> None:
-        """Add an aborted transaction; markers come in offset order."""
+        """Add an aborted transaction; markers come in offset order. The entry counts
+        at once; if the write fails (a full disk) OSError is raised and the file is
+        rewritten whole at the next `persist` or `flush`."""
         if self.entries and txn.last_offset <= self.entries[-1].last_offset:
             raise ValueError(f"{self.path.name}: marker {txn.last_offset} is not after the last")
-        os.write(self._open(), ENTRY.pack(VERSION, *txn))
         self.entries.append(txn)
+        if self._unsaved:
+            self.persist()
+            return
+        try:
+            os.write(self._open(), ENTRY.pack(VERSION, *txn))
+        except OSError:
+            self._unsaved = True
+            raise
+
+    def persist(self) -> None:
+        """Write the whole file again if an append could not (raises OSError if it
+        still cannot)."""
+        if not self._unsaved:
+            return
+        fd = self._open()
+        os.ftruncate(fd, 0)
+        os.write(fd, b"".join(ENTRY.pack(VERSION, *e) for e in self.entries))
+        self._unsaved = False
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         """Entries overlapping [fetch_offset, upper_bound), and whether the search is
@@ -121,6 +141,7 @@ class TransactionIndex:
         """Forget every entry and delete the file (before a rebuild)."""
         self.entries = []
         self._corrupt = None
+        self._unsaved = False
         self.close()
         self.path.unlink(missing_ok=True)
 
@@ -130,23 +151,13 @@ class TransactionIndex:
             return
         os.ftruncate(self._open(), len(self.entries) * ENTRY.size)
 
-    def replace_with(self, entries: list[AbortedTxn]) -> None:
-        """Become exactly `entries` (a cleaned segment's copy of its predecessor's)."""
-        self.reset()
-        for e in entries:
-            self.append(e)
-
     def fileno(self) -> int | None:
         return self._fd
 
     def flush(self) -> None:
+        self.persist()
         if self._fd is not None:
             os.fsync(self._fd)
-
-    def rename(self, path: Path) -> None:
-        if self.path.exists():
-            os.replace(self.path, path)
-        self.path = Path(path)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -57,6 +57,16 @@ class BrokerServer:
         self._sweeper: asyncio.Task | None = None
         self.metrics_server: MetricsServer | None = None
 
+    @property
+    def txn_verifier(self):
+        """KIP-890's verifier, kept on the core where Produce reads it (see
+        broker/server/txn_verification.py); None: transactional writes unverified."""
+        return self.core.txn_verifier
+
+    @txn_verifier.setter
+    def txn_verifier(self, verifier) -> None:
+        self.core.txn_verifier = verifier
+
     async def start(self) -> None:
         await self.core.start()
         loop = asyncio.get_running_loop()

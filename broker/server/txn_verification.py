@@ -112,8 +112,6 @@ def guards_for(core, body: dict, plan: list) -> TxnGuards | None:
             if state.has_ongoing(batch.producer_id):
                 continue
             key = (name, index)
-            guards.guards[key] = state.start_verification(
-                batch.producer_id, batch.producer_epoch, batch.base_sequence
-            )
+            guards.guards[key] = state.start_verification(batch.producer_id, batch.producer_epoch)
             guards.pending[key] = (batch.producer_id, batch.producer_epoch)
     return guards

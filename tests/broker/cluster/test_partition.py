@@ -51,3 +51,18 @@ def test_last_stable_offset_follows_transactions_and_the_high_watermark(tmp_path
     assert p.high_watermark == 6 and p.last_stable_offset == 6
     assert p.read(0, 1 << 20, max_offset=p.last_stable_offset).end_offset == 6
     log.close()
+
+
+def test_last_stable_offset_is_never_below_the_log_start(tmp_path):
+    from broker.log.config import LogConfig
+    from broker.log.partition import PartitionLog
+    from tests.broker.log.test_transactions import plain_batch, txn_batch
+
+    log = PartitionLog(tmp_path / "t-0", LogConfig())
+    p = Partition("t", 0, log, 0, [0])
+    p.append_as_leader(txn_batch(0, b"t1"), required_acks=1)  # 0, stays open
+    p.append_as_leader(plain_batch(b"a", b"b"), required_acks=1)  # 1-2
+    assert p.last_stable_offset == 0
+    log.delete_records_before(2)
+    assert p.last_stable_offset == 2
+    log.close()

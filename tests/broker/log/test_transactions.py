@@ -221,11 +221,11 @@ def test_verification_guard_is_voided_by_a_marker_in_between(tmp_path):
     # Unverified: a transactional first batch with verification on is refused.
     first = txn_batch(0, b"a")
     assert error_of(lambda: log.append(first, guard=UNVERIFIED)) == ErrorCode.INVALID_TXN_STATE
-    guard = ps.start_verification(PID, 0, 0)
+    guard = ps.start_verification(PID, 0)
     # The coordinator aborts (a marker lands) while the produce awaited verification.
     log.append_txn_marker(PID, 0, commit=False, coordinator_epoch=0)
     assert error_of(lambda: log.append(first, guard=guard)) == ErrorCode.INVALID_TXN_STATE
-    guard = ps.start_verification(PID, 0, 0)
+    guard = ps.start_verification(PID, 0)
     log.append(first, guard=guard)
     assert ps.has_ongoing(PID) and PID not in ps.verifications
     # Later batches of the ongoing transaction need no verification.
@@ -319,3 +319,28 @@ def _segment_batches(seg):
     import os
 
     return list(iter_batches(os.pread(seg.file.fileno(), seg.size, 0), validate=False))
+
+
+def test_txn_index_write_failing_on_a_full_disk_is_retried(tmp_path, monkeypatch):
+    import errno
+
+    from broker.log import txn_index
+
+    log = open_log(tmp_path)
+    log.append(txn_batch(0, b"a"))
+    real_write = txn_index.os.write
+    failing = {"left": 1}
+
+    def write(fd, data):
+        if failing["left"]:
+            failing["left"] -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(txn_index.os, "write", write)
+    log.append_txn_marker(PID, 0, commit=False, coordinator_epoch=0)  # the marker stands
+    assert log.collect_aborted(0, 10) == [AbortedTxn(PID, 0, 1, 2)]
+    log.close()  # the segment's finish writes the index out
+    log = open_log(tmp_path)
+    assert log.collect_aborted(0, 10) == [AbortedTxn(PID, 0, 1, 2)]
+    log.close()

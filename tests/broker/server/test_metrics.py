@@ -54,6 +54,7 @@ def test_counts_match_the_workload(broker):
     assert m.get("logflume_broker_messages_out_total", **topic) == 500
     assert m.get("logflume_broker_log_end_offset", **part) == 500
     assert m.get("logflume_broker_high_watermark", **part) == 500
+    assert m.get("logflume_broker_last_stable_offset", **part) == 500  # no transactions
     assert m.get("logflume_broker_log_segments", **part) == 1
     group = {"group": GROUP, **part}
     assert m.get("logflume_broker_group_committed_offset", **group) == 500

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.records import BatchBuilder, iter_batches
+from testkit.procs import wait_until
 from tests.broker.server.inprocess import InProcessBroker
 from tests.broker.server.wire import WireClient, batch, fetch_body
 
@@ -130,6 +131,11 @@ def test_waiting_read_committed_fetch_wakes_when_the_marker_lands(live):
         fetch = fetch_body(topic, max_wait_ms=20000)
         fetch["isolation_level"] = 1
         corr = c.send(ApiKey.FETCH, 11, fetch)
+        # The fetch waits in the purgatory: the HW moved past the record, the LSO did not.
+        wait_until(
+            lambda: live.on_loop(lambda: live.core.fetch_purgatory.watched((topic, 0))),
+            what="the read_committed fetch to wait",
+        )
         live.marker(topic, 0, 3000, commit=True)
         got, resp = c.recv(ApiKey.FETCH, 11)
         assert got == corr

@@ -3,8 +3,14 @@ checked in both directions against the codec (classic and flexible versions)."""
 
 from __future__ import annotations
 
-from broker.protocol import ApiKey, RequestHeader, decode_request, decode_response
-from broker.protocol import encode_request, encode_response
+from broker.protocol import (
+    ApiKey,
+    RequestHeader,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 
 
 def frame(hexdump: str) -> bytes:

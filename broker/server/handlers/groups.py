@@ -7,6 +7,10 @@ compacted internal topic `__consumer_offsets`, created on the first FindCoordina
 as Kafka does (so brokers that never see a group carry no such topic), with
 `offsets.topic.num.partitions` partitions; at start-up an existing one is loaded.
 This single-node broker leads every partition, so it coordinates every group.
+FindCoordinator for key type 1 (transactional ids) points at the leader of the id's
+`__transaction_state` partition (handlers/transactions.py creates that topic).
+OffsetFetch `require_stable` reports offsets still pending in a transaction
+(handlers/txn_markers.py, broker/groups/txn_offsets.py) as UNSTABLE_OFFSET_COMMIT.
 
 Version details handled here: JoinGroup v0 has no rebalance timeout (the session
 timeout is used), v4+ requires a known member id (KIP-394); LeaveGroup v0-2 carries

@@ -450,7 +450,8 @@ class FileChannel(Channel):
 
     # ---- take -----------------------------------------------------------------
 
-    async def take(self, max_events: int, max_wait: float) -> TakeBatch:
+    async def take(self, max_events: int, max_wait: float, whole_puts: bool = False) -> TakeBatch:
+        """Whole records only (so whole puts, whatever `whole_puts` says)."""
         self.check_open("open a take")
         if not self._ready:
             self._data.clear()
@@ -466,6 +467,16 @@ class FileChannel(Channel):
             events.extend(ref.events if ref.events is not None else self._read(ref))
             n += ref.count
         return _FileTake(self, refs, events)
+
+    def discard_below(self, seq: int) -> int:
+        refs = []
+        while self._ready and self._ready[0].first_seq + self._ready[0].count <= seq:
+            ref = self._ready.popleft()
+            self._taken[ref.first_seq] = ref
+            refs.append(ref)
+        if refs:
+            self._committed(refs)
+        return sum(r.count for r in refs)
 
     def _read(self, ref: wal.RecordRef) -> list[Event]:
         data = os.pread(self._segments[ref.segment], ref.size, ref.offset)
@@ -504,6 +515,11 @@ class _FileTake(TakeBatch):
     def __init__(self, channel: FileChannel, refs: list, events: list[Event]):
         super().__init__(channel, events)
         self.refs = refs
+
+    @property
+    def end_seq(self) -> int | None:
+        last = self.refs[-1] if self.refs else None
+        return last.first_seq + last.count if last is not None else None
 
     async def _commit(self) -> None:
         self.channel._committed(self.refs)

@@ -237,10 +237,12 @@ class KafkaSink(Sink):
         tls: TlsConfig | None = None  # connect over TLS (SSL); null: no TLS
         sasl: SaslConfig | None = None  # authenticate with SASL; null: no SASL
         producer: dict[str, str] = dataclasses.field(default_factory=dict)  # librdkafka settings
-        delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"  # see the docs
+        delivery: Literal["at_least_once", "exactly_once"] = (
+            "at_least_once"  # exactly_once: transactions
+        )
         transactional_id: str | None = None  # exactly_once: null: logflume-<agent>-<sink>
-        positions_topic: str = "logflume-positions"  # exactly_once: compacted, positions
-        transaction_timeout: Duration = Duration(60)  # exactly_once: broker aborts after this
+        positions_topic: str = "logflume-positions"  # exactly_once: topic of committed positions
+        transaction_timeout: Duration = Duration(60)  # exactly_once: broker aborts older ones
 
     @classmethod
     def validate(cls, config) -> list[str]:

@@ -250,19 +250,11 @@ async def _deliver(sink, events: list[Event], records: list[tuple[bytes, bytes]]
                 failed.append((err, msg.value()))
 
         producer.begin_transaction()
-        for i, value in enumerate(values):
-            key = keys[i] if keys is not None else None
-            refusal = rejected.get(value)
-            try:
-                if refusal is None:
-                    await _produce(producer, cfg.topic, value, key, None, on_delivery)
-                    continue
-            except KafkaException as exc:  # refused by librdkafka itself (too large)
-                if not is_permanent(exc.args[0]):
-                    raise
-                refusal = rejected[value] = exc.args[0]
-            topic, dead, key, headers = sink.dead_letter(refusal, cfg.topic, value, key)
-            await _produce(producer, topic, dead, key, headers, on_delivery)
+        i = 0
+        while i < len(values):
+            i = _produce_from(sink, values, keys, i, rejected, on_delivery)
+            if i < len(values):  # librdkafka's queue is full: let the poll thread drain it
+                await asyncio.sleep(0.005)
         for key, value in records:
             await _produce(producer, cfg.positions_topic, value, key, None, on_delivery)
         try:
@@ -290,6 +282,35 @@ def is_permanent(err) -> bool:
     from sinks.kafka import PERMANENT
 
     return err.name() in PERMANENT
+
+
+def _produce_from(sink, values, keys, i: int, rejected: dict, on_delivery) -> int:
+    """Produce `values[i:]` (refused ones to the dead-letter topic) until librdkafka's
+    queue is full; return the index of the first value not produced."""
+    from confluent_kafka import KafkaException
+
+    from sinks.kafka import PARTITION_ANY
+
+    produce, topic, n = sink.producer.produce, sink.config.topic, len(values)
+    while i < n:
+        value = values[i]
+        key = keys[i] if keys is not None else None
+        refusal = rejected.get(value) if rejected else None
+        try:
+            if refusal is None:
+                produce(topic, value, key, PARTITION_ANY, on_delivery)
+            else:
+                dlq, dead, key, headers = sink.dead_letter(refusal, topic, value, key)
+                produce(dlq, dead, key, headers=headers, on_delivery=on_delivery)
+        except BufferError:
+            return i
+        except KafkaException as exc:  # refused by librdkafka itself (too large)
+            if refusal is not None or not is_permanent(exc.args[0]):
+                raise
+            rejected[value] = exc.args[0]
+            continue  # this value again, to the dead-letter topic
+        i += 1
+    return n
 
 
 async def _produce(producer, topic, value, key, headers, on_delivery) -> None:

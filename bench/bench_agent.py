@@ -55,7 +55,7 @@ agents:
     sinks:
       k: {{type: broker, channel: c, topic: {topic}, bootstrap_servers: "{bootstrap}",
           enable_idempotence: {idem}, format: {fmt}, batch_events: 20000, linger_ms: 20,
-          delivery: {delivery}}}
+          delivery: {delivery}, transactional_id: {topic}}}
 """
 
 UDP = """

@@ -316,11 +316,19 @@ class Channel(Component):
         fit; a sink that records source positions with its deliveries needs this,
         since a position (`Ack.mark`) stands for a whole put."""
 
+    @property
+    def identity(self) -> str | None:
+        """A durable channel: a name its sequence numbers are valid under, made when
+        its storage is created (a channel whose directory was wiped numbers again
+        from 0 under a new identity). None for channels that keep nothing."""
+        return None
+
     def discard_below(self, seq: int) -> int:
         """A durable channel: drop the events below sequence number `seq` (see
-        `TakeBatch.end_seq`) as if a sink had committed them, because the next hop
-        already holds them. Called before the first take; returns how many events
-        were dropped. Channels that keep nothing have nothing to drop."""
+        `TakeBatch.end_seq`; only ever with a `seq` recorded under this channel's
+        `identity`) as if a sink had committed them, because the next hop already
+        holds them. Called before the first take; returns how many events were
+        dropped. Channels that keep nothing have nothing to drop."""
         return 0
 
     async def close(self) -> None:

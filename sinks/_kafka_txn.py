@@ -20,7 +20,8 @@ never lead it. At every start the sink:
 
 A position is what the take's events carry: `Ack.mark` per source and key (the
 tail: file identity and the offset after the lines), and for a durable channel
-`TakeBatch.end_seq`. Takes are of whole puts (`whole_puts=True`), because a mark
+`TakeBatch.end_seq` with the channel's `identity` (a channel whose directory was
+wiped starts again from 0 under a new identity: nothing of it is dropped). Takes are of whole puts (`whole_puts=True`), because a mark
 stands for the whole put it came with.
 
 Records a broker rejects for good (too large, invalid) make the transaction fail;
@@ -59,9 +60,10 @@ class CommittedPositions:
     sequence number and the sources' marks. Filled from the positions topic at
     start, then kept current with each committed transaction. Owned by one sink."""
 
-    def __init__(self, transactional_id: str):
+    def __init__(self, transactional_id: str, channel_identity: str | None = None):
         self.transactional_id = transactional_id
-        self.end_seq: int | None = None
+        self.channel_identity = channel_identity
+        self.end_seq: int | None = None  # of the channel of `channel_identity`
         self.marks: dict[str, dict[str, object]] = {}  # source -> key -> mark value
 
     def load(self, key: bytes, value: bytes | None) -> None:
@@ -75,7 +77,9 @@ class CommittedPositions:
         if value is None:
             return
         if parts[1:] == ["channel"]:
-            self.end_seq = int(orjson.loads(value))
+            doc = orjson.loads(value)
+            if doc.get("identity") == self.channel_identity:
+                self.end_seq = int(doc["end_seq"])
         elif len(parts) == 4 and parts[1] == "mark":
             self.marks.setdefault(parts[2], {})[parts[3]] = orjson.loads(value)
 
@@ -85,7 +89,8 @@ class CommittedPositions:
         out = []
         tid = self.transactional_id
         if take.end_seq is not None:
-            out.append((position_key(tid, "channel"), orjson.dumps(take.end_seq)))
+            doc = {"identity": self.channel_identity, "end_seq": take.end_seq}
+            out.append((position_key(tid, "channel"), orjson.dumps(doc)))
         for (source, key), value in last_marks(take.events).items():
             out.append((position_key(tid, "mark", source, key), orjson.dumps(value)))
         return out
@@ -201,7 +206,7 @@ async def run_transactions(sink, channel: Channel) -> None:
     take until cancelled."""
     cfg, log, producer = sink.config, sink.context.log, sink.producer
     conf = sink.client_config()
-    positions = CommittedPositions(sink.transactional_id)
+    positions = CommittedPositions(sink.transactional_id, channel.identity)
     await asyncio.to_thread(ensure_positions_topic, conf, cfg.positions_topic, log)
     await asyncio.to_thread(producer.init_transactions, INIT_TIMEOUT_S)
     await asyncio.to_thread(read_positions, conf, cfg.positions_topic, positions, log)

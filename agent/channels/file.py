@@ -50,6 +50,7 @@ import dataclasses
 import errno
 import os
 import time
+import uuid
 from collections import deque
 
 import orjson
@@ -62,6 +63,7 @@ from common.fsutil import atomic_write
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 _RETRY_MIN_S, _RETRY_MAX_S, _LOG_EVERY_S = 0.05, 1.0, 10.0
+IDENTITY_FILE = "channel-id"  # see Channel.identity
 
 
 @register("channel", "file")
@@ -119,6 +121,7 @@ class FileChannel(Channel):
         self._unsynced: list = []  # acks waiting for fsync
         self._unsynced_marks: list[tuple[int, list]] = []  # (seq, marks) waiting for fsync
         self._marks = wal.Marks()  # of durable records: what sources need not send again
+        self._identity: str | None = None  # read or made when the channel opens
         self._marks_changed = False  # since the last checkpoint
         self._space = asyncio.Event()
         self._data = asyncio.Event()
@@ -158,8 +161,24 @@ class FileChannel(Channel):
             os.close(self._write_fd)
             self._write_fd = -1
 
+    @property
+    def identity(self) -> str | None:
+        return self._identity
+
+    def _load_identity(self) -> str:
+        """The channel's identity (`Channel.identity`), made with its directory."""
+        path = os.path.join(self.dir, IDENTITY_FILE)
+        try:
+            with open(path, encoding="ascii") as f:
+                return f.read().strip()
+        except FileNotFoundError:
+            identity = uuid.uuid4().hex
+            atomic_write(path, identity)
+            return identity
+
     def _recover(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
+        self._identity = self._load_identity()
         floor, marks = self._read_checkpoint()
         self._marks = wal.Marks(marks)
         names = sorted(

@@ -29,7 +29,7 @@ def test_last_mark_per_source_and_key_wins():
 
 
 def test_records_round_trip_through_the_topic_and_ignore_other_ids():
-    mine = CommittedPositions("logflume-a-k")
+    mine = CommittedPositions("logflume-a-k", "chan-1")
     take = _Take(_unit(2, "tail", "8:1", 100), end_seq=42)
     records = mine.records_for(take)
     assert sorted(k for k, _ in records) == sorted(
@@ -38,20 +38,23 @@ def test_records_round_trip_through_the_topic_and_ignore_other_ids():
             position_key("logflume-a-k", "mark", "tail", "8:1"),
         ]
     )
-    reread = CommittedPositions("logflume-a-k")
-    other = CommittedPositions("logflume-b-k")
+    reread = CommittedPositions("logflume-a-k", "chan-1")
+    other = CommittedPositions("logflume-b-k", "chan-1")
+    wiped = CommittedPositions("logflume-a-k", "chan-2")  # the channel was made again
     for key, value in records:
-        reread.load(key, value)
-        other.load(key, value)
+        for p in (reread, other, wiped):
+            p.load(key, value)
     assert reread.end_seq == 42
+    assert wiped.end_seq is None and wiped.marks == reread.marks
     assert reread.marks == {"tail": {"8:1": [100, 16, 1234, "/var/log/a.log"]}}
     assert (other.end_seq, other.marks) == (None, {})
 
 
 def test_later_records_replace_earlier_ones_and_junk_is_ignored():
-    p = CommittedPositions("t")
+    p = CommittedPositions("t", "c")
+    key = orjson.dumps(["t", "channel"])
     p.load(b"not json", b"1")
-    p.load(orjson.dumps(["t", "channel"]), b"10")
-    p.apply([(orjson.dumps(["t", "channel"]), b"20")])
-    p.load(orjson.dumps(["t", "channel"]), None)  # a tombstone keeps the last value
+    p.load(key, orjson.dumps({"identity": "c", "end_seq": 10}))
+    p.apply([(key, orjson.dumps({"identity": "c", "end_seq": 20}))])
+    p.load(key, None)  # a tombstone keeps the last value
     assert p.end_seq == 20

@@ -44,6 +44,7 @@ async def test_file_channel_drops_what_the_next_hop_holds_after_a_restart(tmp_pa
     await ch.close()
     again = FileChannel(cfg, context(tmp_path, "f"))
     await again.open()
+    assert again.identity == ch.identity and len(again.identity) == 32
     assert again.pending() == 12
     assert again.discard_below(8) == 8
     rest = await again.take(100, 0.1)

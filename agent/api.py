@@ -26,6 +26,7 @@ code, registered with `@register(kind, type_name)`. The pipeline compiler
 from __future__ import annotations
 
 import abc
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
@@ -267,6 +268,14 @@ class TakeBatch(abc.ABC):
             self.channel.check_open(what)
         self._ended = outcome
 
+    @property
+    def end_seq(self) -> int | None:
+        """A durable channel: the sequence number after this take's last event.
+        Sequence numbers survive restarts, so a sink that records it with what it
+        delivered can later tell the channel what it need not replay
+        (`Channel.discard_below`). None for channels that keep nothing."""
+        return None
+
     @abc.abstractmethod
     async def _commit(self) -> None:
         """Remove the events for good (see `commit`)."""
@@ -292,10 +301,35 @@ class Channel(Component):
     def offer(self, events: list[Event]) -> bool:
         """Non-blocking put: False (and nothing stored) when there is no room."""
 
+    # Set by the runtime before anything starts when a sink reading this channel
+    # records its sources' positions with what it delivers (an exactly-once sink):
+    # that sink resolves it with {source: {key: mark}} of what the next hop holds, and
+    # sources whose channels keep nothing resume from it instead of their own files.
+    delivered_marks: asyncio.Future | None = None
+
     @abc.abstractmethod
-    async def take(self, max_events: int, max_wait: float) -> TakeBatch:
+    async def take(self, max_events: int, max_wait: float, whole_puts: bool = False) -> TakeBatch:
         """Open a take transaction of up to `max_events`, waiting up to `max_wait`
-        seconds for the first one (an empty batch when none came)."""
+        seconds for the first one (an empty batch when none came). With
+        `whole_puts` a put is never split: the batch holds at least one whole put
+        (more than `max_events` when that put is larger), then whole puts while they
+        fit; a sink that records source positions with its deliveries needs this,
+        since a position (`Ack.mark`) stands for a whole put."""
+
+    @property
+    def identity(self) -> str | None:
+        """A durable channel: a name its sequence numbers are valid under, made when
+        its storage is created (a channel whose directory was wiped numbers again
+        from 0 under a new identity). None for channels that keep nothing."""
+        return None
+
+    def discard_below(self, seq: int) -> int:
+        """A durable channel: drop the events below sequence number `seq` (see
+        `TakeBatch.end_seq`; only ever with a `seq` recorded under this channel's
+        `identity`) as if a sink had committed them, because the next hop already
+        holds them. Called before the first take; returns how many events were
+        dropped. Channels that keep nothing have nothing to drop."""
+        return 0
 
     async def close(self) -> None:
         """Flush state to disk where the channel is durable; set `closed` (an
@@ -315,6 +349,13 @@ class Channel(Component):
 
 
 class Sink(Component):
+    @classmethod
+    def records_positions(cls, config: Any) -> bool:
+        """True when this sink stores its sources' positions with what it delivers and
+        resolves `Channel.delivered_marks` (the runtime then makes sources wait for
+        it). Default False."""
+        return False
+
     @abc.abstractmethod
     async def run(self, channel: Channel) -> None:
         """Take, deliver, commit/rollback until cancelled; on cancellation, finish or

@@ -61,7 +61,12 @@ class AgentRuntime:
 
     def _start_channel(self, name: str) -> None:
         spec = self.spec.channels[name]
-        self.channels[name] = spec.cls(spec.config, self._context("channel", name))
+        channel = self.channels[name] = spec.cls(spec.config, self._context("channel", name))
+        if any(
+            s.channel == name and s.cls.records_positions(s.config)
+            for s in self.spec.sinks.values()
+        ):
+            channel.delivered_marks = asyncio.get_running_loop().create_future()
 
     async def _open_channel(self, name: str) -> None:
         opener = getattr(self.channels[name], "open", None)
@@ -88,7 +93,7 @@ class AgentRuntime:
             source = spec.cls(spec.config, self._context("source", name))
             source.on_ready = sup.ready
             self.source_objects[name] = source
-            held = [self.channels[c].held_marks(name) for c in spec.channels]
+            held = [await self._held_marks(self.channels[c], name) for c in spec.channels]
             if held and all(h is not None for h in held):
                 source.resume_from(held)
             emit, offer = self._pipeline(spec, counters)
@@ -99,6 +104,20 @@ class AgentRuntime:
         )
         self.sources[name] = sup
         sup.start()
+
+    async def _held_marks(self, channel: Channel, source: str) -> dict | None:
+        """What `channel` holds of `source` (a durable channel), else what the next hop
+        holds (a sink recording positions: waits until it has read them)."""
+        held = channel.held_marks(source)
+        if held is not None or channel.delivered_marks is None:
+            return held
+        if not channel.delivered_marks.done():
+            log.info(
+                "source %s waits for the positions the broker committed (channel %s)",
+                source,
+                channel.context.name,
+            )
+        return (await asyncio.shield(channel.delivered_marks)).get(source, {})
 
     def _pipeline(self, spec: SourceSpec, counters: _SourceCounters):
         """The emit/offer pair of one source: interceptors, selector, channel puts."""

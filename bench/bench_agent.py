@@ -4,6 +4,7 @@ raw workload through syslog-ng, and UDP loss at a fixed rate.
     .venv/bin/python -m bench.bench_agent                 # 1M lines x 3 runs, 10 s of UDP
     .venv/bin/python -m bench.bench_agent --lines 3000000 --udp-seconds 30
     .venv/bin/python -m bench.bench_agent --cases raw,syslog-ng
+    .venv/bin/python -m bench.bench_agent --cases raw,eos   # delivery: exactly_once vs at_least_once
 
 Starts a local broker (testkit.procs.BrokerProcess). One log file of realistic nginx
 combined lines (spark_etl.loggen, ~190 bytes) is written once, before anything
@@ -53,7 +54,8 @@ agents:
       c: {{type: memory, capacity: 200000, byte_capacity: 128MiB}}
     sinks:
       k: {{type: broker, channel: c, topic: {topic}, bootstrap_servers: "{bootstrap}",
-          enable_idempotence: {idem}, format: {fmt}, batch_events: 20000, linger_ms: 20}}
+          enable_idempotence: {idem}, format: {fmt}, batch_events: 20000, linger_ms: 20,
+          delivery: {delivery}, transactional_id: {topic}}}
 """
 
 UDP = """
@@ -119,8 +121,18 @@ def measure(pid: int, count, n: int, started: float, limit: float = 600) -> dict
     }
 
 
-def tail_case(tmp: Path, log: Path, n: int, broker: BrokerProcess, parsed: bool, idem: str, run):
-    case = tmp / f"tail-{'json' if parsed else 'raw'}-{run}"
+def tail_case(
+    tmp: Path,
+    log: Path,
+    n: int,
+    broker: BrokerProcess,
+    parsed: bool,
+    idem: str,
+    run,
+    delivery: str = "at_least_once",
+):
+    kind = "json" if parsed else "raw" if delivery == "at_least_once" else "eos"
+    case = tmp / f"tail-{kind}-{run}"
     case.mkdir(parents=True)
     topic = f"bench-{case.name}"
     text = TAIL.format(
@@ -130,6 +142,7 @@ def tail_case(tmp: Path, log: Path, n: int, broker: BrokerProcess, parsed: bool,
         idem=idem,
         fmt="json" if parsed else "raw",
         interceptors=", interceptors: [{type: nginx}]" if parsed else "",
+        delivery=delivery,
     )
     agent = AgentProcess(case, text)
     count = high_watermark(broker.bootstrap, topic)
@@ -239,6 +252,8 @@ def run_cases(
                 for case in results:
                     if case == "syslog-ng":
                         r = peer_case(log, n, broker, f"bench-syslog-ng-{run}", idem == "true")
+                    elif case == "eos":
+                        r = tail_case(tmp, log, n, broker, False, "true", run, "exactly_once")
                     else:
                         r = tail_case(tmp, log, n, broker, case == "json", idem, run)
                     results[case].append(r)
@@ -249,6 +264,9 @@ def run_cases(
                     f"logflume/syslog-ng: {ours['lines/s'] / peer['lines/s']:.2f}x lines/s, "
                     f"{ours['cpu_s_per_M'] / peer['cpu_s_per_M']:.2f}x CPU s per M lines"
                 )
+            if "raw" in med and "eos" in med:
+                ratio = med["eos"]["lines/s"] / med["raw"]["lines/s"]
+                print(f"exactly_once/at_least_once (raw): {ratio:.2f}x lines/s")
             if "udp" in cases:
                 udp = udp_case(tmp, broker, udp_rate, udp_seconds, idem)
                 print(f"udp {udp_rate}/s for {udp_seconds:.0f} s: {udp}")

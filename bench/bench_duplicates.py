@@ -1,4 +1,4 @@
-"""At-least-once duplicate window: an agent SIGKILLed under load, counted per line.
+"""Duplicates under crashes: an agent SIGKILLed under load, counted per line.
 
 A writer appends numbered lines to a file at `rate` lines/s; an agent tails it into
 a broker through a memory or file channel (defaults otherwise) and is SIGKILLed
@@ -8,6 +8,7 @@ lost (0 copies), twice, three times or more. `run` is shared with the test
 (tests/agent/test_agent_crash_duplicates.py).
 
     python -m bench.bench_duplicates [--seconds 30] [--kills 5] [--seed 1]
+        [--delivery at_least_once,exactly_once] [--channels memory,file]
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ agents:
     channels:
       c: {channel}
     sinks:
-      k: {{type: broker, channel: c, topic: lines, bootstrap_servers: "{bootstrap}"}}
+      k: {{type: broker, channel: c, topic: lines, bootstrap_servers: "{bootstrap}",
+          delivery: {delivery}}}
 """
 
 
@@ -87,13 +89,23 @@ def count(bootstrap: str, n: int, deadline_s: float = 120.0) -> Copies:
 
 
 def run(
-    tmp: Path, bootstrap: str, channel: str, seconds: float, kills: int, seed: int, rate=5000
+    tmp: Path,
+    bootstrap: str,
+    channel: str,
+    seconds: float,
+    kills: int,
+    seed: int,
+    rate: int = 5000,
+    delivery: str = "at_least_once",
 ) -> Copies:
     """One round: write for `seconds`, SIGKILL + restart `kills` times at random
-    moments in between (seeded), then count the copies of every line."""
+    moments in between (seeded), then count the copies of every line (read
+    committed, librdkafka's default)."""
     logs = tmp / "logs"
     logs.mkdir(parents=True)
-    text = PIPELINE.format(logs=logs, channel=CHANNELS[channel], bootstrap=bootstrap)
+    text = PIPELINE.format(
+        logs=logs, channel=CHANNELS[channel], bootstrap=bootstrap, delivery=delivery
+    )
     agent = AgentProcess(tmp, text).start()
     n = int(seconds * rate)
     writer = threading.Thread(target=write, args=(logs / "access.log", n, rate))
@@ -129,18 +141,21 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--rate", type=int, default=5000)
     p.add_argument("--channels", default="memory,file")
+    p.add_argument("--delivery", default="at_least_once,exactly_once")
     args = p.parse_args()
-    for channel in args.channels.split(","):
+    for delivery, channel in (
+        (d, c) for d in args.delivery.split(",") for c in args.channels.split(",")
+    ):
         with tempfile.TemporaryDirectory() as d:
             broker = BrokerProcess(Path(d) / "broker").start()
             try:
                 copies = run(
                     Path(d) / "agent", broker.bootstrap, channel, args.seconds, args.kills,
-                    args.seed, args.rate,
+                    args.seed, args.rate, delivery,
                 )  # fmt: skip
             finally:
                 broker.stop()
-        print(f"{channel}: {copies}", flush=True)
+        print(f"{delivery}, {channel}: {copies}", flush=True)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ import orjson
 
 from agent.api import Channel, Duration, Metrics, Sink, Size, register
 from agent.delivery import Format, SinkCounters, encode_all
+from sinks._kafka_txn import run_transactions
 
 PARTITION_ANY = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
 PERMANENT = {
@@ -236,12 +237,22 @@ class KafkaSink(Sink):
         tls: TlsConfig | None = None  # connect over TLS (SSL); null: no TLS
         sasl: SaslConfig | None = None  # authenticate with SASL; null: no SASL
         producer: dict[str, str] = dataclasses.field(default_factory=dict)  # librdkafka settings
+        delivery: Literal["at_least_once", "exactly_once"] = (
+            "at_least_once"  # exactly_once: transactions
+        )
+        transactional_id: str | None = None  # exactly_once: null: logflume-<agent>-<sink>
+        positions_topic: str = "logflume-positions"  # exactly_once: topic of committed positions
+        transaction_timeout: Duration = Duration(60)  # exactly_once: broker aborts older ones
 
     @classmethod
     def validate(cls, config) -> list[str]:
         errors = []
         if config.enable_idempotence and config.acks not in ("all", -1):
             errors.append("enable_idempotence: needs acks: all (or set it to false)")
+        if config.delivery == "exactly_once" and not (
+            config.enable_idempotence and config.acks in ("all", -1)
+        ):
+            errors.append("delivery: exactly_once needs acks: all and enable_idempotence: true")
         if config.key_header and config.key_field:
             errors.append("key_field: use key_header or key_field, not both")
         if config.batch_events < 1 or config.max_inflight_batches < 1:
@@ -295,11 +306,30 @@ class KafkaSink(Sink):
         self.dlq_topic = config.dead_letter_topic or f"{config.topic}.dlq"
         self.producer = None
 
+    @classmethod
+    def records_positions(cls, config) -> bool:
+        return config.delivery == "exactly_once"
+
+    @property
+    def transactional_id(self) -> str:
+        return self.config.transactional_id or f"logflume-{self.context.agent}-{self.context.name}"
+
+    def client_config(self) -> dict:
+        """Where and how to connect: what every client of this sink shares."""
+        conf = {
+            "bootstrap.servers": self.config.bootstrap_servers,
+            "client.id": f"logflume-{self.context.agent}-{self.context.name}",
+            **_security(self.config.tls, self.config.sasl),
+        }
+        for key, value in self.config.producer.items():
+            if key.startswith(("security.", "ssl.", "sasl.")):
+                conf[key] = value
+        return conf
+
     def _producer_config(self) -> dict:
         cfg = self.config
         conf = {
-            "bootstrap.servers": cfg.bootstrap_servers,
-            "client.id": f"logflume-{self.context.agent}-{self.context.name}",
+            **self.client_config(),
             "acks": str(cfg.acks),
             "compression.type": cfg.compression,
             "batch.size": int(cfg.batch_size),
@@ -315,7 +345,9 @@ class KafkaSink(Sink):
             "statistics.interval.ms": STATS_INTERVAL_MS,
             "stats_cb": self.stats.on_stats,
         }
-        conf.update(_security(cfg.tls, cfg.sasl))
+        if cfg.delivery == "exactly_once":
+            conf["transactional.id"] = self.transactional_id
+            conf["transaction.timeout.ms"] = int(cfg.transaction_timeout * 1000)
         conf.update(self.config.producer)
         return conf
 
@@ -341,7 +373,10 @@ class KafkaSink(Sink):
         poller = threading.Thread(target=self._poll, args=(stop,), daemon=True)
         poller.start()
         try:
-            await self._loop(channel)
+            if self.config.delivery == "exactly_once":
+                await run_transactions(self, channel)
+            else:
+                await self._loop(channel)
         finally:
             self.producer.purge(in_queue=True, in_flight=False)
             stop.set()
@@ -401,7 +436,11 @@ class KafkaSink(Sink):
             self.counters.rollbacks.inc()
             await batch.rollback()
 
-    def _key(self, event) -> bytes | None:
+    @property
+    def keyed(self) -> bool:
+        return self.config.key_header is not None or self.config.key_field is not None
+
+    def key(self, event) -> bytes | None:
         cfg = self.config
         if cfg.key_header is not None:
             value = event.headers.get(cfg.key_header)
@@ -416,8 +455,8 @@ class KafkaSink(Sink):
         cfg = self.config
         values = encode_all(cfg.format, events)
         keys = None
-        if cfg.key_header is not None or cfg.key_field is not None:
-            keys = [self._key(e) for e in events]
+        if self.keyed:
+            keys = [self.key(e) for e in events]
         backoff = float(cfg.retry_backoff)
         started = time.monotonic()
         failed = await self._produce_round(cfg.topic, values, keys)
@@ -427,7 +466,7 @@ class KafkaSink(Sink):
                 if err.name() not in PERMANENT:
                     retry.append((rtopic, value, key, headers))
                 elif rtopic != self.dlq_topic:
-                    retry.append(self._dead_letter(err, rtopic, value, key))
+                    retry.append(self.dead_letter(err, rtopic, value, key))
                 else:
                     self.counters.failed.inc()
                     self.context.log.error("dead-letter topic rejected a record: %s", err)
@@ -466,7 +505,7 @@ class KafkaSink(Sink):
             out += await self._produce_round(topic, [value], [key], [headers])
         return out
 
-    def _dead_letter(self, err, topic, value, key) -> tuple:
+    def dead_letter(self, err, topic, value, key) -> tuple:
         self.dead.inc()
         self.counters.failed.inc()
         self.context.log.warning(

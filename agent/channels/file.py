@@ -50,6 +50,7 @@ import dataclasses
 import errno
 import os
 import time
+import uuid
 from collections import deque
 
 import orjson
@@ -62,6 +63,7 @@ from common.fsutil import atomic_write
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 _RETRY_MIN_S, _RETRY_MAX_S, _LOG_EVERY_S = 0.05, 1.0, 10.0
+IDENTITY_FILE = "channel-id"  # see Channel.identity
 
 
 @register("channel", "file")
@@ -119,6 +121,7 @@ class FileChannel(Channel):
         self._unsynced: list = []  # acks waiting for fsync
         self._unsynced_marks: list[tuple[int, list]] = []  # (seq, marks) waiting for fsync
         self._marks = wal.Marks()  # of durable records: what sources need not send again
+        self._identity: str | None = None  # read or made when the channel opens
         self._marks_changed = False  # since the last checkpoint
         self._space = asyncio.Event()
         self._data = asyncio.Event()
@@ -158,8 +161,24 @@ class FileChannel(Channel):
             os.close(self._write_fd)
             self._write_fd = -1
 
+    @property
+    def identity(self) -> str | None:
+        return self._identity
+
+    def _load_identity(self) -> str:
+        """The channel's identity (`Channel.identity`), made with its directory."""
+        path = os.path.join(self.dir, IDENTITY_FILE)
+        try:
+            with open(path, encoding="ascii") as f:
+                return f.read().strip()
+        except FileNotFoundError:
+            identity = uuid.uuid4().hex
+            atomic_write(path, identity)
+            return identity
+
     def _recover(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
+        self._identity = self._load_identity()
         floor, marks = self._read_checkpoint()
         self._marks = wal.Marks(marks)
         names = sorted(
@@ -450,7 +469,8 @@ class FileChannel(Channel):
 
     # ---- take -----------------------------------------------------------------
 
-    async def take(self, max_events: int, max_wait: float) -> TakeBatch:
+    async def take(self, max_events: int, max_wait: float, whole_puts: bool = False) -> TakeBatch:
+        """Whole records only (so whole puts, whatever `whole_puts` says)."""
         self.check_open("open a take")
         if not self._ready:
             self._data.clear()
@@ -466,6 +486,16 @@ class FileChannel(Channel):
             events.extend(ref.events if ref.events is not None else self._read(ref))
             n += ref.count
         return _FileTake(self, refs, events)
+
+    def discard_below(self, seq: int) -> int:
+        refs = []
+        while self._ready and self._ready[0].first_seq + self._ready[0].count <= seq:
+            ref = self._ready.popleft()
+            self._taken[ref.first_seq] = ref
+            refs.append(ref)
+        if refs:
+            self._committed(refs)
+        return sum(r.count for r in refs)
 
     def _read(self, ref: wal.RecordRef) -> list[Event]:
         data = os.pread(self._segments[ref.segment], ref.size, ref.offset)
@@ -504,6 +534,11 @@ class _FileTake(TakeBatch):
     def __init__(self, channel: FileChannel, refs: list, events: list[Event]):
         super().__init__(channel, events)
         self.refs = refs
+
+    @property
+    def end_seq(self) -> int | None:
+        last = self.refs[-1] if self.refs else None
+        return last.first_seq + last.count if last is not None else None
 
     async def _commit(self) -> None:
         self.channel._committed(self.refs)

@@ -134,7 +134,7 @@ class MemoryChannel(Channel):
         self._store(events, size)
         return True
 
-    async def take(self, max_events: int, max_wait: float) -> TakeBatch:
+    async def take(self, max_events: int, max_wait: float, whole_puts: bool = False) -> TakeBatch:
         self.check_open("open a take")
         if not self._queue:
             self._data.clear()
@@ -148,6 +148,11 @@ class MemoryChannel(Channel):
         while queue and len(events) < max_events:
             chunk, chunk_size = queue.popleft()
             room = max_events - len(events)
+            if whole_puts and len(chunk) > room:
+                if events:
+                    queue.appendleft((chunk, chunk_size))
+                    break
+                room = len(chunk)
             if len(chunk) > room:  # split the chunk; sizes are shared out pro rata
                 part = chunk_size * room // len(chunk)
                 queue.appendleft((chunk[room:], chunk_size - part))

@@ -6,7 +6,7 @@ one-minute tumbling windows per host itself (`window_state.WindowState`: running
 counts of the open windows, the watermark):
 
 - provisional rows: every window the batch changed is published at once to
-  `stats_topic` (key = host) with its counts so far and `"final": false`:
+  `stats_topic` (key = window start and host) with its counts so far and `"final": false`:
   window_start, window_end, host, requests, status_2xx..status_5xx, bytes. A
   provisional row is superseded by any later row of the same window and host.
 - final rows: the batch's rows of open windows are staged as Parquet under the
@@ -17,8 +17,10 @@ counts of the open windows, the watermark):
   nearest-rank rt_p50/p95/p99), writes them to
   `<output>/minute/date=D/part-<yyyymmdd-HHMM>.parquet` (one file per minute,
   replaced whole: exactly once) and publishes them with `"final": true`
-  (at-least-once, acks=all), then deletes the staged rows. The final row is the one
-  to keep; its requests equal the last provisional row's.
+  (acks=all), then deletes the staged rows. The final row is the one to keep; its
+  requests equal the last provisional row's. A crash between the publish and the
+  deletion publishes the same final row (same key and value) again at the restart:
+  readers keep the last row per key (`window_doc`).
 
 Why one query: Spark runs one source per query, so the three queries this job had
 (provisional, Parquet finals, published finals) each read and parsed every record
@@ -101,12 +103,20 @@ def _iso(minute: int) -> str:
 
 
 def window_doc(minute: int, host: str | None, figures: dict, final: bool) -> tuple:
-    """(key, value) of a window row on the stats topic; null fields are left out."""
-    doc = {"window_start": _iso(minute), "window_end": _iso(minute + WINDOW_S), "host": host}
+    """(key, value) of a window row on the stats topic; null fields are left out.
+
+    The key is the window and host ("2026-11-27T10:41:00.000Z web1"): every row of
+    one window and host has the same key, the last one is the row to keep, and a
+    compacted stats topic keeps exactly that. A final row published again after a
+    crash (between the publish and the removal of the minute's staged rows) is the
+    same key and value, so it doubles nothing for a reader keeping the last row per
+    key."""
+    start = _iso(minute)
+    doc = {"window_start": start, "window_end": _iso(minute + WINDOW_S), "host": host}
     doc.update(figures)
     doc["final"] = final
     value = orjson.dumps({k: v for k, v in doc.items() if v is not None})
-    return (None if host is None else host.encode(), value)
+    return (start.encode() if host is None else f"{start} {host}".encode(), value)
 
 
 class Publisher:

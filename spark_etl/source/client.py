@@ -96,6 +96,10 @@ def _consumer_conf(opts: SourceOptions) -> dict:
         # the default (1 s) stalls a reader that drains the queue faster than that
         # (consume rate 200k -> 1M records/s).
         "fetch.queue.backoff.ms": 1,
+        # Spark's Kafka source reads uncommitted by default; here the committed view
+        # is the default (librdkafka's too): records of aborted transactions and
+        # those of open ones never reach a job. `kafka.isolation.level` overrides it.
+        "isolation.level": "read_committed",
     }
     conf.update(opts.client)
     return conf
@@ -196,9 +200,12 @@ def _consume_step(consumer, opts: SourceOptions, tp: TP, pos: int, end: int, arr
             continue
         err = msgs[i].error()
         if err.code() == KafkaError._PARTITION_EOF:
+            # at the partition's end (its last stable offset in read_committed):
+            # what lies between the last record and `end` are transaction markers
+            # or aborted records, which librdkafka skips
             if msgs[i].offset() < end:
                 _truncated(opts, tp, msgs[i].offset(), end)
-                pos = end
+            pos = end
         elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S

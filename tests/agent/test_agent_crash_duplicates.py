@@ -1,6 +1,7 @@
-"""At-least-once under crashes: an agent SIGKILLed 5 times at random moments (seeded)
-while a file grows at 5,000 lines/s loses no line and delivers none three times
-(bench/bench_duplicates.py measures the same with more rounds)."""
+"""Under crashes: an agent SIGKILLed 5 times at random moments (seeded) while a file
+grows at 5,000 lines/s loses no line; at-least-once delivers none three times,
+exactly-once none twice (read committed). bench/bench_duplicates.py measures the same
+with more rounds."""
 
 import pytest
 
@@ -20,3 +21,11 @@ def test_sigkill_x5_under_load_loses_nothing_and_never_triples(tmp_path, broker,
 def test_sigkill_x5_soak(tmp_path, broker, channel, seed):
     copies = run(tmp_path, broker.bootstrap, channel, seconds=60, kills=5, seed=seed)
     assert copies.lost == 0 and copies.thrice == 0, copies
+
+
+@pytest.mark.parametrize("channel", ["memory", "file"])
+def test_exactly_once_sigkill_x5_under_load_neither_loses_nor_duplicates(tmp_path, broker, channel):
+    copies = run(
+        tmp_path, broker.bootstrap, channel, seconds=20, kills=5, seed=7, delivery="exactly_once"
+    )
+    assert (copies.lost, copies.twice, copies.thrice) == (0, 0, 0), copies

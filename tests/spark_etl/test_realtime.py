@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from spark_etl import loggen
-from spark_etl.jobs.realtime import RealtimeJob, lateness_ms, start_realtime
+from spark_etl.jobs.realtime import RealtimeJob, lateness_ms, start_realtime, window_doc
 from testkit.kafka import consume_all, create_topic, produce
 from testkit.procs import BrokerProcess
 from tests.spark_etl import expected
@@ -185,3 +185,11 @@ def test_realtime_cli_defaults_and_conf_wins():
     assert args.trigger_seconds == 0.5 and args.provisional
     assert parser.parse_args(["etl", "realtime", "--no-provisional"]).provisional is False
     assert etl.session_conf(args, {"a": "b", "d": "e"}) == {"a": "c", "d": "e"}
+
+
+def test_stats_rows_are_keyed_by_window_and_host():
+    key, value = window_doc(1_795_000_000 // 60 * 60, "web1", {"requests": 3}, final=True)
+    doc = orjson.loads(value)
+    assert key == f"{doc['window_start']} web1".encode()
+    assert doc["final"] is True and doc["requests"] == 3
+    assert window_doc(60, None, {}, final=False)[0] == b"1970-01-01T00:01:00.000Z"

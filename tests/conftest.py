@@ -2,11 +2,17 @@ import asyncio
 import inspect
 
 import pytest
+from hypothesis import settings
 
 from common.aio import within
 from testkit.procs import BrokerProcess
 
 ASYNC_TEST_TIMEOUT_S = 60
+
+# Hypothesis' per-example deadline (200 ms) is a timed assertion: on a shared, busy
+# machine a slow example fails a correct property. No deadline, for every test.
+settings.register_profile("logflume", deadline=None)
+settings.load_profile("logflume")
 
 # `make test` runs the suite on two workers (pytest-xdist). A group of tests runs whole
 # on one worker: each module is a group (its module-scoped brokers and clusters start

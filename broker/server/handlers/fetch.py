@@ -160,14 +160,14 @@ def read_partitions(
                 resp["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 errors = True
                 piece = None
-            if read_committed and resp["error_code"] == ErrorCode.NONE:
+            if read_committed:
                 resp["aborted_transactions"] = []
             if piece is not None and (first or piece.length <= budget):
                 resp["records"] = piece
                 found += piece.length
                 budget = max(0, budget - piece.length)
                 first = False
-                if read_committed:
+                if read_committed and partition.log.has_aborted:
                     resp["aborted_transactions"] = _aborted(partition, req, piece)
             parts.append(resp)
         topics.append({"topic": name, "topic_id": topic.get("topic_id"), "partitions": parts})

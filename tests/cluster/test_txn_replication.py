@@ -39,6 +39,15 @@ def pair(zookeeper, tmp_path):
             # the test stands in for the coordinator: no verification of its batches
             b.on_loop(lambda b=b: setattr(b.core, "txn_verifier", None))
         wait_until(lambda: zk.live() == [0, 1], what="both brokers to register")
+        # and each to know the other: CreateTopics on a broker that has not yet seen
+        # the other's registration answers INVALID_REPLICATION_FACTOR for rf=2
+        wait_until(
+            lambda: all(
+                b.on_loop(lambda b=b: sorted(b.core.cluster.brokers)) == [0, 1]
+                for b in brokers.values()
+            ),
+            what="both brokers to see each other",
+        )
         cluster = types.SimpleNamespace(
             bootstrap=",".join(b.bootstrap for b in brokers.values()), zk=zk
         )

@@ -39,10 +39,10 @@ import asyncio
 import logging
 import struct
 
+from broker.cluster.interbroker import open_to, sasl_login
 from broker.log.common import InvalidOffsetError
 from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
 from broker.protocol.records import CorruptRecordError
-from broker.sasl import client as sasl_client
 from broker.sasl.settings import client_credentials
 from broker.server.tls import client_context
 from broker.tasks import cancel_and_wait
@@ -118,41 +118,16 @@ class ReplicaFetcher:
     async def _connect(self) -> None:
         if self._writer is not None:
             return
-        info = self.manager.node.brokers.get(self.leader_id)
-        listener = self.manager.listener
-        address = info.endpoints.get(listener) if info is not None else None
-        if address is None:
-            raise LookupError(f"{listener} address of broker {self.leader_id} unknown")
-        host, port = address
-        tls = self.manager.tls
-        opened = asyncio.open_connection(
-            host, port, ssl=tls, server_hostname=host if tls is not None else None
+        m = self.manager
+        self._reader, self._writer = await open_to(
+            m.node.brokers, self.leader_id, m.listener, m.tls, m.request_timeout_s
         )
-        self._reader, self._writer = await within(opened, self.manager.request_timeout_s)
-        if self.manager.sasl is not None:
-            await self._authenticate(*self.manager.sasl)
+        if m.sasl is not None:
 
-    async def _authenticate(self, mechanism: str, user: str, password: str) -> None:
-        """SaslHandshake v1 then SaslAuthenticate v2 with this broker's own JAAS
-        credentials of the inter-broker listener."""
-        timeout_s = self.manager.request_timeout_s
-        resp = await self._request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, timeout_s)
-        if resp["error_code"] != ErrorCode.NONE:
-            raise ProtocolError(f"SaslHandshake {mechanism}: error {resp['error_code']}")
-        steps = sasl_client.tokens(mechanism, user, password)
-        token = next(steps)
-        while True:
-            resp = await self._request(
-                ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, timeout_s
-            )
-            if resp["error_code"] != ErrorCode.NONE:
-                raise ProtocolError(f"SASL {mechanism} as {user}: {resp['error_message']}")
-            try:
-                token = steps.send(resp["auth_bytes"])
-            except StopIteration:
-                return
-            except sasl_client.SaslClientError as e:
-                raise ProtocolError(str(e)) from None
+            async def exchange(api_key: int, version: int, body: dict) -> dict:
+                return await self._request(api_key, version, body, m.request_timeout_s)
+
+            await sasl_login(exchange, *m.sasl)
 
     def _close(self) -> None:
         if self._writer is not None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from broker.cluster.interbroker import open_to, sasl_login
 from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
-from broker.sasl import client as sasl_client
 from common.aio import within
 
 _SIZE = struct.Struct(">i")
@@ -56,36 +56,16 @@ class BrokerChannels:
                 raise
 
     async def _connect(self, conn: _Conn, broker_id: int) -> None:
-        info = self._brokers().get(broker_id)
-        listener = self._settings.listener
-        address = info.endpoints.get(listener) if info is not None else None
-        if address is None:
-            raise LookupError(f"{listener} address of broker {broker_id} unknown")
-        host, port = address
-        tls = self._settings.tls
-        opened = asyncio.open_connection(
-            host, port, ssl=tls, server_hostname=host if tls is not None else None
+        st = self._settings
+        conn.reader, conn.writer = await open_to(
+            self._brokers(), broker_id, st.listener, st.tls, self.timeout_s
         )
-        conn.reader, conn.writer = await within(opened, self.timeout_s)
-        if self._settings.sasl is not None:
-            await self._authenticate(conn, *self._settings.sasl)
+        if st.sasl is not None:
 
-    async def _authenticate(self, conn: _Conn, mechanism: str, user: str, password: str) -> None:
-        resp = await self._exchange(conn, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
-        if resp["error_code"] != ErrorCode.NONE:
-            raise ProtocolError(f"SaslHandshake {mechanism}: error {resp['error_code']}")
-        steps = sasl_client.tokens(mechanism, user, password)
-        token = next(steps)
-        while True:
-            resp = await self._exchange(conn, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
-            if resp["error_code"] != ErrorCode.NONE:
-                raise ProtocolError(f"SASL {mechanism} as {user}: {resp['error_message']}")
-            try:
-                token = steps.send(resp["auth_bytes"])
-            except StopIteration:
-                return
-            except sasl_client.SaslClientError as e:
-                raise ProtocolError(str(e)) from None
+            async def exchange(api_key: int, version: int, body: dict) -> dict:
+                return await self._exchange(conn, api_key, version, body)
+
+            await sasl_login(exchange, *st.sasl)
 
     async def _exchange(self, conn: _Conn, api_key: int, version: int, body: dict) -> dict:
         conn.correlation += 1

@@ -22,8 +22,7 @@ def test_kafkas_server_properties_start_a_broker(zookeeper, tmp_path):
     warnings = [line for line in log.splitlines() if "does not use" in line]
     assert len(warnings) == 1 and "WARNING" in warnings[0]
     assert warnings[0].endswith(
-        "ignoring 7 Kafka setting(s) this broker does not use: num.io.threads, "
+        "ignoring 5 Kafka setting(s) this broker does not use: num.io.threads, "
         "num.network.threads, num.recovery.threads.per.data.dir, socket.receive.buffer.bytes, "
-        "socket.send.buffer.bytes, transaction.state.log.min.isr, "
-        "transaction.state.log.replication.factor"
+        "socket.send.buffer.bytes"
     )

@@ -43,10 +43,23 @@ def parse_access(df: DataFrame) -> DataFrame:
     `access_log.parse_batch` (Arrow), run by mapInArrow: the one Python step of
     the jobs, about 6x cheaper than the same parse in Spark SQL expressions.
     """
-    inputs = [c for c in (*KAFKA_COLUMNS, "timestamp", "headers", "value") if c in df.columns]
-    passthrough = access_log.passthrough_columns(inputs)
+    inputs = access_inputs(df)
+    passthrough = access_log.passthrough_columns(inputs.columns)
     schema = from_arrow_schema(access_log.output_schema(passthrough))
-    return df.select(*inputs).mapInArrow(access_log.parse_batches, schema)
+    return inputs.mapInArrow(access_log.parse_batches, schema)
+
+
+def access_inputs(df: DataFrame) -> DataFrame:
+    """The columns of a source DataFrame that the parse reads (`access_log.parse_batch`).
+
+    Of the record headers only the first `host` header's value is passed on (as
+    `host_header`), picked out by the JVM: handing the whole array of structs to the
+    Python worker tripled the cost of the hop (2.8 -> 8.9 s per 500k records)."""
+    cols = [F.col(c) for c in (*KAFKA_COLUMNS, "timestamp", "value") if c in df.columns]
+    if "headers" in df.columns:
+        hosts = F.filter("headers", lambda h: h["key"] == F.lit("host"))
+        cols.append(F.get(hosts, 0)["value"].alias(access_log.HOST_HEADER))
+    return df.select(*cols)
 
 
 def accepted(parsed: DataFrame) -> DataFrame:

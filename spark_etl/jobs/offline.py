@@ -36,12 +36,17 @@ checkpoint when `<output>/parsed` already holds data.
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import time
 from collections.abc import Callable
 
-from pyspark.sql import functions as F
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from spark_etl import transforms as T
+from spark_etl.jobs import batch_store, hour_parts
 from spark_etl.jobs.common import hadoop_path_exists, printer, source_stream
 
 
@@ -62,32 +67,30 @@ class _Batch:
     def __init__(self, spark, output: str, report: OfflineReport, say, after_store=None):
         self.spark = spark
         self.output = output.rstrip("/")
+        self.fs, self.root = batch_store.filesystem(self.output)
         self.report = report
         self.say = say
         self.after_store = after_store
+        self.timings: dict[str, float] = {}
 
     def __call__(self, batch_df, batch_id: int) -> None:
-        parsed = T.with_hour(batch_df).persist()
-        try:
-            summary = (
-                parsed.groupBy("topic", "partition", "parse_ok", "date", "hour")
-                .agg(
-                    F.count(F.lit(1)).alias("n"),
-                    F.min("offset").alias("lo"),
-                    F.max("offset").alias("hi"),
-                )
-                .collect()
-            )
-            rows = sum(r.n for r in summary)
-            bad = sum(r.n for r in summary if not r.parse_ok)
-            hours = sorted({(r.date, r.hour) for r in summary if r.parse_ok})
-            self._store(parsed, batch_id)
-            if self.after_store is not None:
-                self.after_store(batch_id)
-            if hours:
-                self._recompute(hours)
-        finally:
-            parsed.unpersist()
+        started = time.perf_counter()
+        schema = from_arrow_schema(batch_store.SUMMARY_SCHEMA)
+        stored = batch_df.mapInArrow(batch_store.BatchStore(self.output, batch_id), schema)
+        summary = stored.toArrow()
+        self._drop_stale(batch_id, summary)
+        stored_at = time.perf_counter()
+        if self.after_store is not None:
+            self.after_store(batch_id)
+        ok = pc.fill_null(summary["parse_ok"], False)
+        rows = pc.sum(summary["n"]).as_py() or 0
+        bad = pc.sum(summary.filter(pc.invert(ok))["n"]).as_py() or 0
+        keys = sorted(set(summary.filter(ok)["hour_key"].to_pylist()))
+        hours = [hour_parts.hour_name(k) for k in keys]
+        for date, hour in hours:
+            self._recompute(date, hour)
+        done = time.perf_counter()
+        self.timings = {"store": stored_at - started, "figures": done - stored_at}
         self.report.batches += 1
         self.report.rows += rows
         self.report.rejected += bad
@@ -95,53 +98,72 @@ class _Batch:
         self.say(
             f"batch {batch_id}: {rows} records in, {bad} unparsable, "
             f"hours written: {', '.join(f'{d} {h:02d}:00' for d, h in hours) or '-'}; "
-            f"offsets {_ranges(summary)}"
+            f"offsets {_ranges(summary)}; "
+            f"{self.timings['store']:.1f}s read+parse+store, "
+            f"{self.timings['figures']:.1f}s hour figures"
         )
 
-    def _store(self, parsed, batch_id: int) -> None:
-        good = T.accepted(parsed).drop("parse_ok", "raw").withColumn("batch", F.lit(batch_id))
-        good.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
-            "date", "hour", "batch"
-        ).parquet(f"{self.output}/parsed")
-        bad = T.rejected(parsed).select(
-            "topic", "partition", "offset", "ingest_time", "raw", F.lit(batch_id).alias("batch")
-        )
-        bad.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
-            "batch"
-        ).parquet(f"{self.output}/rejects")
+    def _drop_stale(self, batch_id: int, summary) -> None:
+        """Remove files of batch `batch_id` that this attempt did not write (an earlier
+        attempt's, when the batch's offset ranges were cut into other tasks)."""
+        wanted = set()
+        for task, ok, key in zip(
+            summary["task"].to_pylist(),
+            summary["parse_ok"].to_pylist(),
+            summary["hour_key"].to_pylist(),
+            strict=True,
+        ):
+            if not ok:
+                wanted.add(batch_store.reject_file(self.root, batch_id, task))
+                continue
+            wanted.add(batch_store.parsed_file(self.root, batch_id, key, task))
+            wanted.update(
+                batch_store.partial_file(self.root, kind, batch_id, key, task)
+                for kind in hour_parts.SCHEMAS
+            )
+        dirs = {posixpath.dirname(f) for f in wanted}
+        dirs.add(posixpath.dirname(batch_store.reject_file(self.root, batch_id, 0)))
+        for d in dirs:
+            for info in _files(self.fs, d, recursive=False):
+                if info.path not in wanted and posixpath.basename(info.path).startswith("part-"):
+                    self.fs.delete_file(info.path)
 
-    def _recompute(self, hours: list[tuple[str, int]]) -> None:
-        stored = self.spark.read.parquet(f"{self.output}/parsed")
-        wanted = None
-        for d, h in hours:
-            cond = (F.col("date") == F.lit(d).cast("date")) & (F.col("hour") == h)
-            wanted = cond if wanted is None else wanted | cond
-        rows = (
-            stored.where(wanted).drop("date", "hour", "batch").withColumn("parse_ok", F.lit(True))
-        )
-        for name, table in (("hourly", T.hourly_stats(rows)), ("top_paths", T.top_paths(rows))):
-            table.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
-                "date", "hour"
-            ).parquet(f"{self.output}/{name}")
+    def _recompute(self, date: str, hour: int) -> None:
+        where = batch_store.hour_dir(date, hour)
+        parts = []
+        for kind in hour_parts.SCHEMAS:
+            tables = [
+                pq.read_table(info.path, filesystem=self.fs)
+                for info in _files(self.fs, f"{self.root}/partials/{kind}/{where}", recursive=True)
+                if posixpath.basename(info.path).startswith("part-")
+            ]
+            parts.extend({kind: t} for t in tables)
+        merged = hour_parts.merge(parts)
+        tables = {
+            "hourly": hour_parts.hour_figures(merged, date, hour),
+            "top_paths": hour_parts.hour_top_paths(merged),
+        }
+        for name, table in tables.items():
+            directory = f"{self.root}/{name}/{where}"
+            path = f"{directory}/{batch_store.part_name(0)}"
+            batch_store.write_table(self.fs, path, table)
+            for info in _files(self.fs, directory, recursive=False):
+                if info.path != path and not posixpath.basename(info.path).startswith("."):
+                    self.fs.delete_file(info.path)
+
+
+def _files(fs, directory: str, *, recursive: bool) -> list:
+    selector = pafs.FileSelector(directory, allow_not_found=True, recursive=recursive)
+    return [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
 
 
 def _ranges(summary) -> str:
     spans: dict[tuple, list[int]] = {}
-    for r in summary:
-        lo, hi = spans.setdefault((r.topic, r.partition), [r.lo, r.hi])
-        spans[(r.topic, r.partition)] = [min(lo, r.lo), max(hi, r.hi)]
+    for r in summary.to_pylist():
+        t, p = r["topic"], r["partition"]
+        lo, hi = spans.setdefault((t, p), [r["lo"], r["hi"]])
+        spans[(t, p)] = [min(lo, r["lo"]), max(hi, r["hi"])]
     return ", ".join(f"{t}-{p}: {lo}..{hi}" for (t, p), (lo, hi) in sorted(spans.items())) or "-"
-
-
-# Session settings the job's micro-batches go faster with (measured in
-# bench/RESULTS.md), applied unless the user's Spark configuration sets them: the
-# parsed batch is cached once for three passes, and building an uncompressed cache is
-# ~30 % cheaper; the partitioned store writes its few date/hour files side by side
-# instead of sorting the batch by partition first.
-SESSION_DEFAULTS = {
-    "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    "spark.sql.maxConcurrentOutputFileWriters": "8",
-}
 
 
 def run_offline(
@@ -173,10 +195,6 @@ def run_offline(
             "batch ids would restart and overwrite it. Restore the checkpoint, or use a "
             "new --output to reprocess from scratch."
         )
-    configured = spark.sparkContext.getConf()
-    for key, value in SESSION_DEFAULTS.items():
-        if not configured.contains(key):
-            spark.conf.set(key, value)
     report = OfflineReport()
     started = time.monotonic()
     stream = source_stream(
@@ -184,7 +202,7 @@ def run_offline(
     )
     say(f"offline: {topic} @ {bootstrap} -> {output} (checkpoint {ckpt})")
     query = (
-        T.parse_access(stream)
+        T.access_inputs(stream)
         .writeStream.foreachBatch(_Batch(spark, output, report, say, after_store))
         .option("checkpointLocation", ckpt)
         .trigger(availableNow=True)

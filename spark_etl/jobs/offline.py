@@ -45,9 +45,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from spark_etl import transforms as T
 from spark_etl.jobs import batch_store, hour_parts
-from spark_etl.jobs.common import hadoop_path_exists, printer, source_stream
+from spark_etl.jobs.common import hadoop_path_exists, printer, source_options
+from spark_etl.source.options import SourceOptions
 
 
 @dataclasses.dataclass
@@ -64,8 +64,10 @@ class OfflineReport:
 class _Batch:
     """The foreachBatch handler. Called by Spark on the driver, one batch at a time."""
 
-    def __init__(self, spark, output: str, report: OfflineReport, say, after_store=None):
-        self.spark = spark
+    def __init__(
+        self, source: SourceOptions, output: str, report: OfflineReport, say, after_store=None
+    ):
+        self.source = source
         self.output = output.rstrip("/")
         self.fs, self.root = batch_store.filesystem(self.output)
         self.report = report
@@ -76,7 +78,8 @@ class _Batch:
     def __call__(self, batch_df, batch_id: int) -> None:
         started = time.perf_counter()
         schema = from_arrow_schema(batch_store.SUMMARY_SCHEMA)
-        stored = batch_df.mapInArrow(batch_store.BatchStore(self.output, batch_id), schema)
+        store = batch_store.BatchStore(self.output, batch_id, self.source)
+        stored = batch_df.mapInArrow(store, schema)
         summary = stored.toArrow()
         self._drop_stale(batch_id, summary)
         stored_at = time.perf_counter()
@@ -197,13 +200,15 @@ def run_offline(
         )
     report = OfflineReport()
     started = time.monotonic()
-    stream = source_stream(
-        spark, bootstrap, topic, "earliest", max_offsets_per_trigger, fail_on_data_loss, client
+    options = source_options(
+        bootstrap, topic, "earliest", max_offsets_per_trigger, fail_on_data_loss, client
     )
+    options["emit"] = "ranges"  # the batch's tasks read their ranges themselves
+    stream = spark.readStream.format("logflume").options(**options).load()
+    source = SourceOptions.parse(options, streaming=True)
     say(f"offline: {topic} @ {bootstrap} -> {output} (checkpoint {ckpt})")
     query = (
-        T.access_inputs(stream)
-        .writeStream.foreachBatch(_Batch(spark, output, report, say, after_store))
+        stream.writeStream.foreachBatch(_Batch(source, output, report, say, after_store))
         .option("checkpointLocation", ckpt)
         .trigger(availableNow=True)
         .queryName("logflume-offline")

@@ -10,20 +10,28 @@ to the checkpoint *before* running it and marks it committed *after*; a batch th
 crashed is re-run at the next start with exactly the same offsets, hence exactly
 the same rows.
 
-Each micro-batch (foreachBatch, `_Batch.__call__`) then does three idempotent steps:
+The source is read with `emit=ranges`: a micro-batch's DataFrame holds only its
+offset ranges, one row per Spark task. Each micro-batch (foreachBatch,
+`_Batch.__call__`) then does three idempotent steps:
 
-1. Store the parsed rows under `<output>/parsed/date=D/hour=H/batch=B/`, overwriting
-   only the partitions of this batch id B (dynamic partition overwrite). A re-run of
-   batch B replaces what a crashed attempt wrote; nothing is appended twice.
-   Unparsable lines go to `<output>/rejects/batch=B/` the same way (with their
-   Kafka coordinates and text), and are counted in the progress output.
-2. For every (date, hour) the batch touched, recompute that hour's figures from
-   *all* stored rows of the hour (every batch of every run), and overwrite
-   `<output>/hourly/date=D/hour=H/` and `<output>/top_paths/date=D/hour=H/`.
+1. One Spark job (`batch_store.BatchStore` under mapInArrow): each task reads its
+   range from the broker, parses it, and stores the parsed rows under
+   `<output>/parsed/date=D/hour=H/batch=B/part-<task>.parquet`, the unparsable
+   ones (with their Kafka coordinates and text) under `<output>/rejects/batch=B/`,
+   and the hour's mergeable partial figures (`hour_parts`: counts, distinct
+   clients, request-time and path tallies) under
+   `<output>/partials/<kind>/date=D/hour=H/batch=B/`. Names depend only on the batch
+   id B and the task, so a re-run of batch B rewrites what a crashed attempt wrote;
+   files of B that this attempt did not write are then removed. Nothing is
+   appended twice.
+2. For every (date, hour) the batch touched, merge the partials of *all* batches of
+   the hour (every batch of every run) in the driver and overwrite
+   `<output>/hourly/date=D/hour=H/` and `<output>/top_paths/date=D/hour=H/`. The
+   figures are exact (see `hour_parts`).
 3. Return; Spark commits the batch.
 
 So an hour's aggregates are always a pure function of the distinct records stored
-for it: late records for an hour written by an earlier run simply cause that hour
+for it (each batch's partials are a function of its stored rows of the hour): late records for an hour written by an earlier run simply cause that hour
 to be recomputed, and a crash at any point is repaired by the re-run of the batch.
 (The alternative, append mode with a watermark, would emit each hour once but drop
 records later than the watermark; this design never drops late data.)
@@ -197,6 +205,14 @@ def run_offline(
             f"logflume: {output}/parsed holds data but checkpoint {ckpt} is new; "
             "batch ids would restart and overwrite it. Restore the checkpoint, or use a "
             "new --output to reprocess from scratch."
+        )
+    if hadoop_path_exists(spark, f"{output}/parsed") and not hadoop_path_exists(
+        spark, f"{output}/partials"
+    ):
+        raise RuntimeError(
+            f"logflume: {output}/parsed was written by a version without partial "
+            "figures (partials/), which the hourly figures are now merged from. Use a new "
+            "--output (and checkpoint) to reprocess from scratch."
         )
     report = OfflineReport()
     started = time.monotonic()

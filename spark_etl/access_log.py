@@ -78,6 +78,8 @@ PASSTHROUGH_TYPES = {
     "offset": pa.int64(),
     "ingest_time": TIMESTAMP,
 }
+# The first `host` header's value, where the caller picked it out of `headers`.
+HOST_HEADER = "host_header"
 _SOURCE = {"ingest_time": "timestamp"}  # output column <- input column, where they differ
 _STRINGS = ("client", "user", "method", "path", "protocol", "referrer", "user_agent", "host")
 
@@ -95,7 +97,7 @@ def output_schema(passthrough: list[str]) -> pa.Schema:
 
 
 def parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function: each batch's `value` (and `headers`) parsed."""
+    """mapInArrow's function: each batch's `value` (and `headers` or `host_header`) parsed."""
     for batch in batches:
         yield parse_batch(batch)
 
@@ -111,7 +113,10 @@ def parse_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     is_json = pc.fill_null(pc.starts_with(pc.utf8_ltrim(text, characters=" "), "{"), False)
     if pc.any(is_json).as_py():
         _merge_json(cols, text, is_json)
-    header_host = _header_host(batch.column("headers")) if "headers" in names else None
+    if HOST_HEADER in names:
+        header_host = _text(batch.column(HOST_HEADER))
+    else:
+        header_host = _header_host(batch.column("headers")) if "headers" in names else None
     if header_host is not None:
         cols["host"] = pc.coalesce(cols["host"], header_host)
     status = cols["status"]

@@ -15,21 +15,35 @@ def source_stream(
     fail_on_data_loss: bool = True,
     client: dict[str, str] | None = None,
 ):
-    """The broker topic(s) as a streaming DataFrame of the `logflume` format.
-    `client`: Kafka client properties (security.protocol, sasl.*, ssl.*, Java or
-    librdkafka names), passed as Spark's Kafka source takes them: `kafka.<name>`."""
-    reader = (
-        spark.readStream.format("logflume")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", starting_offsets)
-        .option("failOnDataLoss", str(fail_on_data_loss).lower())
+    """The broker topic(s) as a streaming DataFrame of the `logflume` format
+    (options: `source_options`)."""
+    options = source_options(
+        bootstrap, topic, starting_offsets, max_offsets_per_trigger, fail_on_data_loss, client
     )
-    for key, value in (client or {}).items():
-        reader = reader.option(f"kafka.{key}", value)
+    return spark.readStream.format("logflume").options(**options).load()
+
+
+def source_options(
+    bootstrap: str,
+    topic: str,
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    fail_on_data_loss: bool = True,
+    client: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The `logflume` source's options for the jobs. `client`: Kafka client properties
+    (security.protocol, sasl.*, ssl.*, Java or librdkafka names), passed as Spark's
+    Kafka source takes them: `kafka.<name>`."""
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic,
+        "startingOffsets": starting_offsets,
+        "failOnDataLoss": str(fail_on_data_loss).lower(),
+    }
+    options.update((f"kafka.{key}", value) for key, value in (client or {}).items())
     if max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    return reader.load()
+        options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
+    return options
 
 
 def printer(out=None) -> Callable[[str], None]:

@@ -10,20 +10,28 @@ to the checkpoint *before* running it and marks it committed *after*; a batch th
 crashed is re-run at the next start with exactly the same offsets, hence exactly
 the same rows.
 
-Each micro-batch (foreachBatch, `_Batch.__call__`) then does three idempotent steps:
+The source is read with `emit=ranges`: a micro-batch's DataFrame holds only its
+offset ranges, one row per Spark task. Each micro-batch (foreachBatch,
+`_Batch.__call__`) then does three idempotent steps:
 
-1. Store the parsed rows under `<output>/parsed/date=D/hour=H/batch=B/`, overwriting
-   only the partitions of this batch id B (dynamic partition overwrite). A re-run of
-   batch B replaces what a crashed attempt wrote; nothing is appended twice.
-   Unparsable lines go to `<output>/rejects/batch=B/` the same way (with their
-   Kafka coordinates and text), and are counted in the progress output.
-2. For every (date, hour) the batch touched, recompute that hour's figures from
-   *all* stored rows of the hour (every batch of every run), and overwrite
-   `<output>/hourly/date=D/hour=H/` and `<output>/top_paths/date=D/hour=H/`.
+1. One Spark job (`batch_store.BatchStore` under mapInArrow): each task reads its
+   range from the broker, parses it, and stores the parsed rows under
+   `<output>/parsed/date=D/hour=H/batch=B/part-<task>.parquet`, the unparsable
+   ones (with their Kafka coordinates and text) under `<output>/rejects/batch=B/`,
+   and the hour's mergeable partial figures (`hour_parts`: counts, distinct
+   clients, request-time and path tallies) under
+   `<output>/partials/<kind>/date=D/hour=H/batch=B/`. Names depend only on the batch
+   id B and the task, so a re-run of batch B rewrites what a crashed attempt wrote;
+   files of B that this attempt did not write are then removed. Nothing is
+   appended twice.
+2. For every (date, hour) the batch touched, merge the partials of *all* batches of
+   the hour (every batch of every run) in the driver and overwrite
+   `<output>/hourly/date=D/hour=H/` and `<output>/top_paths/date=D/hour=H/`. The
+   figures are exact (see `hour_parts`).
 3. Return; Spark commits the batch.
 
 So an hour's aggregates are always a pure function of the distinct records stored
-for it: late records for an hour written by an earlier run simply cause that hour
+for it (each batch's partials are a function of its stored rows of the hour): late records for an hour written by an earlier run simply cause that hour
 to be recomputed, and a crash at any point is repaired by the re-run of the batch.
 (The alternative, append mode with a watermark, would emit each hour once but drop
 records later than the watermark; this design never drops late data.)
@@ -36,13 +44,18 @@ checkpoint when `<output>/parsed` already holds data.
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import time
 from collections.abc import Callable
 
-from pyspark.sql import functions as F
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import from_arrow_schema
 
-from spark_etl import transforms as T
-from spark_etl.jobs.common import hadoop_path_exists, printer, source_stream
+from spark_etl.jobs import batch_store, hour_parts
+from spark_etl.jobs.common import hadoop_path_exists, printer, source_options
+from spark_etl.source.options import SourceOptions
 
 
 @dataclasses.dataclass
@@ -59,35 +72,36 @@ class OfflineReport:
 class _Batch:
     """The foreachBatch handler. Called by Spark on the driver, one batch at a time."""
 
-    def __init__(self, spark, output: str, report: OfflineReport, say, after_store=None):
-        self.spark = spark
+    def __init__(
+        self, source: SourceOptions, output: str, report: OfflineReport, say, after_store=None
+    ):
+        self.source = source
         self.output = output.rstrip("/")
+        self.fs, self.root = batch_store.filesystem(self.output)
         self.report = report
         self.say = say
         self.after_store = after_store
+        self.timings: dict[str, float] = {}
 
     def __call__(self, batch_df, batch_id: int) -> None:
-        parsed = T.with_hour(batch_df).persist()
-        try:
-            summary = (
-                parsed.groupBy("topic", "partition", "parse_ok", "date", "hour")
-                .agg(
-                    F.count(F.lit(1)).alias("n"),
-                    F.min("offset").alias("lo"),
-                    F.max("offset").alias("hi"),
-                )
-                .collect()
-            )
-            rows = sum(r.n for r in summary)
-            bad = sum(r.n for r in summary if not r.parse_ok)
-            hours = sorted({(r.date, r.hour) for r in summary if r.parse_ok})
-            self._store(parsed, batch_id)
-            if self.after_store is not None:
-                self.after_store(batch_id)
-            if hours:
-                self._recompute(hours)
-        finally:
-            parsed.unpersist()
+        started = time.perf_counter()
+        schema = from_arrow_schema(batch_store.SUMMARY_SCHEMA)
+        store = batch_store.BatchStore(self.output, batch_id, self.source)
+        stored = batch_df.mapInArrow(store, schema)
+        summary = stored.toArrow()
+        self._drop_stale(batch_id, summary)
+        stored_at = time.perf_counter()
+        if self.after_store is not None:
+            self.after_store(batch_id)
+        ok = pc.fill_null(summary["parse_ok"], False)
+        rows = pc.sum(summary["n"]).as_py() or 0
+        bad = pc.sum(summary.filter(pc.invert(ok))["n"]).as_py() or 0
+        keys = sorted(set(summary.filter(ok)["hour_key"].to_pylist()))
+        hours = [hour_parts.hour_name(k) for k in keys]
+        for date, hour in hours:
+            self._recompute(date, hour)
+        done = time.perf_counter()
+        self.timings = {"store": stored_at - started, "figures": done - stored_at}
         self.report.batches += 1
         self.report.rows += rows
         self.report.rejected += bad
@@ -95,53 +109,72 @@ class _Batch:
         self.say(
             f"batch {batch_id}: {rows} records in, {bad} unparsable, "
             f"hours written: {', '.join(f'{d} {h:02d}:00' for d, h in hours) or '-'}; "
-            f"offsets {_ranges(summary)}"
+            f"offsets {_ranges(summary)}; "
+            f"{self.timings['store']:.1f}s read+parse+store, "
+            f"{self.timings['figures']:.1f}s hour figures"
         )
 
-    def _store(self, parsed, batch_id: int) -> None:
-        good = T.accepted(parsed).drop("parse_ok", "raw").withColumn("batch", F.lit(batch_id))
-        good.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
-            "date", "hour", "batch"
-        ).parquet(f"{self.output}/parsed")
-        bad = T.rejected(parsed).select(
-            "topic", "partition", "offset", "ingest_time", "raw", F.lit(batch_id).alias("batch")
-        )
-        bad.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
-            "batch"
-        ).parquet(f"{self.output}/rejects")
+    def _drop_stale(self, batch_id: int, summary) -> None:
+        """Remove files of batch `batch_id` that this attempt did not write (an earlier
+        attempt's, when the batch's offset ranges were cut into other tasks)."""
+        wanted = set()
+        for task, ok, key in zip(
+            summary["task"].to_pylist(),
+            summary["parse_ok"].to_pylist(),
+            summary["hour_key"].to_pylist(),
+            strict=True,
+        ):
+            if not ok:
+                wanted.add(batch_store.reject_file(self.root, batch_id, task))
+                continue
+            wanted.add(batch_store.parsed_file(self.root, batch_id, key, task))
+            wanted.update(
+                batch_store.partial_file(self.root, kind, batch_id, key, task)
+                for kind in hour_parts.SCHEMAS
+            )
+        dirs = {posixpath.dirname(f) for f in wanted}
+        dirs.add(posixpath.dirname(batch_store.reject_file(self.root, batch_id, 0)))
+        for d in dirs:
+            for info in _files(self.fs, d, recursive=False):
+                if info.path not in wanted and posixpath.basename(info.path).startswith("part-"):
+                    self.fs.delete_file(info.path)
 
-    def _recompute(self, hours: list[tuple[str, int]]) -> None:
-        stored = self.spark.read.parquet(f"{self.output}/parsed")
-        wanted = None
-        for d, h in hours:
-            cond = (F.col("date") == F.lit(d).cast("date")) & (F.col("hour") == h)
-            wanted = cond if wanted is None else wanted | cond
-        rows = (
-            stored.where(wanted).drop("date", "hour", "batch").withColumn("parse_ok", F.lit(True))
-        )
-        for name, table in (("hourly", T.hourly_stats(rows)), ("top_paths", T.top_paths(rows))):
-            table.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(
-                "date", "hour"
-            ).parquet(f"{self.output}/{name}")
+    def _recompute(self, date: str, hour: int) -> None:
+        where = batch_store.hour_dir(date, hour)
+        parts = []
+        for kind in hour_parts.SCHEMAS:
+            tables = [
+                pq.read_table(info.path, filesystem=self.fs)
+                for info in _files(self.fs, f"{self.root}/partials/{kind}/{where}", recursive=True)
+                if posixpath.basename(info.path).startswith("part-")
+            ]
+            parts.extend({kind: t} for t in tables)
+        merged = hour_parts.merge(parts)
+        tables = {
+            "hourly": hour_parts.hour_figures(merged, date, hour),
+            "top_paths": hour_parts.hour_top_paths(merged),
+        }
+        for name, table in tables.items():
+            directory = f"{self.root}/{name}/{where}"
+            path = f"{directory}/{batch_store.part_name(0)}"
+            batch_store.write_table(self.fs, path, table)
+            for info in _files(self.fs, directory, recursive=False):
+                if info.path != path and not posixpath.basename(info.path).startswith("."):
+                    self.fs.delete_file(info.path)
+
+
+def _files(fs, directory: str, *, recursive: bool) -> list:
+    selector = pafs.FileSelector(directory, allow_not_found=True, recursive=recursive)
+    return [i for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
 
 
 def _ranges(summary) -> str:
     spans: dict[tuple, list[int]] = {}
-    for r in summary:
-        lo, hi = spans.setdefault((r.topic, r.partition), [r.lo, r.hi])
-        spans[(r.topic, r.partition)] = [min(lo, r.lo), max(hi, r.hi)]
+    for r in summary.to_pylist():
+        t, p = r["topic"], r["partition"]
+        lo, hi = spans.setdefault((t, p), [r["lo"], r["hi"]])
+        spans[(t, p)] = [min(lo, r["lo"]), max(hi, r["hi"])]
     return ", ".join(f"{t}-{p}: {lo}..{hi}" for (t, p), (lo, hi) in sorted(spans.items())) or "-"
-
-
-# Session settings the job's micro-batches go faster with (measured in
-# bench/RESULTS.md), applied unless the user's Spark configuration sets them: the
-# parsed batch is cached once for three passes, and building an uncompressed cache is
-# ~30 % cheaper; the partitioned store writes its few date/hour files side by side
-# instead of sorting the batch by partition first.
-SESSION_DEFAULTS = {
-    "spark.sql.inMemoryColumnarStorage.compressed": "false",
-    "spark.sql.maxConcurrentOutputFileWriters": "8",
-}
 
 
 def run_offline(
@@ -173,19 +206,25 @@ def run_offline(
             "batch ids would restart and overwrite it. Restore the checkpoint, or use a "
             "new --output to reprocess from scratch."
         )
-    configured = spark.sparkContext.getConf()
-    for key, value in SESSION_DEFAULTS.items():
-        if not configured.contains(key):
-            spark.conf.set(key, value)
+    if hadoop_path_exists(spark, f"{output}/parsed") and not hadoop_path_exists(
+        spark, f"{output}/partials"
+    ):
+        raise RuntimeError(
+            f"logflume: {output}/parsed was written by a version without partial "
+            "figures (partials/), which the hourly figures are now merged from. Use a new "
+            "--output (and checkpoint) to reprocess from scratch."
+        )
     report = OfflineReport()
     started = time.monotonic()
-    stream = source_stream(
-        spark, bootstrap, topic, "earliest", max_offsets_per_trigger, fail_on_data_loss, client
+    options = source_options(
+        bootstrap, topic, "earliest", max_offsets_per_trigger, fail_on_data_loss, client
     )
+    options["emit"] = "ranges"  # the batch's tasks read their ranges themselves
+    stream = spark.readStream.format("logflume").options(**options).load()
+    source = SourceOptions.parse(options, streaming=True)
     say(f"offline: {topic} @ {bootstrap} -> {output} (checkpoint {ckpt})")
     query = (
-        T.parse_access(stream)
-        .writeStream.foreachBatch(_Batch(spark, output, report, say, after_store))
+        stream.writeStream.foreachBatch(_Batch(source, output, report, say, after_store))
         .option("checkpointLocation", ckpt)
         .trigger(availableNow=True)
         .queryName("logflume-offline")

@@ -17,6 +17,10 @@ Theory of operation
   A partition whose log now ends below the checkpointed offset (truncated by an
   unclean election, or the topic recreated) fails the query (failOnDataLoss), or
   with failOnDataLoss=false is read again from its earliest offset, with a warning.
+- `emit=ranges`: a read yields one row (topic, partition, start, end) per range
+  instead of its records, for a job that reads each range in the task that
+  processes it (`client.read_range`) so the records never cross into the JVM; the
+  offsets contract above is unchanged.
 - Writing: rows with `value` (and optional `key`) go to option `topic` through a
   producer with acks=all (add `kafka.enable.idempotence=true` where the broker
   supports it), flushed before the task reports success
@@ -28,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -66,6 +71,23 @@ SCHEMA = (
 )
 
 
+# SCHEMA in Arrow, as Spark hands it to Python (for readers of `emit=ranges` rows).
+RECORDS_ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    ]
+)
+# With option emit=ranges, a read yields its offset range instead of the records.
+RANGES_SCHEMA = "topic string, partition int, start long, end long"
+
+
 @dataclasses.dataclass
 class OffsetRange(InputPartition):
     """Offsets [start, end) of one topic-partition: one Spark task."""
@@ -90,7 +112,8 @@ class LogflumeDataSource(DataSource):
         return "logflume"
 
     def schema(self) -> str:
-        return SCHEMA
+        emit = {k.lower(): v for k, v in self.options.items()}.get("emit", "records")
+        return RANGES_SCHEMA if emit.lower() == "ranges" else SCHEMA
 
     def reader(self, schema: StructType) -> BatchReader:
         return BatchReader(SourceOptions.parse(self.options, streaming=False), schema)
@@ -116,6 +139,9 @@ def _read(opts: SourceOptions, schema: StructType, part: InputPartition):
     if not isinstance(part, OffsetRange):
         return  # Spark's placeholder partition when there is nothing to read
     arrow = _arrow_schema(schema)
+    if opts.emit == "ranges":
+        yield pa.RecordBatch.from_pylist([dataclasses.asdict(part)], schema=arrow)
+        return
     yield from client.read_range(opts, (part.topic, part.partition), part.start, part.end, arrow)
 
 

@@ -28,6 +28,19 @@ class DataLossError(RuntimeError):
     """Offsets the query needs are no longer (or not yet) in the topic."""
 
 
+# What a read yields: the records (Spark's Kafka source schema), or only the offset
+# ranges it would read (one row per range), for a job that reads them itself in the
+# task that processes them (the offline job: records never cross into the JVM).
+EMIT_MODES = ("records", "ranges")
+
+
+def _choice(opts: Mapping[str, str], key: str, choices: tuple[str, ...]) -> str:
+    value = opts.get(key, choices[0]).lower()
+    if value not in choices:
+        raise ValueError(f"logflume: option {key} must be one of {', '.join(choices)}")
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceOptions:
     """The data source's options, validated. Immutable and picklable."""
@@ -45,6 +58,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     poll_timeout_s: float
     topic_out: str | None  # writer: `topic`
+    emit: str = "records"  # `emit`: EMIT_MODES
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> SourceOptions:
@@ -82,6 +96,7 @@ class SourceOptions:
             fail_on_data_loss=_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
             poll_timeout_s=int(opts.get("kafkaconsumer.polltimeoutms", "120000")) / 1000,
             topic_out=opts.get("topic"),
+            emit=_choice(opts, "emit", EMIT_MODES),
         )
 
     def require_subscription(self) -> None:

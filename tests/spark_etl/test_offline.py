@@ -127,3 +127,13 @@ def test_refuses_a_fresh_checkpoint_over_existing_output(spark, bk, tmp_path):
     opts = dict(bootstrap=bk.bootstrap, topic="fresh", output=str(tmp_path / "out"))
     with pytest.raises(RuntimeError, match="checkpoint .* is new"):
         run_offline(spark, checkpoint=str(tmp_path / "c2"), say=lambda _: None, **opts)
+
+
+def test_refuses_output_written_without_partials(spark, bk, tmp_path):
+    parsed = tmp_path / "out" / "parsed" / "date=2024-05-01" / "hour=10" / "batch=0"
+    parsed.mkdir(parents=True)
+    (parsed / "part-0.parquet").write_bytes(b"")
+    (tmp_path / "ckpt" / "offsets").mkdir(parents=True)
+    opts = dict(bootstrap=bk.bootstrap, topic="old", output=str(tmp_path / "out"))
+    with pytest.raises(RuntimeError, match="without partial figures"):
+        run_offline(spark, checkpoint=str(tmp_path / "ckpt"), say=lambda _: None, **opts)

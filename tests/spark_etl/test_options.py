@@ -120,3 +120,11 @@ def test_check_start_names_partition_and_offsets(caplog):
         assert check_start(A1, 3, 10, 20, False, logging.getLogger("t")) == 10
     assert "failOnDataLoss=false" in caplog.text
     assert check_start(A1, 15, 10, 20, True, logging.getLogger("t")) == 15
+
+
+def test_emit_records_by_default_or_ranges():
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    assert SourceOptions.parse(base, streaming=True).emit == "records"
+    assert SourceOptions.parse({**base, "emit": "Ranges"}, streaming=True).emit == "ranges"
+    with pytest.raises(ValueError, match="emit must be one of records, ranges"):
+        SourceOptions.parse({**base, "emit": "rows"}, streaming=True)

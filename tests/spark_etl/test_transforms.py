@@ -63,26 +63,12 @@ def test_parses_lines_json_and_flags_garbage(spark):
     assert sum(r.parse_ok for r in got.values()) == 3
 
 
-def test_hourly_and_top_paths_exclude_unparsable_rows(spark):
-    parsed = T.parse_access(
-        spark.createDataFrame(
-            [(v.encode(),) for v in [LINE, LINE, COMBINED_ONLY, "junk"]], "value binary"
-        )
-    )
-    hourly = {(r.hour, r.host): r for r in T.hourly_stats(parsed).collect()}
-    assert set(hourly) == {(8, None)}
-    h = hourly[(8, None)]
-    assert (h.requests, h.status_4xx, h.bytes, h.unique_clients) == (3, 3, 1024, 2)
-    top = [(r.rank, r.path, r.requests) for r in T.top_paths(parsed).collect()]
-    assert top == [(1, "/a/b", 2)]
-
-
-def test_aggregates_of_accepted_rows_parse_each_row_once(spark):
+def test_accepted_and_rejected_rows_parse_each_row_once(spark):
     # A filter on parse_ok must not make Spark parse a row more than once (with
     # the parse in SQL expressions, the optimizer once inlined it 17 times).
     raw = spark.createDataFrame([(LINE.encode(),)], "value binary")
     parsed = T.parse_access(raw)
-    for df in (T.minute_rows(parsed), T.hourly_stats(parsed), T.rejected(parsed)):
+    for df in (T.minute_rows(parsed), T.accepted(parsed), T.rejected(parsed)):
         plan = df._jdf.queryExecution().executedPlan().toString()
         assert plan.count("MapInArrow") == 1, plan
     assert [r.parse_ok for r in T.minute_rows(parsed).collect()] == [True]

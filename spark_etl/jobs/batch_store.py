@@ -59,10 +59,20 @@ REJECT_COLUMNS = ("topic", "partition", "offset", "ingest_time", "raw")
 
 
 def filesystem(output: str) -> tuple[pafs.FileSystem, str]:
-    """The file system and root path of an output URI or local path."""
+    """The file system and root path of an output URI or local path. The files are
+    written by pyarrow, so the URI is one of pyarrow's (hdfs://, s3://, gs://);
+    Hadoop's `s3a://` names the same S3 objects as `s3://` and is read as such."""
     if "://" not in output:
         return pafs.LocalFileSystem(), posixpath.abspath(output)
-    return pafs.FileSystem.from_uri(output)
+    if output.startswith("s3a://"):
+        output = "s3://" + output[len("s3a://") :]
+    try:
+        return pafs.FileSystem.from_uri(output)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise ValueError(
+            f"--output {output}: not a file system pyarrow can write ({e}); "
+            "use a local path, hdfs://, s3:// or gs://"
+        ) from None
 
 
 def hour_dir(date: str, hour: int) -> str:

@@ -12,7 +12,9 @@ from spark_etl.jobs import batch_store as B
 def test_rebatched_keeps_every_row_in_order_in_batches_of_about_parse_batch(sizes):
     batches, start = [], 0
     for n in sizes:
-        batches.append(pa.record_batch([pa.array(range(start, start + n), pa.int64())], names=["x"]))
+        batches.append(
+            pa.record_batch([pa.array(range(start, start + n), pa.int64())], names=["x"])
+        )
         start += n
     out = list(B._rebatched(iter(batches)))
     assert [v for b in out for v in b.column(0).to_pylist()] == list(range(start))
@@ -51,3 +53,13 @@ def test_summary_merges_the_task_batches():
         (4, True, 7, 15, 0, 14),
     ]
     assert B._summary(0, []).num_rows == 0
+
+
+def test_an_output_pyarrow_cannot_write_is_named_with_the_way_out():
+    try:
+        B.filesystem("nosuch://bucket/out")
+    except ValueError as e:
+        assert str(e).startswith("--output nosuch://bucket/out: not a file system")
+        assert "hdfs://, s3:// or gs://" in str(e)
+    else:
+        raise AssertionError("accepted an unknown file system")

@@ -181,7 +181,15 @@ def test_killed_zookeeper_is_reported_and_restarted(cluster):
     assert {n: p for n, p in after.items() if n != "zookeeper"} == {
         n: p for n, p in before.items() if n != "zookeeper"
     }
-    _rf3_topic(cluster, "after-zookeeper")  # the brokers are back in ZooKeeper
+    # ZooKeeper answering is not yet the brokers serving: each was fenced while it
+    # was gone (client connections reset) and serves again once it has re-read its
+    # partitions' states, which on a busy machine takes a moment longer
+    wait_until(
+        lambda: [brokers_seen(p) for p in cluster.ports] == [3, 3, 3],
+        DEADLINE,
+        "every broker to serve clients again and see the others",
+    )
+    _rf3_topic(cluster, "after-zookeeper")
     _produce_all_acks(cluster, "after-zookeeper", [b"x"])
     cluster.stop()
 

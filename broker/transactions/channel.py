@@ -16,6 +16,7 @@ import struct
 
 from broker.cluster.interbroker import open_to, sasl_login
 from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
+from broker.transactions.state import by_topic
 from common.aio import within
 
 _SIZE = struct.Struct(">i")
@@ -99,16 +100,15 @@ class BrokerChannels:
         self, broker_id: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int, tps
     ) -> dict:
         """WriteTxnMarkers v1 for one transaction: {(topic, partition): ErrorCode}."""
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in tps:
-            by_topic.setdefault(topic, []).append(p)
         body = {
             "markers": [
                 {
                     "producer_id": pid,
                     "producer_epoch": epoch,
                     "transaction_result": commit,
-                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                    "topics": [
+                        {"name": t, "partition_indexes": ps} for t, ps in by_topic(tps).items()
+                    ],
                     "coordinator_epoch": coordinator_epoch,
                 }
             ]
@@ -123,9 +123,6 @@ class BrokerChannels:
 
     async def verify(self, broker_id: int, tid: str, pid: int, epoch: int, tps) -> dict:
         """AddPartitionsToTxn v4 `verify_only`: {(topic, partition): ErrorCode}."""
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in tps:
-            by_topic.setdefault(topic, []).append(p)
         body = {
             "transactions": [
                 {
@@ -133,7 +130,7 @@ class BrokerChannels:
                     "producer_id": pid,
                     "producer_epoch": epoch,
                     "verify_only": True,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic(tps).items()],
                 }
             ]
         }

@@ -26,7 +26,7 @@ from broker.protocol.primitives import INT16, read_string, write_string
 from broker.protocol.records import BatchBuilder
 from broker.protocol.schema import INT8, INT32, INT64, STRING, Array, F, compile_message
 from broker.protocol.schema import INT16 as I16
-from broker.transactions.state import TxnMetadata, TxnState
+from broker.transactions.state import TxnMetadata, TxnState, by_topic
 
 TOPIC = "__transaction_state"
 DEFAULT_NUM_PARTITIONS = 50
@@ -78,10 +78,8 @@ def encode_value(m: TxnMetadata) -> bytes:
     if m.state == TxnState.EMPTY:
         partitions = None
     else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in sorted(m.partitions):
-            by_topic.setdefault(topic, []).append(p)
-        partitions = [{"topic": t, "partition_ids": ps} for t, ps in by_topic.items()]
+        grouped = by_topic(sorted(m.partitions))
+        partitions = [{"topic": t, "partition_ids": ps} for t, ps in grouped.items()]
     out: list = [INT16.pack(VALUE_VERSION)]
     _VALUE_CODECS[VALUE_VERSION].encode(
         {

@@ -80,6 +80,15 @@ class IllegalTransition(RuntimeError):
 TopicPartition = tuple[str, int]
 
 
+def by_topic(partitions) -> dict[str, list[int]]:
+    """(topic, partition) pairs grouped as the protocol lists them: topic -> partitions,
+    in the order given."""
+    out: dict[str, list[int]] = {}
+    for topic, p in partitions:
+        out.setdefault(topic, []).append(p)
+    return out
+
+
 @dataclasses.dataclass(slots=True)
 class TxnMetadata:
     """What the coordinator knows of one transactional id.

@@ -43,6 +43,7 @@ from broker.transactions.config import TxnConfig
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.transactions.log_format import TOPIC
 from broker.transactions.markers import MarkerWriter
+from broker.transactions.state import by_topic
 
 log = logging.getLogger(__name__)
 
@@ -364,16 +365,14 @@ def describe_transactions(ctx, body):
             entry["error_code"] = err
             states.append(entry)
             continue
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in sorted(meta.partitions):
-            by_topic.setdefault(topic, []).append(p)
+        grouped = by_topic(sorted(meta.partitions))
         entry |= {
             "transaction_state": meta.state.display,
             "transaction_timeout_ms": meta.txn_timeout_ms,
             "transaction_start_time_ms": meta.txn_start_ms,
             "producer_id": meta.producer_id,
             "producer_epoch": meta.producer_epoch,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "topics": [{"topic": t, "partitions": ps} for t, ps in grouped.items()],
         }
         states.append(entry)
     return {"throttle_time_ms": 0, "transaction_states": states}

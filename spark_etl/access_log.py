@@ -32,6 +32,7 @@ line's time_local. A record is `parse_ok` when it has a time and a status in
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -45,12 +46,16 @@ LINE_SPEC = (
     rf"^({_NOBLANK}) {_NOBLANK} ({_NOBLANK}) \[([^\]]+)\] "
     r'"([^"]*)" ([0-9]{3}) ([0-9]+|-) "([^"]*)" "([^"]*)"(?: ([^ ]*))?(?: ([^ ]*))?'
 )
-# The same without capture groups (RE2 matches it without extracting anything).
-_LINE_MATCH = LINE_SPEC.replace("(", "(?:").replace("(?:?:", "(?:")
+# The same without capture groups (RE2 matches it without extracting anything), and
+# without the optional fields at the end, which cannot change whether a line matches.
+_LINE_MATCH = LINE_SPEC.split("(?: ")[0].replace("(", "(?:").replace("(?:?:", "(?:")
 _EMPTY_LINE = '- - - [] "" 000 - "" ""'
 TIME_LOCAL_FORMAT = "%d/%b/%Y:%H:%M:%S %z"
 _NUMBER = r"^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 _INTEGER = r"^-?[0-9]{1,18}$"
+# Where LINE_SPEC already checked that a field holds digits, only its length is checked
+# (the longest integer any int64 holds).
+_DIGITS_MAX = 18
 
 JSON_KEYS = (
     "time", "ts", "client", "user", "method", "path", "protocol", "status", "bytes",
@@ -147,7 +152,9 @@ def _text(value: pa.Array) -> pa.Array:
 
 def _absent_as_null(values: pa.Array) -> pa.Array:
     """ "-" and "" mean absent."""
-    absent = pc.fill_null(pc.is_in(values, value_set=pa.array(["-", ""])), False)
+    absent = pc.fill_null(
+        pc.or_(pc.equal(values, "-"), pc.equal(pc.binary_length(values), 0)), False
+    )
     return pc.if_else(absent, pa.scalar(None, pa.string()), values)
 
 
@@ -155,6 +162,14 @@ def _number(values: pa.Array, pattern: str, to: pa.DataType) -> pa.Array:
     """`values` that match `pattern` cast to `to`, others null."""
     good = pc.fill_null(pc.match_substring_regex(values, pattern), False)
     return pc.if_else(good, values, pa.scalar(None, pa.string())).cast(to)
+
+
+def _digits(values: pa.Array, to: pa.DataType) -> pa.Array:
+    """Digit strings cast to `to`, those too long for it null."""
+    short = pc.fill_null(pc.less_equal(pc.binary_length(values), _DIGITS_MAX), True)
+    if not pc.all(short).as_py():
+        values = pc.if_else(short, values, pa.scalar(None, pa.string()))
+    return values.cast(to)
 
 
 def _parse_lines(text: pa.Array) -> dict[str, pa.Array]:
@@ -193,19 +208,21 @@ def _parse_lines(text: pa.Array) -> dict[str, pa.Array]:
         "upstream_response_time": tail_field(2),
     }
     fields["host"] = pa.nulls(len(text), pa.string())
-    cols = _typed(fields)
+    cols = _typed(fields, digits=True)
     cols["status"] = pc.if_else(matched, cols["status"], None)
     cols["time"] = _time_local(fields["time_local"])
     return cols
 
 
-def _typed(texts: dict[str, pa.Array]) -> dict[str, pa.Array]:
-    """The columns of PARSED_TYPES but `time` from their texts ("-" and "" absent)."""
+def _typed(texts: dict[str, pa.Array], digits: bool = False) -> dict[str, pa.Array]:
+    """The columns of PARSED_TYPES but `time` from their texts ("-" and "" absent).
+    `digits`: status and bytes hold only digits where present (LINE_SPEC's fields)."""
     text = {k: _absent_as_null(texts[k]) for k in PARSED_TYPES if k != "time"}
+    integer = _digits if digits else functools.partial(_number, pattern=_INTEGER)
     return {
         **{k: text[k] for k in _STRINGS},
-        "status": _number(text["status"], _INTEGER, pa.int32()),
-        "bytes": pc.fill_null(_number(text["bytes"], _INTEGER, pa.int64()), 0),
+        "status": integer(text["status"], to=pa.int32()),
+        "bytes": pc.fill_null(integer(text["bytes"], to=pa.int64()), 0),
         "request_time": _number(text["request_time"], _NUMBER, pa.float64()),
         "upstream_response_time": _number(text["upstream_response_time"], _NUMBER, pa.float64()),
     }
@@ -222,24 +239,18 @@ def _time_local(values: pa.Array) -> pa.Array:
 
 
 def _padded(lists: pa.Array, n: int) -> pa.Array:
-    """`lists` where each list shorter than `n` is replaced by `n` empty strings, so
-    that list_element(i < n) never fails; callers mask those rows out."""
-    short = pc.less(pc.list_value_length(lists), n)
-    if not pc.any(short).as_py():
-        return lists
-    filler = pa.scalar([""] * n, lists.type)
-    return pc.if_else(short, filler, lists)
+    """The first `n` elements of `lists`, shorter lists padded with nulls, so that
+    list_element(i < n) never fails; callers mask those rows out."""
+    return pc.list_slice(lists, 0, n, return_fixed_size_list=True)
 
 
 def _merge_json(cols: dict[str, pa.Array], text: pa.Array, is_json: pa.Array) -> None:
     """Replace the columns of the JSON records in `cols` by their decoded values."""
     docs = [_json_fields(t) for t in text.filter(is_json).to_pylist()]
-    rows = np.flatnonzero(is_json.to_numpy(zero_copy_only=False))
-    take = _gather(len(text), rows, np.arange(len(rows)))
     values = _typed({k: pa.array([d.get(k) for d in docs], pa.string()) for k in PARSED_TYPES})
     values["time"] = pa.array([_json_time(d) for d in docs], TIMESTAMP)
     for name, array in values.items():
-        cols[name] = pc.if_else(is_json, array.take(take), cols[name])
+        cols[name] = pc.replace_with_mask(cols[name], is_json, array)
 
 
 def _json_fields(text: str) -> dict[str, str]:

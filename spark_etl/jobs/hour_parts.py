@@ -82,13 +82,14 @@ def partials(rows: pa.Table) -> dict[str, pa.Table]:
             "bytes": pc.cast(rows["bytes"], pa.int64()),
         }
     )
-    paths = rows.select(["host", "path"]).filter(pc.is_valid(rows["path"]))
-    paths = paths.set_column(1, "path", _strip_query(paths["path"]))
+    # The query string is stripped from each distinct path, not from each row.
+    paths = _tally(rows, "path")
+    paths = _sums(paths.set_column(1, "path", _strip_query(paths["path"])), ["host", "path"])
     return {
         "counts": _sums(counts, ["host"]),
         "clients": _tally(rows, "client"),
         "times": _tally(rows, "request_time"),
-        "paths": _tally(paths, "path"),
+        "paths": paths,
     }
 
 

@@ -270,10 +270,11 @@ class TakeBatch(abc.ABC):
 
     @property
     def end_seq(self) -> int | None:
-        """A durable channel: the sequence number after this take's last event.
-        Sequence numbers survive restarts, so a sink that records it with what it
+        """The sequence number after this take's last event, for channels that number
+        their events (under `Channel.identity`): a sink that records it with what it
         delivered can later tell the channel what it need not replay
-        (`Channel.discard_below`). None for channels that keep nothing."""
+        (`Channel.discard_below`). None for channels that do not, and for an empty
+        take."""
         return None
 
     @abc.abstractmethod
@@ -318,17 +319,18 @@ class Channel(Component):
 
     @property
     def identity(self) -> str | None:
-        """A durable channel: a name its sequence numbers are valid under, made when
-        its storage is created (a channel whose directory was wiped numbers again
-        from 0 under a new identity). None for channels that keep nothing."""
+        """The name the channel's sequence numbers are valid under: made with a durable
+        channel's storage (a channel whose directory was wiped numbers again from 0
+        under a new identity), with a memory channel (valid in its process only).
+        None for channels that do not number their events."""
         return None
 
     def discard_below(self, seq: int) -> int:
-        """A durable channel: drop the events below sequence number `seq` (see
+        """Drop the stored events below sequence number `seq` (see
         `TakeBatch.end_seq`; only ever with a `seq` recorded under this channel's
         `identity`) as if a sink had committed them, because the next hop already
-        holds them. Called before the first take; returns how many events were
-        dropped. Channels that keep nothing have nothing to drop."""
+        holds them. Called before a sink's first take; returns how many events were
+        dropped. Channels that do not number their events have nothing to drop."""
         return 0
 
     async def close(self) -> None:

@@ -383,6 +383,25 @@ def _check_graph(path, agent_node, sections, nodes, errors: Errors) -> None:
         errors.add(
             nodes[("channel", name)], f"{path}.channels.{name}", "no sink reads this channel"
         )
+    _check_positions_sinks(path, sections, nodes, errors)
+
+
+def _check_positions_sinks(path, sections, nodes, errors: Errors) -> None:
+    """A sink that records positions (exactly_once) must be its channel's only reader:
+    the positions it records are the channel's and its sources' as a whole."""
+    sinks = sections["sinks"]
+    for name, spec in sinks.items():
+        if not spec.cls.records_positions(spec.config):
+            continue
+        others = sorted(n for n, s in sinks.items() if n != name and s.channel == spec.channel)
+        if others:
+            errors.add(
+                key_node(nodes[("sink", name)], "channel")[1],
+                f"{path}.sinks.{name}.channel",
+                f"delivery: exactly_once needs a channel of its own; "
+                f"{', '.join(others)} also read{'s' if len(others) == 1 else ''} "
+                f"{spec.channel!r}",
+            )
 
 
 def _dangling(channel: str, declared: set[str]) -> str:

@@ -13,16 +13,18 @@ never lead it. At every start the sink:
    position of this transactional id;
 3. hands the sources their positions through `Channel.delivered_marks` (memory
    channel: the sources resume right after the last committed line instead of from
-   their position files, which may be up to one save behind), and tells a durable
-   channel to drop what the broker already holds (`Channel.discard_below`: the file
-   channel would otherwise replay records a sink committed to Kafka but not yet to
-   its checkpoint).
+   their position files, which may be up to one save behind), and tells the channel
+   to drop what the broker already holds (`Channel.discard_below`): the file channel
+   would otherwise replay records a sink committed to Kafka but not yet to its
+   checkpoint, and either channel holds the take of a sink that crashed or was
+   cancelled between the broker's commit and its own.
 
 A position is what the take's events carry: `Ack.mark` per source and key (the
-tail: file identity and the offset after the lines), and for a durable channel
-`TakeBatch.end_seq` with the channel's `identity` (a channel whose directory was
-wiped starts again from 0 under a new identity: nothing of it is dropped). Takes are of whole puts (`whole_puts=True`), because a mark
-stands for the whole put it came with.
+tail: file identity and the offset after the lines), and `TakeBatch.end_seq` with
+the channel's `identity` (sequence numbers are only valid under the identity they
+were recorded with: a file channel whose directory was wiped, or a memory channel of
+another process, drops nothing). Takes are of whole puts (`whole_puts=True`),
+because a mark stands for the whole put it came with.
 
 Records a broker rejects for good (too large, invalid) make the transaction fail;
 it is aborted, the take rolled back, and the next attempt sends those records to
@@ -263,7 +265,7 @@ async def _deliver(sink, events: list[Event], records: list[tuple[bytes, bytes]]
         for key, value in records:
             await _produce(producer, cfg.positions_topic, value, key, None, on_delivery)
         try:
-            await asyncio.to_thread(producer.commit_transaction, COMMIT_TIMEOUT_S)
+            await _commit(sink)
         except KafkaException as exc:
             err = exc.args[0]
             if err.fatal():
@@ -281,6 +283,22 @@ async def _deliver(sink, events: list[Event], records: list[tuple[bytes, bytes]]
         )
         await asyncio.sleep(backoff)
         backoff = min(backoff * 2, float(cfg.max_retry_backoff))
+
+
+async def _commit(sink) -> None:
+    """commit_transaction, called again while it fails with a retriable error (a
+    timeout: the commit may be under way, and aborting then could not undo it)."""
+    from confluent_kafka import KafkaException
+
+    while True:
+        try:
+            await asyncio.to_thread(sink.producer.commit_transaction, COMMIT_TIMEOUT_S)
+            return
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not err.retriable() or err.txn_requires_abort():
+                raise
+            sink.context.log.warning("commit of a transaction: %s; trying again", err)
 
 
 def is_permanent(err) -> bool:

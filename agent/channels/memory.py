@@ -8,12 +8,21 @@ is admitted only into an empty channel, so it cannot wait forever.
 Acknowledgement: nothing here is durable, so an event's Ack is settled only when the
 sink commits the take that carried it. A crash loses the channel's content, but the
 sources never advanced past it, so they read it again on restart.
+
+Events are numbered in put order (`TakeBatch.end_seq`) under an identity made when
+the channel is (`Channel.identity`), so the numbers are valid for this channel in
+this process only. An exactly-once sink records them with each transaction: when it
+crashed after a commit the broker accepted but before it committed its take, the take
+went back to the channel, and the restarted sink drops it (`discard_below`) instead
+of sending it again. A new process has a new identity: nothing is dropped, the
+sources resume from the positions the sink recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from collections import deque
 
 from agent.api import Channel, Context, Event, Size, TakeBatch, register, settle_all
@@ -85,7 +94,10 @@ class MemoryChannel(Channel):
 
     def __init__(self, config, context: Context):
         super().__init__(config, context)
-        self._queue: deque[tuple[list[Event], int]] = deque()  # (batch, bytes) chunks
+        # chunks (events, bytes, sequence number of the first event), in put order
+        self._queue: deque[tuple[list[Event], int, int]] = deque()
+        self._next_seq = 0
+        self._identity = uuid.uuid4().hex
         self._events = 0  # stored + taken, not committed
         self._bytes = 0
         self._space = asyncio.Event()
@@ -94,6 +106,29 @@ class MemoryChannel(Channel):
 
     def pending(self) -> int:
         return self._events
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    def discard_below(self, seq: int) -> int:
+        dropped: list[Event] = []
+        size = 0
+        queue = self._queue
+        while queue and queue[0][2] < seq:
+            chunk, chunk_size, first = queue.popleft()
+            keep = first + len(chunk) - seq
+            if keep > 0:  # the chunk straddles `seq`: its tail stays
+                part = chunk_size * keep // len(chunk)
+                queue.appendleft((chunk[-keep:], part, seq))
+                chunk, chunk_size = chunk[:-keep], chunk_size - part
+            dropped += chunk
+            size += chunk_size
+        if dropped:
+            self._release(len(dropped), size)
+            self.metrics.committed.inc(len(dropped))
+            settle_all(dropped)
+        return len(dropped)
 
     def _fits(self, n: int, size: int) -> bool:
         if self._events == 0:
@@ -104,7 +139,8 @@ class MemoryChannel(Channel):
         )
 
     def _store(self, events: list[Event], size: int) -> None:
-        self._queue.append((events, size))
+        self._queue.append((events, size, self._next_seq))
+        self._next_seq += len(events)
         self._events += len(events)
         self._bytes += size
         self.metrics.put.inc(len(events))
@@ -141,25 +177,26 @@ class MemoryChannel(Channel):
             try:
                 await within(self._data.wait(), max_wait)
             except TimeoutError:
-                return _MemoryTake(self, [], 0)
+                return _MemoryTake(self, [], 0, None)
         queue = self._queue
         events: list[Event] = []
         size = 0
+        first_seq = queue[0][2] if queue else None
         while queue and len(events) < max_events:
-            chunk, chunk_size = queue.popleft()
+            chunk, chunk_size, first = queue.popleft()
             room = max_events - len(events)
             if whole_puts and len(chunk) > room:
                 if events:
-                    queue.appendleft((chunk, chunk_size))
+                    queue.appendleft((chunk, chunk_size, first))
                     break
                 room = len(chunk)
             if len(chunk) > room:  # split the chunk; sizes are shared out pro rata
                 part = chunk_size * room // len(chunk)
-                queue.appendleft((chunk[room:], chunk_size - part))
+                queue.appendleft((chunk[room:], chunk_size - part, first + room))
                 chunk, chunk_size = chunk[:room], part
             events += chunk
             size += chunk_size
-        return _MemoryTake(self, events, size)
+        return _MemoryTake(self, events, size, first_seq)
 
     def _release(self, n: int, size: int) -> None:
         self._events -= n
@@ -167,17 +204,24 @@ class MemoryChannel(Channel):
         self._gauges()
         self._space.set()
 
-    def _return(self, events: list[Event], size: int) -> None:
-        self._queue.appendleft((events, size))
+    def _return(self, events: list[Event], size: int, first_seq: int) -> None:
+        self._queue.appendleft((events, size, first_seq))
         self._data.set()
 
 
 class _MemoryTake(TakeBatch):
-    __slots__ = ("size",)
+    __slots__ = ("size", "first_seq")
 
-    def __init__(self, channel: MemoryChannel, events: list[Event], size: int):
+    def __init__(
+        self, channel: MemoryChannel, events: list[Event], size: int, first_seq: int | None
+    ):
         super().__init__(channel, events)
         self.size = size
+        self.first_seq = first_seq
+
+    @property
+    def end_seq(self) -> int | None:
+        return self.first_seq + len(self.events) if self.events else None
 
     async def _commit(self) -> None:
         self.channel._release(len(self.events), self.size)
@@ -186,4 +230,4 @@ class _MemoryTake(TakeBatch):
 
     async def _rollback(self) -> None:
         self.channel.metrics.rolled_back.inc(len(self.events))
-        self.channel._return(self.events, self.size)
+        self.channel._return(self.events, self.size, self.first_seq)

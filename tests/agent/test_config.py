@@ -142,6 +142,18 @@ def test_cross_field_validate_points_at_the_key():
     ]
 
 
+def test_an_exactly_once_sink_needs_a_channel_of_its_own():
+    text = GOOD.replace(
+        "out: {type: console, channel: mem}",
+        "out: {type: console, channel: mem}\n"
+        "      k: {type: broker, channel: mem, topic: t, delivery: exactly_once}",
+    )
+    assert errors_of(text) == [
+        "pipelines.yaml:11:34: agents.web.sinks.k.channel: delivery: exactly_once needs "
+        "a channel of its own; out also reads 'mem'"
+    ]
+
+
 def test_selector_routes_must_name_the_sources_channels():
     text = GOOD.replace(
         "channels: [mem]}",

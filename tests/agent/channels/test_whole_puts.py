@@ -21,7 +21,32 @@ async def test_memory_take_of_whole_puts_never_splits_one(tmp_path):
     assert len(second.events) == 3
     big = await ch.take(5, 0.1, whole_puts=True)  # larger than max_events: whole
     assert len(big.events) == 8
-    assert first.end_seq is None  # keeps nothing across a restart
+    assert (first.end_seq, second.end_seq, big.end_seq) == (3, 6, 14)
+
+
+async def test_memory_channel_drops_a_taken_back_batch_the_next_hop_holds(tmp_path):
+    settled = []
+    ch = memory(tmp_path)
+    for name in "abc":
+        await ch.put(events(3, name, settled))
+    take = await ch.take(4, 0.1, whole_puts=True)  # a0-a2: b does not fit
+    assert take.end_seq == 3
+    await take.rollback()  # a sink that crashed after the broker committed it
+    assert ch.discard_below(3) == 3
+    assert len(settled) == 3 and ch.pending() == 6
+    assert ch.discard_below(5) == 2  # b0, b1 of the put b0-b2
+    rest = await ch.take(10, 0.1)
+    assert [e.body[:2] for e in rest.events] == [b"b2", b"c0", b"c1", b"c2"]
+    assert rest.end_seq == 9
+    await rest.commit()
+    assert ch.pending() == 0 and len(settled) == 9
+
+
+async def test_memory_channel_numbers_are_its_own(tmp_path):
+    a, b = memory(tmp_path), memory(tmp_path)
+    assert a.identity != b.identity and a.identity is not None
+    empty = await a.take(5, 0.01)
+    assert empty.end_seq is None
 
 
 async def test_memory_take_still_splits_when_not_asked(tmp_path):

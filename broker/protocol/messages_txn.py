@@ -165,3 +165,36 @@ LIST_TRANSACTIONS_RESPONSE = [
         [F("transactional_id", STRING), F("producer_id", INT64), F("transaction_state", STRING)],
     ),
 ]
+
+DESCRIBE_PRODUCERS_REQUEST = [
+    F("topics", [F("name", STRING), F("partition_indexes", Array(INT32))]),
+]
+
+DESCRIBE_PRODUCERS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F(
+                "partitions",
+                [
+                    F("partition_index", INT32),
+                    F("error_code", INT16),
+                    F("error_message", STRING, nullable="0+"),
+                    F(
+                        "active_producers",
+                        [
+                            F("producer_id", INT64),
+                            F("producer_epoch", INT32),
+                            F("last_sequence", INT32, default=-1),
+                            F("last_timestamp", INT64, default=-1),
+                            F("coordinator_epoch", INT32),
+                            F("current_txn_start_offset", INT64, default=-1),
+                        ],
+                    ),
+                ],
+            ),
+        ],
+    ),
+]

@@ -260,6 +260,39 @@ def test_list_transactions_filters(broker):
     p.abort_transaction(30)
 
 
+def describe_producers(bootstrap: str, topic: str, *partitions: int) -> list[dict]:
+    host, port = bootstrap.split(":")
+    with BlockingClient(host, int(port)) as c:
+        body = {"topics": [{"name": topic, "partition_indexes": list(partitions)}]}
+        resp = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, body)
+    return resp["topics"][0]["partitions"]
+
+
+def test_describe_producers_shows_where_an_open_transaction_began(broker):
+    create_topic(broker.bootstrap, "dp", 1)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(3):
+        plain.produce("dp", value=b"i%d" % i, partition=0)
+    plain.flush(30)
+    p = txn_producer(broker.bootstrap, "dp-tx")
+    p.begin_transaction()
+    p.produce("dp", value=b"t0", partition=0)
+    p.flush(30)
+    (part,) = describe_producers(broker.bootstrap, "dp", 0)
+    assert part["error_code"] == 0
+    by_id = {a["producer_id"]: a for a in part["active_producers"]}
+    txn = by_id[describe(broker.bootstrap, "dp-tx")["producer_id"]]
+    assert txn["current_txn_start_offset"] == 3 and txn["last_sequence"] == 0
+    (idempotent,) = [a for pid, a in by_id.items() if pid != txn["producer_id"]]
+    assert idempotent["current_txn_start_offset"] == -1 and idempotent["last_sequence"] == 2
+    p.commit_transaction(30)
+    (part,) = describe_producers(broker.bootstrap, "dp", 0)
+    committed = {a["producer_id"]: a for a in part["active_producers"]}[txn["producer_id"]]
+    assert committed["current_txn_start_offset"] == -1
+    (missing,) = describe_producers(broker.bootstrap, "dp", 7)
+    assert missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_transactions_cli_lists_and_describes(broker):
     create_topic(broker.bootstrap, "cli", 1)
     p = txn_producer(broker.bootstrap, "cli-tx")

@@ -1,7 +1,9 @@
 """Transaction coordinator APIs: InitProducerId with a transactional id (called from
 producer_id.py), FindCoordinator for key type 1 (from groups.py), AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions, all answered by
-`broker.transactions`.
+`broker.transactions`; and DescribeProducers, answered by the partition leaders' logs
+(the producers a partition remembers, with the offset their open transaction began
+at: what `kafka-transactions.sh find-hanging` and `abort --start-offset` read).
 
 The `TransactionCoordinator` lives in `core.extensions["transactions"]`. Its state is
 the compacted internal topic `__transaction_state`, created on the first
@@ -20,7 +22,8 @@ AddPartitionsToTxn, AddOffsetsToTxn and EndTxn (TRANSACTIONAL_ID_AUTHORIZATION_F
 WRITE on every topic added (TOPIC_AUTHORIZATION_FAILED, the others
 OPERATION_NOT_ATTEMPTED); READ on the group for AddOffsetsToTxn; CLUSTER_ACTION for
 AddPartitionsToTxn v4+ (broker to broker); DESCRIBE on the id for
-DescribeTransactions and ListTransactions (ids not allowed are left out).
+DescribeTransactions and ListTransactions (ids not allowed are left out); READ on
+the topic for DescribeProducers (TOPIC_AUTHORIZATION_FAILED).
 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to versions that predate it.
 """
 
@@ -400,3 +403,45 @@ def list_transactions(ctx, body):
             if allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, m.transactional_id)
         ],
     }
+
+
+@handles(ApiKey.DESCRIBE_PRODUCERS)
+def describe_producers(ctx, body):
+    topics = []
+    for topic in body["topics"]:
+        name = topic["name"]
+        refused = not allowed(ctx, Op.READ, RT.TOPIC, name)
+        partitions = []
+        for index in topic["partition_indexes"]:
+            entry = {
+                "partition_index": index,
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "active_producers": [],
+            }
+            partition = None if refused else ctx.core.replicas.get_partition(name, index)
+            if refused:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not partition.is_leader:
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
+                entry["active_producers"] = _active_producers(partition.log.producer_state)
+            partitions.append(entry)
+        topics.append({"name": name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _active_producers(state) -> list[dict]:
+    return [
+        {
+            "producer_id": p.producer_id,
+            "producer_epoch": p.epoch,
+            "last_sequence": -1 if p.last_seq is None else p.last_seq,
+            "last_timestamp": p.last_timestamp,
+            "coordinator_epoch": p.coordinator_epoch,
+            "current_txn_start_offset": -1 if p.txn_first_offset is None else p.txn_first_offset,
+        }
+        for p in sorted(state.producers.values(), key=lambda p: p.producer_id)
+    ]

@@ -467,3 +467,15 @@ def test_transactions_need_their_acls(acl):
         )  # fmt: skip
         for f in admin.delete_acls([remove]).values():
             f.result(10)
+
+
+def test_describe_producers_needs_read_on_the_topic(acl):
+    body = {"topics": [{"name": "web", "partition_indexes": [0]}]}
+    with wire(acl, "agent") as c:  # WRITE on web only
+        denied = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, body)
+    with wire(acl, "spark") as c:  # READ on we*
+        answered = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, body)
+    refused = denied["topics"][0]["partitions"][0]
+    assert refused["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert refused["active_producers"] == []
+    assert answered["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE

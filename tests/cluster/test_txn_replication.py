@@ -84,6 +84,13 @@ def test_follower_copies_markers_and_serves_them_after_failover(pair):
     expected = (3, {1: 12}, [AbortedTxn(11, 0, 2, 1)])
     assert log_state(leader) == expected
     wait_until(lambda: log_state(follower) == expected, what="the follower to copy the marker")
+    # DescribeProducers answers from the follower's own copy of the producer states
+    with WireClient(follower.port) as c:
+        body = {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}
+        part = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, body)["topics"][0]["partitions"][0]
+    assert part["error_code"] == 0
+    starts = {a["producer_id"]: a["current_txn_start_offset"] for a in part["active_producers"]}
+    assert starts == {11: -1, 12: 1}
 
     leader.stop()
     wait_until(

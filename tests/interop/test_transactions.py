@@ -289,7 +289,9 @@ def test_describe_producers_shows_where_an_open_transaction_began(broker):
     (part,) = describe_producers(broker.bootstrap, "dp", 0)
     committed = {a["producer_id"]: a for a in part["active_producers"]}[txn["producer_id"]]
     assert committed["current_txn_start_offset"] == -1
-    (missing,) = describe_producers(broker.bootstrap, "dp", 7)
+    (elsewhere,) = describe_producers(broker.bootstrap, "dp", 7)
+    assert elsewhere["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    (missing,) = describe_producers(broker.bootstrap, "no-such-topic", 0)
     assert missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 

@@ -407,27 +407,32 @@ def list_transactions(ctx, body):
 
 @handles(ApiKey.DESCRIBE_PRODUCERS)
 def describe_producers(ctx, body):
+    """Any replica answers from its own log, as Kafka's (kafka-transactions.sh
+    `describe-producers --broker-id` asks a follower); a partition of a known topic
+    hosted elsewhere is NOT_LEADER_OR_FOLLOWER, so clients look for its leader."""
+    replicas = ctx.core.replicas
     topics = []
     for topic in body["topics"]:
         name = topic["name"]
-        refused = not allowed(ctx, Op.READ, RT.TOPIC, name)
+        if not allowed(ctx, Op.READ, RT.TOPIC, name):
+            topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif replicas.topic(name) is None:
+            topic_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            topic_error = ErrorCode.NONE
         partitions = []
         for index in topic["partition_indexes"]:
             entry = {
                 "partition_index": index,
-                "error_code": ErrorCode.NONE,
+                "error_code": topic_error,
                 "error_message": None,
                 "active_producers": [],
             }
-            partition = None if refused else ctx.core.replicas.get_partition(name, index)
-            if refused:
-                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif partition is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not partition.is_leader:
-                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            else:
+            partition = replicas.get_partition(name, index) if not topic_error else None
+            if partition is not None:
                 entry["active_producers"] = _active_producers(partition.log.producer_state)
+            elif not topic_error:
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             partitions.append(entry)
         topics.append({"name": name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -11,9 +11,9 @@ by its version (compare-and-set, retried on a conflict, so two brokers adding AC
 to one resource at once lose nothing), then a sequential change notification. Every
 broker watches the notification directories and re-reads the resources named by
 notifications it has not seen yet, so a change made through any broker is applied
-everywhere within a watch round trip. Notifications are not cleaned up (Kafka
-removes them after 15 minutes; they are a few bytes each, written only by ACL
-changes).
+everywhere within a watch round trip. As Kafka's brokers do, each broker removes
+the notifications older than 15 minutes (ZooKeeper's creation time) whenever it
+processes new ones, so the directories hold only recent changes.
 
 `ZkAclStore` is owned by the broker's authorizer; event-loop only, like ZkSession.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 import orjson
@@ -45,6 +46,7 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener's
 
 
 def acl_path(r: Resource) -> str:
@@ -76,8 +78,9 @@ def decode_change(directory: str, data: bytes) -> Resource:
 class ZkAclStore:
     """The ACL store of a cluster broker (see the module docstring)."""
 
-    def __init__(self, session: ZkSession):
+    def __init__(self, session: ZkSession, change_expiration_ms: int = CHANGE_EXPIRATION_MS):
         self.zk = session
+        self.change_expiration_ms = change_expiration_ms
         self.on_change: Callable[[Resource, Entries], None] | None = None
         self._seen: dict[str, set[str]] = {LITERAL_CHANGES: set(), EXTENDED_CHANGES: set()}
         self._lock = asyncio.Lock()
@@ -142,6 +145,23 @@ class ZkAclStore:
                     continue
                 if self.on_change is not None:
                     self.on_change(r, entries)
+            await self._purge(directory)
+
+    async def _purge(self, directory: str) -> None:
+        """Delete the notifications of `directory` older than the expiration (another
+        broker may delete them first)."""
+        oldest = time.time() * 1000 - self.change_expiration_ms
+        for name in sorted(self._seen[directory]):
+            try:
+                stat = await self.zk.call("exists", f"{directory}/{name}")
+                if stat is not None and stat.ctime < oldest:
+                    await self.zk.call("delete", f"{directory}/{name}")
+                    stat = None
+            except NoNodeError:
+                stat = None
+            if stat is not None:
+                break  # sequential names: the rest are newer
+            self._seen[directory].discard(name)
 
     async def update(
         self, resource: Resource, fn: Callable[[Entries], Entries]

@@ -17,11 +17,13 @@ Kafka's scheme, on one partition at a time:
   holding the first unstable offset (a transaction still ongoing, or completed but
   not yet below the high watermark), so an open transaction's records never shadow
   committed ones. Batches of aborted transactions (from the transaction indexes)
-  are left out of the key map and dropped from the rewritten segments. Markers are
-  kept for good: Kafka removes them once delete.retention.ms has passed and no data
-  of their transaction remains; keeping them costs a few bytes per transaction and
-  keeps every `.txnindex` entry valid, so a cleaned segment takes over its
-  predecessor's transaction index unchanged.
+  are left out of the key map and dropped from the rewritten segments. A COMMIT
+  marker goes, as a tombstone does, once no record of its transaction is left and
+  its segment is older than delete.retention.ms (an exactly-once writer commits a
+  transaction per batch to a compacted topic: its markers would otherwise outgrow
+  the data). ABORT markers are kept for good: each has a `.txnindex` entry that
+  read_committed consumers need matched by the marker, and keeping them lets a
+  cleaned segment take over its predecessor's transaction index unchanged.
 - A rewritten segment is written as `.cleaned` files, fsynced, and swapped in: old
   indexes unlinked, new log renamed over the old one, new indexes renamed. A crash
   at any point leaves either log with missing indexes (rebuilt at load) or leftover
@@ -33,6 +35,7 @@ import os
 from broker.log.common import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 from broker.log.loader import new_segment
 from broker.log.segment import LogSegment
+from broker.protocol.control import ControlType, control_type
 from broker.protocol.records import RecordBatch, iter_batches, rebuild_batch
 
 
@@ -105,6 +108,7 @@ def clean(log, now_ms: int) -> None:
                 if r.key is not None and r.offset >= first_dirty:
                     latest[r.key] = r.offset
     deadline = None
+    kept_data: dict[int, bool] = {}  # producer id -> a record of its transaction is kept
     for i in range(n):
         seg = log.segments[i]
         seg_ts = (
@@ -113,7 +117,7 @@ def clean(log, now_ms: int) -> None:
             else int(os.stat(seg.log_path).st_mtime * 1000)
         )
         expire_tombstones = now_ms - seg_ts > cfg.delete_retention_ms
-        kept_tombstone = _rewrite(log, i, latest, aborted, expire_tombstones, now_ms)
+        kept_tombstone = _rewrite(log, i, latest, aborted, kept_data, expire_tombstones, now_ms)
         if kept_tombstone:
             at = seg_ts + cfg.delete_retention_ms + 1
             deadline = at if deadline is None else min(deadline, at)
@@ -122,9 +126,17 @@ def clean(log, now_ms: int) -> None:
 
 
 def _rewrite(
-    log, i: int, latest: dict, aborted: _Aborted, expire_tombstones: bool, now_ms: int
+    log,
+    i: int,
+    latest: dict,
+    aborted: _Aborted,
+    kept_data: dict[int, bool],
+    expire_tombstones: bool,
+    now_ms: int,
 ) -> bool:
-    """Rewrite segment i if anything in it goes; returns whether a tombstone stayed."""
+    """Rewrite segment i if anything in it goes; returns whether a tombstone (or a
+    commit marker that may go later) stayed. `kept_data` carries, from segment to
+    segment, which producers' current transactions still hold a record."""
     seg = log.segments[i]
     out: list[bytes] = []
     changed = False
@@ -135,6 +147,11 @@ def _rewrite(
             continue
         recs = _records(batch)
         if recs is None:
+            if _empty_commit(batch, kept_data):
+                if expire_tombstones:
+                    changed = True
+                    continue
+                kept_tombstone = True
             out.append(bytes(batch.raw()))
             continue
         keep = []
@@ -146,6 +163,8 @@ def _rewrite(
                     continue
                 kept_tombstone = True
             keep.append(r)
+        if keep and batch.is_transactional:
+            kept_data[batch.producer_id] = True
         if len(keep) == len(recs):
             out.append(bytes(batch.raw()))
         elif keep:
@@ -156,6 +175,18 @@ def _rewrite(
     if changed:
         _swap_in(log, i, b"".join(out), now_ms)
     return kept_tombstone
+
+
+def _empty_commit(marker: RecordBatch, kept_data: dict[int, bool]) -> bool:
+    """Whether control batch `marker` commits a transaction none of whose records is
+    left (it ends the producer's current transaction either way)."""
+    left = kept_data.pop(marker.producer_id, False)
+    records = marker.records()
+    try:
+        commit = len(records) == 1 and control_type(records[0].key) == ControlType.COMMIT
+    except ValueError:
+        return False
+    return commit and not left
 
 
 def _swap_in(log, i: int, data: bytes, now_ms: int) -> None:

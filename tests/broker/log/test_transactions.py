@@ -315,6 +315,42 @@ def test_compaction_drops_aborted_transactions_and_keeps_markers(tmp_path):
     log.close()
 
 
+@pytest.mark.parametrize("retention_ms", [0, 86_400_000])
+def test_compaction_drops_commit_markers_of_emptied_transactions_once_old(
+    tmp_path, retention_ms
+):
+    cfg = {
+        "cleanup_policy": "compact",
+        "segment_bytes": 250,
+        "min_compaction_lag_ms": 0,
+        "delete_retention_ms": retention_ms,
+    }
+    log = open_log(tmp_path, **cfg)
+    log.append(txn_batch(0, b"superseded", keys=[b"a"]))  # 0
+    log.append_txn_marker(PID, 0, commit=True, coordinator_epoch=0)  # 1: nothing left of it
+    log.append(plain_batch(b"newer", keys=[b"a"]))  # 2
+    log.append(txn_batch(0, b"latest", keys=[b"b"], pid=OTHER))  # 3
+    log.append_txn_marker(OTHER, 0, commit=True, coordinator_epoch=0)  # 4: its record stays
+    log.append(txn_batch(1, b"aborted", keys=[b"c"]))  # 5
+    log.append_txn_marker(PID, 0, commit=False, coordinator_epoch=0)  # 6: indexed, kept
+    log.append(plain_batch(b"pad" * 30, keys=[b"p"]))
+    log.append(plain_batch(b"pad" * 30, keys=[b"q"]))
+    log.roll()
+    log.first_unstable_offset(high_watermark=log.log_end_offset)
+    log.compact()
+    batches = [b for s in log.segments for b in _segment_batches(s)]
+    markers = [b.base_offset for b in batches if b.is_control]
+    assert markers == ([4, 6] if retention_ms == 0 else [1, 4, 6])
+    data = {r.value for b in batches if not b.is_control for r in b.records()}
+    assert {b"newer", b"latest"} <= data and not {b"superseded", b"aborted"} & data
+    assert log.collect_aborted(0, log.log_end_offset) == [AbortedTxn(PID, 5, 6, 7)]
+    log.close()
+    log = reopen_after_crash(tmp_path, **cfg)  # replays what is left: no transaction open
+    assert log.first_unstable_offset(log.log_end_offset) is None
+    assert log.collect_aborted(0, log.log_end_offset) == [AbortedTxn(PID, 5, 6, 7)]
+    log.close()
+
+
 def _segment_batches(seg):
     import os
 

@@ -103,7 +103,7 @@ def run(args) -> int:
             _describe(admin, args, name, timeout)
         return 0
     except KafkaException as e:
-        return fail(client_config.describe_error(e))
+        return fail(client_config.describe_error(e, admin))
 
 
 _TYPE = {"topics": "TOPIC", "brokers": "BROKER"}
@@ -183,6 +183,6 @@ def _users(admin, args, added: dict, deleted: list, timeout: float) -> int:
         if deleted:
             users.delete(admin, args.entity_name, deleted, timeout)
     except (KafkaException, ValueError) as e:
-        return fail(client_config.describe_error(e))
+        return fail(client_config.describe_error(e, admin))
     print(f"Completed updating config for user {args.entity_name}.")
     return 0

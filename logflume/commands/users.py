@@ -124,4 +124,4 @@ def run(args) -> int:
                 print(f"{user}: {creds}")
         return 0
     except KafkaException as e:
-        return fail(client_config.describe_error(e))
+        return fail(client_config.describe_error(e, admin))

@@ -1,0 +1,185 @@
+"""How the commands that speak the Kafka protocol themselves (`logflume
+transactions`, `logflume groups --delete-offsets`, through
+broker/protocol/client.BlockingClient) connect, from the same `--command-config`
+file as the librdkafka-based commands (logflume/client_config.py).
+
+The file is read and translated to librdkafka's names as for the other commands;
+`settings()` (pure) keeps what a blocking connection needs:
+
+    security.protocol                       PLAINTEXT (default), SSL, SASL_PLAINTEXT, SASL_SSL
+    sasl.mechanism / sasl.mechanisms        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    sasl.username, sasl.password            the login (from sasl.jaas.config)
+    ssl.ca.location, ssl.ca.pem             the CAs that verify the broker (default: the system's)
+    ssl.certificate.location, ssl.key.location, ssl.key.password   a client certificate
+    ssl.endpoint.identification.algorithm   https (default: check the host name) or none
+    enable.ssl.certificate.verification     false: do not verify the broker at all
+
+Any other `ssl.*` or `sasl.*` setting, and a mechanism other than PLAIN and SCRAM
+(GSSAPI, OAUTHBEARER), cannot be honoured here and is an error that names the key.
+Settings that do not concern the connection's security (client.id, timeouts ...)
+do not apply to these commands and are left alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import ssl
+
+from broker.protocol.client import SaslLogin, Security
+from broker.sasl.client import MECHANISM_NAMES
+from logflume.client_config import CommandConfigError, read, translate
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_HONOURED = {
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "enable.ssl.certificate.verification",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TlsSettings:
+    """The TLS side of WireSettings: file names and switches, not loaded yet."""
+
+    ca_location: str | None = None
+    ca_pem: str | None = None
+    certificate_location: str | None = None
+    key_location: str | None = None
+    key_password: str | None = dataclasses.field(default=None, repr=False)
+    verify: bool = True
+    check_hostname: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class WireSettings:
+    """A BlockingClient's connection settings from client properties; `security()`
+    loads the TLS material."""
+
+    protocol: str = "PLAINTEXT"
+    tls: TlsSettings | None = None
+    sasl: SaslLogin | None = None
+
+    def security(self) -> Security:
+        """The Security to connect with. Raises CommandConfigError naming the key
+        whose file cannot be loaded."""
+        return Security(tls=_context(self.tls) if self.tls else None, sasl=self.sasl)
+
+
+def settings(props: dict[str, str]) -> WireSettings:
+    """librdkafka client properties (client_config.translate's output) -> the
+    settings of a blocking connection. Raises CommandConfigError naming the key it
+    cannot honour."""
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in PROTOCOLS:
+        raise CommandConfigError(
+            f"security.protocol: {props['security.protocol']!r} is not one of {', '.join(PROTOCOLS)}"
+        )
+    mechanism = _mechanism(props) if protocol.startswith("SASL_") else None
+    for key in sorted(props):
+        if key.startswith(("ssl.", "sasl.")) and key not in _HONOURED:
+            raise CommandConfigError(
+                f"{key}: not supported by this command, which speaks the Kafka protocol "
+                "itself (it takes security.protocol, sasl.mechanism, sasl.jaas.config "
+                "and PEM files: ssl.truststore.location, ssl.keystore.location of type PEM)"
+            )
+    sasl = _login(props, mechanism) if mechanism is not None else None
+    tls = _tls(props) if protocol.endswith("SSL") else None
+    return WireSettings(protocol, tls, sasl)
+
+
+def _mechanism(props: dict[str, str]) -> str:
+    key = "sasl.mechanism" if "sasl.mechanism" in props else "sasl.mechanisms"
+    if key not in props:
+        raise CommandConfigError(
+            f"sasl.mechanism: not set, which means GSSAPI (Kafka's default), not supported "
+            f"by this command; set one of {', '.join(MECHANISM_NAMES)}"
+        )
+    mechanism = props[key].strip().upper()
+    if mechanism not in MECHANISM_NAMES:
+        raise CommandConfigError(
+            f"{key}: {mechanism} is not supported by this command; "
+            f"use one of {', '.join(MECHANISM_NAMES)}"
+        )
+    return mechanism
+
+
+def _login(props: dict[str, str], mechanism: str) -> SaslLogin:
+    for needed in ("sasl.username", "sasl.password"):
+        if needed not in props:
+            raise CommandConfigError(
+                f"{needed}: needed for SASL {mechanism} (give sasl.jaas.config with "
+                'username="..." password="...")'
+            )
+    return SaslLogin(mechanism, props["sasl.username"], props["sasl.password"])
+
+
+def _tls(props: dict[str, str]) -> TlsSettings:
+    algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+    if algorithm not in ("https", "none"):
+        raise CommandConfigError(
+            f"ssl.endpoint.identification.algorithm: expected https or none, got {algorithm!r}"
+        )
+    verify = props.get("enable.ssl.certificate.verification", "true").strip().lower()
+    if verify not in ("true", "false"):
+        raise CommandConfigError(
+            f"enable.ssl.certificate.verification: expected true or false, got {verify!r}"
+        )
+    cert, key = props.get("ssl.certificate.location"), props.get("ssl.key.location")
+    if (cert is None) != (key is None):
+        missing = "ssl.key.location" if key is None else "ssl.certificate.location"
+        raise CommandConfigError(f"{missing}: needed with the other half of the client key pair")
+    if "ssl.ca.location" in props and "ssl.ca.pem" in props:
+        raise CommandConfigError("ssl.ca.location: set it or ssl.ca.pem, not both")
+    return TlsSettings(
+        ca_location=props.get("ssl.ca.location"),
+        ca_pem=props.get("ssl.ca.pem"),
+        certificate_location=cert,
+        key_location=key,
+        key_password=props.get("ssl.key.password"),
+        verify=verify == "true",
+        check_hostname=verify == "true" and algorithm == "https",
+    )
+
+
+def _context(tls: TlsSettings) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = tls.check_hostname
+    ctx.verify_mode = ssl.CERT_REQUIRED if tls.verify else ssl.CERT_NONE
+    key = "ssl.ca.location"
+    try:
+        if tls.ca_location is not None:
+            if os.path.isdir(tls.ca_location):
+                ctx.load_verify_locations(capath=tls.ca_location)
+            else:
+                ctx.load_verify_locations(cafile=tls.ca_location)
+        elif tls.ca_pem is not None:
+            key = "ssl.ca.pem"
+            ctx.load_verify_locations(cadata=tls.ca_pem)
+        elif tls.verify:
+            ctx.load_default_certs()
+        if tls.certificate_location is not None:
+            key = "ssl.certificate.location"
+            ctx.load_cert_chain(tls.certificate_location, tls.key_location, tls.key_password)
+    except (OSError, ValueError) as e:
+        reason = e.reason if isinstance(e, ssl.SSLError) and e.reason else e.strerror or str(e)
+        raise CommandConfigError(f"{key}: cannot load ({reason})") from None
+    return ctx
+
+
+def security(args) -> Security:
+    """The Security for a command's `--command-config` (PLAINTEXT without one).
+    Raises CommandConfigError."""
+    if not args.command_config:
+        return Security()
+    return settings(translate(read(args.command_config))).security()

@@ -21,7 +21,14 @@ import struct
 from broker.protocol.codec import decode_response, encode_request
 from broker.sasl.client import SaslAuthenticationError, SaslClientError, login
 
-__all__ = ["BlockingClient", "SaslAuthenticationError", "SaslClientError", "SaslLogin", "Security"]
+__all__ = [
+    "PLAINTEXT",
+    "BlockingClient",
+    "SaslAuthenticationError",
+    "SaslClientError",
+    "SaslLogin",
+    "Security",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +47,9 @@ class Security:
     sasl: SaslLogin | None = None
 
 
+PLAINTEXT = Security()
+
+
 class BlockingClient:
     """Connects (and, with `security.sasl`, logs in) on construction: raises
     OSError (ssl.SSLError included) when it cannot connect, SaslAuthenticationError
@@ -52,7 +62,7 @@ class BlockingClient:
         port: int,
         timeout: float = 10.0,
         client_id: str = "logflume",
-        security: Security = Security(),  # noqa: B008 - frozen, shared safely
+        security: Security = PLAINTEXT,
     ):
         self.client_id = client_id
         self.corr = 0

@@ -22,6 +22,7 @@ import time
 
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.client import (
+    PLAINTEXT,
     BlockingClient,
     SaslAuthenticationError,
     SaslClientError,
@@ -32,9 +33,6 @@ from common.hostport import parse_hostport
 
 class ToolError(Exception):
     """A failure the command reports in one line."""
-
-
-PLAINTEXT = Security()
 
 
 def _brokers(bootstrap: str, timeout: float, security: Security) -> dict[int, tuple[str, int]]:

@@ -103,7 +103,9 @@ def open_transaction(secured):
 
 
 @pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL", "SASL_PLAINTEXT"])
-def test_transactions_list_and_describe_over(protocol, secured, open_transaction, tmp_path):
+def test_transactions_list_describe_find_hanging_over(
+    protocol, secured, open_transaction, tmp_path
+):
     bootstrap = {"SASL_SSL": secured.sasl_ssl, "SSL": secured.ssl}.get(
         protocol, secured.sasl_plaintext
     )
@@ -117,6 +119,9 @@ def test_transactions_list_and_describe_over(protocol, secured, open_transaction
     assert described.returncode == 0, described.stderr
     row = [c.strip() for c in described.stdout.decode().splitlines()[1].split("\t")]
     assert (row[1], row[4], row[-1]) == ("sec-tx", "Ongoing", "sec-txn-0")
+    hanging = lf("transactions", *b, "find-hanging", "--max-transaction-timeout", "60")
+    assert hanging.returncode == 0, hanging.stderr
+    assert b"sec-tx" not in hanging.stdout
 
 
 def test_groups_delete_offsets_over_sasl_ssl(secured, tmp_path):

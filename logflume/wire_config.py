@@ -10,7 +10,9 @@ The file is read and translated to librdkafka's names as for the other commands;
     sasl.mechanism / sasl.mechanisms        PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
     sasl.username, sasl.password            the login (from sasl.jaas.config)
     ssl.ca.location, ssl.ca.pem             the CAs that verify the broker (default: the system's)
-    ssl.certificate.location, ssl.key.location, ssl.key.password   a client certificate
+    ssl.certificate.location + ssl.key.location, ssl.certificate.pem + ssl.key.pem
+      (with ssl.key.password), or ssl.keystore.location + ssl.keystore.password
+      (PKCS12)                              a client certificate
     ssl.endpoint.identification.algorithm   https (default: check the host name) or none
     enable.ssl.certificate.verification     false: do not verify the broker at all
 
@@ -25,9 +27,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import ssl
+import tempfile
 
 from broker.protocol.client import SaslLogin, Security
 from broker.sasl.client import MECHANISM_NAMES
+from broker.server.tls import normalize_pem
 from logflume.client_config import CommandConfigError, read, translate
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -42,6 +46,10 @@ _HONOURED = {
     "ssl.certificate.location",
     "ssl.key.location",
     "ssl.key.password",
+    "ssl.certificate.pem",
+    "ssl.key.pem",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
     "ssl.endpoint.identification.algorithm",
     "enable.ssl.certificate.verification",
 }
@@ -55,7 +63,11 @@ class TlsSettings:
     ca_pem: str | None = None
     certificate_location: str | None = None
     key_location: str | None = None
+    certificate_pem: str | None = None
+    key_pem: str | None = dataclasses.field(default=None, repr=False)
     key_password: str | None = dataclasses.field(default=None, repr=False)
+    keystore_location: str | None = None  # PKCS12
+    keystore_password: str | None = dataclasses.field(default=None, repr=False)
     verify: bool = True
     check_hostname: bool = True
 
@@ -89,8 +101,8 @@ def settings(props: dict[str, str]) -> WireSettings:
         if key.startswith(("ssl.", "sasl.")) and key not in _HONOURED:
             raise CommandConfigError(
                 f"{key}: not supported by this command, which speaks the Kafka protocol "
-                "itself (it takes security.protocol, sasl.mechanism, sasl.jaas.config "
-                "and PEM files: ssl.truststore.location, ssl.keystore.location of type PEM)"
+                "itself (it takes security.protocol, sasl.mechanism, sasl.jaas.config, "
+                "ssl.truststore.* of type PEM, ssl.keystore.* of type PEM or PKCS12)"
             )
     sasl = _login(props, mechanism) if mechanism is not None else None
     tls = _tls(props) if protocol.endswith("SSL") else None
@@ -123,6 +135,13 @@ def _login(props: dict[str, str], mechanism: str) -> SaslLogin:
     return SaslLogin(mechanism, props["sasl.username"], props["sasl.password"])
 
 
+_PAIRS = (
+    ("ssl.certificate.location", "ssl.key.location"),
+    ("ssl.certificate.pem", "ssl.key.pem"),
+)
+_CLIENT_KEY_SOURCES = ("ssl.certificate.location", "ssl.certificate.pem", "ssl.keystore.location")
+
+
 def _tls(props: dict[str, str]) -> TlsSettings:
     algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
     if algorithm not in ("https", "none"):
@@ -134,18 +153,27 @@ def _tls(props: dict[str, str]) -> TlsSettings:
         raise CommandConfigError(
             f"enable.ssl.certificate.verification: expected true or false, got {verify!r}"
         )
-    cert, key = props.get("ssl.certificate.location"), props.get("ssl.key.location")
-    if (cert is None) != (key is None):
-        missing = "ssl.key.location" if key is None else "ssl.certificate.location"
-        raise CommandConfigError(f"{missing}: needed with the other half of the client key pair")
+    sources = [k for k in _CLIENT_KEY_SOURCES if k in props]
+    if len(sources) > 1:
+        raise CommandConfigError(
+            f"{sources[1]}: give the client certificate one way, not with {sources[0]}"
+        )
+    for cert, key in _PAIRS:
+        if (cert in props) != (key in props):
+            missing = key if cert in props else cert
+            raise CommandConfigError(f"{missing}: needed with the other half of the client key")
     if "ssl.ca.location" in props and "ssl.ca.pem" in props:
         raise CommandConfigError("ssl.ca.location: set it or ssl.ca.pem, not both")
     return TlsSettings(
         ca_location=props.get("ssl.ca.location"),
         ca_pem=props.get("ssl.ca.pem"),
-        certificate_location=cert,
-        key_location=key,
+        certificate_location=props.get("ssl.certificate.location"),
+        key_location=props.get("ssl.key.location"),
+        certificate_pem=props.get("ssl.certificate.pem"),
+        key_pem=props.get("ssl.key.pem"),
         key_password=props.get("ssl.key.password"),
+        keystore_location=props.get("ssl.keystore.location"),
+        keystore_password=props.get("ssl.keystore.password"),
         verify=verify == "true",
         check_hostname=verify == "true" and algorithm == "https",
     )
@@ -165,16 +193,58 @@ def _context(tls: TlsSettings) -> ssl.SSLContext:
                 ctx.load_verify_locations(cafile=tls.ca_location)
         elif tls.ca_pem is not None:
             key = "ssl.ca.pem"
-            ctx.load_verify_locations(cadata=tls.ca_pem)
+            ctx.load_verify_locations(cadata=normalize_pem(tls.ca_pem))
         elif tls.verify:
             ctx.load_default_certs()
         if tls.certificate_location is not None:
             key = "ssl.certificate.location"
             ctx.load_cert_chain(tls.certificate_location, tls.key_location, tls.key_password)
+        elif tls.certificate_pem is not None:
+            key = "ssl.certificate.pem"
+            pem = normalize_pem(tls.key_pem) + normalize_pem(tls.certificate_pem)
+            _load_chain(ctx, pem, tls.key_password)
+        elif tls.keystore_location is not None:
+            key = "ssl.keystore.location"
+            _load_chain(ctx, _pkcs12_as_pem(tls.keystore_location, tls.keystore_password), None)
     except (OSError, ValueError) as e:
-        reason = e.reason if isinstance(e, ssl.SSLError) and e.reason else e.strerror or str(e)
+        reason = e.reason if isinstance(e, ssl.SSLError) and e.reason else None
+        reason = reason or getattr(e, "strerror", None) or str(e)
         raise CommandConfigError(f"{key}: cannot load ({reason})") from None
     return ctx
+
+
+def _load_chain(ctx: ssl.SSLContext, pem: str, password: str | None) -> None:
+    """Key and certificates held in memory: ssl reads them only from a file, a
+    private one (mkstemp: 0600) removed at once."""
+    fd, path = tempfile.mkstemp(prefix="logflume-key-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(pem)
+        ctx.load_cert_chain(path, password=password)
+    finally:
+        os.unlink(path)
+
+
+def _pkcs12_as_pem(path: str, password: str | None) -> str:
+    """A PKCS12 key store's key and certificates as PEM text (the key unencrypted,
+    for _load_chain)."""
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        NoEncryption,
+        PrivateFormat,
+        pkcs12,
+    )
+
+    with open(path, "rb") as f:
+        data = f.read()
+    key, cert, extra = pkcs12.load_key_and_certificates(
+        data, password.encode() if password else None
+    )
+    if key is None or cert is None:
+        raise ValueError("no private key with its certificate in it")
+    parts = [key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())]
+    parts += [c.public_bytes(Encoding.PEM) for c in [cert, *extra]]
+    return b"".join(parts).decode()
 
 
 def security(args) -> Security:

@@ -67,7 +67,16 @@ def test_host_name_checked_by_default_and_verification_can_be_turned_off():
         ({"security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER"}, "sasl.mechanisms"),
         ({"security.protocol": "SASL_SSL", "sasl.username": "u"}, "sasl.mechanism: not set"),
         ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}, "sasl.username"),
-        ({"security.protocol": "SSL", "ssl.keystore.location": "me.p12"}, "ssl.keystore.location"),
+        (
+            {
+                "security.protocol": "SSL",
+                "ssl.certificate.location": "c",
+                "ssl.key.location": "k",
+                "ssl.keystore.location": "p",
+            },
+            "ssl.keystore.location: give the client certificate one way",
+        ),
+        ({"security.protocol": "SSL", "ssl.certificate.pem": "x"}, "ssl.key.pem: needed"),
         ({"security.protocol": "SSL", "ssl.crl.location": "x"}, "ssl.crl.location"),
         ({"security.protocol": "SSL", "ssl.certificate.location": "c"}, "ssl.key.location"),
         ({"security.protocol": "TLS"}, "security.protocol"),

@@ -146,5 +146,7 @@ def describe_error(exc: Exception, client=None) -> str:
     failure = authentication_failure(client)
     if failure is not None:
         return failure
+    if isinstance(exc, TimeoutError) and not exc.args:  # a future's result(timeout)
+        return "no answer from the broker within --timeout-ms"
     err = exc.args[0] if exc.args else exc
     return err.str() if hasattr(err, "str") else str(err)

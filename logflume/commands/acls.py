@@ -236,5 +236,5 @@ def run(args) -> int:
         print("Removed ACLs:")
         _show(removed)
         return 0
-    except (client_config.CommandConfigError, KafkaException, ValueError) as e:
+    except (client_config.CommandConfigError, KafkaException, ValueError, TimeoutError) as e:
         return fail(client_config.describe_error(e, admin))

@@ -107,7 +107,7 @@ def run(args) -> int:
                 print(name)
             return 0
         return _describe(admin, metadata, args, timeout)
-    except KafkaException as e:
+    except (KafkaException, TimeoutError) as e:
         return fail(client_config.describe_error(e, admin))
 
 

@@ -158,6 +158,25 @@ def test_a_wrong_password_is_an_authentication_failure(secured, tmp_path):
     assert (r.returncode, r.stderr.decode()) == (1, f"Error: {SCRAM_FAILED}\n")
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["groups", "--list"],
+        ["acls", "--list"],
+        ["users", "list"],
+        ["configs", "--describe", "--entity-type", "topics"],
+    ],
+    ids=" ".join,
+)
+def test_a_wrong_password_is_named_by_every_admin_command(command, secured, tmp_path):
+    wrong = command_config(secured, tmp_path, password="not-the-secret")
+    b = ["--bootstrap-server", secured.sasl_ssl, "--command-config", wrong]
+    r = lf(*command, *b, "--timeout-ms", "3000")
+    assert r.returncode == 1
+    assert r.stderr.decode().endswith(f"{SCRAM_FAILED}\n"), r.stderr
+    assert r.stderr.count(b"\n") == 1
+
+
 def test_an_unsupported_mechanism_is_named(secured, tmp_path):
     gssapi = tmp_path / "gssapi.properties"
     gssapi.write_text(

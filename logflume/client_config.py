@@ -10,14 +10,57 @@ settings are translated: the username and password of a PLAIN or SCRAM
 common/kafka_properties.py, which the Spark data source shares. JKS stores cannot
 be read by librdkafka: they are refused with the way out. Every other key goes to
 librdkafka as it is; one it does not know is an error that names it.
+
+A refused SASL login reaches librdkafka's application only through `error_cb`
+(KafkaError._AUTHENTICATION, with the broker's message); the requests themselves
+fail later as "Broker transport failure" or a timeout. Every configuration from
+client_config() records it (FAILURES) and describe_error() prefers it, worded as
+Kafka's tools word a SaslAuthenticationException.
 """
 
 from __future__ import annotations
+
+import re
 
 import javaproperties
 
 from common.kafka_properties import PropertiesError as CommandConfigError
 from common.kafka_properties import translate
+
+_SASL_ERROR = re.compile(
+    r"SASL authentication error: (?P<message>.*?)(?: \(after \d+ms in state .*\))?$", re.S
+)
+
+
+def authentication_message(text: str) -> str:
+    """librdkafka's text of an _AUTHENTICATION error -> the broker's message as
+    Kafka's tools print it ('sasl_ssl://h:9093/bootstrap: SASL authentication
+    error: Authentication failed ... (after 5ms in state AUTH_REQ)' -> 'Authentication
+    failed ...')."""
+    from broker.sasl.client import refusal
+
+    found = _SASL_ERROR.search(text)
+    return refusal(found["message"] if found else text)
+
+
+class Failures:
+    """The failures librdkafka reports through `error_cb` that a command should
+    name instead of what its requests then fail with: the last SASL authentication
+    failure. One per process (FAILURES), shared by the configurations
+    client_config() builds; written from the client's poll, read on the command's
+    error path, both in the command's thread."""
+
+    def __init__(self):
+        self.authentication: str | None = None
+
+    def error_cb(self, err) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() == KafkaError._AUTHENTICATION:
+            self.authentication = authentication_message(err.str())
+
+
+FAILURES = Failures()
 
 
 class Quiet:
@@ -49,6 +92,7 @@ __all__ = [
     "CommandConfigError",
     "add_arguments",
     "admin_client",
+    "authentication_failure",
     "client_config",
     "describe_error",
     "read",
@@ -68,7 +112,11 @@ def read(path: str) -> dict[str, str]:
 def client_config(args, **settings) -> dict:
     """librdkafka settings for `args` (bootstrap servers, the translated
     --command-config), then `settings`. Raises CommandConfigError."""
-    conf = {"bootstrap.servers": args.bootstrap_server, "logger": Quiet()}
+    conf = {
+        "bootstrap.servers": args.bootstrap_server,
+        "logger": Quiet(),
+        "error_cb": FAILURES.error_cb,
+    }
     if args.command_config:
         conf |= translate(read(args.command_config))
     return conf | settings
@@ -83,7 +131,22 @@ def admin_client(args):
     return AdminClient(client_config(args, **{"socket.timeout.ms": args.timeout_ms}))
 
 
-def describe_error(exc: Exception) -> str:
-    """The message of a confluent-kafka exception (its KafkaError's text)."""
+def authentication_failure(client=None) -> str | None:
+    """The SASL authentication failure librdkafka reported, if any, worded as
+    Kafka's tools word it. `client` (the command's AdminClient, Producer or
+    Consumer) is polled first, so that librdkafka hands over what it reported."""
+    if client is not None:
+        client.poll(0)
+    return FAILURES.authentication
+
+
+def describe_error(exc: Exception, client=None) -> str:
+    """The message of a confluent-kafka exception (its KafkaError's text), or the
+    authentication failure behind it (authentication_failure(client))."""
+    failure = authentication_failure(client)
+    if failure is not None:
+        return failure
+    if isinstance(exc, TimeoutError) and not exc.args:  # a future's result(timeout)
+        return "no answer from the broker within --timeout-ms"
     err = exc.args[0] if exc.args else exc
     return err.str() if hasattr(err, "str") else str(err)

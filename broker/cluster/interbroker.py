@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 
-from broker.protocol import ApiKey, ErrorCode, ProtocolError
+from broker.protocol import ProtocolError
 from broker.sasl import client as sasl_client
 from common.aio import within
 
@@ -33,20 +33,14 @@ async def open_to(
 
 
 async def sasl_login(exchange: Exchange, mechanism: str, user: str, password: str) -> None:
-    """SaslHandshake v1 then SaslAuthenticate v2 over a new connection; raises
-    ProtocolError when the other broker refuses."""
-    resp = await exchange(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
-    if resp["error_code"] != ErrorCode.NONE:
-        raise ProtocolError(f"SaslHandshake {mechanism}: error {resp['error_code']}")
-    steps = sasl_client.tokens(mechanism, user, password)
-    token = next(steps)
-    while True:
-        resp = await exchange(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
-        if resp["error_code"] != ErrorCode.NONE:
-            raise ProtocolError(f"SASL {mechanism} as {user}: {resp['error_message']}")
-        try:
-            token = steps.send(resp["auth_bytes"])
-        except StopIteration:
-            return
-        except sasl_client.SaslClientError as e:
-            raise ProtocolError(str(e)) from None
+    """SaslHandshake v1 then SaslAuthenticate v2 over a new connection (the requests
+    of `sasl_client.login`); raises ProtocolError when the other broker refuses."""
+    steps = sasl_client.login(mechanism, user, password)
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(await exchange(*request))
+    except StopIteration:
+        return
+    except (sasl_client.SaslAuthenticationError, sasl_client.SaslClientError) as e:
+        raise ProtocolError(f"SASL {mechanism} as {user}: {e}") from None

@@ -1,6 +1,10 @@
-"""The client side of PLAIN and SCRAM, for this broker's own connections to other
-brokers (replica fetchers on a SASL inter-broker listener). Pure: `tokens()` is a
-generator that yields each token to send and receives the server's answer.
+"""The client side of a SASL login (PLAIN and SCRAM), for this broker's own
+connections to other brokers (replica fetchers and the transaction coordinator on
+a SASL inter-broker listener, broker/cluster/interbroker.py) and for the blocking
+client of the admin tools (broker/protocol/client.py). Pure: `login()` is a
+generator that yields each request (SaslHandshake v1, then SaslAuthenticate v2 for
+every token) and is sent each answer; `tokens()` yields the mechanism's tokens and
+is sent the server's. The caller owns the connection and drives the generator.
 """
 
 from __future__ import annotations
@@ -11,11 +15,57 @@ import hmac
 import secrets
 from collections.abc import Generator
 
+from broker.protocol import ApiKey, ErrorCode
 from broker.sasl.scram import MECHANISMS, salted_password
+
+MECHANISM_NAMES = ("PLAIN", *MECHANISMS)
+
+Request = tuple[int, int, dict]  # (api key, version, body)
 
 
 class SaslClientError(Exception):
     """The server's answer does not check out (e.g. a wrong SCRAM server signature)."""
+
+
+def refusal(message: str) -> str:
+    """How a refused login reads: the server's message as Kafka's tools print it
+    (Kafka's brokers start theirs with "Authentication failed"), other messages
+    with that prefix."""
+    if message.startswith("Authentication failed"):
+        return message
+    return f"Authentication failed: {message}"
+
+
+class SaslAuthenticationError(Exception):
+    """The server refused the login (Kafka's SaslAuthenticationException); the
+    text is `refusal(server's message)`."""
+
+    def __init__(self, message: str):
+        super().__init__(refusal(message))
+
+
+def login(mechanism: str, user: str, password: str) -> Generator[Request, dict, None]:
+    """Yields the requests of a login as `user` and is sent each decoded answer;
+    returns when the server accepted it. Raises SaslAuthenticationError when the
+    server refuses (the mechanism or the credentials), SaslClientError when its
+    answer does not check out."""
+    resp = yield (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+    if resp["error_code"] != ErrorCode.NONE:
+        raise SaslAuthenticationError(
+            f"Client SASL mechanism '{mechanism}' not enabled in the server, "
+            f"enabled mechanisms are [{', '.join(resp['mechanisms'])}]"
+        )
+    steps = tokens(mechanism, user, password)
+    token = next(steps)
+    while True:
+        resp = yield (ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+        if resp["error_code"] != ErrorCode.NONE:
+            code = ErrorCode(resp["error_code"]).name
+            raise SaslAuthenticationError(resp["error_message"] or f"{mechanism} as {user}: {code}")
+        try:
+            token = steps.send(resp["auth_bytes"])
+        except StopIteration:
+            return
 
 
 def _escape(name: str) -> str:

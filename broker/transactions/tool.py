@@ -1,6 +1,8 @@
 """What `logflume transactions` does (kafka-transactions.sh's `list`, `describe`
 and `find-hanging`), over the broker protocol with the broker's own codec, since
-confluent-kafka offers no transaction admin APIs. Plaintext listeners only.
+confluent-kafka offers no transaction admin APIs. Every connection is made with
+the caller's `Security` (TLS, SASL login), built from --command-config by the
+command (logflume/commands/transactions.py).
 
 `list` asks every broker of the cluster (ListTransactions is answered by each
 coordinator for its own ids); `describe` finds the id's coordinator
@@ -19,7 +21,13 @@ import sys
 import time
 
 from broker.protocol import ApiKey, ErrorCode
-from broker.protocol.client import BlockingClient
+from broker.protocol.client import (
+    PLAINTEXT,
+    BlockingClient,
+    SaslAuthenticationError,
+    SaslClientError,
+    Security,
+)
 from common.hostport import parse_hostport
 
 
@@ -27,21 +35,25 @@ class ToolError(Exception):
     """A failure the command reports in one line."""
 
 
-def _brokers(bootstrap: str, timeout: float) -> dict[int, tuple[str, int]]:
+def _brokers(bootstrap: str, timeout: float, security: Security) -> dict[int, tuple[str, int]]:
     host, port = parse_hostport(bootstrap.split(",")[0], "--bootstrap-server")
-    with BlockingClient(host, port, timeout) as c:
+    with BlockingClient(host, port, timeout, security=security) as c:
         meta = c.request(ApiKey.METADATA, 1, {"topics": []})
     return {b["node_id"]: (b["host"], b["port"]) for b in meta["brokers"]}
 
 
 def list_transactions(
-    bootstrap: str, timeout: float, states=(), min_duration_ms: int = -1
+    bootstrap: str,
+    timeout: float,
+    states=(),
+    min_duration_ms: int = -1,
+    security: Security = PLAINTEXT,
 ) -> list[dict]:
     """Every transaction of every broker: dicts with coordinator, transactional_id,
     producer_id, transaction_state."""
     rows = []
-    for node, (host, port) in sorted(_brokers(bootstrap, timeout).items()):
-        with BlockingClient(host, port, timeout) as c:
+    for node, (host, port) in sorted(_brokers(bootstrap, timeout, security).items()):
+        with BlockingClient(host, port, timeout, security=security) as c:
             body = {
                 "state_filters": list(states),
                 "producer_id_filters": [],
@@ -54,13 +66,15 @@ def list_transactions(
     return sorted(rows, key=lambda r: r["transactional_id"])
 
 
-def describe_transaction(bootstrap: str, tid: str, timeout: float) -> dict:
+def describe_transaction(
+    bootstrap: str, tid: str, timeout: float, security: Security = PLAINTEXT
+) -> dict:
     host, port = parse_hostport(bootstrap.split(",")[0], "--bootstrap-server")
-    with BlockingClient(host, port, timeout) as c:
+    with BlockingClient(host, port, timeout, security=security) as c:
         found = c.request(ApiKey.FIND_COORDINATOR, 1, {"key": tid, "key_type": 1})
     if found["error_code"]:
         raise ToolError(f"no coordinator for '{tid}': {ErrorCode(found['error_code']).name}")
-    with BlockingClient(found["host"], found["port"], timeout) as c:
+    with BlockingClient(found["host"], found["port"], timeout, security=security) as c:
         resp = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})
     state = resp["transaction_states"][0]
     if state["error_code"]:
@@ -76,9 +90,10 @@ def abort_transaction(
     epoch: int,
     coordinator_epoch: int,
     timeout: float,
+    security: Security = PLAINTEXT,
 ) -> None:
     host, port = parse_hostport(bootstrap.split(",")[0], "--bootstrap-server")
-    with BlockingClient(host, port, timeout) as c:
+    with BlockingClient(host, port, timeout, security=security) as c:
         meta = c.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
     brokers = {b["node_id"]: (b["host"], b["port"]) for b in meta["brokers"]}
     parts = {p["partition_index"]: p for t in meta["topics"] for p in t["partitions"]}
@@ -91,7 +106,8 @@ def abort_transaction(
         "topics": [{"name": topic, "partition_indexes": [partition]}],
         "coordinator_epoch": coordinator_epoch,
     }
-    with BlockingClient(*brokers[parts[partition]["leader_id"]], timeout) as c:
+    leader = brokers[parts[partition]["leader_id"]]
+    with BlockingClient(*leader, timeout, security=security) as c:
         resp = c.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [marker]})
     code = ErrorCode(resp["markers"][0]["topics"][0]["partitions"][0]["error_code"])
     if code:
@@ -106,14 +122,13 @@ def print_table(header: list[str], rows: list[list[str]], out=sys.stdout) -> Non
         )
 
 
-def run(args) -> int:
-    """The `logflume transactions` subcommands; the exit status."""
+def run(args, security: Security = PLAINTEXT) -> int:
+    """The `logflume transactions` subcommands, connecting with `security`; the
+    exit status."""
     timeout = args.timeout_ms / 1000
     try:
-        if args.command_config:
-            raise ToolError("this command speaks plaintext only: --command-config is not supported")
         if args.subcommand == "list":
-            rows = list_transactions(args.bootstrap_server, timeout)
+            rows = list_transactions(args.bootstrap_server, timeout, security=security)
             print_table(
                 ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
                 [
@@ -127,7 +142,7 @@ def run(args) -> int:
                 ],
             )
         elif args.subcommand == "describe":
-            _describe(args, timeout)
+            _describe(args, timeout, security)
         elif args.subcommand == "abort":
             abort_transaction(
                 args.bootstrap_server,
@@ -137,21 +152,22 @@ def run(args) -> int:
                 args.producer_epoch,
                 args.coordinator_epoch,
                 timeout,
+                security,
             )
             print(
                 f"Aborted the transaction of producer {args.producer_id} on "
                 f"{args.topic}-{args.partition}"
             )
         else:
-            _find_hanging(args, timeout)
-    except (ToolError, OSError, ValueError) as e:
+            _find_hanging(args, timeout, security)
+    except (ToolError, SaslAuthenticationError, SaslClientError, OSError, ValueError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     return 0
 
 
-def _describe(args, timeout: float) -> None:
-    s = describe_transaction(args.bootstrap_server, args.transactional_id, timeout)
+def _describe(args, timeout: float, security: Security) -> None:
+    s = describe_transaction(args.bootstrap_server, args.transactional_id, timeout, security)
     start = s["transaction_start_time_ms"]
     duration = str(int(time.time() * 1000) - start) if start >= 0 else "None"
     partitions = ",".join(f"{t['topic']}-{p}" for t in s["topics"] for p in t["partitions"])
@@ -171,9 +187,11 @@ def _describe(args, timeout: float) -> None:
     )  # fmt: skip
 
 
-def _find_hanging(args, timeout: float) -> None:
+def _find_hanging(args, timeout: float, security: Security) -> None:
     minutes = args.max_transaction_timeout
-    rows = list_transactions(args.bootstrap_server, timeout, ["Ongoing"], minutes * 60_000)
+    rows = list_transactions(
+        args.bootstrap_server, timeout, ["Ongoing"], minutes * 60_000, security
+    )
     print_table(
         ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
         [

@@ -204,6 +204,7 @@ def run(args) -> int:
     from confluent_kafka import KafkaException
 
     timeout = args.timeout_ms / 1000
+    admin = None
     try:
         conf = client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
         admin = ack.AdminClient(conf)
@@ -235,5 +236,5 @@ def run(args) -> int:
         print("Removed ACLs:")
         _show(removed)
         return 0
-    except (client_config.CommandConfigError, KafkaException, ValueError) as e:
-        return fail(client_config.describe_error(e))
+    except (client_config.CommandConfigError, KafkaException, ValueError, TimeoutError) as e:
+        return fail(client_config.describe_error(e, admin))

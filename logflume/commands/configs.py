@@ -102,8 +102,8 @@ def run(args) -> int:
         for name in names:
             _describe(admin, args, name, timeout)
         return 0
-    except KafkaException as e:
-        return fail(client_config.describe_error(e))
+    except (KafkaException, TimeoutError) as e:
+        return fail(client_config.describe_error(e, admin))
 
 
 _TYPE = {"topics": "TOPIC", "brokers": "BROKER"}
@@ -182,7 +182,7 @@ def _users(admin, args, added: dict, deleted: list, timeout: float) -> int:
             )
         if deleted:
             users.delete(admin, args.entity_name, deleted, timeout)
-    except (KafkaException, ValueError) as e:
-        return fail(client_config.describe_error(e))
+    except (KafkaException, ValueError, TimeoutError) as e:
+        return fail(client_config.describe_error(e, admin))
     print(f"Completed updating config for user {args.entity_name}.")
     return 0

@@ -74,8 +74,10 @@ def run(args) -> int:
     try:
         meta = consumer.list_topics(args.topic, timeout=connect_timeout).topics[args.topic]
     except KafkaException as e:
+        unreachable = f"cannot reach {args.bootstrap_server}: {e}"
+        failure = client_config.authentication_failure(consumer)
         consumer.close()
-        return _error(f"cannot reach {args.bootstrap_server}: {e}")
+        return _error(failure or unreachable)
     if meta.error is not None:
         consumer.close()
         return _error(f"topic {args.topic}: {meta.error.str()}")

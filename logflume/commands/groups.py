@@ -16,7 +16,9 @@ refused for topics a live member subscribes to).
 
 Works against any Kafka-compatible broker: confluent-kafka's AdminClient for groups
 and offsets, a Consumer's watermarks for log end offsets, and for OffsetDelete,
-which confluent-kafka does not offer, the broker's own codec on a plain connection.
+which confluent-kafka does not offer, the broker's own codec
+(broker/protocol/client.BlockingClient), connecting with TLS and SASL as
+--command-config says (logflume/wire_config.py).
 """
 
 import re
@@ -86,6 +88,8 @@ def run(args) -> int:
     if args.delete_offsets and (len(args.group) != 1 or not args.topic):
         return fail("--delete-offsets needs one --group and --topic")
     timeout = args.timeout_ms / 1000
+    if args.delete_offsets:
+        return _delete_offsets(args, timeout)
     try:
         conf = client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
         admin = AdminClient(conf)
@@ -101,11 +105,9 @@ def run(args) -> int:
             return _reset(admin, args, timeout)
         if args.delete:
             return _delete(admin, args, timeout)
-        if args.delete_offsets:
-            return _delete_offsets(args, timeout)
         return max(_describe(admin, conf, args, group, timeout) for group in args.group)
     except (KafkaException, ValueError, OSError) as e:
-        return fail(client_config.describe_error(e))
+        return fail(client_config.describe_error(e, admin))
 
 
 def _describe(admin, conf: dict, args, group: str, timeout: float) -> int:
@@ -358,7 +360,7 @@ def _delete(admin, args, timeout: float) -> int:
         try:
             future.result(timeout)
         except Exception as e:  # noqa: BLE001 - each group's error is reported
-            failed[group] = client_config.describe_error(e)
+            failed[group] = client_config.describe_error(e, admin)
     done = [g for g in args.group if g not in failed]
     if done:
         names = ", ".join(f"'{g}'" for g in done)
@@ -373,19 +375,27 @@ def _delete(admin, args, timeout: float) -> int:
 
 def _delete_offsets(args, timeout: float) -> int:
     """OffsetDelete through the group's coordinator (FindCoordinator first)."""
+    from broker.protocol.client import SaslAuthenticationError, SaslClientError
+    from logflume import wire_config
+
+    try:
+        return _offset_delete(args, wire_config.security(args), timeout)
+    except (SaslAuthenticationError, SaslClientError, ValueError, OSError) as e:
+        return fail(str(e))
+
+
+def _offset_delete(args, security, timeout: float) -> int:
     from broker.protocol import ApiKey, ErrorCode
     from broker.protocol.client import BlockingClient
     from common.hostport import parse_hostport
 
-    if args.command_config:
-        return fail("--delete-offsets speaks plaintext only: --command-config is not supported")
     group = args.group[0]
     topics: dict[str, list[int] | None] = {}
     for item in args.topic:
         topic, _, numbers = item.partition(":")
         topics[topic] = [int(n) for n in numbers.split(",")] if numbers else None
     host, port = parse_hostport(args.bootstrap_server.split(",")[0], "--bootstrap-server")
-    with BlockingClient(host, port, timeout) as client:
+    with BlockingClient(host, port, timeout, security=security) as client:
         found = client.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
         if found["error_code"]:
             return fail(
@@ -397,7 +407,7 @@ def _delete_offsets(args, timeout: float) -> int:
     for topic, numbers in topics.items():
         wanted = numbers if numbers is not None else list(range(counts.get(topic, 0)))
         body_topics.append({"name": topic, "partitions": [{"partition_index": n} for n in wanted]})
-    with BlockingClient(found["host"], found["port"], timeout) as coordinator:
+    with BlockingClient(found["host"], found["port"], timeout, security=security) as coordinator:
         answer = coordinator.request(
             ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": body_topics}
         )

@@ -64,7 +64,9 @@ def run(args) -> int:
     try:
         topic_meta = producer.list_topics(args.topic, timeout=timeout).topics[args.topic]
     except KafkaException as e:
-        print(f"logflume produce: cannot reach {args.bootstrap_server}: {e}", file=sys.stderr)
+        failure = client_config.authentication_failure(producer)
+        failure = failure or f"cannot reach {args.bootstrap_server}: {e}"
+        print(f"logflume produce: {failure}", file=sys.stderr)
         return 1
     if topic_meta.error is not None:
         print(f"logflume produce: topic {args.topic}: {topic_meta.error.str()}", file=sys.stderr)

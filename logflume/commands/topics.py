@@ -93,7 +93,8 @@ def run(args) -> int:
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as e:
-        return fail(f"cannot reach {args.bootstrap_server} within {args.timeout_ms} ms ({e})")
+        unreachable = f"cannot reach {args.bootstrap_server} within {args.timeout_ms} ms ({e})"
+        return fail(client_config.authentication_failure(admin) or unreachable)
     try:
         if args.create:
             return _create(admin, metadata, args, configs, timeout)
@@ -106,8 +107,8 @@ def run(args) -> int:
                 print(name)
             return 0
         return _describe(admin, metadata, args, timeout)
-    except KafkaException as e:
-        return fail(client_config.describe_error(e))
+    except (KafkaException, TimeoutError) as e:
+        return fail(client_config.describe_error(e, admin))
 
 
 def _create(admin, metadata, args, configs, timeout) -> int:

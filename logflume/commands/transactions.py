@@ -1,6 +1,7 @@
 """`logflume transactions`: list, describe and find hanging transactions (like
 kafka-transactions.sh, with its subcommands and flags); the work is done by
-`broker.transactions.tool`."""
+`broker.transactions.tool`, connecting as --command-config says
+(logflume/wire_config.py: TLS, SASL PLAIN/SCRAM)."""
 
 import sys
 
@@ -42,6 +43,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from broker.transactions import tool
+    from logflume import wire_config
 
     if args.subcommand == "describe" and not args.transactional_id:
         print("Error: describe needs --transactional-id", file=sys.stderr)
@@ -53,5 +55,9 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 1
-
-    return tool.run(args)
+    try:
+        security = wire_config.security(args)
+    except wire_config.CommandConfigError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    return tool.run(args, security)

@@ -123,5 +123,5 @@ def run(args) -> int:
                 creds = ", ".join(f"{m} (iterations {n})" for m, n in infos)
                 print(f"{user}: {creds}")
         return 0
-    except KafkaException as e:
-        return fail(client_config.describe_error(e))
+    except (KafkaException, TimeoutError) as e:
+        return fail(client_config.describe_error(e, admin))

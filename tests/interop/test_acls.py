@@ -327,6 +327,58 @@ def test_acls_survive_a_restart(acl):
     assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
 
 
+def _keystore_properties(acl, form: str, tmp_path) -> str:
+    """Java client properties presenting admin's certificate from a PEM file, a
+    PKCS12 key store (with a password) or inline PEM (line breaks lost)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import (
+        BestAvailableEncryption,
+        load_pem_private_key,
+        pkcs12,
+    )
+
+    if form == "PEM file":
+        return f"ssl.keystore.type=PEM\nssl.keystore.location={acl.dir / 'admin.pem'}\n"
+    key_pem, cert_pem = (acl.dir / "admin.key").read_bytes(), (acl.dir / "admin.crt").read_bytes()
+    if form == "inline PEM":
+        key, chain = (" ".join(pem.decode().splitlines()) for pem in (key_pem, cert_pem))
+        return (
+            "ssl.keystore.type=PEM\n"
+            f"ssl.keystore.key={key}\nssl.keystore.certificate.chain={chain}\n"
+        )
+    p12 = tmp_path / "admin.p12"
+    p12.write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"admin",
+            load_pem_private_key(key_pem, None),
+            x509.load_pem_x509_certificate(cert_pem),
+            None,
+            BestAvailableEncryption(b"p12-secret"),
+        )
+    )
+    return (
+        f"ssl.keystore.type=PKCS12\nssl.keystore.location={p12}\nssl.keystore.password=p12-secret\n"
+    )
+
+
+@pytest.mark.parametrize("form", ["PEM file", "PKCS12", "inline PEM"])
+def test_transactions_cli_presents_a_client_certificate(acl, form, tmp_path):
+    """`logflume transactions` (the broker's own codec, not librdkafka) on the
+    mutual-TLS listener, as admin by its certificate; without one the handshake
+    fails, reported in one line."""
+    trust = f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={acl.ca}\n"
+    props, anonymous = tmp_path / "admin.properties", tmp_path / "none.properties"
+    props.write_text(trust + _keystore_properties(acl, form, tmp_path))
+    anonymous.write_text(trust)
+    b = ["--bootstrap-server", f"127.0.0.1:{acl.mutual}", "--command-config"]
+    r = lf("transactions", *b, str(props), "list")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().split()[:2] == ["TransactionalId", "Coordinator"]
+    r = lf("transactions", *b, str(anonymous), "list")
+    assert r.returncode == 1 and r.stderr.startswith(b"Error: ")
+    assert b"Traceback" not in r.stderr
+
+
 def test_logflume_acls_cli(acl, tmp_path):
     props = tmp_path / "admin.properties"
     props.write_text(

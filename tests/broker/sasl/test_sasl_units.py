@@ -292,3 +292,49 @@ def test_inter_broker_client_against_the_server(mechanism):
         steps.send(server.evaluate(next(steps)))
         with pytest.raises(client.SaslClientError):
             steps.send(b"v=" + base64.b64encode(b"\0" * 32))
+
+
+def _answer(auth: Authenticator, request) -> dict:
+    """The broker's answer to one request of `client.login`, as its connection
+    builds it from the Authenticator."""
+    api_key, version, body = request
+    if api_key == ApiKey.SASL_HANDSHAKE:
+        return auth.handshake(body["mechanism"], version)
+    try:
+        token = auth.authenticate(body["auth_bytes"])
+    except AuthenticationFailed as e:
+        return {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(e)}
+    return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": token}
+
+
+def _login(mechanism: str, password: str) -> Authenticator:
+    from broker.sasl import client
+
+    cred = ScramCredential.from_password("SCRAM-SHA-512", "pw", 4096)
+    auth = Authenticator(
+        {
+            "PLAIN": lambda: PlainServer({"alice": "pw"}),
+            "SCRAM-SHA-512": lambda: ScramServer("SCRAM-SHA-512", {"alice": cred}.get),
+        }
+    )
+    steps = client.login(mechanism, "alice", password)
+    request = next(steps)
+    with pytest.raises(StopIteration):
+        while True:
+            request = steps.send(_answer(auth, request))
+    return auth
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_login_requests_against_the_authenticator(mechanism):
+    """broker.sasl.client.login (what the inter-broker connections and the tools'
+    BlockingClient send): handshake, then tokens until the broker is satisfied; a
+    refusal is SaslAuthenticationError with the broker's message."""
+    from broker.sasl import client
+
+    assert _login(mechanism, "pw").complete
+    with pytest.raises(client.SaslAuthenticationError) as refused:
+        _login(mechanism, "not-pw")
+    assert str(refused.value).startswith("Authentication failed")
+    with pytest.raises(client.SaslAuthenticationError, match=r"'SCRAM-SHA-256' not enabled"):
+        _login("SCRAM-SHA-256", "pw")

@@ -316,9 +316,7 @@ def test_compaction_drops_aborted_transactions_and_keeps_markers(tmp_path):
 
 
 @pytest.mark.parametrize("retention_ms", [0, 86_400_000])
-def test_compaction_drops_commit_markers_of_emptied_transactions_once_old(
-    tmp_path, retention_ms
-):
+def test_compaction_drops_commit_markers_of_emptied_transactions_once_old(tmp_path, retention_ms):
     cfg = {
         "cleanup_policy": "compact",
         "segment_bytes": 250,

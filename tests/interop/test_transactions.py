@@ -325,8 +325,11 @@ def test_transactions_cli_lists_and_describes(broker):
     row = described.stdout.splitlines()[1].split("\t")
     assert [c.strip() for c in row][1] == "cli-tx"
     assert "Ongoing" in described.stdout and "cli-0" in described.stdout
-    hanging = cli("find-hanging", "--max-transaction-timeout", "60")
-    assert hanging.returncode == 0 and "cli-tx" not in hanging.stdout
+    hanging = cli("find-hanging", "--topic", "cli", "--max-transaction-timeout", "0")
+    assert hanging.returncode == 0, hanging.stderr
+    assert len(hanging.stdout.splitlines()) == 1  # its coordinator will end it
+    unscoped = cli("find-hanging")
+    assert unscoped.returncode == 1 and "--topic or --broker-id" in unscoped.stderr
     missing = cli("describe", "--transactional-id", "never-used")
     assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
     state = describe(broker.bootstrap, "cli-tx")

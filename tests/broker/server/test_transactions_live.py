@@ -8,6 +8,7 @@ The broker runs in-process, on its own event loop in a thread, so that the test 
 reach its partitions the way the coordinator will."""
 
 import subprocess
+import sys
 import time
 
 import pytest
@@ -224,3 +225,37 @@ def test_transactional_batches_without_a_transactional_id_are_refused(live):
         resp = produce(c, "txn-no-id", txn_records(7000, 0, b"x"), txn_id=None)
         assert resp["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert produce(c, "txn-no-id", batch(b"plain"), txn_id=None)["error_code"] == 0
+
+
+def test_cli_finds_a_hanging_transaction_and_aborts_it_by_its_start_offset(live):
+    """A transaction no coordinator knows (its batches written straight to the
+    partition, as a coordinator that lost its state would leave them) holds the last
+    stable offset back for good: kafka-transactions.sh's find-hanging reports it
+    and `abort --start-offset` ends it."""
+    with WireClient(live.port) as c:
+        assert produce(c, "hang", batch(b"before"), txn_id=None)["error_code"] == 0
+        assert produce(c, "hang", txn_records(4242, 0, b"stuck"))["error_code"] == 0
+
+    def cli(*args):
+        done = subprocess.run(
+            [sys.executable, "-m", "logflume", "transactions", "--bootstrap-server"]
+            + [live.bootstrap, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return [line.split() for line in done.stdout.splitlines()]
+
+    producers = cli("describe-producers", "--topic", "hang", "--partition", "0")
+    assert producers[0][0] == "ProducerId" and producers[0][-1] == "CurrentTransactionStartOffset"
+    assert [r[0] for r in producers[1:]] == ["4242"] and producers[1][-1] == "1"
+    wait_until(lambda: cli("find-hanging", "--topic", "hang", "--max-transaction-timeout", "0")[1:])
+    (row,) = cli("find-hanging", "--broker-id", "0", "--max-transaction-timeout", "0")[1:]
+    assert row[:3] == ["hang", "0", "4242"] and row[5] == "1"  # StartOffset
+    assert consume_all(live.bootstrap, "hang", "read_committed", 1) == [b"before"]
+    cli("abort", "--topic", "hang", "--partition", "0", "--start-offset", "1")
+    assert cli("find-hanging", "--topic", "hang", "--max-transaction-timeout", "0")[1:] == []
+    with WireClient(live.port) as c:
+        assert produce(c, "hang", batch(b"after"), txn_id=None)["error_code"] == 0
+    assert consume_all(live.bootstrap, "hang", "read_committed", 2) == [b"before", b"after"]

@@ -5,13 +5,15 @@ first backoff, and the other processes keep their pids and keep serving: a produ
 with acks=all to an RF 3 topic (min.insync.replicas=2) succeeds meanwhile. A
 restarted broker registers again in ZooKeeper once its old session has expired.
 
-Every wait polls a condition against a deadline; none sleeps a fixed time.
+Every wait polls a condition against a deadline; none sleeps a fixed time (the one
+wait on the clock is for the brokers' session leases, whose length is configured).
 """
 
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -173,6 +175,7 @@ def test_killed_leader_is_reported_and_restarted_while_the_others_keep_serving(c
 
 
 def test_killed_zookeeper_is_reported_and_restarted(cluster):
+    killed_at = time.monotonic()
     before = _kill(cluster, "zookeeper")
     zk = ZooKeeperProcess(cluster.data / "zookeeper", port=int(cluster.zookeeper.split(":")[1]))
     wait_until(zk.is_serving, DEADLINE, "ZooKeeper to answer again")
@@ -181,9 +184,14 @@ def test_killed_zookeeper_is_reported_and_restarted(cluster):
     assert {n: p for n, p in after.items() if n != "zookeeper"} == {
         n: p for n, p in before.items() if n != "zookeeper"
     }
-    # ZooKeeper answering is not yet the brokers serving: each was fenced while it
-    # was gone (client connections reset) and serves again once it has re-read its
-    # partitions' states, which on a busy machine takes a moment longer
+    # ZooKeeper answering is not yet every broker connected to it. A broker whose
+    # client has not reconnected yet still serves until its session lease (taken by
+    # a probe sent before the kill) runs out, then fences itself (client connections
+    # reset) until ZooKeeper answers it again and it has re-read its partitions'
+    # states. Past a session timeout after the kill, every broker has either renewed
+    # its lease or fenced, so "every broker serves" then means none is about to fence.
+    lease_over = killed_at + FAST["zookeeper.session.timeout.ms"] / 1000
+    wait_until(lambda: time.monotonic() > lease_over, DEADLINE, "the leases before the kill")
     wait_until(
         lambda: [brokers_seen(p) for p in cluster.ports] == [3, 3, 3],
         DEADLINE,

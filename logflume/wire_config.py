@@ -27,11 +27,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import ssl
-import tempfile
 
 from broker.protocol.client import SaslLogin, Security
 from broker.sasl.client import MECHANISM_NAMES
-from broker.server.tls import normalize_pem
+from broker.server.tls import load_pem_chain, normalize_pem
 from logflume.client_config import CommandConfigError, read, translate
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -202,10 +201,10 @@ def _context(tls: TlsSettings) -> ssl.SSLContext:
         elif tls.certificate_pem is not None:
             key = "ssl.certificate.pem"
             pem = normalize_pem(tls.key_pem) + normalize_pem(tls.certificate_pem)
-            _load_chain(ctx, pem, tls.key_password)
+            load_pem_chain(ctx, pem, tls.key_password)
         elif tls.keystore_location is not None:
             key = "ssl.keystore.location"
-            _load_chain(ctx, _pkcs12_as_pem(tls.keystore_location, tls.keystore_password), None)
+            load_pem_chain(ctx, _pkcs12_as_pem(tls.keystore_location, tls.keystore_password), None)
     except (OSError, ValueError) as e:
         reason = e.reason if isinstance(e, ssl.SSLError) and e.reason else None
         reason = reason or getattr(e, "strerror", None) or str(e)
@@ -213,21 +212,9 @@ def _context(tls: TlsSettings) -> ssl.SSLContext:
     return ctx
 
 
-def _load_chain(ctx: ssl.SSLContext, pem: str, password: str | None) -> None:
-    """Key and certificates held in memory: ssl reads them only from a file, a
-    private one (mkstemp: 0600) removed at once."""
-    fd, path = tempfile.mkstemp(prefix="logflume-key-", suffix=".pem")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(pem)
-        ctx.load_cert_chain(path, password=password)
-    finally:
-        os.unlink(path)
-
-
 def _pkcs12_as_pem(path: str, password: str | None) -> str:
     """A PKCS12 key store's key and certificates as PEM text (the key unencrypted,
-    for _load_chain)."""
+    for load_pem_chain)."""
     from cryptography.hazmat.primitives.serialization import (
         Encoding,
         NoEncryption,

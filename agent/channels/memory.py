@@ -125,9 +125,7 @@ class MemoryChannel(Channel):
             dropped += chunk
             size += chunk_size
         if dropped:
-            self._release(len(dropped), size)
-            self.metrics.committed.inc(len(dropped))
-            settle_all(dropped)
+            self._committed(dropped, size)
         return len(dropped)
 
     def _fits(self, n: int, size: int) -> bool:
@@ -198,11 +196,14 @@ class MemoryChannel(Channel):
             size += chunk_size
         return _MemoryTake(self, events, size, first_seq)
 
-    def _release(self, n: int, size: int) -> None:
-        self._events -= n
+    def _committed(self, events: list[Event], size: int) -> None:
+        """`events` delivered for good: their room is free, their Acks settled."""
+        self._events -= len(events)
         self._bytes -= size
         self._gauges()
         self._space.set()
+        self.metrics.committed.inc(len(events))
+        settle_all(events)
 
     def _return(self, events: list[Event], size: int, first_seq: int) -> None:
         self._queue.appendleft((events, size, first_seq))
@@ -224,9 +225,7 @@ class _MemoryTake(TakeBatch):
         return self.first_seq + len(self.events) if self.events else None
 
     async def _commit(self) -> None:
-        self.channel._release(len(self.events), self.size)
-        self.channel.metrics.committed.inc(len(self.events))
-        settle_all(self.events)
+        self.channel._committed(self.events, self.size)
 
     async def _rollback(self) -> None:
         self.channel.metrics.rolled_back.inc(len(self.events))

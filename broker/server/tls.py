@@ -113,13 +113,20 @@ def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, object]) -> None:
         pem = normalize_pem(str(key)) + normalize_pem(str(chain))
     except ValueError:
         raise ConfigError("ssl.keystore.key: not PEM text") from None
+    try:
+        load_pem_chain(ctx, pem, password)
+    except OSError as e:
+        raise ConfigError(f"ssl.keystore.key: {_reason(e)}") from None
+
+
+def load_pem_chain(ctx: ssl.SSLContext, pem: str, password: str | None) -> None:
+    """A key and its certificates held in memory (PEM text) into `ctx`: ssl reads them
+    only from a file, so through a private one (mkstemp: 0600) removed at once."""
     fd, path = tempfile.mkstemp(prefix="logflume-key-", suffix=".pem")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(pem)
         ctx.load_cert_chain(path, password=password)
-    except OSError as e:
-        raise ConfigError(f"ssl.keystore.key: {_reason(e)}") from None
     finally:
         os.unlink(path)
 

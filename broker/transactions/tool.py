@@ -33,6 +33,7 @@ from broker.protocol.client import (
     SaslClientError,
     Security,
 )
+from broker.transactions.state import by_topic
 from common.hostport import parse_hostport
 
 
@@ -87,10 +88,8 @@ def describe_producers(
         asked.setdefault(node, []).append(tp)
     out = {}
     for node, tps in sorted(asked.items()):
-        topics: dict[str, list[int]] = {}
-        for t, p in tps:
-            topics.setdefault(t, []).append(p)
-        body = {"topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+        grouped = by_topic(tps)
+        body = {"topics": [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]}
         with BlockingClient(*brokers[node], timeout, security=security) as c:
             resp = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, body)
         for t in resp["topics"]:

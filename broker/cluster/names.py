@@ -2,8 +2,12 @@
 
 A legal name is 1-249 characters from [a-zA-Z0-9._-] and is neither "." nor "..".
 Such a name can never contain a path separator, so `<data dir>/<topic>-<n>` and
-`meta/topics/<topic>.json` always stay inside the data directory. Names starting
-with "__" are internal topics (e.g. `__consumer_offsets`) and are allowed.
+`meta/topics/<topic>.json` always stay inside the data directory.
+
+The internal topics are Kafka's two: the coordinators' `__consumer_offsets` and
+`__transaction_state`. Only the coordinators write them (clients are refused), and
+Metadata marks them `is_internal`; other names starting with "__" are ordinary
+topics, as in Kafka.
 """
 
 import re
@@ -31,5 +35,8 @@ def validate_topic_name(name: object) -> str:
     return name
 
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 def is_internal(name: str) -> bool:
-    return name.startswith("__")
+    return name in INTERNAL_TOPICS

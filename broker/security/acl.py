@@ -63,6 +63,40 @@ class Permission(IntEnum):
 
 CLUSTER_NAME = "kafka-cluster"
 
+# The operations each resource type knows (Kafka's AclEntry.supportedOperations):
+# what an ACL of the type may name, and what KIP-430's authorized-operations bit
+# fields are computed over.
+SUPPORTED_OPERATIONS = {
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (
+        Operation.READ,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (Operation.DESCRIBE,),
+}
+
 # An ALLOW of the key also allows these (Kafka's AclOperation implications).
 _IMPLIED_BY = {
     Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),
@@ -157,15 +191,26 @@ def decide_any(
     allow_if_no_acl: bool = False,
 ) -> bool:
     """Whether `principal` may do `operation` on at least one resource of `rtype`
-    (Kafka's authorizeByResourceType, used by InitProducerId: WRITE on some topic):
-    some ALLOW that no DENY covers whole."""
-    if principal in super_users:
+    (Kafka's authorizeByResourceType, used by InitProducerId: WRITE on some topic).
+    As Kafka's, it first decides for a resource named "hardcode" (so super users, and
+    `allow.everyone.if.no.acl.found` with a name no ACL covers, are allowed), then
+    looks for some ALLOW that no DENY covers whole."""
+    bindings = list(bindings)
+    if decide(
+        bindings,
+        principal,
+        host,
+        operation,
+        rtype,
+        "hardcode",
+        super_users=super_users,
+        allow_if_no_acl=allow_if_no_acl,
+    ):
         return True
     allowing = (operation, Operation.ALL, *_IMPLIED_BY.get(operation, ()))
-    of_type = [b for b in bindings if b.resource.type == rtype]
-    if not of_type:
-        return allow_if_no_acl
-    mine = [b for b in of_type if _entry_applies(b.entry, principal, host)]
+    mine = [
+        b for b in bindings if b.resource.type == rtype and _entry_applies(b.entry, principal, host)
+    ]
     denies = [
         b.resource
         for b in mine
@@ -177,6 +222,35 @@ def decide_any(
         and not any(_covers(d, b.resource) for d in denies)
         for b in mine
     )
+
+
+def authorized_operations(
+    bindings: Iterable[AclBinding],
+    principal: str,
+    host: str,
+    rtype: ResourceType,
+    name: str,
+    *,
+    super_users: frozenset[str] = frozenset(),
+    allow_if_no_acl: bool = False,
+) -> int:
+    """KIP-430's bit field: bit `op` set for each supported operation of `rtype` that
+    `principal` may do on `name` (Kafka's AuthHelper.authorizedOperations)."""
+    bindings = list(bindings)
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[rtype]:
+        if decide(
+            bindings,
+            principal,
+            host,
+            op,
+            rtype,
+            name,
+            super_users=super_users,
+            allow_if_no_acl=allow_if_no_acl,
+        ):
+            bits |= 1 << op
+    return bits
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from broker.security.acl import (
     PatternType,
     Resource,
     ResourceType,
+    authorized_operations,
     decide,
     decide_any,
 )
@@ -111,6 +112,18 @@ class Authorizer:
             host,
             op,
             rtype,
+            super_users=self.super_users,
+            allow_if_no_acl=self.allow_if_no_acl,
+        )
+
+    def operations(self, principal: str, host: str, rtype: ResourceType, name: str) -> int:
+        """The KIP-430 bit field of what `principal` may do on rtype/name."""
+        return authorized_operations(
+            self._candidates(rtype, name),
+            principal,
+            host,
+            rtype,
+            name,
             super_users=self.super_users,
             allow_if_no_acl=self.allow_if_no_acl,
         )

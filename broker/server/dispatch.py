@@ -13,8 +13,9 @@ A handler raises `CloseConnection` to drop the client's connection (e.g. a faile
 acks=0 produce, which has no other way to report errors).
 
 Adding an area (consumer groups, InitProducerId, replication) = dropping a new module
-in `handlers/` that registers its keys; two registrations of one key are a
-programming error.
+in `handlers/` that registers its keys, and giving each key its row of
+authorization checks in `broker/server/api_acls.py` (a test fails on a served key
+without one); two registrations of one key are a programming error.
 
 A handler module may also define `setup(core)` and `teardown(core)` (plain or async
 functions): `BrokerCore` calls every `setup` once the logs and partitions are loaded

@@ -5,7 +5,8 @@ kafka-topics.sh, with its flags).
 takes kafka-topics' filters: `--under-replicated-partitions` (ISR smaller than the
 replicas), `--unavailable-partitions` (no live leader), `--under-min-isr-partitions`
 (ISR smaller than the topic's min.insync.replicas); with a filter, only the matching
-partition lines are printed. Works against any Kafka-compatible broker through
+partition lines are printed. The internal topics (`__consumer_offsets`,
+`__transaction_state`) are neither deleted nor altered, as kafka-topics refuses. Works against any Kafka-compatible broker through
 confluent-kafka's AdminClient.
 """
 
@@ -124,8 +125,15 @@ def _create(admin, metadata, args, configs, timeout) -> int:
 
 
 def _delete(admin, metadata, args, timeout) -> int:
+    from broker.cluster.names import is_internal
+
     if args.topic not in metadata.topics:
         return 0 if args.if_exists else fail(f"Topic '{args.topic}' does not exist as expected")
+    if is_internal(args.topic):
+        return fail(
+            f"Topic {args.topic} is a kafka internal topic and is not allowed to be marked "
+            "for deletion."
+        )
     admin.delete_topics([args.topic], request_timeout=timeout)[args.topic].result(timeout)
     print(f"Deleted topic {args.topic}.")
     return 0
@@ -134,8 +142,14 @@ def _delete(admin, metadata, args, timeout) -> int:
 def _alter(admin, metadata, args, timeout) -> int:
     from confluent_kafka.admin import NewPartitions
 
+    from broker.cluster.names import is_internal
+
     if args.topic not in metadata.topics:
         return 0 if args.if_exists else fail(f"Topic '{args.topic}' does not exist as expected")
+    if is_internal(args.topic):
+        return fail(
+            f"The number of partitions for the internal topic {args.topic} cannot be changed."
+        )
     futures = admin.create_partitions(
         [NewPartitions(args.topic, args.partitions)], request_timeout=timeout
     )

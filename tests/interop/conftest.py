@@ -8,6 +8,7 @@ import pytest
 
 from broker.cluster.launcher import brokers_seen
 from testkit.procs import BrokerCluster, BrokerProcess, wait_until, zookeeper_process
+from tests.interop.acl_env import acl  # noqa: F401 - the ACL tests' broker, one per module
 
 CLUSTER = {
     "default.replication.factor": 3,

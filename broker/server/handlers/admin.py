@@ -13,8 +13,12 @@ CreateTopics v5+ also answers the created topic's partitions, replication factor
 configs (v7: its id); DeleteTopics v6 may name topics by id.
 
 Authorization (TOPIC_AUTHORIZATION_FAILED per topic): CreateTopics needs CREATE on
-the cluster or the topic, DeleteTopics and DeleteRecords DELETE, CreatePartitions
-ALTER on the topic.
+the cluster or the topic (and DESCRIBE_CONFIGS on it for v5+ to describe what was
+made), DeleteTopics and DeleteRecords DELETE, CreatePartitions ALTER on the topic.
+DeleteTopics v6 answers with the id the request gave (zero for a topic named by
+name) and, for a topic named by id that the caller may not DESCRIBE, a null name,
+so that a refusal discloses neither. Records of the internal topics are never
+deleted (INVALID_TOPIC_EXCEPTION), as in Kafka.
 
 CreatePartitions and DeleteRecords: see their handlers; the checks and the changes
 themselves are ReplicaManager's (with_partitions / alter_topic, delete_records).
@@ -25,6 +29,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.cluster.metadata_store import TopicMeta
+from broker.cluster.names import is_internal
 from broker.cluster.replica_manager import TopicError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
@@ -91,15 +96,39 @@ def _plan(ctx, topic: dict, named: int):
 
 
 def _response(ctx, body, planned) -> dict:
+    """v5+ describes a created topic only to a caller that may DESCRIBE_CONFIGS it;
+    anyone else gets `topic_config_error_code` TOPIC_AUTHORIZATION_FAILED instead
+    (also for a topic refused for CREATE), as Kafka answers."""
+    counts = Counter(t["name"] for t in body["topics"])
     results = []
     for topic, (meta, error) in zip(body["topics"], planned, strict=True):
-        result = {"name": topic["name"], "error_code": ErrorCode.NONE, "error_message": None}
+        name = topic["name"]
+        result = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        described = ctx.api_version >= 5 and allowed(ctx, Op.DESCRIBE_CONFIGS, RT.TOPIC, name)
         if error is not None:
             result |= {"error_code": error.code, "error_message": error.message}
-        elif ctx.api_version >= 5:
+            # a topic refused before its creation was tried (a failed creation clears it)
+            refused = counts[name] > 1 or error.code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if ctx.api_version >= 5 and not described and refused:
+                result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif described:
             result |= _created(ctx.core, meta, body["validate_only"])
+        elif ctx.api_version >= 5:
+            result |= _undescribed(ctx.core, meta, body["validate_only"])
         results.append(result)
     return {"throttle_time_ms": 0, "topics": results}
+
+
+def _undescribed(core, planned: TopicMeta, validate_only: bool) -> dict:
+    """A created topic's answer without its configs, partitions and replication."""
+    meta = None if validate_only else core.replicas.topic(planned.name)
+    return {
+        "topic_id": topic_uuid(meta) if meta is not None else NO_TOPIC_ID,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": [],
+        "topic_config_error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    }
 
 
 def _created(core, planned: TopicMeta, validate_only: bool):
@@ -160,18 +189,22 @@ def delete_topics(ctx, body):
         wanted = [(name, NO_TOPIC_ID) for name in body["topic_names"]]
     results = []
     for name, topic_id in wanted:
-        if name is None:
+        by_id = name is None
+        if by_id:
             name = named_topic({"topic_id": topic_id}, ctx.core.replicas.topics())
             if isinstance(name, dict):
                 results.append(name | {"error_message": "unknown topic id"})
                 continue
-        meta = ctx.core.replicas.topic(name)
         result = {
             "name": name,
-            "topic_id": topic_uuid(meta) if meta is not None else NO_TOPIC_ID,
+            "topic_id": topic_id,
             "error_code": ErrorCode.NONE,
             "error_message": None,
         }
+        if by_id and not allowed(ctx, Op.DESCRIBE, RT.TOPIC, name):
+            result |= {"name": None, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+            results.append(result)
+            continue
         try:
             _require(ctx, Op.DELETE, name)
             ctx.core.replicas.delete_topic(name)
@@ -218,6 +251,11 @@ def delete_records(ctx, body):
             low, code = -1, ErrorCode.NONE
             try:
                 _require(ctx, Op.DELETE, t["name"])
+                if is_internal(t["name"]):
+                    raise ApiError(
+                        ErrorCode.INVALID_TOPIC_EXCEPTION,
+                        f"Cannot delete records of internal topic {t['name']}",
+                    )
                 low = replicas.delete_records(t["name"], p["partition_index"], p["offset"])
             except ApiError as e:
                 code = e.code

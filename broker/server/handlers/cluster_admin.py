@@ -2,9 +2,8 @@
 `kafka-leader-election` and admin UIs show and do about the brokers.
 
 DescribeCluster lists the live brokers (as Metadata does: their endpoints of the
-listener the request came in on), the controller and the
-cluster id; authorized operations are not computed (the "not requested" value,
-INT32_MIN, is answered). DescribeLogDirs answers for the one log
+listener the request came in on), the controller, the cluster id and, when asked
+for, the caller's authorized operations on the cluster (KIP-430). DescribeLogDirs answers for the one log
 directory of this broker: the size of every hosted partition it was asked about
 (null topics: all), its offset lag (how far its log end is behind the high
 watermark: 0 on a leader) and, from v4, the directory's total and usable bytes.
@@ -16,8 +15,9 @@ the ISR, an unclean one (type 1) gives a partition without a live leader to its
 first live replica (controller.py `elect`). A single node leads everything:
 ELECTION_NOT_NEEDED.
 
-Authorization: DescribeCluster and DescribeLogDirs need DESCRIBE on the cluster,
-ElectLeaders ALTER (CLUSTER_AUTHORIZATION_FAILED).
+Authorization: DescribeLogDirs needs DESCRIBE on the cluster, ElectLeaders ALTER
+(CLUSTER_AUTHORIZATION_FAILED, at the top and for every partition asked about);
+DescribeCluster needs nothing, as in Kafka.
 """
 
 from __future__ import annotations
@@ -25,18 +25,21 @@ from __future__ import annotations
 import os
 
 from broker.protocol import ApiKey, ErrorCode
-from broker.server.authz import RT, Op, allowed
+from broker.server.authz import NOT_REQUESTED, RT, Op, allowed, authorized_operations
 from broker.server.dispatch import handles
 from broker.server.handlers.metadata import controller_id, live_brokers
-
-NOT_COMPUTED = -(2**31)
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
 def describe_cluster(ctx, body):
+    """Any principal may ask (Kafka's handler checks nothing); the authorized
+    operations, when asked for, need DESCRIBE on the cluster (else 0)."""
     core = ctx.core
-    if not allowed(ctx, Op.DESCRIBE, RT.CLUSTER):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    operations = NOT_REQUESTED
+    if body.get("include_cluster_authorized_operations"):
+        operations = 0
+        if allowed(ctx, Op.DESCRIBE, RT.CLUSTER):
+            operations = authorized_operations(ctx, RT.CLUSTER)
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -48,7 +51,7 @@ def describe_cluster(ctx, body):
             {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
             for b in live_brokers(core, ctx.listener)
         ],
-        "cluster_authorized_operations": NOT_COMPUTED,
+        "cluster_authorized_operations": operations,
     }
 
 
@@ -103,7 +106,8 @@ async def elect_leaders(ctx, body):
         wanted = [(t["topic"], p) for t in body["topic_partitions"] for p in t["partitions"]]
     node = core.cluster
     if not allowed(ctx, Op.ALTER, RT.CLUSTER):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return _election_answer(refused, dict.fromkeys(wanted or (), refused), unclean)
     if node is not None and node.controller is not None:
         results = await node.controller.elect_leaders(wanted, unclean)
     else:
@@ -117,10 +121,15 @@ async def elect_leaders(ctx, body):
             else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             for t, p in wanted
         }
+    return _election_answer(ErrorCode.NONE, results, unclean)
+
+
+def _election_answer(code: ErrorCode, results: dict, unclean: bool) -> dict:
+    """The response: a top-level code (v1+) and one entry per partition."""
     by_topic: dict[str, list[dict]] = {}
-    for (topic, p), code in results.items():
+    for (topic, p), code_of in results.items():
         message = None
-        if code in (
+        if code_of in (
             ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
             ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
         ):
@@ -129,11 +138,11 @@ async def elect_leaders(ctx, body):
                 f"{_STRATEGY[unclean]}"
             )
         by_topic.setdefault(topic, []).append(
-            {"partition_id": p, "error_code": code, "error_message": message}
+            {"partition_id": p, "error_code": code_of, "error_message": message}
         )
     return {
         "throttle_time_ms": 0,
-        "error_code": ErrorCode.NONE,
+        "error_code": code,
         "replica_election_results": [
             {"topic": t, "partition_result": parts} for t, parts in by_topic.items()
         ],

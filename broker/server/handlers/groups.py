@@ -22,7 +22,8 @@ topics means every committed partition; client hosts are shown as "/<ip>" like K
 Authorization follows KafkaApis: FindCoordinator DESCRIBE on the group (or the
 transactional id); Join/Sync/Heartbeat/LeaveGroup and OffsetCommit READ on the group;
 OffsetFetch and DescribeGroups DESCRIBE on it; DeleteGroups and OffsetDelete DELETE
-(GROUP_AUTHORIZATION_FAILED). Offsets of a topic need READ (commit, delete) or
+(GROUP_AUTHORIZATION_FAILED); a refused partition of an OffsetCommit stores nothing.
+DescribeGroups v3+ fills each described group's authorized operations when asked. Offsets of a topic need READ (commit, delete) or
 DESCRIBE (fetch) on it (TOPIC_AUTHORIZATION_FAILED; an all-partitions OffsetFetch
 leaves such topics out). ListGroups lists every group with DESCRIBE on the cluster,
 else those the caller may DESCRIBE.
@@ -38,7 +39,7 @@ from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.offsets_topic import TOPIC
 from broker.groups.storage import PartitionOffsetsStore
 from broker.protocol import ApiKey, ErrorCode
-from broker.server.authz import RT, Op, allowed
+from broker.server.authz import NOT_REQUESTED, RT, Op, allowed, authorized_operations
 from broker.server.dispatch import handles
 from broker.server.handlers import transactions
 from broker.server.handlers.produce import wait_replicated
@@ -46,7 +47,6 @@ from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-_AUTHORIZED_OPS_UNKNOWN = -(2**31)
 _GROUP_KEY_TYPE = 0
 _TXN_KEY_TYPE = 1
 
@@ -151,14 +151,14 @@ def find_coordinator(ctx, body):
 def _coordinator_of(ctx, key: str, key_type: int) -> dict:
     core = ctx.core
     none = {"node_id": -1, "host": "", "port": -1}
-    if key_type == _GROUP_KEY_TYPE and _group_denied(ctx, Op.DESCRIBE, key):
+    if key_type not in (_GROUP_KEY_TYPE, _TXN_KEY_TYPE):
+        code, message = ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
+    elif key_type == _GROUP_KEY_TYPE and _group_denied(ctx, Op.DESCRIBE, key):
         code, message = _GROUP_DENIED, None
-    elif key_type != _GROUP_KEY_TYPE and not allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, key):
+    elif key_type == _TXN_KEY_TYPE and not allowed(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, key):
         code, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
     elif key_type == _TXN_KEY_TYPE:
         code, message = transactions.ensure_txn_topic(core), None
-    elif key_type != _GROUP_KEY_TYPE:
-        code, message = ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
     else:
         code, message = _ensure_offsets_topic(core), None
     if code != ErrorCode.NONE:
@@ -301,7 +301,8 @@ async def offset_commit(ctx, body):
                 unknown[tp] = (
                     _GROUP_DENIED if group_denied else ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 )
-            elif not _partition_exists(ctx.core, *tp):
+                continue
+            if not _partition_exists(ctx.core, *tp):
                 unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[tp] = (
@@ -434,7 +435,9 @@ def describe_groups(ctx, body):
                     }
                     for m in s.members
                 ],
-                "authorized_operations": _AUTHORIZED_OPS_UNKNOWN,
+                "authorized_operations": authorized_operations(ctx, RT.GROUP, group_id)
+                if body.get("include_authorized_operations")
+                else NOT_REQUESTED,
             }
         )
     return {"throttle_time_ms": 0, "groups": groups}

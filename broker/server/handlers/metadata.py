@@ -11,6 +11,7 @@ Authorization: an all-topics answer lists only the topics the caller may DESCRIB
 a named topic it may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED whether it
 exists or not, so no answer reveals a name; auto-creation (when on) needs CREATE
 on the cluster or the topic (TOPIC_AUTHORIZATION_FAILED else), as Kafka.
+v8+ fills authorized operations when asked (KIP-430).
 v10+ carries each topic's id, and a requested topic may be named by id alone (name
 null): an unknown id answers UNKNOWN_TOPIC_ID with a null name.
 """
@@ -20,7 +21,7 @@ import uuid
 
 from broker.cluster.names import is_internal
 from broker.protocol import ApiKey, ErrorCode
-from broker.server.authz import RT, Op, allowed, may_auto_create
+from broker.server.authz import RT, Op, allowed, authorized_operations, may_auto_create
 from broker.server.dispatch import handles
 
 AUTO_CREATE_WAIT_S = 3.0
@@ -202,13 +203,14 @@ def _cluster_response(ctx, body, created: list[str]) -> dict:
             topics.append(
                 {"error_code": code, "name": name, "is_internal": False, "partitions": []}
             )
-    return {
+    response = {
         "throttle_time_ms": 0,
         "brokers": live_brokers(core, ctx.listener),
         "cluster_id": core.cluster_id,
         "controller_id": controller_id(core),
         "topics": topics,
     }
+    return with_authorized_operations(ctx, body, response)
 
 
 def live_brokers(core, listener: str) -> list[dict]:
@@ -246,6 +248,24 @@ def controller_id(core) -> int:
     return -1 if core.cluster.fenced else core.cluster.controller_id
 
 
+def with_authorized_operations(ctx, body, response: dict) -> dict:
+    """KIP-430, when asked for (v8+): each described topic's authorized operations
+    (not those of refused or unknown-id entries), and the cluster's (v8-10; 0
+    without DESCRIBE on the cluster), as Kafka fills them."""
+    if body.get("include_topic_authorized_operations"):
+        for entry in response["topics"]:
+            refused = entry["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if entry["name"] is not None and not refused:
+                entry["topic_authorized_operations"] = authorized_operations(
+                    ctx, RT.TOPIC, entry["name"]
+                )
+    if body.get("include_cluster_authorized_operations"):
+        response["cluster_authorized_operations"] = (
+            authorized_operations(ctx, RT.CLUSTER) if allowed(ctx, Op.DESCRIBE, RT.CLUSTER) else 0
+        )
+    return response
+
+
 @handles(ApiKey.METADATA)
 def metadata(ctx, body):
     core = ctx.core
@@ -273,10 +293,11 @@ def metadata(ctx, body):
                     )
                     continue
             topics.append(topic_entry(core, name))
-    return {
+    response = {
         "throttle_time_ms": 0,
         "brokers": live_brokers(core, ctx.listener),
         "cluster_id": core.cluster_id,
         "controller_id": core.broker_id,
         "topics": topics,
     }
+    return with_authorized_operations(ctx, body, response)

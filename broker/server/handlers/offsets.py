@@ -10,8 +10,10 @@ OffsetForLeaderEpoch answers from the log's leader-epoch cache: the end offset o
 the requested epoch (the log end for the current one), which followers and
 KIP-320 clients use to detect divergent logs.
 
-Authorization: DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED); a follower's
-OffsetForLeaderEpoch CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+Authorization: DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED). OffsetForLeaderEpoch
+is also asked by followers: CLUSTER_ACTION on the cluster allows every topic, else
+DESCRIBE on each, whoever asks (KIP-320 consumers use it too), and a refusal is
+TOPIC_AUTHORIZATION_FAILED, as Kafka answers.
 """
 
 from broker.protocol import ApiKey, ErrorCode
@@ -35,12 +37,9 @@ def _lookup(core, topic: str, index: int, current_epoch: int, refused: ErrorCode
     return partition, code
 
 
-def _refused(ctx, topic: str, follower: bool) -> ErrorCode | None:
-    """A follower needs CLUSTER_ACTION on the cluster, anyone else DESCRIBE on the
-    topic; the code every partition of `topic` answers when refused, else None."""
-    if follower:
-        ok = allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER)
-        return None if ok else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+def _refused(ctx, topic: str) -> ErrorCode | None:
+    """The code every partition of `topic` answers when the caller may not DESCRIBE
+    it, else None."""
     ok = allowed(ctx, Op.DESCRIBE, RT.TOPIC, topic)
     return None if ok else ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
@@ -51,7 +50,7 @@ def list_offsets(ctx, body):
     read_committed = body.get("isolation_level", 0) == 1
     topics = []
     for topic in body["topics"]:
-        refused = _refused(ctx, topic["name"], follower=False)
+        refused = _refused(ctx, topic["name"])
         parts = []
         for req in topic["partitions"]:
             index = req["partition_index"]
@@ -97,9 +96,9 @@ def list_offsets(ctx, body):
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 def offset_for_leader_epoch(ctx, body):
     topics = []
-    follower = body["replica_id"] >= 0
+    broker = allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER)
     for topic in body["topics"]:
-        refused = _refused(ctx, topic["topic"], follower)
+        refused = None if broker else _refused(ctx, topic["topic"])
         parts = []
         for req in topic["partitions"]:
             index = req["partition"]

@@ -1,10 +1,14 @@
 """Produce: append record batches, answer per acks.
 
-Authorization (broker.server.authz) comes before anything is created or appended: a
-named transactional id needs WRITE on it (else the whole request is
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE (else its partitions are
-TOPIC_AUTHORIZATION_FAILED), and auto-creating a topic CREATE on the cluster or the
-topic (else TOPIC_AUTHORIZATION_FAILED, as Kafka's Metadata answers).
+Authorization (broker.server.authz) comes before anything is created or appended:
+transactional batches need WRITE on the request's transactional id (else the whole
+request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE (else its
+partitions are TOPIC_AUTHORIZATION_FAILED), and auto-creating a topic CREATE on the
+cluster or the topic (else TOPIC_AUTHORIZATION_FAILED, as Kafka's Metadata answers).
+Clients never append to the internal topics (`__consumer_offsets`,
+`__transaction_state`), whatever their ACLs: INVALID_TOPIC_EXCEPTION, "Cannot append
+to internal topic", as Kafka's ReplicaManager answers; only the coordinators write
+them, through the partitions directly.
 
 An invalid `acks` refuses the whole request before anything else: every partition
 gets INVALID_REQUIRED_ACKS, no topic is created.
@@ -57,6 +61,7 @@ import asyncio
 import logging
 import time
 
+from broker.cluster.names import is_internal
 from broker.log.common import RecordValidationError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
@@ -160,11 +165,10 @@ def produce(ctx, body):
     if acks not in (0, 1, -1):  # the request is refused whole: nothing created or appended
         return _answer_all(body, ErrorCode.INVALID_REQUIRED_ACKS)
     core = ctx.core
-    if _has_transactional_id(body):
-        if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, body["transactional_id"]):
+    if _has_transactional_records(body):
+        tid = body.get("transactional_id")
+        if tid is None or not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
             return _answer_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    elif _has_transactional_records(body):
-        return _answer_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if core.cluster is not None:
         core.cluster.lease.poll()
     plan = _plan(ctx, body)
@@ -182,8 +186,14 @@ def _plan(ctx, body) -> list[tuple[str, list[list]]]:
     plan = []
     for topic in body["topic_data"]:
         name = topic["name"]
+        topic_message = None
         if not allowed(ctx, Op.WRITE, RT.TOPIC, name):
             topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif is_internal(name):
+            topic_error, topic_message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+            if replicas.topic(name) is not None:
+                topic_error = ErrorCode.INVALID_TOPIC_EXCEPTION
+                topic_message = f"Cannot append to internal topic {name}"
         elif not may_auto_create(ctx, name):
             topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:
@@ -194,7 +204,7 @@ def _plan(ctx, body) -> list[tuple[str, list[list]]]:
             records = pdata["records"]
             partition = resp = None
             if topic_error != ErrorCode.NONE:
-                resp = _partition_response(index, topic_error)
+                resp = _partition_response(index, topic_error, topic_message)
             elif (partition := replicas.get_partition(name, index)) is None:
                 resp = _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif not records:
@@ -270,15 +280,10 @@ def _append_all(core, body, plan, guards):
     return future
 
 
-def _has_transactional_id(body) -> bool:
-    """Kafka checks WRITE on the transactional id of a produce that names one
-    (v3+); the records' own transactional flag is the log's concern."""
-    return body.get("transactional_id") is not None
-
-
 def _has_transactional_records(body) -> bool:
-    """Transactional batches in a produce that names no transactional id: Kafka
-    refuses the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), so that no
+    """Whether the produce carries transactional batches: only then does Kafka check
+    WRITE on its transactional id, and refuse the whole request
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) when it names none, so that no
     transaction opens without the coordinator. The first batch's attributes of each
     partition are looked at, as Kafka does; legacy message sets are never transactional."""
     for topic in body["topic_data"]:

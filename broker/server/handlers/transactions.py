@@ -18,12 +18,14 @@ partition where the producer has no ongoing transaction): locally when this brok
 coordinates the id, else by AddPartitionsToTxn v4 `verify_only` to the coordinator.
 
 Authorization as KafkaApis: WRITE on the transactional id for InitProducerId,
-AddPartitionsToTxn, AddOffsetsToTxn and EndTxn (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
-WRITE on every topic added (TOPIC_AUTHORIZATION_FAILED, the others
-OPERATION_NOT_ATTEMPTED); READ on the group for AddOffsetsToTxn; CLUSTER_ACTION for
-AddPartitionsToTxn v4+ (broker to broker); DESCRIBE on the id for
-DescribeTransactions and ListTransactions (ids not allowed are left out); READ on
-the topic for DescribeProducers (TOPIC_AUTHORIZATION_FAILED).
+AddPartitionsToTxn v0-3, AddOffsetsToTxn and EndTxn
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); WRITE on every topic a client adds, and never
+an internal topic (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED);
+READ on the group for AddOffsetsToTxn; CLUSTER_ACTION alone for AddPartitionsToTxn
+v4+ (broker to broker); DESCRIBE on the id for DescribeTransactions and
+ListTransactions (ids not allowed are left out, and so are the topics of a described
+transaction the caller may not DESCRIBE); READ on the topic for DescribeProducers
+(TOPIC_AUTHORIZATION_FAILED).
 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to versions that predate it.
 """
 
@@ -33,6 +35,7 @@ import asyncio
 import logging
 import time
 
+from broker.cluster.names import is_internal
 from broker.cluster.replica_manager import TopicError
 from broker.groups.storage import PartitionOffsetsStore, StoreError
 from broker.protocol import ApiKey, ErrorCode
@@ -267,6 +270,7 @@ async def add_partitions_to_txn(ctx, body):
             body["v3_and_below_producer_epoch"],
             body["v3_and_below_topics"],
             False,
+            from_broker=False,
         )
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _partition_results(results)}
     if not allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
@@ -284,6 +288,7 @@ async def add_partitions_to_txn(ctx, body):
             txn["producer_epoch"],
             txn["topics"],
             txn["verify_only"],
+            from_broker=True,
         )
         answers.append(
             {
@@ -294,15 +299,17 @@ async def add_partitions_to_txn(ctx, body):
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": answers}
 
 
-async def _add_partitions(ctx, tid, pid, epoch, topics, verify_only) -> dict:
+async def _add_partitions(ctx, tid, pid, epoch, topics, verify_only, from_broker) -> dict:
+    """A client's request (v0-3) needs WRITE on the id and on each topic, and may
+    never add an internal topic; a broker's (v4+) was checked for CLUSTER_ACTION."""
     tps = [(t["name"], p) for t in topics for p in t["partitions"]]
-    if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
+    if not from_broker and not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
         return dict.fromkeys(tps, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if verify_only:
         return _coordinator(ctx).verify(tid, pid, epoch, tps)
     refused = {}
     for topic, p in tps:
-        if not allowed(ctx, Op.WRITE, RT.TOPIC, topic):
+        if not from_broker and (is_internal(topic) or not allowed(ctx, Op.WRITE, RT.TOPIC, topic)):
             refused[(topic, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:
             meta = ctx.core.replicas.topic(topic)
@@ -368,7 +375,9 @@ def describe_transactions(ctx, body):
             entry["error_code"] = err
             states.append(entry)
             continue
-        grouped = by_topic(sorted(meta.partitions))
+        grouped = by_topic(
+            sorted(tp for tp in meta.partitions if allowed(ctx, Op.DESCRIBE, RT.TOPIC, tp[0]))
+        )
         entry |= {
             "transaction_state": meta.state.display,
             "transaction_timeout_ms": meta.txn_timeout_ms,

@@ -3,7 +3,8 @@
 WriteTxnMarkers comes from a transaction coordinator on another broker: each marker
 is appended to the partitions led here (`transactions.write_marker_here`: acks=all,
 and for `__consumer_offsets` the group coordinator completes the producer's pending
-offsets); it needs CLUSTER_ACTION on the cluster.
+offsets); it needs ALTER on the cluster (an admin aborting a hanging transaction,
+KIP-664) or CLUSTER_ACTION (a broker).
 
 TxnOffsetCommit is answered by the group coordinator: the offsets go to the group's
 `__consumer_offsets` partition as a transactional batch, pending until the marker,
@@ -26,7 +27,7 @@ from common.aio import within
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
 async def write_txn_markers(ctx, body):
-    denied = not allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER)
+    denied = not (allowed(ctx, Op.ALTER, RT.CLUSTER) or allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER))
     timeout_s = ctx.core.config["replica.socket.timeout.ms"] / 1000
     answers = []
     for marker in body["markers"]:

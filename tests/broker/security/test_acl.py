@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.security.acl import (
+    SUPPORTED_OPERATIONS,
     AclBinding,
     AclFilter,
     Entry,
@@ -13,6 +14,7 @@ from broker.security.acl import (
     Permission,
     Resource,
     ResourceType,
+    authorized_operations,
     binding_invalid,
     decide,
     decide_any,
@@ -86,6 +88,44 @@ def test_allowed_on_some_resource():
     assert not decide_any(covered, "User:alice", "h", Op.WRITE, T)
     partly = [acl("ab", Op.WRITE, pattern=PRE), acl("abc", Op.WRITE, DENY, pattern=PRE)]
     assert decide_any(partly, "User:alice", "h", Op.WRITE, T)
+
+
+def test_allowed_on_some_resource_by_the_no_acl_default():
+    """Kafka first asks about a resource named "hardcode": with
+    allow.everyone.if.no.acl.found, ACLs on some topics (none of them for alice)
+    leave every other topic open, so alice may write some topic."""
+    others = [acl("billing", Op.WRITE, who="User:bob")]
+    assert decide_any(others, "User:alice", "h", Op.WRITE, T, allow_if_no_acl=True)
+    assert not decide_any(others, "User:alice", "h", Op.WRITE, T)
+    everything = [acl("*", Op.WRITE, who="User:bob")]  # no topic is left without ACLs
+    assert not decide_any(everything, "User:alice", "h", Op.WRITE, T, allow_if_no_acl=True)
+    assert decide_any(others, "User:root", "h", Op.WRITE, T, super_users=frozenset({"User:root"}))
+
+
+@pytest.mark.parametrize(
+    ("rtype", "ops"),
+    [
+        (T, {Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+             Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}),
+        (G, {Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}),
+        (C, {Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+             Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE}),
+        (ResourceType.TRANSACTIONAL_ID, {Op.DESCRIBE, Op.WRITE}),
+    ],
+)  # fmt: skip
+def test_supported_operations_are_kafkas(rtype, ops):
+    assert set(SUPPORTED_OPERATIONS[rtype]) == ops
+
+
+def test_authorized_operations_bit_field():
+    """KIP-430: bit i set = operation code i allowed, over the type's supported
+    operations, implications included."""
+    bits = authorized_operations([acl("logs", Op.READ)], "User:alice", "h", T, "logs")
+    assert bits == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    assert authorized_operations([], "User:alice", "h", T, "logs") == 0
+    every = authorized_operations([], "User:root", "h", C, "kafka-cluster",
+                                  super_users=frozenset({"User:root"}))  # fmt: skip
+    assert every == sum(1 << op for op in SUPPORTED_OPERATIONS[C])
 
 
 names = st.text("ab*", min_size=1, max_size=4)

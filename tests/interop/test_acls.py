@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
 
 from broker.protocol import ApiKey, ErrorCode
 from testkit.procs import wait_for_port
-from tests.broker.server.wire import WireClient, batch, fetch_body, produce_body
+from tests.broker.server.wire import MATCH_ALL_ACLS, WireClient, batch, fetch_body, produce_body
 from tests.interop.acl_env import conf, end_offset, produce_errors, wire
 from tests.logflume.test_commands_clients import lf
 
@@ -204,26 +204,14 @@ def test_acl_apis_round_trip_and_refusals(acl):
     # librdkafka drops DescribeAcls' top-level error (an empty list comes back): the
     # refusal is checked on the wire.
     with WireClient(acl.plain) as c:
-        r = c.request(ApiKey.DESCRIBE_ACLS, 1, _describe_all())
+        r = c.request(ApiKey.DESCRIBE_ACLS, 1, MATCH_ALL_ACLS)
     assert (r["error_code"], r["resources"]) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
     with WireClient(acl.plain) as c:
-        r = c.request(ApiKey.DESCRIBE_ACLS, 1, _describe_all() | {"operation": 0})
+        r = c.request(ApiKey.DESCRIBE_ACLS, 1, MATCH_ALL_ACLS | {"operation": 0})
     assert r["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # authorization first
     with wire(acl, "admin") as c:
-        r = c.request(ApiKey.DESCRIBE_ACLS, 1, _describe_all() | {"operation": 0})
+        r = c.request(ApiKey.DESCRIBE_ACLS, 1, MATCH_ALL_ACLS | {"operation": 0})
     assert r["error_code"] == ErrorCode.INVALID_REQUEST
-
-
-def _describe_all() -> dict:
-    return {
-        "resource_type_filter": 1,
-        "resource_name_filter": None,
-        "pattern_type_filter": 1,
-        "principal_filter": None,
-        "host_filter": None,
-        "operation": 1,
-        "permission_type": 1,
-    }
 
 
 def test_acls_survive_a_restart(acl):

@@ -18,7 +18,7 @@ from broker.protocol.registry import SCHEMAS
 from broker.server import dispatch
 from broker.server.api_acls import API_ACLS, markdown
 from tests.broker.server.inprocess import InProcessBroker
-from tests.broker.server.wire import WireClient, batch, fetch_body, produce_body
+from tests.broker.server.wire import MATCH_ALL_ACLS, WireClient, batch, fetch_body, produce_body
 
 REFUSALS = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -36,15 +36,6 @@ def _partition(topic: str, **extra) -> dict:
 
 _BROKER_RESOURCE = {"resource_type": 4, "resource_name": "0"}
 _TOPIC_RESOURCE = {"resource_type": 2, "resource_name": TOPIC}
-_ACL_FILTER = {
-    "resource_type_filter": 1,
-    "resource_name_filter": None,
-    "pattern_type_filter": 1,
-    "principal_filter": None,
-    "host_filter": None,
-    "operation": 1,
-    "permission_type": 1,
-}
 _TXN_MARKER = {
     "producer_id": 1,
     "producer_epoch": 0,
@@ -223,7 +214,7 @@ REQUESTS = [
         },
         "refused",
     ),
-    (ApiKey.DESCRIBE_ACLS, 3, _ACL_FILTER, "refused"),
+    (ApiKey.DESCRIBE_ACLS, 3, MATCH_ALL_ACLS, "refused"),
     (
         ApiKey.CREATE_ACLS,
         3,
@@ -242,7 +233,7 @@ REQUESTS = [
         },
         "refused",
     ),
-    (ApiKey.DELETE_ACLS, 3, {"filters": [_ACL_FILTER]}, "refused"),
+    (ApiKey.DELETE_ACLS, 3, {"filters": [MATCH_ALL_ACLS]}, "refused"),
     (
         ApiKey.DESCRIBE_CONFIGS,
         4,
@@ -355,7 +346,7 @@ def _snapshot(client: WireClient) -> dict:
         "offsets": ends,
         "group": offsets["groups"],
         "configs": sorted((c["name"], c["value"]) for c in configs["results"][0]["configs"]),
-        "acls": client.request(ApiKey.DESCRIBE_ACLS, 3, _ACL_FILTER)["resources"],
+        "acls": client.request(ApiKey.DESCRIBE_ACLS, 3, MATCH_ALL_ACLS)["resources"],
         "scram": client.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})[
             "results"
         ],

@@ -24,6 +24,18 @@ class WireClient(BlockingClient):
             return False
 
 
+# A DescribeAcls/DeleteAcls filter that matches every binding.
+MATCH_ALL_ACLS = {
+    "resource_type_filter": 1,
+    "resource_name_filter": None,
+    "pattern_type_filter": 1,
+    "principal_filter": None,
+    "host_filter": None,
+    "operation": 1,
+    "permission_type": 1,
+}
+
+
 def batch(*values: bytes, key: bytes | None = None) -> bytes:
     b = BatchBuilder()
     for v in values:

@@ -358,10 +358,10 @@ or resume from each other's positions.
 Upgrading an exactly-once agent: up to this version the default transactional id
 was `logflume-<agent>-<sink>`, and the committed positions in `positions_topic` are
 kept under the id. An agent that relied on that default finds no positions under
-its new id and starts again from its sources' own position files (the `file`
-channel replays what it holds), which can send lines a second time once. To keep
-its positions, set the old id explicitly before upgrading:
-`transactional_id: logflume-<agent>-<sink>`.
+its new id: its sources resume from their own position files, which may lag the
+broker, and the `file` channel replays what it holds, so the lines of the last
+moments before the upgrade can arrive twice. To keep its positions, set the old id
+explicitly before upgrading: `transactional_id: logflume-<agent>-<sink>`.
 
 ## Kafka topics, keys and headers
 

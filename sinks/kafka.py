@@ -34,7 +34,7 @@ the channel and are delivered once the credentials are fixed (reload or restart)
 What explains a stalled sink is exported as gauges: librdkafka's statistics (every
 `statistics.interval.ms`, 5 s unless `producer:` says otherwise; 0 turns them off)
 give the producer queue's depth and, per broker, connection state, round-trip time
-and requests waiting to be sent (`_ProducerStats`); the sink itself gives the age
+and requests waiting to be sent (sinks/_kafka_stats.py); the sink itself gives the age
 of its oldest in-flight take batch, refreshed at least every AGE_REFRESH_S.
 """
 
@@ -42,18 +42,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import threading
 import time
 from collections import deque
 from typing import Literal
 
-import orjson
-
-from agent.api import Channel, Duration, Metrics, Sink, Size, register
+from agent.api import Channel, Duration, Sink, Size, register
 from agent.delivery import Format, SinkCounters, encode_all
 from common.hostname import this_host
 from sinks._kafka_records import RecordMaker, config_problems, with_headers
+from sinks._kafka_security import SaslConfig, TlsConfig, librdkafka_security, unreadable
+from sinks._kafka_stats import ProducerStats
 from sinks._kafka_txn import run_transactions
 from sinks.templates import parse
 
@@ -102,118 +101,6 @@ class _Tracker:
         self.expected = expected
         if self.count == expected:
             self._finish()
-
-
-class _ProducerStats:
-    """Gauges of one sink from librdkafka's statistics JSON (its STATISTICS.md).
-
-    `on_stats` is the producer's `stats_cb`: librdkafka calls it from `poll()` or
-    `flush()`, so on the sink's poll thread (or the thread flushing at the end),
-    never on the loop. It touches nothing but its own gauges, which are thread-safe.
-    """
-
-    def __init__(self, metrics: Metrics, component: str, log: logging.Logger):
-        self._metrics, self._component, self._log = metrics, component, log
-        self.queue_messages = metrics.gauge(
-            "logflume_agent_kafka_queue_messages",
-            "Messages in the producer's queues, waiting for or in transmission (msg_cnt)",
-            component=component,
-        )
-        self.queue_bytes = metrics.gauge(
-            "logflume_agent_kafka_queue_bytes",
-            "Bytes of the messages in the producer's queues (msg_size)",
-            component=component,
-        )
-        self._brokers: dict[str, tuple] = {}  # broker name -> (up, rtt, outbuf) gauges
-
-    def _broker(self, name: str) -> tuple:
-        gauges = self._brokers.get(name)
-        if gauges is None:
-            m, labels = self._metrics, {"component": self._component, "broker": name}
-            gauges = self._brokers[name] = (
-                m.gauge(
-                    "logflume_agent_kafka_broker_up",
-                    "1 while the producer's connection to the broker is up (state UP)",
-                    **labels,
-                ),
-                m.gauge(
-                    "logflume_agent_kafka_broker_rtt_seconds",
-                    "Average request round-trip time to the broker (last interval with requests)",
-                    **labels,
-                ),
-                m.gauge(
-                    "logflume_agent_kafka_broker_outbuf_messages",
-                    "Messages in requests waiting to be sent to the broker (outbuf_msg_cnt)",
-                    **labels,
-                ),
-            )
-        return gauges
-
-    def on_stats(self, text: str) -> None:
-        try:
-            stats = orjson.loads(text)
-            self.queue_messages.set(stats["msg_cnt"])
-            self.queue_bytes.set(stats["msg_size"])
-            seen = set()
-            for name, broker in stats["brokers"].items():
-                if broker["nodeid"] < 0 or broker["source"] in ("internal", "logical"):
-                    continue  # bootstrap placeholders and librdkafka's own handles
-                up, rtt, outbuf = self._broker(name)
-                up.set(1 if broker["state"] == "UP" else 0)
-                if broker["rtt"]["cnt"]:  # no request in the interval: keep the last
-                    rtt.set(broker["rtt"]["avg"] / 1e6)  # microseconds
-                outbuf.set(broker["outbuf_msg_cnt"])
-                seen.add(name)
-            # librdkafka forgets learned brokers when it loses every connection (and
-            # bootstraps again): they are down until they come back
-            for name in self._brokers.keys() - seen:
-                self._brokers[name][0].set(0)
-        except (ValueError, KeyError, TypeError) as exc:  # raising would stop poll()
-            self._log.warning("producer statistics not understood: %r", exc)
-
-
-@dataclasses.dataclass(frozen=True)
-class TlsConfig:
-    ca: str | None = None  # PEM file of the CA certificates to trust; null: the system's
-    cert: str | None = None  # PEM client certificate, for brokers that require one (with key)
-    key: str | None = None  # PEM private key of `cert`
-    verify: bool = True  # verify the broker's certificate (false only for trials)
-
-
-@dataclasses.dataclass(frozen=True)
-class SaslConfig:
-    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]  # SASL mechanism
-    username: str  # SASL user
-    password: str = dataclasses.field(repr=False)  # never logged; use ${VAR} or ${file:/path}
-
-
-def _security(tls: TlsConfig | None, sasl: SaslConfig | None) -> dict:
-    """librdkafka settings for the `tls:` and `sasl:` blocks."""
-    conf: dict = {}
-    if tls is not None:
-        conf["enable.ssl.certificate.verification"] = tls.verify
-        for key, value in (
-            ("ssl.ca.location", tls.ca),
-            ("ssl.certificate.location", tls.cert),
-            ("ssl.key.location", tls.key),
-        ):
-            if value is not None:
-                conf[key] = value
-    if sasl is not None:
-        conf["sasl.mechanism"] = sasl.mechanism
-        conf["sasl.username"] = sasl.username
-        conf["sasl.password"] = sasl.password
-    protocol = {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT"}
-    conf["security.protocol"] = protocol.get((tls is not None, sasl is not None), "SASL_SSL")
-    return conf
-
-
-def _unreadable(path: str) -> str | None:
-    try:
-        with open(path, "rb"):
-            return None
-    except OSError as e:
-        return f"cannot read {path}: {e.strerror}"
 
 
 @register("sink", "kafka", aliases=("broker",))
@@ -272,7 +159,7 @@ class KafkaSink(Sink):
                 errors.append("tls.key: cert and key go together")
             for name in ("ca", "cert", "key"):
                 path = getattr(tls, name)
-                problem = path is not None and _unreadable(path)
+                problem = path is not None and unreadable(path)
                 if problem:
                     errors.append(f"tls.{name}: {problem}")
         if config.sasl is not None and not config.sasl.password:
@@ -309,7 +196,7 @@ class KafkaSink(Sink):
             component=c,
         )
         self._auth_logged = -AUTH_LOG_INTERVAL_S  # monotonic time of the last such line
-        self.stats = _ProducerStats(m, c, context.log)
+        self.stats = ProducerStats(m, c, context.log)
         self.dlq_topic = config.dead_letter_topic or f"{config.topic}.dlq"
         key = parse(config.key) if config.key is not None else None
         self.records = RecordMaker(parse(config.topic), key, config.headers)
@@ -331,7 +218,7 @@ class KafkaSink(Sink):
         conf = {
             "bootstrap.servers": self.config.bootstrap_servers,
             "client.id": f"logflume-{self.context.agent}-{self.context.name}",
-            **_security(self.config.tls, self.config.sasl),
+            **librdkafka_security(self.config.tls, self.config.sasl),
         }
         for key, value in self.config.producer.items():
             if key.startswith(("security.", "ssl.", "sasl.")):

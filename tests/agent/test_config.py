@@ -382,7 +382,7 @@ SECURED = GOOD.replace(
 
 
 def test_sasl_and_tls_blocks_map_to_librdkafka_and_hide_the_password(tmp_path, monkeypatch):
-    from sinks.kafka import _security
+    from sinks._kafka_security import librdkafka_security
 
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
@@ -390,7 +390,7 @@ def test_sasl_and_tls_blocks_map_to_librdkafka_and_hide_the_password(tmp_path, m
     agents, errors = compile_(SECURED.replace("CA", str(ca)))
     assert errors == []
     config = agents["web"].sinks["out"].config
-    assert _security(config.tls, config.sasl) == {
+    assert librdkafka_security(config.tls, config.sasl) == {
         "security.protocol": "SASL_SSL",
         "enable.ssl.certificate.verification": True,
         "ssl.ca.location": str(ca),
@@ -399,8 +399,8 @@ def test_sasl_and_tls_blocks_map_to_librdkafka_and_hide_the_password(tmp_path, m
         "sasl.password": "s3cret: #1",
     }
     assert "s3cret" not in repr(agents)
-    assert _security(None, config.sasl)["security.protocol"] == "SASL_PLAINTEXT"
-    assert _security(config.tls, None)["security.protocol"] == "SSL"
+    assert librdkafka_security(None, config.sasl)["security.protocol"] == "SASL_PLAINTEXT"
+    assert librdkafka_security(config.tls, None)["security.protocol"] == "SSL"
 
 
 def test_a_secret_can_come_from_a_file(tmp_path, monkeypatch):

@@ -15,9 +15,11 @@ Shape of the file (Flume's model, Vector-like spelling):
         sinks:
           <name>: {type: T, channel: c1, ...T's keys}
 
-Values may hold `${VAR}` and `${VAR:-default}`, expanded from the environment, and
-`${file:/path}`, a file's content (a secret such as a SASL password, kept out of this
-file: common/envsubst.py), before anything else reads them.
+Values may hold `${VAR}` and `${VAR:-default}`, expanded from the environment,
+`${HOST}`, this machine's name even when the environment has no HOST
+(common/hostname.py), and `${file:/path}`, a file's content (a secret such as a SASL
+password, kept out of this file: common/envsubst.py), before anything else reads
+them.
 
 Compilation never stops at the first problem: names, types of every key (from the
 component's `Config` dataclass), each class's own `validate` (on the keys that parsed,
@@ -51,6 +53,7 @@ from agent.schema import (
 )
 from agent.schema import unknown_key_message as unknown_key
 from common.envsubst import UnreadableFile, UnsetVariable, expand
+from common.hostname import this_host
 from common.hostport import parse_hostport
 
 SECTIONS = {"sources": "source", "channels": "channel", "sinks": "sink"}
@@ -133,7 +136,7 @@ def compile_text(text: str, filename: str = "pipelines.yaml"):
         return {}, [ConfigError(filename, line, col, "", f"invalid YAML: {problem}")]
     if root is None:
         return {}, [ConfigError(filename, 1, 1, "", "empty file; expected 'agents:'")]
-    _expand_env(root, "", errors, os.environ)
+    _expand_env(root, "", errors, {**os.environ, "HOST": this_host()})
     failures = load_plugins()
     agents: dict[str, AgentSpec] = {}
     if not isinstance(root, yaml.MappingNode):

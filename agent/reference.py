@@ -344,6 +344,51 @@ a secret such as the kafka sink's `sasl.password` can live in a file only the
 agent can read (systemd's `LoadCredential=`, a Kubernetes secret volume) instead
 of in pipelines.yaml. An unreadable file is an error naming the key and line.
 
+## This host's name: `${HOST}`
+
+One pipelines.yaml is usually installed on many web hosts. `${HOST}` is always
+defined: this machine's name, which is the environment's `HOST` when it is set and
+not empty (set it in `/etc/logflume/agent.env` to choose another name), else the
+kernel's host name (`hostname`). The same name is what `add_host: true` (header
+`host`) and `add_fields` with `host: true` add to events, and what the kafka
+sink's default `transactional_id` holds: `logflume-<host>-<agent>-<sink>`, so that
+hosts installed from one file never fence each other's exactly-once transactions
+or resume from each other's positions.
+
+Upgrading an exactly-once agent: up to this version the default transactional id
+was `logflume-<agent>-<sink>`, and the committed positions in `positions_topic` are
+kept under the id. An agent that relied on that default finds no positions under
+its new id: its sources resume from their own position files, which may lag the
+broker, and the `file` channel replays what it holds, so the lines of the last
+moments before the upgrade can arrive twice. To keep its positions, set the old id
+explicitly before upgrading: `transactional_id: logflume-<agent>-<sink>`.
+
+## Kafka topics, keys and headers
+
+The kafka sink's `topic` and `key` are templates: text with placeholders `{name}`,
+as Vector's and Filebeat's Kafka outputs allow. `topic: "nginx-{host}"` sends each
+record to the topic of its host, `key: "{host}"` keys it by host. A placeholder
+takes the event's value of `name`: the parsed record's top-level field `name` when
+the record has it and it is not null (a string as it is, a number or boolean as
+JSON writes it), else the event's header `name` (`host`, `source`, `path`, or one
+set by `add_fields`). Names are letters, digits and `_ . - @`; quote a template in
+YAML (`{` starts a flow mapping). A topic with no placeholder costs nothing per
+record. A record whose template names a missing field, or whose topic comes out as
+no valid topic name, goes to the dead-letter topic with header `x-error:
+MISSING_FIELD: <name> (<key> <template>)` (or `INVALID_TOPIC: ...`) and
+`x-topic` (the template when the topic could not be made), and is counted in
+`logflume_agent_broker_dead_lettered_total`. With a templated topic,
+`dead_letter_topic` must be set (a plain topic name). A malformed template is an
+error of `logflume agent validate` naming the key and line. (`key` replaces
+`key_header: X` and `key_field: X` of earlier versions: write `key: "{X}"`.)
+
+Record headers: the event headers named in the sink's `headers` list (default
+`[host]`) become Kafka record headers, UTF-8 values, for each event that has them;
+`headers: []` sends none. So `add_host: true` on a source reaches the broker as a
+`host` header, which the Spark jobs read when the record has no `host` field.
+Dead-lettered records keep their headers and get `x-error`, `x-topic` and `x-size`
+besides.
+
 ## Editor support
 
 [`pipelines.schema.json`](pipelines.schema.json) is a JSON Schema of the file. In

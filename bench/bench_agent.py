@@ -5,6 +5,7 @@ raw workload through syslog-ng, and UDP loss at a fixed rate.
     .venv/bin/python -m bench.bench_agent --lines 3000000 --udp-seconds 30
     .venv/bin/python -m bench.bench_agent --cases raw,syslog-ng
     .venv/bin/python -m bench.bench_agent --cases raw,eos   # delivery: exactly_once vs at_least_once
+    .venv/bin/python -m bench.bench_agent --cases host,host-noheaders   # the host record header
 
 Starts a local broker (testkit.procs.BrokerProcess). One log file of realistic nginx
 combined lines (spark_etl.loggen, ~190 bytes) is written once, before anything
@@ -12,7 +13,9 @@ starts, and read by every tail case from its beginning: `logflume agent run`
 (`start_at: beginning`) and syslog-ng (bench/peers/syslog_ng.py, file source to
 its kafka-c destination, same producer settings). Each run does the cases one
 after the other (interleaved, so a load change hits all of them); figures are
-medians over runs.
+medians over runs. `host` is `raw` with the source's `add_host: true` and the sink's
+default `headers: [host]` (a `host` record header on every record), `host-noheaders`
+the same with `headers: []`: the cost of record headers, side by side.
 
 Clock: the topic's high watermark, polled every 20 ms, i.e. records the broker
 has acknowledged (acks=all). "lines/s" is the steady rate from the first poll
@@ -49,13 +52,13 @@ agents:
     metrics: {{listen: "{{metrics}}"}}
     sources:
       logs: {{type: tail, paths: ["{log}"], start_at: beginning, channels: [c],
-             read_chunk_bytes: 1048576, batch_size: 5000{interceptors}}}
+             read_chunk_bytes: 1048576, batch_size: 5000{interceptors}{add_host}}}
     channels:
       c: {{type: memory, capacity: 200000, byte_capacity: 128MiB}}
     sinks:
       k: {{type: broker, channel: c, topic: {topic}, bootstrap_servers: "{bootstrap}",
           enable_idempotence: {idem}, format: {fmt}, batch_events: 20000, linger_ms: 20,
-          delivery: {delivery}, transactional_id: {topic}}}
+          delivery: {delivery}, transactional_id: {topic}{headers}}}
 """
 
 UDP = """
@@ -121,17 +124,9 @@ def measure(pid: int, count, n: int, started: float, limit: float = 600) -> dict
     }
 
 
-def tail_case(
-    tmp: Path,
-    log: Path,
-    n: int,
-    broker: BrokerProcess,
-    parsed: bool,
-    idem: str,
-    run,
-    delivery: str = "at_least_once",
-):
-    kind = "json" if parsed else "raw" if delivery == "at_least_once" else "eos"
+def tail_case(tmp: Path, log: Path, n: int, broker: BrokerProcess, kind: str, idem: str, run):
+    """One run of tail case `kind`: raw, json, eos, host or host-noheaders."""
+    parsed = kind == "json"
     case = tmp / f"tail-{kind}-{run}"
     case.mkdir(parents=True)
     topic = f"bench-{case.name}"
@@ -139,10 +134,12 @@ def tail_case(
         log=log,
         topic=topic,
         bootstrap=broker.bootstrap,
-        idem=idem,
+        idem="true" if kind == "eos" else idem,
         fmt="json" if parsed else "raw",
         interceptors=", interceptors: [{type: nginx}]" if parsed else "",
-        delivery=delivery,
+        delivery="exactly_once" if kind == "eos" else "at_least_once",
+        add_host=", add_host: true" if kind.startswith("host") else "",
+        headers=", headers: []" if kind == "host-noheaders" else "",
     )
     agent = AgentProcess(case, text)
     count = high_watermark(broker.bootstrap, topic)
@@ -252,10 +249,8 @@ def run_cases(
                 for case in results:
                     if case == "syslog-ng":
                         r = peer_case(log, n, broker, f"bench-syslog-ng-{run}", idem == "true")
-                    elif case == "eos":
-                        r = tail_case(tmp, log, n, broker, False, "true", run, "exactly_once")
                     else:
-                        r = tail_case(tmp, log, n, broker, case == "json", idem, run)
+                        r = tail_case(tmp, log, n, broker, case, idem, run)
                     results[case].append(r)
             med = {case: report(case, rs, line_bytes) for case, rs in results.items()}
             if "raw" in med and "syslog-ng" in med:
@@ -264,6 +259,9 @@ def run_cases(
                     f"logflume/syslog-ng: {ours['lines/s'] / peer['lines/s']:.2f}x lines/s, "
                     f"{ours['cpu_s_per_M'] / peer['cpu_s_per_M']:.2f}x CPU s per M lines"
                 )
+            if "host" in med and "host-noheaders" in med:
+                ratio = med["host"]["lines/s"] / med["host-noheaders"]["lines/s"]
+                print(f"host header sent / not sent: {ratio:.3f}x lines/s")
             if "raw" in med and "eos" in med:
                 ratio = med["eos"]["lines/s"] / med["raw"]["lines/s"]
                 print(f"exactly_once/at_least_once (raw): {ratio:.2f}x lines/s")
@@ -285,7 +283,7 @@ def figures(mode: str) -> list[dict]:
         "default": (1_000_000, 3, 30.0),
         "full": (1_000_000, 3, 30.0),
     }[mode]
-    cases = ["raw", "syslog-ng", "json", "udp"]
+    cases = ["raw", "syslog-ng", "json", "host", "host-noheaders", "udp"]
     med, udp, line_bytes = run_cases(n, runs, 50_000, udp_seconds, "true", cases)
     peer = med["syslog-ng"]
     peer_text = (
@@ -293,7 +291,7 @@ def figures(mode: str) -> list[dict]:
         f" {peer['cpu_s_per_M']:.2f} CPU s per M lines"
     )
     setup = f"{n:,} nginx lines of {line_bytes:.0f} B, median of {runs}, acks=all, lz4, idempotent"
-    raw, js = med["raw"], med["json"]
+    raw, js, host, bare = med["raw"], med["json"], med["host"], med["host-noheaders"]
     out = [
         {
             "area": "agent",
@@ -334,6 +332,17 @@ def figures(mode: str) -> list[dict]:
             "target": ">= 100000",
             "reference": "issue 5",
             "detail": f"CPU {js['cpu_s_per_M']:.2f} s per M lines, peak RSS {js['rss_mib']:.0f} MiB",
+        },
+        {
+            "area": "agent",
+            "metric": "record headers: lines/s with the host header sent / not sent",
+            "value": host["lines/s"] / bare["lines/s"],
+            "unit": "ratio",
+            "target": ">= 0.97",
+            "detail": f"raw tail with add_host: true; headers: [host] (the default)"
+            f" {host['lines/s']:,.0f} lines/s, CPU {host['cpu_s_per_M']:.2f} s per M lines;"
+            f" headers: [] {bare['lines/s']:,.0f} lines/s,"
+            f" CPU {bare['cpu_s_per_M']:.2f} s per M lines",
         },
     ]
     if udp is not None:

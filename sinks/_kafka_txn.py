@@ -45,6 +45,7 @@ import orjson
 
 from agent.api import Channel, Event, TakeBatch
 from agent.delivery import encode_all
+from sinks._kafka_records import Records
 
 POSITIONS_PARTITIONS = 1
 READ_TIMEOUT_S = 30.0  # most time to read the positions topic at start
@@ -244,8 +245,14 @@ async def _deliver(sink, events: list[Event], records: list[tuple[bytes, bytes]]
     from confluent_kafka import KafkaException
 
     cfg, producer = sink.config, sink.producer
-    values = encode_all(cfg.format, events)
-    keys = [sink.key(e) for e in events] if sink.keyed else None
+    out = sink.records.make(events, encode_all(cfg.format, events))
+    values = out.values
+    # records whose template names a missing field: to the dead-letter topic, each try
+    dead = [sink.dead_letter(*d, log=False) for d in out.dead]
+    if dead:
+        sink.context.log.warning(
+            "%d records to %s: %s", len(dead), sink.dlq_topic, out.dead[0].reason
+        )
     rejected: dict[bytes, object] = {}  # value -> the error that refused it for good
     backoff = float(cfg.retry_backoff)
     started = time.monotonic()
@@ -259,9 +266,11 @@ async def _deliver(sink, events: list[Event], records: list[tuple[bytes, bytes]]
         producer.begin_transaction()
         i = 0
         while i < len(values):
-            i = _produce_from(sink, values, keys, i, rejected, on_delivery)
+            i = _produce_from(sink, out, i, rejected, on_delivery)
             if i < len(values):  # librdkafka's queue is full: let the poll thread drain it
                 await asyncio.sleep(0.005)
+        for topic, value, key, headers in dead:
+            await _produce(producer, topic, value, key, headers, on_delivery)
         for key, value in records:
             await _produce(producer, cfg.positions_topic, value, key, None, on_delivery)
         try:
@@ -307,24 +316,29 @@ def is_permanent(err) -> bool:
     return err.name() in PERMANENT
 
 
-def _produce_from(sink, values, keys, i: int, rejected: dict, on_delivery) -> int:
-    """Produce `values[i:]` (refused ones to the dead-letter topic) until librdkafka's
-    queue is full; return the index of the first value not produced."""
+def _produce_from(sink, out: Records, i: int, rejected: dict, on_delivery) -> int:
+    """Produce `out.values[i:]` (refused ones to the dead-letter topic) until
+    librdkafka's queue is full; return the index of the first value not produced."""
     from confluent_kafka import KafkaException
 
     from sinks.kafka import PARTITION_ANY
 
-    produce, topic, n = sink.producer.produce, sink.config.topic, len(values)
+    produce, values, n = sink.producer.produce, out.values, len(out.values)
+    topics, keys, headers = out.topic, out.keys, out.headers
     while i < n:
         value = values[i]
+        topic = topics if isinstance(topics, str) else topics[i]
         key = keys[i] if keys is not None else None
+        hdrs = headers[i] if headers is not None else None
         refusal = rejected.get(value) if rejected else None
         try:
-            if refusal is None:
+            if refusal is None and hdrs is None:
                 produce(topic, value, key, PARTITION_ANY, on_delivery)
+            elif refusal is None:  # (..., on_delivery, its alias, timestamp 0: now, headers)
+                produce(topic, value, key, PARTITION_ANY, on_delivery, None, 0, hdrs)
             else:
-                dlq, dead, key, headers = sink.dead_letter(refusal, topic, value, key)
-                produce(dlq, dead, key, headers=headers, on_delivery=on_delivery)
+                dlq, dead, key, hdrs = sink.dead_letter(refusal.name(), topic, value, key, hdrs)
+                produce(dlq, dead, key, PARTITION_ANY, on_delivery, None, 0, hdrs)
         except BufferError:
             return i
         except KafkaException as exc:  # refused by librdkafka itself (too large)

@@ -5,15 +5,17 @@ confluent-kafka (librdkafka); `type: broker`, its first name, is kept as an alia
 Theory of operation:
 
 - Up to `max_inflight_batches` take transactions are open at once. Each batch is
-  produced in one tight loop (value = encoded event, key from a header or record
-  field) with a per-batch delivery callback; a background thread calls
-  `producer.poll()`, so delivery reports are served without blocking the loop.
+  produced in one tight loop (value = encoded event; topic, key and headers made by
+  sinks/_kafka_records.py) with a per-batch delivery callback; a background thread
+  calls `producer.poll()`, so delivery reports are served without blocking the loop.
 - A batch is committed to the channel only when EVERY record of it has a delivery
   report, i.e. the broker acknowledged it as `acks` says, so whatever sits in
   librdkafka's queue is never counted as delivered. Batches commit in take order.
 - Failed records are sorted: permanent rejections (record too large, corrupt,
   invalid) go to the dead-letter topic (value cut to `dead_letter_max_bytes`, with
-  `x-error`, `x-topic`, `x-size` headers) and are counted; anything else (timeouts,
+  the record's own headers and `x-error`, `x-topic`, `x-size`) and are counted, as
+  are records whose topic or key template names a missing field (`x-error:
+  MISSING_FIELD: <name> (...)`); anything else (timeouts,
   broker down, leader moves) is produced again after a backoff that doubles up to
   `max_retry_backoff`, still inside the same take transaction. A fatal producer
   error raises, the batches roll back, and the supervisor restarts the sink with a
@@ -32,7 +34,7 @@ the channel and are delivered once the credentials are fixed (reload or restart)
 What explains a stalled sink is exported as gauges: librdkafka's statistics (every
 `statistics.interval.ms`, 5 s unless `producer:` says otherwise; 0 turns them off)
 give the producer queue's depth and, per broker, connection state, round-trip time
-and requests waiting to be sent (`_ProducerStats`); the sink itself gives the age
+and requests waiting to be sent (sinks/_kafka_stats.py); the sink itself gives the age
 of its oldest in-flight take batch, refreshed at least every AGE_REFRESH_S.
 """
 
@@ -40,17 +42,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import threading
 import time
 from collections import deque
 from typing import Literal
 
-import orjson
-
-from agent.api import Channel, Duration, Metrics, Sink, Size, register
+from agent.api import Channel, Duration, Sink, Size, register
 from agent.delivery import Format, SinkCounters, encode_all
+from common.hostname import this_host
+from sinks._kafka_records import RecordMaker, config_problems, with_headers
+from sinks._kafka_security import SaslConfig, TlsConfig, librdkafka_security, unreadable
+from sinks._kafka_stats import ProducerStats
 from sinks._kafka_txn import run_transactions
+from sinks.templates import parse
 
 PARTITION_ANY = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner chooses
 PERMANENT = {
@@ -83,8 +87,8 @@ class _Tracker:
         self.future = loop.create_future()
 
     def on_delivery(self, err, msg) -> None:
-        if err is not None:
-            self.failed.append((err, msg.topic(), msg.value(), msg.key(), msg.headers()))
+        if err is not None:  # a report carries no headers: _produce_round adds them
+            self.failed.append((err, msg.topic(), msg.value(), msg.key(), None))
         self.count += 1
         if self.count == self.expected:
             self.loop.call_soon_threadsafe(self._finish)
@@ -99,135 +103,25 @@ class _Tracker:
             self._finish()
 
 
-class _ProducerStats:
-    """Gauges of one sink from librdkafka's statistics JSON (its STATISTICS.md).
-
-    `on_stats` is the producer's `stats_cb`: librdkafka calls it from `poll()` or
-    `flush()`, so on the sink's poll thread (or the thread flushing at the end),
-    never on the loop. It touches nothing but its own gauges, which are thread-safe.
-    """
-
-    def __init__(self, metrics: Metrics, component: str, log: logging.Logger):
-        self._metrics, self._component, self._log = metrics, component, log
-        self.queue_messages = metrics.gauge(
-            "logflume_agent_kafka_queue_messages",
-            "Messages in the producer's queues, waiting for or in transmission (msg_cnt)",
-            component=component,
-        )
-        self.queue_bytes = metrics.gauge(
-            "logflume_agent_kafka_queue_bytes",
-            "Bytes of the messages in the producer's queues (msg_size)",
-            component=component,
-        )
-        self._brokers: dict[str, tuple] = {}  # broker name -> (up, rtt, outbuf) gauges
-
-    def _broker(self, name: str) -> tuple:
-        gauges = self._brokers.get(name)
-        if gauges is None:
-            m, labels = self._metrics, {"component": self._component, "broker": name}
-            gauges = self._brokers[name] = (
-                m.gauge(
-                    "logflume_agent_kafka_broker_up",
-                    "1 while the producer's connection to the broker is up (state UP)",
-                    **labels,
-                ),
-                m.gauge(
-                    "logflume_agent_kafka_broker_rtt_seconds",
-                    "Average request round-trip time to the broker (last interval with requests)",
-                    **labels,
-                ),
-                m.gauge(
-                    "logflume_agent_kafka_broker_outbuf_messages",
-                    "Messages in requests waiting to be sent to the broker (outbuf_msg_cnt)",
-                    **labels,
-                ),
-            )
-        return gauges
-
-    def on_stats(self, text: str) -> None:
-        try:
-            stats = orjson.loads(text)
-            self.queue_messages.set(stats["msg_cnt"])
-            self.queue_bytes.set(stats["msg_size"])
-            seen = set()
-            for name, broker in stats["brokers"].items():
-                if broker["nodeid"] < 0 or broker["source"] in ("internal", "logical"):
-                    continue  # bootstrap placeholders and librdkafka's own handles
-                up, rtt, outbuf = self._broker(name)
-                up.set(1 if broker["state"] == "UP" else 0)
-                if broker["rtt"]["cnt"]:  # no request in the interval: keep the last
-                    rtt.set(broker["rtt"]["avg"] / 1e6)  # microseconds
-                outbuf.set(broker["outbuf_msg_cnt"])
-                seen.add(name)
-            # librdkafka forgets learned brokers when it loses every connection (and
-            # bootstraps again): they are down until they come back
-            for name in self._brokers.keys() - seen:
-                self._brokers[name][0].set(0)
-        except (ValueError, KeyError, TypeError) as exc:  # raising would stop poll()
-            self._log.warning("producer statistics not understood: %r", exc)
-
-
-@dataclasses.dataclass(frozen=True)
-class TlsConfig:
-    ca: str | None = None  # PEM file of the CA certificates to trust; null: the system's
-    cert: str | None = None  # PEM client certificate, for brokers that require one (with key)
-    key: str | None = None  # PEM private key of `cert`
-    verify: bool = True  # verify the broker's certificate (false only for trials)
-
-
-@dataclasses.dataclass(frozen=True)
-class SaslConfig:
-    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]  # SASL mechanism
-    username: str  # SASL user
-    password: str = dataclasses.field(repr=False)  # never logged; use ${VAR} or ${file:/path}
-
-
-def _security(tls: TlsConfig | None, sasl: SaslConfig | None) -> dict:
-    """librdkafka settings for the `tls:` and `sasl:` blocks."""
-    conf: dict = {}
-    if tls is not None:
-        conf["enable.ssl.certificate.verification"] = tls.verify
-        for key, value in (
-            ("ssl.ca.location", tls.ca),
-            ("ssl.certificate.location", tls.cert),
-            ("ssl.key.location", tls.key),
-        ):
-            if value is not None:
-                conf[key] = value
-    if sasl is not None:
-        conf["sasl.mechanism"] = sasl.mechanism
-        conf["sasl.username"] = sasl.username
-        conf["sasl.password"] = sasl.password
-    protocol = {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT"}
-    conf["security.protocol"] = protocol.get((tls is not None, sasl is not None), "SASL_SSL")
-    return conf
-
-
-def _unreadable(path: str) -> str | None:
-    try:
-        with open(path, "rb"):
-            return None
-    except OSError as e:
-        return f"cannot read {path}: {e.strerror}"
-
-
 @register("sink", "kafka", aliases=("broker",))
 class KafkaSink(Sink):
     """Owns one confluent-kafka Producer and its poll thread."""
 
     @dataclasses.dataclass
     class Config:
-        topic: str  # topic to produce to
+        topic: str  # topic to produce to; a template such as `nginx-{host}` picks one per record
         bootstrap_servers: str = "127.0.0.1:9092"  # brokers to connect to: host:port,host:port
         acks: Literal["all", -1, 0, 1] = "all"  # all, -1: all in-sync replicas; 1: leader; 0: none
         compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"  # codec of batches
         batch_size: Size = Size(1_000_000)  # most bytes per produce batch (librdkafka batch.size)
         linger_ms: int = 5  # milliseconds to wait for more records before sending a batch
-        key_header: str | None = None  # record key: the value of this header; null: no key
-        key_field: str | None = None  # record key: this field of the parsed record (not both)
+        key: str | None = None  # record key, a template such as `{host}`; null: no key
+        headers: list[str] = dataclasses.field(
+            default_factory=lambda: ["host"]
+        )  # event headers sent as record headers, those an event has; []: none
         enable_idempotence: bool = True  # broker drops duplicates of retries; needs acks: all
         format: Format = "auto"  # auto: JSON if parsed, else the line; raw: the line; json: JSON
-        dead_letter_topic: str | None = None  # for records rejected for good; null: `<topic>.dlq`
+        dead_letter_topic: str | None = None  # rejected records; null: `<topic>.dlq` (plain topic)
         dead_letter_max_bytes: Size = Size(64 << 10)  # dead-lettered values are cut to this
         retry_backoff: Duration = Duration(0.5)  # first wait before failed records are sent again
         max_retry_backoff: Duration = Duration(30)  # the wait doubles on each retry up to this
@@ -240,7 +134,7 @@ class KafkaSink(Sink):
         delivery: Literal["at_least_once", "exactly_once"] = (
             "at_least_once"  # exactly_once: transactions
         )
-        transactional_id: str | None = None  # exactly_once: null: logflume-<agent>-<sink>
+        transactional_id: str | None = None  # exactly_once: null: logflume-<host>-<agent>-<sink>
         positions_topic: str = "logflume-positions"  # exactly_once: topic of committed positions
         transaction_timeout: Duration = Duration(60)  # exactly_once: broker aborts older ones
 
@@ -253,19 +147,19 @@ class KafkaSink(Sink):
             config.enable_idempotence and config.acks in ("all", -1)
         ):
             errors.append("delivery: exactly_once needs acks: all and enable_idempotence: true")
-        if config.key_header and config.key_field:
-            errors.append("key_field: use key_header or key_field, not both")
         if config.batch_events < 1 or config.max_inflight_batches < 1:
             errors.append("batch_events: batch_events and max_inflight_batches must be >= 1")
         if not config.topic:
             errors.append("topic: must not be empty")
+        else:
+            errors += config_problems(config.topic, config.key, config.dead_letter_topic)
         tls = config.tls
         if tls is not None:
             if (tls.cert is None) != (tls.key is None):
                 errors.append("tls.key: cert and key go together")
             for name in ("ca", "cert", "key"):
                 path = getattr(tls, name)
-                problem = path is not None and _unreadable(path)
+                problem = path is not None and unreadable(path)
                 if problem:
                     errors.append(f"tls.{name}: {problem}")
         if config.sasl is not None and not config.sasl.password:
@@ -302,8 +196,10 @@ class KafkaSink(Sink):
             component=c,
         )
         self._auth_logged = -AUTH_LOG_INTERVAL_S  # monotonic time of the last such line
-        self.stats = _ProducerStats(m, c, context.log)
+        self.stats = ProducerStats(m, c, context.log)
         self.dlq_topic = config.dead_letter_topic or f"{config.topic}.dlq"
+        key = parse(config.key) if config.key is not None else None
+        self.records = RecordMaker(parse(config.topic), key, config.headers)
         self.producer = None
 
     @classmethod
@@ -312,14 +208,17 @@ class KafkaSink(Sink):
 
     @property
     def transactional_id(self) -> str:
-        return self.config.transactional_id or f"logflume-{self.context.agent}-{self.context.name}"
+        """With the host name by default: agents installed on many hosts from one
+        pipelines.yaml must neither fence each other nor share positions."""
+        default = f"logflume-{this_host()}-{self.context.agent}-{self.context.name}"
+        return self.config.transactional_id or default
 
     def client_config(self) -> dict:
         """Where and how to connect: what every client of this sink shares."""
         conf = {
             "bootstrap.servers": self.config.bootstrap_servers,
             "client.id": f"logflume-{self.context.agent}-{self.context.name}",
-            **_security(self.config.tls, self.config.sasl),
+            **librdkafka_security(self.config.tls, self.config.sasl),
         }
         for key, value in self.config.producer.items():
             if key.startswith(("security.", "ssl.", "sasl.")):
@@ -436,41 +335,28 @@ class KafkaSink(Sink):
             self.counters.rollbacks.inc()
             await batch.rollback()
 
-    @property
-    def keyed(self) -> bool:
-        return self.config.key_header is not None or self.config.key_field is not None
-
-    def key(self, event) -> bytes | None:
-        cfg = self.config
-        if cfg.key_header is not None:
-            value = event.headers.get(cfg.key_header)
-            return value.encode() if value is not None else None
-        if cfg.key_field is not None and event.record is not None:
-            value = event.record.get(cfg.key_field)
-            return str(value).encode() if value is not None else None
-        return None
-
     async def _deliver(self, events) -> None:
         """Produce `events` until each one is acknowledged or dead-lettered."""
         cfg = self.config
-        values = encode_all(cfg.format, events)
-        keys = None
-        if self.keyed:
-            keys = [self.key(e) for e in events]
+        out = self.records.make(events, encode_all(cfg.format, events))
         backoff = float(cfg.retry_backoff)
         started = time.monotonic()
-        failed = await self._produce_round(cfg.topic, values, keys)
-        while failed:
-            retry: list[tuple] = []
+        retry = [self.dead_letter(*d, log=False) for d in out.dead]
+        if retry:
+            self.context.log.warning(
+                "%d records to %s: %s", len(retry), self.dlq_topic, out.dead[0].reason
+            )
+        failed = await self._produce_round(out.topic, out.values, out.keys, out.headers)
+        while failed or retry:
             for err, rtopic, value, key, headers in await self._isolate(failed):
                 if err.name() not in PERMANENT:
                     retry.append((rtopic, value, key, headers))
                 elif rtopic != self.dlq_topic:
-                    retry.append(self.dead_letter(err, rtopic, value, key))
+                    retry.append(self.dead_letter(err.name(), rtopic, value, key, headers))
                 else:
                     self.counters.failed.inc()
                     self.context.log.error("dead-letter topic rejected a record: %s", err)
-            retried = sum(1 for r in retry if r[0] == cfg.topic)
+            retried = sum(1 for r in retry if r[0] != self.dlq_topic)
             if retried:
                 self.retried.inc(retried)
                 self.context.log.warning(
@@ -481,12 +367,11 @@ class KafkaSink(Sink):
                 )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, float(cfg.max_retry_backoff))
-            failed = []
-            for topic in {r[0] for r in retry}:
-                group = [r for r in retry if r[0] == topic]
-                failed += await self._produce_round(
-                    topic, [r[1] for r in group], [r[2] for r in group], [r[3] for r in group]
-                )
+            if not retry:
+                break
+            topics, values, keys, headers = map(list, zip(*retry, strict=True))
+            retry = []
+            failed = await self._produce_round(topics, values, keys, headers)
         self.ack_latency.observe(time.monotonic() - started)
 
     async def _isolate(self, failed: list[tuple]) -> list[tuple]:
@@ -505,24 +390,24 @@ class KafkaSink(Sink):
             out += await self._produce_round(topic, [value], [key], [headers])
         return out
 
-    def dead_letter(self, err, topic, value, key) -> tuple:
+    def dead_letter(self, reason: str, topic, value, key, headers, log=True) -> tuple:
+        """The dead-letter record of a record `reason` (x-error) kept from `topic`:
+        (topic, value, key, headers), counted."""
         self.dead.inc()
         self.counters.failed.inc()
-        self.context.log.warning(
-            "record of %d bytes rejected by %s (%s): to %s",
-            len(value or b""),
-            topic,
-            err,
-            self.dlq_topic,
-        )
-        headers = [("x-error", err.name().encode()), ("x-topic", topic.encode())]
-        headers.append(("x-size", str(len(value or b"")).encode()))
+        size = len(value or b"")
+        if log:
+            self.context.log.warning(
+                "record of %d bytes rejected by %s (%s): to %s", size, topic, reason, self.dlq_topic
+            )
+        headers = [*(headers or ()), ("x-error", reason.encode()), ("x-topic", topic.encode())]
+        headers.append(("x-size", str(size).encode()))
         return self.dlq_topic, (value or b"")[: self.config.dead_letter_max_bytes], key, headers
 
     async def _produce_round(self, topic, values, keys=None, headers=None) -> list[tuple]:
-        """Produce `values` (with optional parallel `keys`, `headers`) to `topic` once;
-        wait for every delivery report; return the failures as
-        (error, topic, value, key, headers)."""
+        """Produce `values` once, with `topic` one name or one per value, and optional
+        parallel `keys` and `headers`; wait for every delivery report; return the
+        failures as (error, topic, value, key, headers)."""
         from confluent_kafka import KafkaException
 
         tracker = _Tracker(asyncio.get_running_loop())
@@ -530,25 +415,33 @@ class KafkaSink(Sink):
         produce = self.producer.produce
         local_failures = []
         i, n = 0, len(values)
+        lean = keys is None and headers is None and isinstance(topic, str)
+        if not lean:  # parallel lists, and produce's positional arguments
+            topics = [topic] * n if isinstance(topic, str) else topic
+            keys = [None] * n if keys is None else keys
+            hdrs = [None] * n if headers is None else headers
         while i < n:
             try:
-                if keys is None:  # the common case, kept lean: no key, no headers
+                if lean:  # the common case: one topic, no key, no headers
                     # positional (value, key, partition, on_delivery): ~0.25 us less
                     # per record than keywords; partition -1 lets the partitioner pick
                     for i in range(i, n):  # noqa: B020 - resumes after a full queue
                         produce(topic, values[i], None, PARTITION_ANY, cb)
-                else:
+                else:  # (..., on_delivery, its alias `callback`, timestamp 0: now, headers)
                     for i in range(i, n):  # noqa: B020
-                        h = headers[i] if headers is not None else None
-                        produce(topic, values[i], keys[i], headers=h, on_delivery=cb)
+                        produce(topics[i], values[i], keys[i], PARTITION_ANY, cb, None, 0, hdrs[i])
                 i = n
             except BufferError:  # librdkafka's queue is full: let the poll thread drain it
                 await asyncio.sleep(0.005)
             except KafkaException as exc:
-                key = keys[i] if keys is not None else None
-                h = headers[i] if headers is not None else None
-                local_failures.append((exc.args[0], topic, values[i], key, h))
+                if lean:
+                    local_failures.append((exc.args[0], topic, values[i], None, None))
+                else:
+                    local_failures.append((exc.args[0], topics[i], values[i], keys[i], hdrs[i]))
                 i += 1
         tracker.seal(n - len(local_failures))
         await tracker.future
-        return local_failures + tracker.failed
+        failed = tracker.failed
+        if failed and headers is not None:
+            failed = with_headers(failed, topics, values, keys, headers)
+        return local_failures + failed

@@ -8,13 +8,13 @@ it may acknowledge. Modules whose name starts with `_` are helpers, not plugins.
 
 from __future__ import annotations
 
-import socket
+from common.hostname import this_host
 
 
 def base_headers(source_name: str, add_host: bool) -> dict[str, str]:
     headers = {"source": source_name}
     if add_host:
-        headers["host"] = socket.gethostname()
+        headers["host"] = this_host()
     return headers
 
 

@@ -40,7 +40,7 @@ class HttpConfig:
     max_line_bytes: Size = Size(1024 * 1024)  # longer lines (and JSON strings) are cut to this
     read_timeout: Duration = Duration(30.0)  # a body not read within this is answered 408
     retry_after: int = 1  # seconds, sent as Retry-After with 503 (channel full)
-    add_host: bool = False  # add header `host`: this machine's host name
+    add_host: bool = False  # add header `host`: this machine's name, as `${HOST}`
     tls: ServerTlsConfig | None = None  # serve HTTPS only; null: plain HTTP
     auth: HttpAuth | None = None  # require a bearer token on POST (not /health); null: none
 

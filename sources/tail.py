@@ -128,7 +128,7 @@ class TailConfig:
     multiline: Multiline | None = None  # join lines into events (stack traces); null: one per line
     gzip: bool = True  # read `*.gz` files that match the globs
     watch: bool = True  # use watchdog for prompt wake-ups (polling always runs too)
-    add_host: bool = False  # add header `host`: this machine's host name
+    add_host: bool = False  # add header `host`: this machine's name, as `${HOST}`
 
 
 _DURATIONS = (

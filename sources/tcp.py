@@ -91,7 +91,7 @@ class TcpConfig:
     max_connections: int = 256  # connections beyond this are closed on accept
     read_bytes: Size = Size(64 * 1024)  # most read from a connection at a time
     batch_size: int = 1000  # most events per batch put into the channels
-    add_host: bool = False  # add header `host`: this machine's host name
+    add_host: bool = False  # add header `host`: this machine's name, as `${HOST}`
     tls: ServerTlsConfig | None = None  # accept TLS connections only; null: plain TCP
 
 

@@ -39,7 +39,7 @@ class UdpConfig:
     rcvbuf_bytes: Size = Size(64 * 1024 * 1024)  # socket receive buffer (SO_RCVBUF): holds bursts
     max_line_bytes: Size = Size(MAX_DATAGRAM)  # longer lines are cut to this
     batch_size: int = 1000  # datagrams drained per wake-up, offered as one batch
-    add_host: bool = False  # add header `host`: this machine's host name
+    add_host: bool = False  # add header `host`: this machine's name, as `${HOST}`
 
 
 @register("source", "udp")

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import socket
 from typing import Any, Literal
 
 from agent.api import Context, Event, Interceptor, register
+from common.hostname import this_host
 
 
 @dataclasses.dataclass
 class AddFieldsConfig:
     fields: dict[str, Any] = dataclasses.field(default_factory=dict)  # fields to add: {name: value}
-    host: bool = False  # also add this machine's host name
+    host: bool = False  # also add this machine's name, as `${HOST}`
     host_key: str = "host"  # name of the host name field
     timestamp: bool = False  # also add the time of the batch (ISO 8601, UTC, milliseconds)
     timestamp_key: str = "timestamp"  # name of the time field
@@ -46,7 +46,7 @@ class AddFields(Interceptor):
         super().__init__(config, context)
         static = dict(config.fields)
         if config.host:
-            static[config.host_key] = socket.gethostname()
+            static[config.host_key] = this_host()
         self._static = static
         self._static_headers = {k: v if isinstance(v, str) else str(v) for k, v in static.items()}
         self._to_headers = config.target in ("headers", "both")

@@ -382,7 +382,7 @@ SECURED = GOOD.replace(
 
 
 def test_sasl_and_tls_blocks_map_to_librdkafka_and_hide_the_password(tmp_path, monkeypatch):
-    from sinks.kafka import _security
+    from sinks._kafka_security import librdkafka_security
 
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
@@ -390,7 +390,7 @@ def test_sasl_and_tls_blocks_map_to_librdkafka_and_hide_the_password(tmp_path, m
     agents, errors = compile_(SECURED.replace("CA", str(ca)))
     assert errors == []
     config = agents["web"].sinks["out"].config
-    assert _security(config.tls, config.sasl) == {
+    assert librdkafka_security(config.tls, config.sasl) == {
         "security.protocol": "SASL_SSL",
         "enable.ssl.certificate.verification": True,
         "ssl.ca.location": str(ca),
@@ -399,8 +399,8 @@ def test_sasl_and_tls_blocks_map_to_librdkafka_and_hide_the_password(tmp_path, m
         "sasl.password": "s3cret: #1",
     }
     assert "s3cret" not in repr(agents)
-    assert _security(None, config.sasl)["security.protocol"] == "SASL_PLAINTEXT"
-    assert _security(config.tls, None)["security.protocol"] == "SSL"
+    assert librdkafka_security(None, config.sasl)["security.protocol"] == "SASL_PLAINTEXT"
+    assert librdkafka_security(config.tls, None)["security.protocol"] == "SSL"
 
 
 def test_a_secret_can_come_from_a_file(tmp_path, monkeypatch):
@@ -429,3 +429,51 @@ def test_errors_of_the_security_blocks_name_key_and_line(monkeypatch):
         "pipelines.yaml:14:19: agents.web.sinks.out.tls.ca: cannot read /nonexistent/ca.pem: "
         "No such file or directory",
     ]
+
+
+# -- ${HOST} and the kafka sink's templates ---------------------------------------------
+
+
+def test_host_is_this_machines_name_unless_the_environment_sets_it(monkeypatch):
+    import socket
+
+    text = GOOD.replace("count: 5", 'count: 5, prefix: "${HOST}-"')
+    monkeypatch.delenv("HOST", raising=False)
+    agents, errors = compile_(text)
+    assert errors == []
+    assert agents["web"].sources["gen"].config.prefix == f"{socket.gethostname()}-"
+    monkeypatch.setenv("HOST", "web7.example")
+    agents, _ = compile_(text)
+    assert agents["web"].sources["gen"].config.prefix == "web7.example-"
+
+
+KAFKA = GOOD.replace("type: console, channel: mem", "type: kafka, channel: mem, topic: TOPIC")
+
+
+def test_kafka_topic_and_key_templates_compile():
+    sink = 'topic: "nginx-{host}", key: "{host}", dead_letter_topic: nginx.dlq'
+    text = KAFKA.replace("topic: TOPIC", sink)
+    agents, errors = compile_(text)
+    assert errors == []
+    config = agents["web"].sinks["out"].config
+    assert (config.topic, config.key, config.headers) == ("nginx-{host}", "{host}", ["host"])
+
+
+def test_malformed_kafka_templates_are_errors_with_key_and_line():
+    text = KAFKA.replace("topic: TOPIC", 'topic: "nginx-{host", key: "{}"')
+    assert errors_of(text) == [
+        "pipelines.yaml:10:47: agents.web.sinks.out.topic: "
+        "\"{\" not closed, at column 7 of 'nginx-{host'",
+        "pipelines.yaml:10:67: agents.web.sinks.out.key: "
+        "placeholder {} at column 1 of '{}': a name is letters, digits and _ . - @",
+    ]
+    text = KAFKA.replace("topic: TOPIC", 'topic: "nginx-{host}"')
+    assert errors_of(text) == [
+        "pipelines.yaml:10:47: agents.web.sinks.out.topic: a template needs dead_letter_topic "
+        "(a plain topic name, for the records whose topic cannot be made)"
+    ]
+
+
+def test_the_old_key_options_are_gone_and_say_so():
+    (error,) = errors_of(KAFKA.replace("topic: TOPIC", "topic: t, key_header: host"))
+    assert "agents.web.sinks.out.key_header: unknown key" in error

@@ -5,6 +5,8 @@ import orjson
 
 from agent.api import Ack, Event
 from sinks._kafka_txn import CommittedPositions, last_marks, position_key
+from sinks.kafka import KafkaSink
+from tests.agent.helpers import context
 
 
 class _Take:
@@ -58,3 +60,16 @@ def test_later_records_replace_earlier_ones_and_junk_is_ignored():
     p.apply([(key, orjson.dumps({"identity": "c", "end_seq": 20}))])
     p.load(key, None)  # a tombstone keeps the last value
     assert p.end_seq == 20
+
+
+def test_the_default_transactional_id_holds_the_host_name(tmp_path, monkeypatch):
+    """Hosts installed from one pipelines.yaml get ids of their own (so positions of
+    their own: the keys above start with the id), unless the file names one."""
+    config = KafkaSink.Config(topic="t", delivery="exactly_once")
+    sink = KafkaSink(config, context(tmp_path, "k"))
+    monkeypatch.setenv("HOST", "web7")
+    assert sink.transactional_id == "logflume-web7-test-k"
+    monkeypatch.setenv("HOST", "web8")
+    assert sink.transactional_id == "logflume-web8-test-k"
+    config.transactional_id = "logflume-test-k"  # an upgraded agent keeping its old id
+    assert sink.transactional_id == "logflume-test-k"

@@ -7,7 +7,7 @@ import logging
 import orjson
 
 from agent.metrics import Registry
-from sinks.kafka import _ProducerStats
+from sinks._kafka_stats import ProducerStats
 
 
 def broker(nodeid, source, state, rtt_avg=0, rtt_cnt=0, outbuf=0):
@@ -28,7 +28,7 @@ def document(msg_cnt, msg_size, brokers):
 
 def test_queue_and_per_broker_gauges():
     r = Registry()
-    stats = _ProducerStats(r, "k", logging.getLogger("k"))
+    stats = ProducerStats(r, "k", logging.getLogger("k"))
     stats.on_stats(
         document(
             12,
@@ -69,7 +69,7 @@ def test_queue_and_per_broker_gauges():
 
 def test_a_document_not_understood_is_logged_not_raised(caplog):
     r = Registry()
-    stats = _ProducerStats(r, "k", logging.getLogger("k"))
+    stats = ProducerStats(r, "k", logging.getLogger("k"))
     with caplog.at_level(logging.WARNING):
         stats.on_stats("{not json")
         stats.on_stats(orjson.dumps({"msg_cnt": 1}))

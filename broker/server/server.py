@@ -73,6 +73,13 @@ class BrokerServer:
         self.loop_sendfile = isinstance(loop, asyncio.BaseEventLoop) and hasattr(
             loop, "_sendfile_native"
         )
+        if self.config.metrics_listen is not None:
+            # Before the listeners: a client that can connect finds /health and
+            # /metrics answering (/health says 503 until a listener is bound).
+            host, port = self.config.metrics_listen
+            self.metrics_server = MetricsServer(self.core.metrics.registry, self.health, host, port)
+            await self.metrics_server.start()
+            log.info("metrics on http://%s:%d/metrics", host, self.metrics_server.port)
         for listener in self.config.listeners.listeners:
             port = await self._bind(listener)
             self.core.bound_ports[listener.name] = port
@@ -96,11 +103,6 @@ class BrokerServer:
             type(loop).__module__.split(".")[0],
             self.config.listeners.inter_broker,
         )
-        if self.config.metrics_listen is not None:
-            host, port = self.config.metrics_listen
-            self.metrics_server = MetricsServer(self.core.metrics.registry, self.health, host, port)
-            await self.metrics_server.start()
-            log.info("metrics on http://%s:%d/metrics", host, self.metrics_server.port)
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms > 0:
             self._sweeper = asyncio.create_task(self._sweep_idle(idle_ms / 1000))

@@ -91,9 +91,18 @@ def test_topics_list_over_sasl_ssl(secured, tmp_path):
 
 @pytest.fixture(scope="module")
 def open_transaction(secured):
-    """An ongoing transaction of confluent-kafka's, id "sec-tx", on sec-txn-0."""
+    """An ongoing transaction of confluent-kafka's, id "sec-tx", on sec-txn-0. It stays
+    open until the module's last test on this worker is done (over a minute on a busy
+    machine), so its timeout is the broker's longest (transaction.max.timeout.ms):
+    with librdkafka's 60 s the coordinator aborted it and fenced the producer first."""
     create_topic(secured.plain, "sec-txn", 1)
-    producer = Producer({"bootstrap.servers": secured.plain, "transactional.id": "sec-tx"})
+    producer = Producer(
+        {
+            "bootstrap.servers": secured.plain,
+            "transactional.id": "sec-tx",
+            "transaction.timeout.ms": 900000,
+        }
+    )
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce("sec-txn", b"x", partition=0)

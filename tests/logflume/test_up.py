@@ -415,9 +415,11 @@ def test_demo_with_spark_reports_the_minute_stats_of_appended_lines(up_factory):
     wait_until(lambda: len(progress_lines()) >= 8, 120, "8 progress lines", every=1)
     out = up.output
     spark = [line for line in out.splitlines() if line.startswith("[spark]")]
-    # the JVM's own notice cannot be configured away
+    # the JVM's own notice cannot be configured away. A progress line may end in
+    # "falling behind: ..." when the machine is too busy for the trigger: that is the
+    # job telling the truth about its speed, not noise, and no test may time it.
     noise = [s for s in spark if "realtime: " not in s and "incubator modules" not in s]
-    assert noise == [] and "falling behind" not in out, out
+    assert noise == [], out
     pids, groups = up.tree()
     up.proc.send_signal(signal.SIGINT)
     assert up.proc.wait(90) == 0, up.output

@@ -11,8 +11,9 @@ The handlers make the checks themselves (broker/server/handlers, through
 broker.server.authz); this table is what they are held to: tests/broker/server/
 test_authorization_table.py sends every served API to a broker as a principal
 holding no ACLs, records each (resource type, operation) the handler asks, and
-fails on one that is not in the API's row, on a row that is never exercised, and on
-a served API without a row. COMPATIBILITY.md's table is `markdown()` of it.
+fails on one that is not in the API's row, on an API with a row that asked nothing,
+and on a served API without a row (a refused request stops at its first failing
+check, so later checks of a row are not each exercised there). COMPATIBILITY.md's table is `markdown()` of it.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ declare -A wanted=(
   [chromedriver]=chromium-driver
   [man]=man-db  # the tests render `logflume manpage`
   [/usr/sbin/logrotate]=logrotate  # the tail source's copytruncate test runs the real one
+  [/usr/sbin/nginx]=nginx-light  # the fleet lab: every web host runs a real nginx
   # promtool checks deploy/monitoring's alert rules and scrape config. The package
   # also holds the Prometheus server, which its postinst does not start in a
   # container (policy-rc.d forbids it, or invoke-rc.d finds no runlevel); on a host

@@ -119,9 +119,15 @@ def last_marks(events: list[Event]) -> dict[tuple[str, str], object]:
 
 def read_positions(consumer_conf: dict, topic: str, positions: CommittedPositions, log) -> None:
     """Read every committed record of `topic` into `positions` (blocking: run it in
-    a thread). A missing topic reads as empty."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    a thread). A missing topic reads as empty.
 
+    The consumer is assigned its partitions and never joins or commits to its group,
+    but librdkafka wants a group.id and looks the group's coordinator up anyway: an
+    agent's user without ACLs on that group (it needs none) gets
+    GROUP_AUTHORIZATION_FAILED from that lookup, which is no reason to stop reading."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    ignored = (KafkaError._PARTITION_EOF, KafkaError.GROUP_AUTHORIZATION_FAILED)
     consumer = Consumer(
         {
             **consumer_conf,
@@ -151,7 +157,7 @@ def read_positions(consumer_conf: dict, topic: str, positions: CommittedPosition
                 raise TimeoutError(f"reading {topic} took more than {READ_TIMEOUT_S:.0f}s")
             for msg in consumer.consume(1000, 0.2):
                 if msg.error() is not None:
-                    if msg.error().code() != msg.error()._PARTITION_EOF:
+                    if msg.error().code() not in ignored:
                         raise KafkaException(msg.error())
                     continue
                 positions.load(msg.key(), msg.value())

@@ -314,11 +314,21 @@ class NetnsCluster:
     one of them on the lab's bridge. Readiness checks connect from the calling thread,
     so call `start()` inside `lab.inside("client")`. Owned by one test thread."""
 
-    def __init__(self, lab: NetLab, root: Path, brokers: int = 3, settings: dict | None = None):
+    def __init__(
+        self,
+        lab: NetLab,
+        root: Path,
+        brokers: int = 3,
+        settings: dict | None = None,
+        listeners: dict[str, int] | None = None,
+    ):
+        """`listeners`: more listeners {NAME: port} beside PLAINTEXT on BROKER_PORT,
+        on every broker's own address (their protocol from `settings`)."""
         self.lab = lab
         self.root = Path(root)
         self.count = brokers
         self.settings = dict(settings or {})
+        self.listeners = {"PLAINTEXT": BROKER_PORT, **(listeners or {})}
         lab.add("zk")
         for i in range(brokers):
             lab.add(f"b{i}")
@@ -334,8 +344,11 @@ class NetnsCluster:
     def bootstrap(self) -> str:
         return ",".join(self.address(i) for i in range(self.count))
 
-    def address(self, broker_id: int) -> str:
-        return f"{self.lab.ip(f'b{broker_id}')}:{BROKER_PORT}"
+    def address(self, broker_id: int, listener: str = "PLAINTEXT") -> str:
+        return f"{self.lab.ip(f'b{broker_id}')}:{self.listeners[listener]}"
+
+    def bootstrap_of(self, listener: str) -> str:
+        return ",".join(self.address(i, listener) for i in range(self.count))
 
     def node(self, broker_id: int) -> str:
         return f"b{broker_id}"
@@ -387,7 +400,8 @@ class NetnsCluster:
 
         ip = self.lab.ip(self.node(i))
         cmd = [sys.executable, "-m", "logflume", "broker", "--data-dir", str(self.data_dir(i))]
-        cmd += ["--listen", f"{ip}:{BROKER_PORT}", "--advertised", f"{ip}:{BROKER_PORT}"]
+        listeners = ",".join(f"{name}://{ip}:{port}" for name, port in self.listeners.items())
+        cmd += ["--set", f"listeners={listeners}"]
         cmd += ["--zookeeper", self.zk_connect, "--broker-id", str(i)]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]

@@ -1,5 +1,9 @@
 import asyncio
+import fcntl
 import inspect
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -8,6 +12,7 @@ from common.aio import within
 from testkit.procs import BrokerProcess
 
 ASYNC_TEST_TIMEOUT_S = 60
+REPO = Path(__file__).resolve().parents[1]
 
 # Hypothesis' per-example deadline (200 ms) is a timed assertion: on a shared, busy
 # machine a slow example fails a correct property. No deadline, for every test.
@@ -93,3 +98,20 @@ def driver(tmp_path):
     browser = chromium(tmp_path)
     yield browser
     browser.quit()
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel of this tree, built offline (`pip wheel --no-deps --no-build-isolation`).
+    The build writes into the checkout (build/, *.egg-info), so the two test workers
+    take turns (a lock file in the virtualenv)."""
+    out = tmp_path_factory.mktemp("wheel")
+    cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+    with open(Path(sys.prefix) / "wheel-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(
+            [*cmd, "-w", str(out), str(REPO)], capture_output=True, text=True, timeout=300
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (path,) = out.glob("logflume-*.whl")
+    return path

@@ -1,0 +1,589 @@
+"""The fleet lab: web hosts as a platform team deploys them, a secured cluster, Spark.
+
+Everything runs in namespaces of one `NetLab` (testkit/netns.py), on one bridge:
+
+    zk, b0, b1, b2   ZooKeeper and three brokers. Listener PLAINTEXT :9092 carries
+                     replication and the lab's own administration (User:ANONYMOUS,
+                     a super user); SASL_SSL :9093 (SCRAM-SHA-512, a trial CA) is the
+                     one web hosts and Spark use. The AclAuthorizer is on.
+    client           the test's own clients (admin, checking consumers).
+    web-1 .. web-N   a web host: its own network, UTS (host name `web-<i>`) and mount
+                     namespaces; in the last, /var/log/nginx is the host's own
+                     directory. It runs a real nginx logging there, a load generator
+                     (testkit/loadgen.py) and the logflume agent, installed by
+                     deploy/install-agent.sh from the built wheel into the host's own
+                     prefix with the production template deploy/agent/pipelines.yaml
+                     as it ships. The lab then does what deploy/README.md tells an
+                     operator to: fill agent.env, `agent validate --env-file`, start
+                     the agent with agent.env as its environment (the unit's
+                     EnvironmentFile). Each host logs in as its own SCRAM user (its
+                     host name) holding exactly the ACLs its agent needs, and its
+                     firewall refuses the brokers' PLAINTEXT port.
+    spark            a Spark standalone master and two workers (testkit/spark_cluster),
+                     the ETL drivers.
+
+The independent count is nginx's own access log of each host: `access_lines()`.
+Needs root, iproute2, iptables, nginx, util-linux (unshare, nsenter) and Java.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import certs
+from testkit import loadgen
+from testkit.netns import NetLab, NetnsCluster, Node
+from testkit.procs import wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+SASL_PORT = 9093
+NGINX_PORT = 8080
+AGENT_METRICS = "127.0.0.1:8286"  # the template's metrics listener, in each host's netns
+ADMIN_SETTINGS = {
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:ANONYMOUS",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    "ssl.keystore.type": "PEM",
+    "default.replication.factor": 3,
+    "min.insync.replicas": 2,
+    "offsets.topic.replication.factor": 3,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "group.initial.rebalance.delay.ms": 0,
+    "auto.create.topics.enable": "false",
+}
+# The topics of deploy/agent/pipelines.yaml: (name, partitions, config).
+AGENT_TOPICS = (
+    ("nginx-access", 3, {}),
+    ("nginx-error", 1, {}),
+    ("netcat", 1, {}),
+    ("nginx-access.dlq", 1, {}),
+    ("nginx-error.dlq", 1, {}),
+    ("netcat.dlq", 1, {}),
+    ("logflume-positions", 1, {"cleanup.policy": "compact"}),
+)
+NGINX_CONF = """\
+user root;
+daemon off;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log /var/log/nginx/error.log error;
+events {{ worker_connections 256; }}
+http {{
+    default_type application/octet-stream;
+    access_log /var/log/nginx/access.log combined;
+    client_body_temp_path {root}/tmp/body;
+    proxy_temp_path {root}/tmp/proxy;
+    fastcgi_temp_path {root}/tmp/fastcgi;
+    uwsgi_temp_path {root}/tmp/uwsgi;
+    scgi_temp_path {root}/tmp/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root}/www;
+        location = /boom {{ return 500; }}
+        location = /moved {{ return 301 /static/s1; }}
+    }}
+}}
+"""
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if path is None:
+        raise RuntimeError(f"the fleet lab needs `{name}` (bash deploy/system-deps.sh)")
+    return path
+
+
+@dataclass
+class WebHost:
+    """One web host of the lab. `run` starts a command inside all its namespaces."""
+
+    name: str
+    node: Node
+    root: Path
+    user: str
+    password: str
+    anchor: subprocess.Popen | None = None
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def prefix(self) -> Path:
+        return self.root / "opt"
+
+    @property
+    def etc(self) -> Path:
+        return self.prefix / "etc/logflume"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "log"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.prefix / "var/lib/logflume/agent-web"
+
+    def command(self, cmd: list[str]) -> list[str]:
+        ns = ["--target", str(self.anchor.pid), "--net", "--uts", "--mount"]
+        return [_tool("nsenter"), *ns, "--", *cmd]
+
+    def run(self, what: str, cmd: list[str], env: dict | None = None) -> subprocess.Popen:
+        """Start `cmd` in the host as process `what` (its output in <root>/<what>.log)."""
+        with open(self.root / f"{what}.log", "ab") as out:
+            proc = subprocess.Popen(
+                self.command(cmd),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
+        self.procs[what] = proc
+        return proc
+
+    def check(self, cmd: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            self.command(cmd), capture_output=True, text=True, timeout=60, env=env
+        )
+
+    def access_lines(self) -> list[str]:
+        """Every line nginx wrote to this host's access log (rotated files first)."""
+        return _read_lines(
+            sorted(self.log_dir.glob("access.log.*"), reverse=True), self.log_dir / "access.log"
+        )
+
+    def error_lines(self) -> list[str]:
+        return _read_lines(
+            sorted(self.log_dir.glob("error.log.*"), reverse=True), self.log_dir / "error.log"
+        )
+
+
+def _read_lines(rotated: list[Path], current: Path) -> list[str]:
+    lines = []
+    for path in [*rotated, current]:
+        if path.exists():
+            lines += path.read_text().splitlines()
+    return lines
+
+
+class Fleet:
+    """The lab; `start()` brings everything up, `close()` tears it all down."""
+
+    def __init__(self, root: Path, hosts: int, wheel: Path, wheelhouse: Path):
+        self.root = Path(root)
+        self.wheel = wheel
+        self.wheelhouse = wheelhouse
+        self.lab = NetLab()
+        self.ca = certs.new_ca()
+        self.ca_file = certs.write_ca(self.root / "certs", self.ca)
+        self.cluster = NetnsCluster(
+            self.lab, self.root / "cluster", settings={}, listeners={"SASL_SSL": SASL_PORT}
+        )
+        self.hosts = [self._add_host(i) for i in range(1, hosts + 1)]
+        self.lab.add("spark")
+
+    def _add_host(self, i: int) -> WebHost:
+        name = f"web-{i}"
+        node = self.lab.add(name)
+        return WebHost(name, node, self.root / name, user=name, password=f"{name}-secret")
+
+    # -- the cluster --------------------------------------------------------------------
+
+    @property
+    def plain(self) -> str:
+        return self.cluster.bootstrap
+
+    @property
+    def sasl_ssl(self) -> str:
+        return self.cluster.bootstrap_of("SASL_SSL")
+
+    def client_properties(self, user: str, password: str) -> str:
+        """A Kafka client properties file's text (for --command-config) as `user`."""
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{user}" password="{password}";'
+        )
+        return (
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+            f"sasl.jaas.config={jaas}\n"
+            f"ssl.truststore.location={self.ca_file}\nssl.truststore.type=PEM\n"
+        )
+
+    def start_cluster(self) -> None:
+        ips = [self.lab.ip(f"b{i}") for i in range(self.cluster.count)]
+        pem = certs.write_keystore(
+            self.root / "certs", "broker", certs.issue(self.ca, "broker", hosts=ips, server=True)
+        )
+        self.cluster.settings.update(ADMIN_SETTINGS, **{"ssl.keystore.location": str(pem)})
+        with self.lab.inside("client"):
+            self.cluster.start()
+            self._provision()
+
+    def admin(self):
+        """An AdminClient over PLAINTEXT (super user); use it inside `lab.inside("client")`."""
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.plain})
+
+    def _provision(self) -> None:
+        """Topics, SCRAM users and ACLs: each host's user gets what its agent needs."""
+        from confluent_kafka.admin import (
+            NewTopic,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        admin = self.admin()
+        topics = [NewTopic(n, p, 3, config=c) for n, p, c in AGENT_TOPICS]
+        for f in admin.create_topics(topics, request_timeout=30).values():
+            f.result(60)
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        users = [(h.user, h.password) for h in self.hosts] + [("spark", "spark-secret")]
+        upserts = [UserScramCredentialUpsertion(u, info, pw.encode()) for u, pw in users]
+        for f in admin.alter_user_scram_credentials(upserts).values():
+            f.result(30)
+        bindings = [b for h in self.hosts for b in agent_acls(h.user, h.name)]
+        for f in admin.create_acls(bindings + spark_acls("spark")).values():
+            f.result(30)
+
+    # -- web hosts ----------------------------------------------------------------------
+
+    def start_hosts(self) -> None:
+        for host in self.hosts:
+            self._boot(host)
+        for host in self.hosts:
+            self.install(host)
+        for host in self.hosts:
+            self.start_nginx(host)
+            self.configure(host)
+            self.start_agent(host)
+
+    def _boot(self, host: WebHost) -> None:
+        """The host's namespaces, held by a sleeping anchor process: a UTS namespace
+        named after it, a mount namespace where /var/log/nginx is its own log dir, a
+        firewall refusing the brokers' PLAINTEXT port."""
+        for d in (host.log_dir, host.root / "nginx/tmp", host.root / "nginx/www/static"):
+            d.mkdir(parents=True, exist_ok=True)
+        Path("/var/log/nginx").mkdir(parents=True, exist_ok=True)
+        script = (
+            'hostname "$0" && mount --bind "$1" /var/log/nginx && echo ready && exec sleep infinity'
+        )
+        cmd = [self.lab.ip_cmd, "netns", "exec", host.node.ns, _tool("unshare"), "--uts"]
+        cmd += ["--mount", "--propagation", "private", "--", "sh", "-c", script]
+        host.anchor = subprocess.Popen(
+            [*cmd, host.name, str(host.log_dir)], stdout=subprocess.PIPE, start_new_session=True
+        )
+        self.lab.procs.append(host.anchor)
+        assert host.anchor.stdout.readline() == b"ready\n", f"{host.name}: namespaces not set up"
+        iptables = self.lab.iptables
+        res = host.check([iptables, "-A", "OUTPUT", "-p", "tcp", "--dport", "9092", "-j", "REJECT"])
+        assert res.returncode == 0, res.stderr
+        for path, body in loadgen.site_files().items():
+            (host.root / "nginx/www" / path).write_bytes(body)
+
+    def install(self, host: WebHost) -> None:
+        """deploy/install-agent.sh, a trial install into the host's prefix, offline."""
+        cmd = ["bash", str(REPO / "deploy/install-agent.sh"), "--prefix", str(host.prefix)]
+        cmd += [
+            "--wheel",
+            str(self.wheel),
+            "--pip-args",
+            f"--no-index --find-links {self.wheelhouse}",
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, (
+            f"{host.name}: install-agent.sh failed:\n{res.stdout}{res.stderr}"
+        )
+
+    def start_nginx(self, host: WebHost) -> None:
+        conf = host.root / "nginx/nginx.conf"
+        conf.write_text(NGINX_CONF.format(root=host.root / "nginx", port=NGINX_PORT))
+        host.run("nginx", [_tool("nginx"), "-p", str(host.root / "nginx"), "-c", str(conf)])
+        with self.lab.inside(host.name):
+            wait_until(
+                lambda: _http_ok(f"http://127.0.0.1:{NGINX_PORT}/static/s0"),
+                timeout=30,
+                what=f"{host.name}'s nginx",
+            )
+
+    def settings(self, host: WebHost) -> dict[str, str]:
+        """What the operator writes into the host's agent.env."""
+        return {
+            "LOGFLUME_BOOTSTRAP_SERVERS": self.sasl_ssl,
+            "LOGFLUME_SASL_USERNAME": host.user,
+            "LOGFLUME_SASL_PASSWORD": host.password,
+            "LOGFLUME_TLS_CA": str(self.ca_file),
+        }
+
+    def configure(self, host: WebHost) -> None:
+        """Fill agent.env, then `agent validate --env-file`: it must pass."""
+        env_file = host.etc / "agent.env"
+        text = env_file.read_text() if env_file.exists() else ""
+        env_file.write_text(text + "".join(f"{k}={v}\n" for k, v in self.settings(host).items()))
+        res = host.check(
+            self.logflume(host, "validate") + ["--env-file", str(env_file)], env=self._env()
+        )
+        assert res.returncode == 0, f"{host.name}: agent validate failed:\n{res.stdout}{res.stderr}"
+
+    def logflume(self, host: WebHost, verb: str) -> list[str]:
+        return [
+            str(host.prefix / "bin/logflume"),
+            "agent",
+            verb,
+            "--config",
+            str(host.etc / "pipelines.yaml"),
+        ]
+
+    def _env(self, extra: dict | None = None) -> dict:
+        """The environment of a systemd service: no HOST (the kernel's host name is
+        the host's identity), plus the unit's EnvironmentFile."""
+        env = {k: v for k, v in os.environ.items() if k not in ("HOST", "PYTHONPATH")}
+        return env | {"PYTHONUNBUFFERED": "1"} | (extra or {})
+
+    def start_agent(self, host: WebHost) -> None:
+        """What `systemctl start logflume-agent@web` runs, agent.env as environment."""
+        cmd = self.logflume(host, "run") + ["--name", "web", "--state-dir", str(host.state_dir)]
+        host.run("agent", cmd, env=self._env(self.settings(host)))
+        with self.lab.inside(host.name):
+            wait_until(
+                lambda: _agent_healthy(host),
+                timeout=90,
+                what=lambda: (
+                    f"{host.name}'s agent to be healthy:\n{_tail(host.root / 'agent.log')}"
+                ),
+                every=0.2,
+            )
+
+    def kill_agent(self, host: WebHost) -> None:
+        proc = host.procs["agent"]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def stop_agent(self, host: WebHost, timeout: float = 60) -> int:
+        proc = host.procs["agent"]
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout)
+
+    def start_traffic(self, host: WebHost, rate: float, seconds: float, tail_rate: float) -> None:
+        cmd = [sys.executable, "-m", "testkit.loadgen", "--port", str(NGINX_PORT)]
+        cmd += ["--rate", str(rate), "--seconds", str(seconds), "--tail-rate", str(tail_rate)]
+        cmd += ["--seed", host.name.split("-")[1]]
+        host.run("loadgen", cmd, env=os.environ | {"PYTHONPATH": str(REPO)})
+
+    def stop_traffic(self) -> None:
+        for host in self.hosts:
+            proc = host.procs.get("loadgen")
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for host in self.hosts:
+            if "loadgen" in host.procs:
+                host.procs["loadgen"].wait(30)
+
+    def udp_line(self, host: WebHost, text: str) -> None:
+        """What the README tells a user to try: `echo ... | nc -u -w1 127.0.0.1 8285`."""
+        res = host.check(["sh", "-c", 'echo "$0" | nc -u -w1 127.0.0.1 8285', text])
+        assert res.returncode == 0, res.stderr
+
+    def records(self, topic: str, timeout: float = 120) -> list:
+        """Every committed record of `topic` (read_committed), read as the super user."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        with self.lab.inside("client"):
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": self.plain,
+                    "group.id": "fleet-check",
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                    "enable.auto.commit": False,
+                }
+            )
+            try:
+                meta = consumer.list_topics(topic, timeout=30).topics[topic]
+                partitions = len(meta.partitions)
+                consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+                records, done = [], set()
+                deadline = time.monotonic() + timeout
+                while len(done) < partitions:
+                    assert time.monotonic() < deadline, f"{topic}: reading did not reach the end"
+                    for msg in consumer.consume(5000, 1.0):
+                        if msg.error() is None:
+                            records.append(msg)
+                        elif msg.error().code() == msg.error()._PARTITION_EOF:
+                            done.add(msg.partition())
+                        else:
+                            raise AssertionError(f"{topic}: {msg.error()}")
+                return records
+            finally:
+                consumer.close()
+
+    def try_as(self, host: WebHost) -> dict[str, str]:
+        """What the broker answers `host`'s user, from the host, for a few things
+        its agent needs and some it does not."""
+        from confluent_kafka import Consumer, KafkaException, Producer
+
+        login = {
+            "bootstrap.servers": self.sasl_ssl,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": host.user,
+            "sasl.password": host.password,
+            "ssl.ca.location": str(self.ca_file),
+        }
+        out = {}
+
+        def produce(topic: str) -> str:
+            results = []
+            producer = Producer(login | {"message.timeout.ms": 20000})
+            producer.produce(topic, b"probe", on_delivery=lambda err, _m: results.append(err))
+            producer.flush(30)
+            return "ok" if results == [None] else _error_name(results[0])
+
+        with self.lab.inside(host.name):
+            out["write nginx-access.dlq"] = produce("nginx-access.dlq")
+            other = next(h for h in self.hosts if h is not host)
+            txn = Producer(login | {"transactional.id": f"logflume-{other.name}-web-access-kafka"})
+            try:
+                txn.init_transactions(30)
+                out["write another host's transactional id"] = "ok"
+            except KafkaException as exc:
+                out["write another host's transactional id"] = _error_name(exc.args[0])
+            out["read nginx-access"] = _read_verdict(Consumer(login | {"group.id": "probe"}))
+            meta = Producer(login).list_topics("nginx-access-copy", timeout=30)
+            error = meta.topics["nginx-access-copy"].error
+            out["see a topic of its own choosing"] = "ok" if error is None else _error_name(error)
+            try:
+                socket.create_connection((self.lab.ip("b0"), 9092), timeout=5).close()
+                out["reach the PLAINTEXT listener"] = "connected"
+            except ConnectionRefusedError:
+                out["reach the PLAINTEXT listener"] = "refused"
+        return out
+
+    def close(self) -> None:
+        for host in self.hosts:
+            for proc in host.procs.values():
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.send_signal(signal.SIGKILL)
+            for proc in host.procs.values():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(10)
+        self.lab.close()
+
+
+def _read_verdict(consumer) -> str:
+    """Reading partition 0 of nginx-access, assigned (no group join): "ok" or the
+    first error other than the group lookup's (the group is not used)."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    try:
+        consumer.assign([TopicPartition("nginx-access", 0, 0)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is None:
+                continue
+            if msg.error() is None:
+                return "ok"
+            if msg.error().code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+                return _error_name(msg.error())
+        return "nothing within 30 s"
+    finally:
+        consumer.close()
+
+
+def _error_name(err) -> str:
+    """Kafka's name of a KafkaError's code (librdkafka's own codes: its text)."""
+    from confluent_kafka import KafkaError
+
+    names = {v: k for k, v in vars(KafkaError).items() if k.isupper() and isinstance(v, int)}
+    return names.get(err.code(), err.str())
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, urllib.error.HTTPError):
+        return False
+
+
+def _agent_healthy(host: WebHost) -> bool:
+    proc = host.procs["agent"]
+    if proc.poll() is not None:
+        raise AssertionError(
+            f"{host.name}'s agent exited with {proc.returncode}:\n{_tail(host.root / 'agent.log')}"
+        )
+    return _http_ok(f"http://{AGENT_METRICS}/health")
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    return (
+        "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+    )
+
+
+def agent_acls(user: str, host: str) -> list:
+    """Exactly what the production template's agent needs: write its topics and
+    their dead-letter topics, read and write the positions topic, its own
+    transactional ids (logflume-<host>-web-<sink>)."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    principal, allow = f"User:{user}", AclPermissionType.ALLOW
+    out = []
+
+    def grant(rtype, name, pattern, *ops):
+        out.extend(AclBinding(rtype, name, pattern, principal, "*", op, allow) for op in ops)
+
+    W, D, R = AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.READ
+    for topic, _, _ in AGENT_TOPICS:
+        if topic == "logflume-positions":
+            grant(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, W, D, R)
+        else:
+            grant(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, W, D)
+    grant(
+        ResourceType.TRANSACTIONAL_ID, f"logflume-{host}-web-", ResourcePatternType.PREFIXED, W, D
+    )
+    return out
+
+
+def spark_acls(user: str) -> list:
+    """The ETL jobs' user: read the access-log topic."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    principal, allow = f"User:{user}", AclPermissionType.ALLOW
+    return [
+        AclBinding(
+            ResourceType.TOPIC,
+            "nginx-access",
+            ResourcePatternType.LITERAL,
+            principal,
+            "*",
+            op,
+            allow,
+        )
+        for op in (AclOperation.READ, AclOperation.DESCRIBE)
+    ]

@@ -46,7 +46,7 @@ fmt: $(STAMP)
 test: $(STAMP) system-deps $(NODE_CLIENTS) $(WHEELHOUSE_STAMP) lint
 	$(BIN)/pytest -m "not soak" -n 2 --durations=60
 
-soak: $(STAMP) system-deps
+soak: $(STAMP) system-deps $(WHEELHOUSE_STAMP)
 	$(BIN)/pytest -m soak
 
 bench: $(STAMP) system-deps

@@ -390,6 +390,22 @@ class Fleet:
             if "loadgen" in host.procs:
                 host.procs["loadgen"].wait(30)
 
+    def logrotate(self, host: WebHost, log: str, how: str) -> None:
+        """Run the real logrotate on /var/log/nginx/<log> in `host`: `how` is
+        "rename" (create a new file, then nginx reopens its logs on SIGUSR1, as
+        Debian's /etc/logrotate.d/nginx does) or "copytruncate"."""
+        pid = (host.root / "nginx/nginx.pid").read_text().strip()
+        action = (
+            f"    create 0640 root root\n    postrotate\n        kill -USR1 {pid}\n    endscript\n"
+            if how == "rename"
+            else "    copytruncate\n"
+        )
+        conf = host.root / f"logrotate-{log}-{how}.conf"
+        conf.write_text(f"/var/log/nginx/{log} {{\n    rotate 20\n    nocompress\n{action}}}\n")
+        state = host.root / "logrotate.state"
+        res = host.check([_tool("logrotate"), "--force", "--state", str(state), str(conf)])
+        assert res.returncode == 0, f"{host.name}: logrotate failed: {res.stderr}"
+
     def udp_line(self, host: WebHost, text: str) -> None:
         """What the README tells a user to try: `echo ... | nc -u -w1 127.0.0.1 8285`."""
         res = host.check(["sh", "-c", 'echo "$0" | nc -u -w1 127.0.0.1 8285', text])
@@ -565,7 +581,8 @@ def agent_acls(user: str, host: str) -> list:
 
 
 def spark_acls(user: str) -> list:
-    """The ETL jobs' user: read the access-log topic."""
+    """The ETL jobs' user, as deploy/README.md grants it: consume the access-log
+    topic with the data source's groups (logflume-spark...)."""
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -574,7 +591,7 @@ def spark_acls(user: str) -> list:
         ResourceType,
     )
 
-    principal, allow = f"User:{user}", AclPermissionType.ALLOW
+    principal, allow, read = f"User:{user}", AclPermissionType.ALLOW, AclOperation.READ
     return [
         AclBinding(
             ResourceType.TOPIC,
@@ -582,8 +599,16 @@ def spark_acls(user: str) -> list:
             ResourcePatternType.LITERAL,
             principal,
             "*",
-            op,
+            read,
             allow,
-        )
-        for op in (AclOperation.READ, AclOperation.DESCRIBE)
+        ),
+        AclBinding(
+            ResourceType.GROUP,
+            "logflume-spark",
+            ResourcePatternType.PREFIXED,
+            principal,
+            "*",
+            read,
+            allow,
+        ),
     ]

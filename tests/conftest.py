@@ -100,12 +100,11 @@ def driver(tmp_path):
     browser.quit()
 
 
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory) -> Path:
-    """A wheel of this tree, built offline (`pip wheel --no-deps --no-build-isolation`).
-    The build writes into the checkout (build/, *.egg-info), so the two test workers
-    take turns (a lock file in the virtualenv)."""
-    out = tmp_path_factory.mktemp("wheel")
+def build_wheel(out: Path) -> Path:
+    """A wheel of this tree in `out`, built offline (`pip wheel --no-deps
+    --no-build-isolation`). The build writes into the checkout (build/, *.egg-info),
+    so concurrent builds (the two test workers) take turns on a lock file."""
+    out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
     with open(Path(sys.prefix) / "wheel-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -115,3 +114,9 @@ def wheel(tmp_path_factory) -> Path:
     assert result.returncode == 0, result.stdout + result.stderr
     (path,) = out.glob("logflume-*.whl")
     return path
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel of this tree (`build_wheel`), once per test worker."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))

@@ -1,0 +1,239 @@
+"""One run of the fleet lab (testkit/fleet.py) and the checks against nginx's count.
+
+`fleet_run(...)` brings the lab up (cluster, web hosts, Spark standalone with the
+realtime job running from the start), drives busy traffic on every host while
+`faults(fleet, t0)` runs in the calling thread, lets the realtime job close the
+last busy minute, stops the traffic, waits until every line is shipped, then runs
+the offline job, as scheduled, to completion. The `check_*` functions compare what
+came out with what nginx wrote on each host; each raises AssertionError.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+from testkit.spark_cluster import SparkStandalone, driver_env
+
+from testkit.fleet import Fleet
+from testkit.procs import wait_until
+
+TAIL_RATE = 2  # requests/s per host after the busy phase: event time keeps moving
+WATERMARK_S = 30  # the realtime job's lateness: covers an agent restart and a failover
+FIGURES = ("requests", "status_2xx", "status_3xx", "status_4xx", "status_5xx", "bytes")
+LINE = re.compile(r'^\S+ \S+ \S+ \[([^\]]+)\] "([^"]*)" (\d{3}) (\d+|-) ')
+
+
+@dataclasses.dataclass
+class FleetRun:
+    fleet: Fleet
+    root: Path
+    busy_until: float = 0.0
+
+    @property
+    def realtime_out(self) -> Path:
+        return self.root / "realtime"
+
+    @property
+    def offline_out(self) -> Path:
+        return self.root / "offline"
+
+
+def etl_command(run: FleetRun, spark: SparkStandalone, job: str, out: Path, *extra: str) -> list:
+    """`logflume etl <job>` as scheduled on the Spark cluster, logged in as `spark`."""
+    props = run.root / "spark.properties"
+    props.write_text(run.fleet.client_properties("spark", "spark-secret"))
+    cmd = [sys.executable, "-m", "logflume", "etl", job, "--master", spark.master_url]
+    cmd += ["--bootstrap-server", run.fleet.sasl_ssl, "--command-config", str(props)]
+    cmd += ["--topic", "nginx-access", "--output", str(out), "--checkpoint", f"{out}-ckpt"]
+    return cmd + list(extra)
+
+
+@contextlib.contextmanager
+def fleet_run(
+    root: Path,
+    wheel: Path,
+    hosts: int,
+    rate: float,
+    busy_at_least_s: float,
+    faults: Callable[[Fleet, float], None],
+):
+    """Yield a FleetRun once everything above is done; tear it all down after."""
+    fleet = Fleet(root, hosts, wheel, Path(sys.prefix) / "wheelhouse")
+    spark = None
+    try:
+        fleet.start_cluster()
+        fleet.start_hosts()
+        spark = SparkStandalone(
+            root / "spark",
+            host=fleet.lab.ip("spark"),
+            popen=lambda cmd, log, env: fleet.lab.popen("spark", cmd, log, env=env),
+        )
+        with fleet.lab.inside("spark"):
+            spark.start()
+        run = FleetRun(fleet, root)
+        realtime = fleet.lab.popen(
+            "spark",
+            etl_command(
+                run, spark, "realtime", run.realtime_out,
+                "--starting-offsets", "earliest", "--watermark", f"{WATERMARK_S} seconds",
+                "--trigger-seconds", "1", "--no-provisional",
+            ),
+            root / "realtime.log",
+            env=driver_env(),
+        )  # fmt: skip
+        _traffic(run, rate, busy_at_least_s, faults)
+        _wait_for_finals(run, realtime)
+        fleet.stop_traffic()
+        _wait_shipped(fleet)
+        realtime.send_signal(signal.SIGTERM)
+        assert realtime.wait(60) == 0, _tail(root / "realtime.log")
+        offline = fleet.lab.popen(
+            "spark",
+            etl_command(run, spark, "offline", run.offline_out),
+            root / "offline.log",
+            env=driver_env(),
+        )
+        assert offline.wait(600) == 0, _tail(root / "offline.log")
+        yield run
+    finally:
+        if spark is not None:
+            spark.stop()
+        fleet.close()
+
+
+def _tail(path: Path) -> str:
+    return path.read_text(errors="replace")[-4000:] if path.exists() else f"(no {path})"
+
+
+def _traffic(run: FleetRun, rate: float, at_least_s: float, faults) -> None:
+    """Busy traffic until a second before the first minute boundary `at_least_s`
+    away, so that the realtime job can close the last busy minute soon after; the
+    README's netcat line from every host; `faults` meanwhile."""
+    t0 = time.time()
+    run.busy_until = (int(t0 + at_least_s) // 60 + 1) * 60 - 1
+    for host in run.fleet.hosts:
+        run.fleet.start_traffic(host, rate, run.busy_until - t0, TAIL_RATE)
+    for host in run.fleet.hosts:
+        run.fleet.udp_line(host, f"hello from {host.name}")
+    faults(run.fleet, t0)
+    time.sleep(max(0.0, run.busy_until - time.time()))
+
+
+def _wait_for_finals(run: FleetRun, realtime) -> None:
+    last_busy_minute = int(run.busy_until) // 60 * 60
+
+    def closed() -> bool:
+        assert realtime.poll() is None, _tail(run.root / "realtime.log")
+        return last_busy_minute in {m for m, _ in final_minutes(run.realtime_out)}
+
+    wait_until(
+        closed,
+        timeout=WATERMARK_S + 240,
+        what="the realtime job's final rows of the last busy minute",
+        every=1,
+    )
+
+
+def _wait_shipped(fleet: Fleet) -> None:
+    """Until every access-log line of every host is a committed record."""
+    want = sum(len(h.access_lines()) for h in fleet.hosts)
+    wait_until(
+        lambda: len(fleet.records("nginx-access")) >= want,
+        timeout=180,
+        what=lambda: f"{want} access-log lines shipped",
+        every=2,
+    )
+
+
+# -- what came out, what nginx wrote --------------------------------------------------
+
+
+def nginx_figures(lines: list[str], bucket_s: int) -> dict:
+    """{bucket start (epoch s): figures} counted from nginx's own log lines."""
+    out: dict = collections.defaultdict(collections.Counter)
+    for line in lines:
+        m = LINE.match(line)
+        assert m, f"not a combined-format line: {line!r}"
+        when = int(datetime.strptime(m.group(1), "%d/%b/%Y:%H:%M:%S %z").timestamp())
+        figures = out[when // bucket_s * bucket_s]
+        status = int(m.group(3))
+        figures["requests"] += 1
+        figures[f"status_{status // 100}xx"] += 1
+        figures["bytes"] += 0 if m.group(4) == "-" else int(m.group(4))
+    return {k: {f: v.get(f, 0) for f in FIGURES} for k, v in out.items()}
+
+
+def final_minutes(out: Path) -> dict:
+    """{(minute start, host): figures} of the realtime job's final Parquet rows."""
+    rows = {}
+    for path in sorted((out / "minute").glob("date=*/part-*.parquet")):
+        for r in pq.read_table(path).to_pylist():
+            rows[(int(r["window_start"].timestamp()), r["host"])] = {f: r[f] for f in FIGURES}
+    return rows
+
+
+def host_of(msg) -> str:
+    return dict(msg.headers() or []).get("host", b"").decode()
+
+
+def check_access_lines_once(run: FleetRun, at_least: int) -> None:
+    got = collections.Counter()
+    for msg in run.fleet.records("nginx-access"):
+        value = orjson.loads(msg.value())
+        got[(host_of(msg), value["path"], value["status"], value["bytes"])] += 1
+    want = collections.Counter()
+    for host in run.fleet.hosts:
+        for line in host.access_lines():
+            m = LINE.match(line)
+            want[(host.name, m.group(2).split(" ")[1], int(m.group(3)), int(m.group(4)))] += 1
+    assert sum(want.values()) >= at_least
+    assert max(want.values()) == 1, "the load generator makes every request distinct"
+    assert got == want
+
+
+def check_error_lines_and_netcat(run: FleetRun) -> None:
+    got = collections.Counter(
+        (host_of(m), m.value().decode()) for m in run.fleet.records("nginx-error")
+    )
+    want = collections.Counter((h.name, line) for h in run.fleet.hosts for line in h.error_lines())
+    assert sum(want.values()) > 0
+    assert got == want
+    netcat = sorted((host_of(m), m.value().decode()) for m in run.fleet.records("netcat"))
+    assert netcat == [(h.name, f"hello from {h.name}") for h in run.fleet.hosts]
+
+
+def check_offline_hourly(run: FleetRun) -> None:
+    rows = {}
+    for path in (run.offline_out / "hourly").rglob("*.parquet"):
+        for r in pq.read_table(path).to_pylist():
+            rows[(int(r["hour_start"].timestamp()), r["host"])] = {f: r[f] for f in FIGURES}
+    want = {
+        (hour, host.name): figures
+        for host in run.fleet.hosts
+        for hour, figures in nginx_figures(host.access_lines(), 3600).items()
+    }
+    assert rows == want
+
+
+def check_realtime_finals(run: FleetRun) -> None:
+    got = final_minutes(run.realtime_out)
+    last = max(m for m, _ in got)
+    assert last >= int(run.busy_until) // 60 * 60
+    want = {
+        (minute, host.name): figures
+        for host in run.fleet.hosts
+        for minute, figures in nginx_figures(host.access_lines(), 60).items()
+        if minute <= last
+    }
+    assert got == want

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -114,18 +115,22 @@ class AgentSpec:
     sinks: dict[str, SinkSpec]
 
 
-def compile_file(path: str | Path) -> tuple[dict[str, AgentSpec], list[ConfigError]]:
+def compile_file(
+    path: str | Path, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, AgentSpec], list[ConfigError]]:
     """Compile a pipelines file; returns (agents, errors). Agents are valid only if
-    errors is empty."""
+    errors is empty. `${VAR}` comes from `environ`, by default the process's."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
         return {}, [ConfigError(str(path), 1, 1, "", f"cannot read: {exc.strerror}")]
-    return compile_text(text, str(path))
+    return compile_text(text, str(path), environ)
 
 
-def compile_text(text: str, filename: str = "pipelines.yaml"):
+def compile_text(
+    text: str, filename: str = "pipelines.yaml", environ: Mapping[str, str] | None = None
+):
     errors = Errors(filename)
     try:
         root = yaml.compose(text)
@@ -136,7 +141,8 @@ def compile_text(text: str, filename: str = "pipelines.yaml"):
         return {}, [ConfigError(filename, line, col, "", f"invalid YAML: {problem}")]
     if root is None:
         return {}, [ConfigError(filename, 1, 1, "", "empty file; expected 'agents:'")]
-    _expand_env(root, "", errors, {**os.environ, "HOST": this_host()})
+    environ = os.environ if environ is None else environ
+    _expand_env(root, "", errors, {**environ, "HOST": this_host(environ)})
     failures = load_plugins()
     agents: dict[str, AgentSpec] = {}
     if not isinstance(root, yaml.MappingNode):

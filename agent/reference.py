@@ -309,8 +309,9 @@ comments on the Config fields in the code: edit those, then regenerate. -->
 Every key of the file that configures logflume's log agents. `logflume agent run`
 and `logflume agent validate` read `pipelines.yaml` in the working directory, or
 the file `--config FILE` names; an agent installed with deploy/install-agent.sh
-reads `/etc/logflume/pipelines.yaml`. The repository's `pipelines.yaml` is a
-working example (the demo's pipeline).
+reads `/etc/logflume/pipelines.yaml`, installed from the production web host's
+template, `deploy/agent/pipelines.yaml`. The repository's `pipelines.yaml` is the
+demo's pipeline (`make up`).
 
 ```yaml
 agents:
@@ -336,8 +337,25 @@ Any value may refer to the environment: `${NAME}` is replaced by the variable's
 value (an error when it is not set), `${NAME:-default}` by `default` when NAME is
 unset or empty, and `$$` is a literal `$`. Values are replaced before they are
 typed, so `capacity: ${CAPACITY}` is an integer when CAPACITY holds one. Inside a
-flow mapping, quote the value: `{listen: "${LISTEN}"}`. The systemd unit of
-deploy/ reads variables from `/etc/logflume/agent.env`.
+flow mapping, quote the value: `{listen: "${LISTEN}"}`.
+
+The systemd unit of deploy/ reads variables from `/etc/logflume/agent.env`
+(`EnvironmentFile=`). `logflume agent validate --env-file FILE` checks a file with
+the variables of such a file, so the settings can be checked before the service
+starts:
+
+```sh
+logflume agent validate --config /etc/logflume/pipelines.yaml --env-file /etc/logflume/agent.env
+```
+
+`logflume agent run --env-file FILE` puts them into the agent's environment, as
+systemd does. Variables of the file win over the environment. The syntax is
+systemd's: `NAME=value` lines, blank lines and comment lines starting with `#` or
+`;`; the value may be in single quotes (kept as written) or double quotes (where
+`\\"`, `\\\\`, `\\$` and `` \\` `` stand for the second character); nothing in it is
+expanded. A line that is no such assignment (`export NAME=value` included), a quote
+left open and a backslash ending a line (no continuation lines) are errors naming
+the file and line; so is a missing file.
 
 `${file:/path}` is replaced by the content of a file, less one trailing newline:
 a secret such as the kafka sink's `sasl.password` can live in a file only the

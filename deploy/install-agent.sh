@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Install logflume on a host: its own virtualenv, the `logflume` system user, the
-# agent's configuration and the systemd units. Safe to run again (upgrades the code,
-# never overwrites an existing /etc/logflume/pipelines.yaml). See deploy/README.md.
+# agent's configuration (the production template deploy/agent/pipelines.yaml and its
+# settings file agent.env) and the systemd units. Safe to run again (upgrades the
+# code, never overwrites an existing /etc/logflume/pipelines.yaml or agent.env). The
+# agent's unit is enabled only once `logflume agent validate` passes with agent.env's
+# settings. See deploy/README.md.
 #
 #   sudo deploy/install-agent.sh                 # system install under /opt/logflume
-#   deploy/install-agent.sh --prefix /tmp/lf     # trial install: everything under /tmp/lf,
+#   deploy/install-agent.sh --prefix /tmp/lf --demo-config
+#                                                # trial install: everything under /tmp/lf,
 #                                                # no user, no systemctl, no root needed
 #   sudo deploy/install-agent.sh --wheel dist/logflume-0.1.0-*.whl   # code from a wheel
 #
 # Only the agent's dependencies are installed (`logflume[agent]`); a broker host adds
 # `--extras agent,broker`, a Spark host `--extras etl`.
 set -euo pipefail
+# The virtualenv holds what pip installs into it: a caller's PYTHONPATH (a source tree,
+# another environment) would make pip take the logflume it finds there as installed.
+unset PYTHONPATH
 
 usage() {
   cat <<'EOF'
@@ -19,13 +26,17 @@ usage: install-agent.sh [options]
                      creates no user and does not touch systemd (default: a system
                      install into /opt/logflume, /etc/logflume, /var/lib/logflume)
   --source DIR       the logflume source tree to install (default: this script's repo);
-                     the units and the example pipelines.yaml always come from it
+                     the units and the configuration always come from it
   --wheel FILE       install the code from this wheel (python -m build) instead
   --from-index       install the code from the package index pip is set up with
                      (pip.conf, or --pip-args "--index-url URL") instead
   --extras LIST      the parts to install dependencies for: agent, broker, etl, all,
                      comma-separated (default: agent)
-  --agent NAME       agent of pipelines.yaml whose unit gets enabled (default: web)
+  --demo-config      install the demo's pipelines.yaml (the one `make up` runs: local
+                     broker, no settings needed) instead of the production template
+                     deploy/agent/pipelines.yaml: for trials
+  --agent NAME       agent of pipelines.yaml whose unit gets enabled (default: web), once
+                     `logflume agent validate` passes with agent.env's settings
   --no-enable        install the units but enable none (e.g. on a broker host)
   --python PATH      Python >= 3.11 that creates the virtualenv (default: python3)
   --pip-args "ARGS"  extra arguments for `pip install` (e.g. "--no-index --find-links DIR")
@@ -50,6 +61,7 @@ reuse=""
 wheel=""
 from_index=0
 extras=agent
+demo_config=0
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -58,6 +70,7 @@ while [ $# -gt 0 ]; do
     --wheel) [ $# -ge 2 ] || die "--wheel needs a file"; wheel="$2"; shift 2 ;;
     --from-index) from_index=1; shift ;;
     --extras) [ $# -ge 2 ] || die "--extras needs a list"; extras="$2"; shift 2 ;;
+    --demo-config) demo_config=1; shift ;;
     --agent) [ $# -ge 2 ] || die "--agent needs a name"; agent="$2"; shift 2 ;;
     --no-enable) enable=0; shift ;;
     --python) [ $# -ge 2 ] || die "--python needs a path"; python="$2"; shift 2 ;;
@@ -70,6 +83,7 @@ done
 
 [ -f "$source_dir/pyproject.toml" ] || die "$source_dir is not a logflume source tree (no pyproject.toml)"
 [ -f "$source_dir/deploy/systemd/logflume-agent@.service" ] || die "$source_dir has no deploy/systemd units"
+[ -f "$source_dir/deploy/agent/agent.env" ] || die "$source_dir has no deploy/agent configuration"
 [ -z "$reuse" ] || [ -d "$reuse" ] || die "--reuse-site-packages: no directory $reuse"
 [ -z "$wheel" ] || [ "$from_index" -eq 0 ] || die "--wheel and --from-index exclude each other"
 [ -z "$wheel" ] || [[ "$wheel" == *.whl && -f "$wheel" ]] || die "--wheel: no wheel file $wheel"
@@ -156,22 +170,31 @@ if [ "$trial" -eq 0 ]; then
   fi
 fi
 
-# 3. Configuration and state. An existing pipelines.yaml is the operator's: kept. It
-#    may hold credentials, so only root and group logflume read it. The state and log
-#    directories include those of the offline job's cron line (share/logflume/).
+# 3. Configuration and state: pipelines.yaml, the production template (or with
+#    --demo-config the demo's), and agent.env, the units' EnvironmentFile, whose
+#    settings (the template's ${LOGFLUME_...}) are left unset for the operator. Existing
+#    files are the operator's: kept. They hold credentials, so only root and group
+#    logflume read them. The state and log directories include those of the offline
+#    job's cron line (share/logflume/).
+if [ "$demo_config" -eq 1 ]; then
+  config_source="$source_dir/pipelines.yaml"
+  config_kind="the demo's pipelines, for \`make up\`'s local broker"
+else
+  config_source="$source_dir/deploy/agent/pipelines.yaml"
+  config_kind="the production web host's template; its settings go in agent.env"
+fi
 install -d -m 0755 "$etc_dir"
 if [ -e "$etc_dir/pipelines.yaml" ]; then
   say "keeping existing $etc_dir/pipelines.yaml"
 else
-  install -m 0640 "$source_dir/pipelines.yaml" "$etc_dir/pipelines.yaml"
-  say "wrote $etc_dir/pipelines.yaml (the repository's example: edit its paths and broker address)"
+  install -m 0640 "$config_source" "$etc_dir/pipelines.yaml"
+  say "wrote $etc_dir/pipelines.yaml ($config_kind)"
 fi
-# agent.env, the units' EnvironmentFile, holds the values of ${VAR} in pipelines.yaml
-# (LOGFLUME_SASL_PASSWORD ...): created empty, readable by the same few.
-if [ ! -e "$etc_dir/agent.env" ]; then
-  printf '%s\n' "# KEY=value lines for \${KEY} in pipelines.yaml, e.g. LOGFLUME_SASL_PASSWORD=..." \
-    >"$build/agent.env"
-  install -m 0640 "$build/agent.env" "$etc_dir/agent.env"
+if [ -e "$etc_dir/agent.env" ]; then
+  say "keeping existing $etc_dir/agent.env"
+else
+  install -m 0640 "$source_dir/deploy/agent/agent.env" "$etc_dir/agent.env"
+  say "wrote $etc_dir/agent.env (settings for pipelines.yaml, unset until edited)"
 fi
 install -d -m 0750 "$state_dir" "$state_dir/etl" "$log_dir"
 if [ "$trial" -eq 0 ]; then
@@ -200,23 +223,48 @@ sed -e "s|/opt/logflume|$prefix|g" -e "s|/var/lib/logflume|$state_dir|g" \
   >"$build/logflume-etl-offline.cron"
 install -m 0644 "$build/logflume-etl-offline.cron" "$prefix/share/logflume/logflume-etl-offline.cron"
 
-if [ "$trial" -eq 0 ] && [ -d /run/systemd/system ]; then
-  systemctl daemon-reload
-  if [ "$enable" -eq 1 ]; then
-    systemctl enable "logflume-agent@$agent.service"
-    say "enabled logflume-agent@$agent (start it with: systemctl start logflume-agent@$agent)"
+# 5. The agent's unit is enabled only with a configuration that validates with
+#    agent.env's settings, checked as the unit's ExecStartPre will (as user logflume),
+#    so that no unit is enabled to fail at the next boot. Enabling starts nothing.
+check=("$prefix/bin/logflume" agent validate --config "$etc_dir/pipelines.yaml"
+  --env-file "$etc_dir/agent.env")
+valid=0
+if [ "$enable" -eq 1 ]; then
+  as_agent=()
+  [ "$trial" -eq 1 ] || as_agent=(runuser -u logflume --)
+  if problems="$(cd / && "${as_agent[@]}" "${check[@]}" 2>&1)"; then
+    valid=1
   fi
+fi
+systemd=0
+[ "$trial" -eq 1 ] || [ ! -d /run/systemd/system ] || systemd=1
+if [ "$systemd" -eq 1 ]; then
+  systemctl daemon-reload
 elif [ "$trial" -eq 0 ]; then
   say "systemd is not running here: units installed but not enabled"
 fi
+if [ "$enable" -eq 1 ] && [ "$valid" -eq 1 ] && [ "$systemd" -eq 1 ]; then
+  systemctl enable "logflume-agent@$agent.service"
+  say "enabled logflume-agent@$agent (start it with: systemctl start logflume-agent@$agent)"
+elif [ "$enable" -eq 1 ] && [ "$valid" -eq 0 ]; then
+  state="is NOT enabled:"
+  if [ "$systemd" -eq 1 ] && systemctl is-enabled --quiet "logflume-agent@$agent.service"; then
+    state="stays enabled (by an earlier install), but"
+  fi
+  say "logflume-agent@$agent $state $etc_dir/pipelines.yaml does not validate" \
+    "with the settings of $etc_dir/agent.env:"
+  mapfile -t lines <<<"$problems"
+  printf '    %s\n' "${lines[@]}"
+fi
 
+if [ "$trial" -eq 0 ]; then
+  start="systemctl enable --now logflume-agent@$agent"
+else
+  start="$prefix/bin/logflume agent run --config $etc_dir/pipelines.yaml --env-file $etc_dir/agent.env --name $agent --state-dir $state_dir/agent-$agent"
+fi
 cat <<EOF
 install-agent: done. Next:
-  edit     $etc_dir/pipelines.yaml
-  check    $prefix/bin/logflume agent validate --config $etc_dir/pipelines.yaml
+  edit     $etc_dir/agent.env (the settings of pipelines.yaml), or pipelines.yaml itself
+  check    ${check[*]}
+  start    $start
 EOF
-if [ "$trial" -eq 0 ]; then
-  echo "  start    systemctl enable --now logflume-agent@$agent"
-else
-  echo "  run      $prefix/bin/logflume agent run --config $etc_dir/pipelines.yaml --name $agent --state-dir $state_dir/agent-$agent"
-fi

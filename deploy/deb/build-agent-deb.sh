@@ -6,11 +6,16 @@
 # The package is self-contained like Fluent Bit's and Vector's: a virtualenv with
 # logflume[agent] and its dependencies at /opt/logflume (the layout install-agent.sh
 # makes, so the units are the same), built here against Debian's python3.11, which is
-# all it depends on. It also ships /etc/logflume/pipelines.yaml (a conffile, 0640
-# root:logflume), the logflume-agent@.service template, /usr/bin/logflume, the manual
-# page and bash completion. Installing it creates the `logflume` user and the state
-# directories and starts nothing: the configuration needs editing first.
+# all it depends on. It also ships the production web host's configuration,
+# deploy/agent/, as conffiles (0640 root:logflume): /etc/logflume/pipelines.yaml and
+# /etc/logflume/agent.env, whose settings are unset. And the logflume-agent@.service
+# template, /usr/bin/logflume, the manual page and bash completion. Installing it
+# creates the `logflume` user and the state directories and starts and enables
+# nothing: agent.env needs this host's settings first.
 set -euo pipefail
+# The package's virtualenv holds what pip installs into it: a caller's PYTHONPATH (a source tree,
+# another environment) would make pip take the logflume it finds there as installed.
+unset PYTHONPATH
 
 usage() {
   cat <<'USAGE'
@@ -76,7 +81,8 @@ install -m 0644 "$source_dir/deploy/README.md" "$venv/share/logflume/README.md"
 install -d "$root/etc/logflume" "$root/lib/systemd/system" "$root/usr/bin" \
   "$root/usr/share/man/man1" "$root/usr/share/bash-completion/completions" \
   "$root/usr/share/doc/logflume-agent"
-install -m 0640 "$source_dir/pipelines.yaml" "$root/etc/logflume/pipelines.yaml"
+install -m 0640 "$source_dir/deploy/agent/pipelines.yaml" "$source_dir/deploy/agent/agent.env" \
+  "$root/etc/logflume/"
 install -m 0644 "$source_dir/deploy/systemd/logflume-agent@.service" "$root/lib/systemd/system/"
 ln -s /opt/logflume/bin/logflume "$root/usr/bin/logflume"
 install -m 0644 "$stage/logflume.1.gz" "$root/usr/share/man/man1/logflume.1.gz"
@@ -88,7 +94,7 @@ install -d "$root/DEBIAN"
 for script in postinst prerm postrm; do
   install -m 0755 "$source_dir/deploy/deb/$script" "$root/DEBIAN/$script"
 done
-echo /etc/logflume/pipelines.yaml >"$root/DEBIAN/conffiles"
+printf '%s\n' /etc/logflume/pipelines.yaml /etc/logflume/agent.env >"$root/DEBIAN/conffiles"
 cat >"$root/DEBIAN/control" <<CONTROL
 Package: logflume-agent
 Version: ${version}-1

@@ -22,9 +22,11 @@ def add_parser(subparsers) -> None:
         help="read positions and file channels (default: /var/lib/logflume/agent-<name> as "
         "root, as the systemd unit has it; else $XDG_STATE_HOME/logflume/agent-<name>)",
     )
+    add_env_file_argument(run_p)
     run_p.set_defaults(func=run)
     val_p = sub.add_parser("validate", help="check a pipelines file; print every error")
     val_p.add_argument("--config", default="pipelines.yaml", help="pipelines file")
+    add_env_file_argument(val_p)
     val_p.set_defaults(func=validate)
     ref_p = sub.add_parser(
         "reference", help="print the reference of pipelines.yaml keys (Markdown or JSON Schema)"
@@ -39,6 +41,16 @@ def add_parser(subparsers) -> None:
     ref_p.set_defaults(func=reference)
 
 
+def add_env_file_argument(parser) -> None:
+    parser.add_argument(
+        "--env-file",
+        metavar="FILE",
+        help="take variables for ${NAME} in the pipelines file from FILE too, as the "
+        "systemd unit does with its EnvironmentFile= (/etc/logflume/agent.env): NAME=value "
+        "lines, # and ; comments, values optionally quoted; FILE wins over the environment",
+    )
+
+
 def default_state_dir(name: str, euid: int, environ: Mapping[str, str], home: Path) -> Path:
     """Where an agent keeps its state unless told: an absolute path that does not
     depend on the directory it was started from (a relative default made an agent
@@ -50,17 +62,32 @@ def default_state_dir(name: str, euid: int, environ: Mapping[str, str], home: Pa
     return Path(base) / "logflume" / f"agent-{name}"
 
 
-def _compile(path: str):
+def _compile(path: str, environ: Mapping[str, str] | None = None):
     from agent.config import compile_file
 
-    agents, errors = compile_file(path)
+    agents, errors = compile_file(path, environ)
     for error in errors:
         print(error, file=sys.stderr)
     return agents, errors
 
 
+def _env_file(path: str | None) -> dict[str, str] | None:
+    """The variables of `--env-file` ({} without one); None when the file is missing
+    or malformed, which is said on stderr."""
+    from common.envfile import EnvFileError, read_env_file
+
+    try:
+        return read_env_file(path) if path else {}
+    except EnvFileError as e:
+        print(e, file=sys.stderr)
+        return None
+
+
 def validate(args: argparse.Namespace) -> int:
-    agents, errors = _compile(args.config)
+    variables = _env_file(args.env_file)
+    if variables is None:
+        return 1
+    agents, errors = _compile(args.config, {**os.environ, **variables})
     if errors:
         print(f"{len(errors)} error(s) in {args.config}", file=sys.stderr)
         return 1
@@ -89,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.runtime import AgentRuntime
 
+    variables = _env_file(args.env_file)
+    if variables is None:
+        return 1
+    # Into the process's environment, as systemd's EnvironmentFile= puts them: the
+    # host name of headers and transactional ids and each reload (SIGHUP) read it.
+    os.environ.update(variables)
     agents, errors = _compile(args.config)
     if errors:
         return 1

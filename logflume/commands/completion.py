@@ -14,7 +14,7 @@ import argparse
 SHELLS = ("bash",)
 
 # Options whose value is a path: they complete file or directory names.
-FILE_OPTIONS = {"config", "command_config", "output"}
+FILE_OPTIONS = {"config", "command_config", "env_file", "output"}
 DIRECTORY_OPTIONS = {"data_dir", "state_dir", "checkpoint"}
 
 

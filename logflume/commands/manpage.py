@@ -10,6 +10,10 @@ FILES = r""".TP
 .B /etc/logflume/pipelines.yaml
 agents, their sources, channels and sinks (\fBlogflume agent reference\fR lists every key)
 .TP
+.B /etc/logflume/agent.env
+the agent unit's EnvironmentFile: NAME=value lines for ${NAME} in pipelines.yaml
+(\fBlogflume agent validate \-\-env\-file\fR checks the two together)
+.TP
 .B /etc/logflume/broker-ID.properties
 a broker's configuration (logflume-broker@ID.service), Kafka's server.properties syntax
 .TP

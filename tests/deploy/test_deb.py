@@ -1,6 +1,7 @@
 """The agent's Debian package (deploy/deb/build-agent-deb.sh): built from this tree's
 wheel, installed with dpkg on this machine, the agent started as its unit starts it,
-then purged.
+then purged. It ships the production agent's configuration (deploy/agent/) as its
+conffiles, with the settings unset: it enables nothing.
 
 The build is offline: the dependencies' wheels come from the wheelhouse `make test`
 fills in set-up (.venv/wheelhouse). Installing needs root and Debian's python3.11,
@@ -21,11 +22,16 @@ import pytest
 
 from testkit.ports import free_port
 from tests.deploy import udp_agent
+from tests.deploy.template import AGENT_ENV, PIPELINES
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "deploy" / "deb" / "build-agent-deb.sh"
 WHEELHOUSE = Path(sys.prefix) / "wheelhouse"
 UNIT = Path("/lib/systemd/system/logflume-agent@.service")
+CONFFILES = {
+    Path("/etc/logflume/pipelines.yaml"): PIPELINES,
+    Path("/etc/logflume/agent.env"): AGENT_ENV,
+}
 
 
 def run(cmd, **kwargs):
@@ -59,18 +65,19 @@ def installed(deb):
     purged = run(["dpkg", "--purge", "logflume-agent"])
     assert purged.returncode == 0, purged.stdout + purged.stderr
     assert not Path("/opt/logflume").exists() and not Path("/usr/bin/logflume").exists()
-    assert not Path("/etc/logflume/pipelines.yaml").exists()
+    assert not [path for path in CONFFILES if path.exists()]
 
 
 def test_package_fields_and_contents(deb):
     fields = run(["dpkg-deb", "-f", str(deb)]).stdout
     assert re.search(r"^Package: logflume-agent$", fields, re.MULTILINE)
     assert re.search(r"^Depends: python3\.11", fields, re.MULTILINE)
-    assert run(["dpkg-deb", "-I", str(deb), "conffiles"]).stdout.split() == [
-        "/etc/logflume/pipelines.yaml"
-    ]
+    conffiles = run(["dpkg-deb", "-I", str(deb), "conffiles"]).stdout.split()
+    assert conffiles == ["/etc/logflume/pipelines.yaml", "/etc/logflume/agent.env"]
     listing = run(["dpkg-deb", "-c", str(deb)]).stdout
-    paths = {line.split()[5].removeprefix(".") for line in listing.splitlines()}
+    modes = {line.split()[5].removeprefix("."): line.split()[0] for line in listing.splitlines()}
+    paths = set(modes)
+    assert {modes[path] for path in conffiles} == {"-rw-r-----"}
     assert {
         "/usr/bin/logflume",
         "/opt/logflume/bin/logflume",
@@ -84,18 +91,35 @@ def test_package_fields_and_contents(deb):
 
 def test_dpkg_install_sets_up_user_config_and_command(installed):
     user = pwd.getpwnam("logflume")
-    config = Path("/etc/logflume/pipelines.yaml").stat()
-    assert config.st_mode & 0o777 == 0o640 and config.st_uid == 0
-    assert config.st_gid == grp.getgrnam("logflume").gr_gid
+    for path, source in CONFFILES.items():
+        config = path.stat()
+        assert config.st_mode & 0o777 == 0o640 and config.st_uid == 0
+        assert config.st_gid == grp.getgrnam("logflume").gr_gid
+        assert path.read_text() == source.read_text()
     state = Path("/var/lib/logflume").stat()
     assert state.st_uid == user.pw_uid and state.st_mode & 0o777 == 0o750
     assert run(["/usr/bin/logflume", "--help"]).returncode == 0
     assert run(["man", "-w", "logflume"]).stdout.strip() == "/usr/share/man/man1/logflume.1.gz"
     assert list(Path("/opt/logflume/lib").rglob("__pycache__"))  # postinst compiled them
+
+
+def test_the_package_enables_nothing_until_the_settings_are_given(installed):
+    """agent.env ships with the settings unset: validate names them, with their line of
+    pipelines.yaml; postinst says what to do and no unit is enabled."""
+    assert "/etc/logflume/agent.env" in installed and "--env-file" in installed
+    assert not list(Path("/etc/systemd/system").glob("*.wants/logflume-agent@*"))
     check = run(
-        ["/usr/bin/logflume", "agent", "validate", "--config", "/etc/logflume/pipelines.yaml"]
-    )
-    assert check.returncode == 0, check.stdout + check.stderr
+        ["/usr/bin/logflume", "agent", "validate", "--config", "/etc/logflume/pipelines.yaml",
+         "--env-file", "/etc/logflume/agent.env"],
+        cwd="/",
+    )  # fmt: skip
+    assert check.returncode == 1
+    assert re.search(
+        r"^/etc/logflume/pipelines\.yaml:\d+:\d+: agents\.web\.sinks\.access-kafka\."
+        r"bootstrap_servers: environment variable LOGFLUME_BOOTSTRAP_SERVERS is not set",
+        check.stderr,
+        re.MULTILINE,
+    ), check.stderr
 
 
 def test_the_installed_unit_verifies(installed, tmp_path):

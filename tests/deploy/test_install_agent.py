@@ -1,5 +1,8 @@
 """deploy/install-agent.sh and deploy/systemd/: lint, a real trial install, unit checks.
 
+The trial installs the production template (deploy/agent/), whose settings agent.env
+leaves unset: the agent's unit is reported not enabled, with validate's errors.
+
 The trial install reuses this virtualenv's site-packages (`--reuse-site-packages`) so
 that pip resolves every dependency as already present and only builds logflume
 itself: a real install, in seconds rather than the minutes pyspark's wheel takes.
@@ -16,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.template import AGENT_ENV, PIPELINES, filled, first_line_of, relocated, settings
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "install-agent.sh"
 UNITS = REPO / "deploy" / "systemd"
@@ -25,8 +30,8 @@ def run(cmd, **kwargs):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kwargs)
 
 
-def install(prefix: Path):
-    cmd = ["bash", str(SCRIPT), "--prefix", str(prefix), "--python", sys.executable]
+def install(prefix: Path, *options: str):
+    cmd = ["bash", str(SCRIPT), "--prefix", str(prefix), "--python", sys.executable, *options]
     cmd += ["--reuse-site-packages", sysconfig.get_path("purelib")]
     result = run(cmd)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -87,11 +92,16 @@ def test_agent_unit_reloads_with_sighup_and_broker_unit_is_per_id():
 
 
 def test_trial_install_gives_a_working_agent_validate(trial, tmp_path):
+    """The installed template and agent.env, filled in as an operator does (the nginx
+    logs moved into tmp_path), pass the installed `logflume agent validate`."""
     prefix, _ = trial
-    config = prefix / "etc" / "logflume" / "pipelines.yaml"
-    assert config.read_text() == (REPO / "pipelines.yaml").read_text()
+    etc = prefix / "etc" / "logflume"
+    assert (etc / "pipelines.yaml").read_text() == PIPELINES.read_text()
+    assert (etc / "agent.env").read_text() == AGENT_ENV.read_text()
+    config = relocated(etc / "pipelines.yaml", tmp_path)
+    env_file = filled(etc / "agent.env", settings(tmp_path), tmp_path / "agent.env")
     validate = [str(prefix / "bin" / "logflume"), "agent", "validate", "--config", str(config)]
-    result = run(validate, cwd=tmp_path)
+    result = run([*validate, "--env-file", str(env_file)], cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     # the installed code is a copy, not a link back into the source tree
     code = run(
@@ -99,6 +109,33 @@ def test_trial_install_gives_a_working_agent_validate(trial, tmp_path):
         cwd=tmp_path,
     )
     assert code.stdout.strip().startswith(str(prefix))
+
+
+def test_trial_install_reports_the_unit_not_enabled_with_validates_errors(trial):
+    """agent.env's settings are unset: the unit is not enabled, validate's errors are
+    shown (each with its line of pipelines.yaml), then the steps left."""
+    prefix, out = trial
+    etc = prefix / "etc" / "logflume"
+    config, env_file = etc / "pipelines.yaml", etc / "agent.env"
+    assert (
+        f"install-agent: logflume-agent@web is NOT enabled: {config} does not validate "
+        f"with the settings of {env_file}:"
+    ) in out
+    shown = out.split(f"with the settings of {env_file}:\n", 1)[1].split("install-agent: done.")[0]
+    assert all(line.startswith("    ") for line in shown.splitlines())
+    *errors, count = (line.strip() for line in shown.splitlines())
+    assert re.fullmatch(rf"\d+ error\(s\) in {re.escape(str(config))}", count)
+    # the unset settings; and on a machine without nginx, its log directory
+    assert all("is not set" in e or "/var/log/nginx" in e for e in errors), shown
+    line = first_line_of(PIPELINES.read_text(), "${LOGFLUME_BOOTSTRAP_SERVERS}")
+    assert (
+        f"{config}:{line}:28: agents.web.sinks.access-kafka.bootstrap_servers: environment "
+        "variable LOGFLUME_BOOTSTRAP_SERVERS is not set" in shown
+    )
+    logflume = prefix / "bin" / "logflume"
+    assert f"  edit     {env_file}" in out
+    assert f"  check    {logflume} agent validate --config {config} --env-file {env_file}\n" in out
+    assert f"  start    {logflume} agent run --config {config} --env-file {env_file}" in out
 
 
 def test_trial_units_point_into_the_prefix_and_verify(trial, tmp_path):
@@ -121,14 +158,18 @@ def test_trial_units_point_into_the_prefix_and_verify(trial, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_second_install_keeps_the_operators_pipelines(trial):
+def test_second_install_keeps_the_operators_configuration(trial):
+    """Even with --demo-config: pipelines.yaml and agent.env are the operator's."""
     prefix, _ = trial
-    config = prefix / "etc" / "logflume" / "pipelines.yaml"
-    edited = config.read_text() + "# edited by the operator\n"
-    config.write_text(edited)
-    out = install(prefix)
-    assert "keeping existing" in out
-    assert config.read_text() == edited
+    etc = prefix / "etc" / "logflume"
+    edited = {}
+    for name in ("pipelines.yaml", "agent.env"):
+        edited[name] = (etc / name).read_text() + "# edited by the operator\n"
+        (etc / name).write_text(edited[name])
+    out = install(prefix, "--demo-config")
+    for name, text in edited.items():
+        assert f"keeping existing {etc / name}" in out
+        assert (etc / name).read_text() == text
 
 
 def test_unknown_option_is_refused():

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from testkit.ports import free_port
 from tests.deploy import udp_agent
+from tests.deploy.template import filled, relocated, settings
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "install-agent.sh"
@@ -69,23 +70,27 @@ def test_the_agent_runs_without_spark_and_the_broker_parts(tmp_path):
         capture_output=True,
         text=True,
         timeout=60,
+        cwd=REPO,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     port = free_port()
     config = tmp_path / "pipelines.yaml"
     config.write_text(udp_agent.config(port))
     run = [*cli, "agent", "run", "--config", str(config), "--state-dir", str(tmp_path / "state")]
-    output = udp_agent.echoes(run, port, "hello from a web host")
+    output = udp_agent.echoes(run, port, "hello from a web host", cwd=REPO)
     assert output and output[-1].strip() == "hello from a web host", "".join(output)
 
 
 def test_install_agent_installs_the_code_from_a_wheel(wheel, tmp_path):
+    """With the demo's pipelines.yaml (--demo-config), which needs no settings: the
+    installed agent validates it, so nothing is reported unfinished."""
     prefix = tmp_path / "logflume"
     cmd = ["bash", str(SCRIPT), "--prefix", str(prefix), "--python", sys.executable]
     cmd += ["--wheel", str(wheel), "--reuse-site-packages", sysconfig.get_path("purelib")]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([*cmd, "--demo-config"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"installing logflume[agent] from {wheel}" in result.stdout
+    assert "the demo's pipelines" in result.stdout and "NOT enabled" not in result.stdout
     python = prefix / "bin" / "python"
     where = subprocess.run(
         [str(python), "-c", "import agent, importlib.metadata as m; "
@@ -95,6 +100,7 @@ def test_install_agent_installs_the_code_from_a_wheel(wheel, tmp_path):
     path, from_wheel = where.stdout.split()
     assert path.startswith(str(prefix)) and from_wheel == "True"
     config = prefix / "etc" / "logflume" / "pipelines.yaml"
+    assert config.read_text() == (REPO / "pipelines.yaml").read_text()
     check = subprocess.run(
         [str(prefix / "bin" / "logflume"), "agent", "validate", "--config", str(config)],
         capture_output=True,
@@ -126,12 +132,15 @@ def test_install_agent_from_an_index_into_a_fresh_virtualenv(wheel, tmp_path):
     installed = {line.split("==")[0].lower() for line in listed.stdout.split()}
     assert {"logflume", "aiohttp", "watchdog", "confluent-kafka"} <= installed
     assert not installed & {*SPARK_AND_FRIENDS, *BROKER_ONLY}, installed
-    config = prefix / "etc" / "logflume" / "pipelines.yaml"
+    etc = prefix / "etc" / "logflume"
+    config = relocated(etc / "pipelines.yaml", tmp_path)  # the template, filled in
+    env_file = filled(etc / "agent.env", settings(tmp_path), tmp_path / "agent.env")
     check = subprocess.run(
-        [str(prefix / "bin" / "logflume"), "agent", "validate", "--config", str(config)],
+        [str(prefix / "bin" / "logflume"), "agent", "validate", "--config", str(config),
+         "--env-file", str(env_file)],
         capture_output=True,
         text=True,
-    )
+    )  # fmt: skip
     assert check.returncode == 0, check.stdout + check.stderr
 
 

@@ -73,6 +73,10 @@ def test_paths_complete_as_files_or_directories(script, tmp_path):
         f"{tmp_path}/pipelines.yaml",
         f"{tmp_path}/pipes.d",
     ]
+    assert sorted(complete(script, f"logflume agent validate --env-file {tmp_path}/pip")) == [
+        f"{tmp_path}/pipelines.yaml",
+        f"{tmp_path}/pipes.d",
+    ]
     assert complete(script, f"logflume agent run --state-dir {tmp_path}/pip") == [
         f"{tmp_path}/pipes.d"
     ]

@@ -140,7 +140,7 @@ def _plan_bindings(args, ack):
             for principal, host, perm in entries:
                 bindings.append(
                     ack.AclBinding(
-                        ack.ResourceType[rtype], name,
+                        _resource_type(ack, rtype), name,
                         ack.ResourcePatternType[args.resource_pattern_type.upper()],
                         principal, host, ack.AclOperation[op], ack.AclPermissionType[perm],
                     )
@@ -165,7 +165,7 @@ def _filters(args, ack) -> list:
             for op in ops:
                 filters.append(
                     ack.AclBindingFilter(
-                        ack.ResourceType[rtype], name, pattern, principal, host,
+                        _resource_type(ack, rtype), name, pattern, principal, host,
                         ack.AclOperation[op],
                         ack.AclPermissionType[perm] if perm else ack.AclPermissionType.ANY,
                     )
@@ -173,10 +173,17 @@ def _filters(args, ack) -> list:
     return filters
 
 
+def _resource_type(ack, rtype: str):
+    """confluent-kafka's member for Kafka's resource type `rtype`: it calls the
+    cluster resource (Kafka's CLUSTER, 4) BROKER."""
+    return ack.ResourceType.BROKER if rtype == "CLUSTER" else ack.ResourceType[rtype]
+
+
 def _show(bindings) -> None:
     by_resource: dict[tuple, list] = {}
     for b in bindings:
-        key = (b.restype.name, b.name, b.resource_pattern_type.name)
+        rtype = "CLUSTER" if b.restype.name == "BROKER" else b.restype.name
+        key = (rtype, b.name, b.resource_pattern_type.name)
         by_resource.setdefault(key, []).append(b)
     for (rtype, name, pattern), group in sorted(by_resource.items()):
         print(

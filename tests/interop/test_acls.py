@@ -305,6 +305,18 @@ def test_logflume_acls_cli(acl, tmp_path):
            "--resource-pattern-type", "prefixed")  # fmt: skip
     assert r.returncode == 0 and b"operation=READ" in r.stdout, r.stderr
     assert "User:etl" not in lf("acls", *b, "--list").stdout.decode()
+    r = lf("acls", *b, "--add", "--allow-principal", "User:etl", "--producer", "--idempotent",
+           "--topic", "cli-out")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = lf("acls", *b, "--add", "--allow-principal", "User:etl", "--operation", "Describe",
+           "--cluster")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    text = lf("acls", *b, "--list", "--cluster").stdout.decode()
+    assert "ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)" in text
+    assert "(principal=User:etl, host=*, operation=IDEMPOTENT_WRITE, permissionType=ALLOW)" in text
+    assert "(principal=User:etl, host=*, operation=DESCRIBE, permissionType=ALLOW)" in text
+    r = lf("acls", *b, "--remove", "--force", "--cluster", "--topic", "cli-out")
+    assert r.returncode == 0, r.stderr
     denied = lf("acls", "--bootstrap-server", f"127.0.0.1:{acl.plain}", "--add",
                 "--allow-principal", "User:x", "--topic", "t")  # fmt: skip
     assert denied.returncode == 1 and b"uthoriz" in denied.stderr

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 import sys
 from pathlib import Path
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+DRIVER_HOST = "spark.driver.host"
 LOOPBACK = "127.0.0.1"
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -35,7 +37,9 @@ def spark_session(
 
     On a local master nothing listens beyond this host (`local_listeners`): the
     driver and block manager bind to 127.0.0.1 and the UI is off unless `ui` (host,
-    port) asks for it. Other masters keep Spark's and the user's settings.
+    port) asks for it. On a standalone master (`spark://`) the driver listens on, and
+    tells the executors, the address of this host that reaches the master
+    (`cluster_listeners`). Other masters keep Spark's and the user's settings.
 
     On a local master, `spark.sql.shuffle.partitions` defaults to twice the cores
     instead of Spark's 200 (200 tiny tasks per shuffle cost a minute per micro-batch
@@ -66,12 +70,16 @@ def spark_session(
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    settings = local_listeners(ui) if local_cores(master) else {}
+    defaults = spark_defaults()
+    if local_cores(master):
+        settings = local_listeners(ui)
+    else:
+        settings = cluster_listeners(master, {**defaults, **(conf or {})})
     settings.update(conf or {})
     if log_file is not None:
         log_file = os.path.abspath(log_file)
         os.makedirs(os.path.dirname(log_file), exist_ok=True)
-    settings.update(driver_settings({**spark_defaults(), **settings}, log_file))
+    settings.update(driver_settings({**defaults, **settings}, log_file))
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -150,6 +158,46 @@ def local_listeners(ui: tuple[str, int] | None) -> dict[str, str]:
     if ui:
         settings["spark.ui.port"] = str(port)
     return settings
+
+
+def cluster_listeners(master: str, effective: dict[str, str]) -> dict[str, str]:
+    """The driver's address on a standalone master, given the `effective` settings
+    (spark-defaults.conf overlaid with the caller's); empty for other masters.
+
+    Executors connect back to the driver at `spark.driver.host`, which is also where
+    the driver's RPC and block manager bind (`spark.driver.bindAddress` defaults to
+    it). Spark's default is the address the host name resolves to or, when that is a
+    loopback address (Debian's 127.0.1.1), the first other interface: on a machine
+    with several networks that may be one the workers cannot reach (they then wait
+    for a driver that never answers), and with a master on loopback it opens the
+    driver on an outside interface for nothing. The address this host sends from to
+    the master (`route_to`) is one the cluster reaches. A driver host set in the
+    settings, or SPARK_LOCAL_IP or SPARK_LOCAL_HOSTNAME in the environment, is the
+    user's choice and stays.
+    """
+    if not master.startswith("spark://") or DRIVER_HOST in effective:
+        return {}
+    if os.environ.get("SPARK_LOCAL_IP") or os.environ.get("SPARK_LOCAL_HOSTNAME"):
+        return {}
+    first = master[len("spark://") :].split(",")[0]  # spark://m1:7077,m2:7077 with standbys
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit():
+        host, port = first, "7077"  # the standalone master's default port
+    address = route_to(host.strip("[]"), int(port))
+    return {DRIVER_HOST: address} if address else {}
+
+
+def route_to(host: str, port: int) -> str | None:
+    """The local address this host sends from to reach `host` (None if `host` does
+    not resolve or has no route). A UDP socket's connect only looks the route up:
+    nothing is sent."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as s:
+            s.connect(address)
+            return s.getsockname()[0]
+    except OSError:
+        return None
 
 
 def local_cores(master: str) -> int | None:

@@ -75,6 +75,14 @@ def filesystem(output: str) -> tuple[pafs.FileSystem, str]:
         ) from None
 
 
+def absolute(output: str) -> str:
+    """`output` with a local path made absolute, as the driver sees it. The tasks that
+    write under it run in the executors' working directories (on a cluster, an
+    executor's own directory under its worker's), where a relative path would put
+    each executor's files apart from the others' and the driver's."""
+    return output if "://" in output else posixpath.abspath(output)
+
+
 def hour_dir(date: str, hour: int) -> str:
     return f"date={date}/hour={hour}"
 

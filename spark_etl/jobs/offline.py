@@ -196,7 +196,7 @@ def run_offline(
     docstring); tests use it to crash a batch half-way.
     """
     say = say or printer()
-    output = output.rstrip("/")
+    output = batch_store.absolute(output.rstrip("/"))
     ckpt = checkpoint.rstrip("/")
     if not hadoop_path_exists(spark, f"{ckpt}/offsets") and hadoop_path_exists(
         spark, f"{output}/parsed"

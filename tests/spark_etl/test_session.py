@@ -7,9 +7,11 @@ import os
 import pytest
 
 from spark_etl.session import (
+    DRIVER_HOST,
     DRIVER_JAVA_OPTIONS,
     LOG4J2_CONFIG,
     SHUFFLE_PARTITIONS,
+    cluster_listeners,
     driver_settings,
     java_property,
     local_cores,
@@ -86,3 +88,30 @@ def test_spark_defaults_come_from_the_conf_dir(tmp_path, monkeypatch):
     }
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "none"))
     assert spark_defaults() == {}
+
+
+@pytest.mark.parametrize(
+    "master",
+    [
+        "spark://127.0.0.1:7077",
+        "spark://127.0.0.1:7077,127.0.0.2:7077",  # standby masters
+        "spark://127.0.0.1",  # the default port
+    ],
+)
+def test_on_a_standalone_master_the_driver_takes_the_address_that_reaches_it(master, monkeypatch):
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    monkeypatch.delenv("SPARK_LOCAL_HOSTNAME", raising=False)
+    assert cluster_listeners(master, {}) == {DRIVER_HOST: "127.0.0.1"}
+
+
+def test_the_users_driver_address_and_other_masters_keep_sparks_choice(monkeypatch):
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    monkeypatch.delenv("SPARK_LOCAL_HOSTNAME", raising=False)
+    master = "spark://127.0.0.1:7077"
+    assert cluster_listeners(master, {DRIVER_HOST: "10.0.0.5"}) == {}
+    for other in ("yarn", "k8s://https://127.0.0.1:6443", "local-cluster[2,1,1024]"):
+        assert cluster_listeners(other, {}) == {}
+    for variable in ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME"):
+        with monkeypatch.context() as m:
+            m.setenv(variable, "127.0.0.1")
+            assert cluster_listeners(master, {}) == {}

@@ -29,6 +29,7 @@ Needs root, iproute2, iptables, nginx, util-linux (unshare, nsenter) and Java.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -74,6 +75,7 @@ AGENT_TOPICS = (
     ("netcat.dlq", 1, {}),
     ("logflume-positions", 1, {"cleanup.policy": "compact"}),
 )
+STATS_TOPIC = ("nginx-stats", 1, {"cleanup.policy": "compact"})  # the realtime job's rows
 NGINX_CONF = """\
 user root;
 daemon off;
@@ -97,6 +99,22 @@ http {{
     }}
 }}
 """
+
+
+def build_wheel(out: Path) -> Path:
+    """A wheel of this tree in `out`, built offline (`pip wheel --no-deps
+    --no-build-isolation`). The build writes into the checkout (build/, *.egg-info),
+    so concurrent builds (the two test workers) take turns on a lock file."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+    with open(Path(sys.prefix) / "wheel-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(
+            [*cmd, "-w", str(out), str(REPO)], capture_output=True, text=True, timeout=300
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (path,) = out.glob("logflume-*.whl")
+    return path
 
 
 def _tool(name: str) -> str:
@@ -245,7 +263,7 @@ class Fleet:
         )
 
         admin = self.admin()
-        topics = [NewTopic(n, p, 3, config=c) for n, p, c in AGENT_TOPICS]
+        topics = [NewTopic(n, p, 3, config=c) for n, p, c in (*AGENT_TOPICS, STATS_TOPIC)]
         for f in admin.create_topics(topics, request_timeout=30).values():
             f.result(60)
         info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
@@ -375,10 +393,18 @@ class Fleet:
         proc.send_signal(signal.SIGTERM)
         return proc.wait(timeout)
 
-    def start_traffic(self, host: WebHost, rate: float, seconds: float, tail_rate: float) -> None:
+    def start_traffic(
+        self,
+        host: WebHost,
+        rate: float,
+        seconds: float,
+        tail_rate: float,
+        record: Path | None = None,
+    ) -> None:
+        """testkit/loadgen.py in `host`; `record`: where it writes its response times."""
         cmd = [sys.executable, "-m", "testkit.loadgen", "--port", str(NGINX_PORT)]
         cmd += ["--rate", str(rate), "--seconds", str(seconds), "--tail-rate", str(tail_rate)]
-        cmd += ["--seed", host.name.split("-")[1]]
+        cmd += ["--seed", host.name.split("-")[1]] + (["--record", str(record)] if record else [])
         host.run("loadgen", cmd, env=os.environ | {"PYTHONPATH": str(REPO)})
 
     def stop_traffic(self) -> None:
@@ -582,7 +608,8 @@ def agent_acls(user: str, host: str) -> list:
 
 def spark_acls(user: str) -> list:
     """The ETL jobs' user, as deploy/README.md grants it: consume the access-log
-    topic with the data source's groups (logflume-spark...)."""
+    topic with the data source's groups (logflume-spark...), write the realtime
+    job's rows."""
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -591,24 +618,12 @@ def spark_acls(user: str) -> list:
         ResourceType,
     )
 
-    principal, allow, read = f"User:{user}", AclPermissionType.ALLOW, AclOperation.READ
-    return [
-        AclBinding(
-            ResourceType.TOPIC,
-            "nginx-access",
-            ResourcePatternType.LITERAL,
-            principal,
-            "*",
-            read,
-            allow,
-        ),
-        AclBinding(
-            ResourceType.GROUP,
-            "logflume-spark",
-            ResourcePatternType.PREFIXED,
-            principal,
-            "*",
-            read,
-            allow,
-        ),
+    principal, allow = f"User:{user}", AclPermissionType.ALLOW
+    literal, prefixed = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+    grants = [
+        (ResourceType.TOPIC, "nginx-access", literal, AclOperation.READ),
+        (ResourceType.GROUP, "logflume-spark", prefixed, AclOperation.READ),
+        (ResourceType.TOPIC, STATS_TOPIC[0], literal, AclOperation.WRITE),
+        (ResourceType.TOPIC, STATS_TOPIC[0], literal, AclOperation.DESCRIBE),
     ]
+    return [AclBinding(t, n, p, principal, "*", op, allow) for t, n, p, op in grants]

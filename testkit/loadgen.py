@@ -8,7 +8,9 @@ every access-log line is distinct and can be found exactly once downstream. It
 paces itself to `--rate` requests per second for `--seconds`, then to
 `--tail-rate` until SIGTERM (the light traffic that keeps event time moving so
 that the realtime job can close the last busy minute). On exit it prints one JSON
-line: the requests it made per status code.
+line: the requests it made per status code. With `--record FILE` it also writes
+the wall-clock time each response arrived, one per line (the probes of
+bench/bench_fleet.py's freshness).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ def request_path(rng: random.Random, seq: int) -> str:
     return f"/{kind}?n={seq}"
 
 
-def run(port: int, rate: float, seconds: float, tail_rate: float, seed: int) -> dict:
+def run(
+    port: int, rate: float, seconds: float, tail_rate: float, seed: int, times: list | None = None
+) -> dict:
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     rng = random.Random(seed)
@@ -65,6 +69,8 @@ def run(port: int, rate: float, seconds: float, tail_rate: float, seed: int) -> 
             resp = conn.getresponse()
             resp.read()
             statuses[resp.status] += 1
+            if times is not None:
+                times.append(time.time())
         except (OSError, http.client.HTTPException):
             statuses["error"] += 1
             conn.close()
@@ -80,8 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the busy phase")
     parser.add_argument("--tail-rate", type=float, default=0.0, help="requests/s afterwards")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--record", help="write each response's arrival time to this file")
     args = parser.parse_args(argv)
-    counts = run(args.port, args.rate, args.seconds, args.tail_rate, args.seed)
+    times = [] if args.record else None
+    counts = run(args.port, args.rate, args.seconds, args.tail_rate, args.seed, times)
+    if args.record:
+        with open(args.record, "w") as out:
+            out.write("".join(f"{t:.6f}\n" for t in times))
     sys.stdout.write(orjson.dumps({str(k): v for k, v in counts.items()}).decode() + "\n")
     return 0
 

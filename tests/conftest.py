@@ -1,8 +1,5 @@
 import asyncio
-import fcntl
 import inspect
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +9,6 @@ from common.aio import within
 from testkit.procs import BrokerProcess
 
 ASYNC_TEST_TIMEOUT_S = 60
-REPO = Path(__file__).resolve().parents[1]
 
 # Hypothesis' per-example deadline (200 ms) is a timed assertion: on a shared, busy
 # machine a slow example fails a correct property. No deadline, for every test.
@@ -100,23 +96,9 @@ def driver(tmp_path):
     browser.quit()
 
 
-def build_wheel(out: Path) -> Path:
-    """A wheel of this tree in `out`, built offline (`pip wheel --no-deps
-    --no-build-isolation`). The build writes into the checkout (build/, *.egg-info),
-    so concurrent builds (the two test workers) take turns on a lock file."""
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
-    with open(Path(sys.prefix) / "wheel-build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        result = subprocess.run(
-            [*cmd, "-w", str(out), str(REPO)], capture_output=True, text=True, timeout=300
-        )
-    assert result.returncode == 0, result.stdout + result.stderr
-    (path,) = out.glob("logflume-*.whl")
-    return path
-
-
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
-    """A wheel of this tree (`build_wheel`), once per test worker."""
+    """A wheel of this tree (testkit.fleet.build_wheel), once per test worker."""
+    from testkit.fleet import build_wheel
+
     return build_wheel(tmp_path_factory.mktemp("wheel"))

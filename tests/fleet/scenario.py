@@ -4,7 +4,8 @@
 realtime job running from the start), drives busy traffic on every host while
 `faults(fleet, t0)` runs in the calling thread, lets the realtime job close the
 last busy minute, stops the traffic, waits until every line is shipped, then runs
-the offline job, as scheduled, to completion. The `check_*` functions compare what
+the offline job, as scheduled, to completion beside the realtime job, and stops
+the realtime job. The `check_*` functions compare what
 came out with what nginx wrote on each host; each raises AssertionError.
 """
 
@@ -23,14 +24,24 @@ from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
-from testkit.spark_cluster import SparkStandalone, driver_env
 
 from testkit.fleet import Fleet
 from testkit.procs import wait_until
+from testkit.spark_cluster import JVM_OPTIONS, SparkStandalone, driver_env
 
 TAIL_RATE = 2  # requests/s per host after the busy phase: event time keeps moving
 WATERMARK_S = 30  # the realtime job's lateness: covers an agent restart and a failover
 FIGURES = ("requests", "status_2xx", "status_3xx", "status_4xx", "status_5xx", "bytes")
+# No driver UI (port 4040 of every interface), executors smaller than Spark's 1g,
+# JVMs that start quickly; the realtime job keeps one of the two workers' cores, so
+# that the scheduled offline job finds the other.
+SPARK_CONF = (
+    "spark.ui.enabled=false",
+    "spark.executor.memory=512m",
+    f"spark.driver.extraJavaOptions={JVM_OPTIONS}",
+    f"spark.executor.extraJavaOptions={JVM_OPTIONS}",
+)
+REALTIME_CORES = "spark.cores.max=1"
 LINE = re.compile(r'^\S+ \S+ \S+ \[([^\]]+)\] "([^"]*)" (\d{3}) (\d+|-) ')
 
 
@@ -56,6 +67,8 @@ def etl_command(run: FleetRun, spark: SparkStandalone, job: str, out: Path, *ext
     cmd = [sys.executable, "-m", "logflume", "etl", job, "--master", spark.master_url]
     cmd += ["--bootstrap-server", run.fleet.sasl_ssl, "--command-config", str(props)]
     cmd += ["--topic", "nginx-access", "--output", str(out), "--checkpoint", f"{out}-ckpt"]
+    for setting in SPARK_CONF:
+        cmd += ["--conf", setting]
     return cmd + list(extra)
 
 
@@ -87,7 +100,7 @@ def fleet_run(
             etl_command(
                 run, spark, "realtime", run.realtime_out,
                 "--starting-offsets", "earliest", "--watermark", f"{WATERMARK_S} seconds",
-                "--trigger-seconds", "1", "--no-provisional",
+                "--trigger-seconds", "1", "--no-provisional", "--conf", REALTIME_CORES,
             ),
             root / "realtime.log",
             env=driver_env(),
@@ -96,8 +109,6 @@ def fleet_run(
         _wait_for_finals(run, realtime)
         fleet.stop_traffic()
         _wait_shipped(fleet)
-        realtime.send_signal(signal.SIGTERM)
-        assert realtime.wait(60) == 0, _tail(root / "realtime.log")
         offline = fleet.lab.popen(
             "spark",
             etl_command(run, spark, "offline", run.offline_out),
@@ -105,6 +116,8 @@ def fleet_run(
             env=driver_env(),
         )
         assert offline.wait(600) == 0, _tail(root / "offline.log")
+        realtime.send_signal(signal.SIGTERM)
+        assert realtime.wait(60) == 0, _tail(root / "realtime.log")
         yield run
     finally:
         if spark is not None:

@@ -52,6 +52,7 @@ AREAS = (
     Area("cluster", "Cluster (issue 7)", ("bench.bench_cluster",)),
     Area("scale", "Broker at scale", ("bench.bench_scale",)),
     Area("tls", "TLS and SASL listeners (security, parts 1 and 2)", ("bench.bench_tls",)),
+    Area("fleet", "Fleet of web hosts, as deployed (issue 33)", ("bench.bench_fleet",)),
 )
 SUMMARY = "Summary"
 RAW_OUTPUT = "Output of benchmarks without figures"

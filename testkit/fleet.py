@@ -175,27 +175,24 @@ class WebHost:
         )
 
     def access_lines(self) -> list[str]:
-        """Every line nginx wrote to this host's access log (rotated files first)."""
-        return _read_lines(
-            sorted(self.log_dir.glob("access.log.*"), reverse=True), self.log_dir / "access.log"
-        )
+        """Every line nginx wrote to this host's access log, rotated files first
+        (logrotate's access.log.N, the highest N the oldest)."""
+        return self._lines("access.log")
 
     def error_lines(self) -> list[str]:
-        return _read_lines(
-            sorted(self.log_dir.glob("error.log.*"), reverse=True), self.log_dir / "error.log"
-        )
+        return self._lines("error.log")
 
-
-def _read_lines(rotated: list[Path], current: Path) -> list[str]:
-    lines = []
-    for path in [*rotated, current]:
-        if path.exists():
-            lines += path.read_text().splitlines()
-    return lines
+    def _lines(self, name: str) -> list[str]:
+        rotated = sorted(self.log_dir.glob(f"{name}.*"), key=lambda p: -int(p.suffix[1:]))
+        lines = []
+        for path in [*rotated, self.log_dir / name]:
+            if path.exists():
+                lines += path.read_text().splitlines()
+        return lines
 
 
 class Fleet:
-    """The lab; `start()` brings everything up, `close()` tears it all down."""
+    """The lab: `start_cluster()`, then `start_hosts()`; `close()` tears it all down."""
 
     def __init__(self, root: Path, hosts: int, wheel: Path, wheelhouse: Path):
         self.root = Path(root)

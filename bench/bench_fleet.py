@@ -41,7 +41,6 @@ from pathlib import Path
 import orjson
 
 from testkit.fleet import Fleet, build_wheel
-from testkit.spark_cluster import JVM_OPTIONS, SparkStandalone, driver_env
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MODES = {"quick": (20.0, 40.0), "default": (60.0, 40.0), "full": (180.0, 60.0)}
@@ -114,28 +113,12 @@ def pct(values: list[float], q: float) -> float:
 
 def measure(hosts: int, rate: float, seconds: float, warmup: float, root: Path, wheel: Path):
     fleet = Fleet(root, hosts, wheel, Path(sys.prefix) / "wheelhouse")
-    spark = None
     loads = []
     try:
         fleet.start_cluster()
         fleet.start_hosts()
-        spark = SparkStandalone(
-            root / "spark",
-            host=fleet.lab.ip("spark"),
-            popen=lambda cmd, log, env: fleet.lab.popen("spark", cmd, log, env=env),
-        )
-        with fleet.lab.inside("spark"):
-            spark.start()
-        props = root / "spark.properties"
-        props.write_text(fleet.client_properties("spark", "spark-secret"))
-        cmd = [sys.executable, "-m", "logflume", "etl", "realtime", "--master", spark.master_url]
-        cmd += ["--bootstrap-server", fleet.sasl_ssl, "--command-config", str(props)]
-        cmd += ["--topic", "nginx-access", "--output", str(root / "rt")]
-        cmd += ["--checkpoint", str(root / "rt-ckpt"), "--starting-offsets", "latest"]
-        for conf in ("spark.ui.enabled=false", "spark.executor.memory=512m",
-                     f"spark.executor.extraJavaOptions={JVM_OPTIONS}"):  # fmt: skip
-            cmd += ["--conf", conf]
-        realtime = fleet.lab.popen("spark", cmd, root / "realtime.log", env=driver_env())
+        fleet.start_spark()
+        realtime = fleet.etl("realtime", root / "rt", "--starting-offsets", "latest")
         watcher = StatsWatcher(fleet)
         watcher.start()
         time.sleep(15)  # the job's first batches (JVMs, executors) before traffic
@@ -175,8 +158,6 @@ def measure(hosts: int, rate: float, seconds: float, warmup: float, root: Path, 
             "started": began,
         }
     finally:
-        if spark is not None:
-            spark.stop()
         fleet.close()
 
 

@@ -46,6 +46,7 @@ from common import certs
 from testkit import loadgen
 from testkit.netns import NetLab, NetnsCluster, Node
 from testkit.procs import wait_until
+from testkit.spark_cluster import JVM_OPTIONS, SparkStandalone, driver_env
 
 REPO = Path(__file__).resolve().parents[1]
 SASL_PORT = 9093
@@ -65,6 +66,15 @@ ADMIN_SETTINGS = {
     "group.initial.rebalance.delay.ms": 0,
     "auto.create.topics.enable": "false",
 }
+SPARK_USER, SPARK_PASSWORD = "spark", "spark-secret"
+# The ETL drivers': no driver UI (port 4040 of every interface), executors smaller
+# than Spark's 1g, JVMs that start quickly (testkit.spark_cluster.JVM_OPTIONS).
+SPARK_CONF = (
+    "spark.ui.enabled=false",
+    "spark.executor.memory=512m",
+    f"spark.driver.extraJavaOptions={JVM_OPTIONS}",
+    f"spark.executor.extraJavaOptions={JVM_OPTIONS}",
+)
 # The topics of deploy/agent/pipelines.yaml: (name, partitions, config).
 AGENT_TOPICS = (
     ("nginx-access", 3, {}),
@@ -206,6 +216,7 @@ class Fleet:
         )
         self.hosts = [self._add_host(i) for i in range(1, hosts + 1)]
         self.lab.add("spark")
+        self.spark: SparkStandalone | None = None
 
     def _add_host(self, i: int) -> WebHost:
         name = f"web-{i}"
@@ -264,13 +275,40 @@ class Fleet:
         for f in admin.create_topics(topics, request_timeout=30).values():
             f.result(60)
         info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
-        users = [(h.user, h.password) for h in self.hosts] + [("spark", "spark-secret")]
+        users = [(h.user, h.password) for h in self.hosts] + [(SPARK_USER, SPARK_PASSWORD)]
         upserts = [UserScramCredentialUpsertion(u, info, pw.encode()) for u, pw in users]
         for f in admin.alter_user_scram_credentials(upserts).values():
             f.result(30)
         bindings = [b for h in self.hosts for b in agent_acls(h.user, h.name)]
-        for f in admin.create_acls(bindings + spark_acls("spark")).values():
+        for f in admin.create_acls(bindings + spark_acls(SPARK_USER)).values():
             f.result(30)
+
+    # -- Spark ----------------------------------------------------------------------------
+
+    def start_spark(self) -> SparkStandalone:
+        """A master and two workers in the `spark` namespace."""
+        self.spark = SparkStandalone(
+            self.root / "spark",
+            host=self.lab.ip("spark"),
+            popen=lambda cmd, log, env: self.lab.popen("spark", cmd, log, env=env),
+        )
+        with self.lab.inside("spark"):
+            self.spark.start()
+        return self.spark
+
+    def etl(self, job: str, out: Path, *extra: str) -> subprocess.Popen:
+        """`logflume etl <job>` on the Spark cluster as a scheduler starts it, logged
+        in as the Spark user; its output in <root>/<job>.log."""
+        props = self.root / "spark.properties"
+        props.write_text(self.client_properties(SPARK_USER, SPARK_PASSWORD))
+        cmd = [sys.executable, "-m", "logflume", "etl", job, "--master", self.spark.master_url]
+        cmd += ["--bootstrap-server", self.sasl_ssl, "--command-config", str(props)]
+        cmd += ["--topic", "nginx-access", "--output", str(out), "--checkpoint", f"{out}-ckpt"]
+        for setting in SPARK_CONF:
+            cmd += ["--conf", setting]
+        return self.lab.popen(
+            "spark", cmd + list(extra), self.root / f"{job}.log", env=driver_env()
+        )
 
     # -- web hosts ----------------------------------------------------------------------
 
@@ -510,6 +548,8 @@ class Fleet:
         return out
 
     def close(self) -> None:
+        if self.spark is not None:
+            self.spark.stop()
         for host in self.hosts:
             for proc in host.procs.values():
                 if proc.poll() is None:
@@ -573,10 +613,9 @@ def _tail(path: Path, lines: int = 30) -> str:
     )
 
 
-def agent_acls(user: str, host: str) -> list:
-    """Exactly what the production template's agent needs: write its topics and
-    their dead-letter topics, read and write the positions topic, its own
-    transactional ids (logflume-<host>-web-<sink>)."""
+def _allow(principal: str, grants: list[tuple]) -> list:
+    """AclBindings allowing `principal` each (resource type, name, pattern, operation),
+    the types given by their names in confluent-kafka's enums."""
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -585,42 +624,42 @@ def agent_acls(user: str, host: str) -> list:
         ResourceType,
     )
 
-    principal, allow = f"User:{user}", AclPermissionType.ALLOW
-    out = []
+    allow = AclPermissionType.ALLOW
+    return [
+        AclBinding(
+            ResourceType[t], n, ResourcePatternType[p], principal, "*", AclOperation[o], allow
+        )
+        for t, n, p, o in grants
+    ]
 
-    def grant(rtype, name, pattern, *ops):
-        out.extend(AclBinding(rtype, name, pattern, principal, "*", op, allow) for op in ops)
 
-    W, D, R = AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.READ
+def agent_acls(user: str, host: str) -> list:
+    """Exactly what the production template's agent needs: write its topics and
+    their dead-letter topics, read and write the positions topic, its own
+    transactional ids (logflume-<host>-web-<sink>)."""
+    grants = []
     for topic, _, _ in AGENT_TOPICS:
-        if topic == "logflume-positions":
-            grant(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, W, D, R)
-        else:
-            grant(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, W, D)
-    grant(
-        ResourceType.TRANSACTIONAL_ID, f"logflume-{host}-web-", ResourcePatternType.PREFIXED, W, D
-    )
-    return out
+        ops = (
+            ("WRITE", "DESCRIBE", "READ")
+            if topic == "logflume-positions"
+            else ("WRITE", "DESCRIBE")
+        )
+        grants += [("TOPIC", topic, "LITERAL", op) for op in ops]
+    txn = f"logflume-{host}-web-"
+    grants += [("TRANSACTIONAL_ID", txn, "PREFIXED", op) for op in ("WRITE", "DESCRIBE")]
+    return _allow(f"User:{user}", grants)
 
 
 def spark_acls(user: str) -> list:
     """The ETL jobs' user, as deploy/README.md grants it: consume the access-log
     topic with the data source's groups (logflume-spark...), write the realtime
     job's rows."""
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-        ResourceType,
+    return _allow(
+        f"User:{user}",
+        [
+            ("TOPIC", "nginx-access", "LITERAL", "READ"),
+            ("GROUP", "logflume-spark", "PREFIXED", "READ"),
+            ("TOPIC", STATS_TOPIC[0], "LITERAL", "WRITE"),
+            ("TOPIC", STATS_TOPIC[0], "LITERAL", "DESCRIBE"),
+        ],
     )
-
-    principal, allow = f"User:{user}", AclPermissionType.ALLOW
-    literal, prefixed = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
-    grants = [
-        (ResourceType.TOPIC, "nginx-access", literal, AclOperation.READ),
-        (ResourceType.GROUP, "logflume-spark", prefixed, AclOperation.READ),
-        (ResourceType.TOPIC, STATS_TOPIC[0], literal, AclOperation.WRITE),
-        (ResourceType.TOPIC, STATS_TOPIC[0], literal, AclOperation.DESCRIBE),
-    ]
-    return [AclBinding(t, n, p, principal, "*", op, allow) for t, n, p, op in grants]

@@ -27,21 +27,11 @@ import pyarrow.parquet as pq
 
 from testkit.fleet import Fleet
 from testkit.procs import wait_until
-from testkit.spark_cluster import JVM_OPTIONS, SparkStandalone, driver_env
 
 TAIL_RATE = 2  # requests/s per host after the busy phase: event time keeps moving
 WATERMARK_S = 30  # the realtime job's lateness: covers an agent restart and a failover
 FIGURES = ("requests", "status_2xx", "status_3xx", "status_4xx", "status_5xx", "bytes")
-# No driver UI (port 4040 of every interface), executors smaller than Spark's 1g,
-# JVMs that start quickly; the realtime job keeps one of the two workers' cores, so
-# that the scheduled offline job finds the other.
-SPARK_CONF = (
-    "spark.ui.enabled=false",
-    "spark.executor.memory=512m",
-    f"spark.driver.extraJavaOptions={JVM_OPTIONS}",
-    f"spark.executor.extraJavaOptions={JVM_OPTIONS}",
-)
-REALTIME_CORES = "spark.cores.max=1"
+REALTIME_CORES = "spark.cores.max=1"  # the other worker's core is the offline job's
 LINE = re.compile(r'^\S+ \S+ \S+ \[([^\]]+)\] "([^"]*)" (\d{3}) (\d+|-) ')
 
 
@@ -60,18 +50,6 @@ class FleetRun:
         return self.root / "offline"
 
 
-def etl_command(run: FleetRun, spark: SparkStandalone, job: str, out: Path, *extra: str) -> list:
-    """`logflume etl <job>` as scheduled on the Spark cluster, logged in as `spark`."""
-    props = run.root / "spark.properties"
-    props.write_text(run.fleet.client_properties("spark", "spark-secret"))
-    cmd = [sys.executable, "-m", "logflume", "etl", job, "--master", spark.master_url]
-    cmd += ["--bootstrap-server", run.fleet.sasl_ssl, "--command-config", str(props)]
-    cmd += ["--topic", "nginx-access", "--output", str(out), "--checkpoint", f"{out}-ckpt"]
-    for setting in SPARK_CONF:
-        cmd += ["--conf", setting]
-    return cmd + list(extra)
-
-
 @contextlib.contextmanager
 def fleet_run(
     root: Path,
@@ -83,45 +61,26 @@ def fleet_run(
 ):
     """Yield a FleetRun once everything above is done; tear it all down after."""
     fleet = Fleet(root, hosts, wheel, Path(sys.prefix) / "wheelhouse")
-    spark = None
     try:
         fleet.start_cluster()
         fleet.start_hosts()
-        spark = SparkStandalone(
-            root / "spark",
-            host=fleet.lab.ip("spark"),
-            popen=lambda cmd, log, env: fleet.lab.popen("spark", cmd, log, env=env),
-        )
-        with fleet.lab.inside("spark"):
-            spark.start()
+        fleet.start_spark()
         run = FleetRun(fleet, root)
-        realtime = fleet.lab.popen(
-            "spark",
-            etl_command(
-                run, spark, "realtime", run.realtime_out,
-                "--starting-offsets", "earliest", "--watermark", f"{WATERMARK_S} seconds",
-                "--trigger-seconds", "1", "--no-provisional", "--conf", REALTIME_CORES,
-            ),
-            root / "realtime.log",
-            env=driver_env(),
+        realtime = fleet.etl(
+            "realtime", run.realtime_out, "--starting-offsets", "earliest",
+            "--watermark", f"{WATERMARK_S} seconds", "--trigger-seconds", "1",
+            "--no-provisional", "--conf", REALTIME_CORES,
         )  # fmt: skip
         _traffic(run, rate, busy_at_least_s, faults)
         _wait_for_finals(run, realtime)
         fleet.stop_traffic()
         _wait_shipped(fleet)
-        offline = fleet.lab.popen(
-            "spark",
-            etl_command(run, spark, "offline", run.offline_out),
-            root / "offline.log",
-            env=driver_env(),
-        )
+        offline = fleet.etl("offline", run.offline_out)
         assert offline.wait(600) == 0, _tail(root / "offline.log")
         realtime.send_signal(signal.SIGTERM)
         assert realtime.wait(60) == 0, _tail(root / "realtime.log")
         yield run
     finally:
-        if spark is not None:
-            spark.stop()
         fleet.close()
 
 

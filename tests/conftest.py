@@ -18,7 +18,8 @@ settings.load_profile("logflume")
 # `make test` runs the suite on two workers (pytest-xdist). A group of tests runs whole
 # on one worker: each module is a group (its module-scoped brokers and clusters start
 # once); all Spark tests are one group, sharing one JVM; tests/deploy is one group,
-# because its modules build the project's wheel in the checkout and install a .deb.
+# because its modules install packages on this machine (a .deb). The wheel they and
+# the fleet lab build is built under a lock (testkit.fleet.build_wheel).
 # The Spark group, the longest, is handed out first so that it does not end the run
 # alone. (xdist's own `--dist loadgroup` marks cannot do this with pytest 9.2, which
 # no longer lets a plugin rename a test's node id.)

@@ -39,6 +39,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -315,8 +316,8 @@ class Fleet:
     def start_hosts(self) -> None:
         for host in self.hosts:
             self._boot(host)
-        for host in self.hosts:
-            self.install(host)
+        with ThreadPoolExecutor(2) as pool:  # pip is CPU-bound: two at a time, two cores
+            list(pool.map(self.install, self.hosts))
         for host in self.hosts:
             self.start_nginx(host)
             self.configure(host)

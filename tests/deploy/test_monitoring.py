@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,8 +16,8 @@ from testkit.kafka import consume_and_commit
 from testkit.ports import free_port
 from testkit.procs import wait_until
 from testkit.scrape import scrape
-from tests.deploy.conftest import REPO
 
+REPO = Path(__file__).resolve().parents[2]
 MONITORING = REPO / "deploy" / "monitoring"
 ALERTS = MONITORING / "alerts.yml"
 DASHBOARD = MONITORING / "logflume-dashboard.json"

@@ -3,14 +3,14 @@ three web hosts, each with its own host name, a real nginx and the agent install
 from the wheel with the production template, shipping over SASL_SSL with per-host
 ACLs into three brokers with ZooKeeper; a Spark standalone cluster (a master, two
 workers) running the realtime job throughout and the offline job at the end. During
-about a minute of traffic one agent and one broker are SIGKILLed and restarted.
+30 to 90 s of traffic one agent and one broker are SIGKILLed and restarted.
 
 The independent count is what nginx itself wrote on each host: every access-log line
 is in the topic exactly once (read_committed) with its host, the error logs and a
 netcat line too; the offline hourly rows and the realtime final minutes equal
 nginx's per host (requests, status classes, bytes).
 
-The module runs the fleet once (fixture `run`, four to five minutes on this 2-core
+The module runs the fleet once (fixture `run`, three to four minutes on this 2-core
 machine, most of it traffic and Spark). Its per-test timeout is raised to 900 s
 because the fixture's set-up counts towards the first test's time."""
 
@@ -26,15 +26,16 @@ pytestmark = pytest.mark.timeout(900)
 
 HOSTS = 3
 RATE = 100  # requests/s per host while busy
+BUSY_AT_LEAST_S = 30  # then up to the next minute boundary: 30-90 s of traffic
 
 
 def _faults(fleet, t0: float) -> None:
-    """web-1's agent SIGKILLed 20 s in and restarted; broker 1 SIGKILLed 35 s in,
+    """web-1's agent SIGKILLed 10 s in and restarted; broker 1 SIGKILLed 20 s in,
     restarted 5 s later."""
-    time.sleep(max(0.0, t0 + 20 - time.time()))
+    time.sleep(max(0.0, t0 + 10 - time.time()))
     fleet.kill_agent(fleet.hosts[0])
     fleet.start_agent(fleet.hosts[0])
-    time.sleep(max(0.0, t0 + 35 - time.time()))
+    time.sleep(max(0.0, t0 + 20 - time.time()))
     fleet.cluster.procs[1].send_signal(signal.SIGKILL)
     fleet.cluster.procs[1].wait(10)
     time.sleep(5)
@@ -49,12 +50,12 @@ def run(tmp_path_factory, wheel):
     except NetnsUnavailable as exc:
         pytest.fail(str(exc))
     root = tmp_path_factory.mktemp("fleet")
-    with scenario.fleet_run(root, wheel, HOSTS, RATE, 45, _faults) as result:
+    with scenario.fleet_run(root, wheel, HOSTS, RATE, BUSY_AT_LEAST_S, _faults) as result:
         yield result
 
 
 def test_every_access_line_is_in_the_topic_once_with_its_host(run):
-    scenario.check_access_lines_once(run, at_least=HOSTS * RATE * 40)
+    scenario.check_access_lines_once(run, at_least=HOSTS * RATE * BUSY_AT_LEAST_S // 2)
 
 
 def test_error_logs_and_the_netcat_line_arrive_with_their_host(run):

@@ -3,21 +3,20 @@
 One cluster for the module (testkit.spark_cluster: a master and two workers of one
 core each, on loopback) and one broker subprocess. Access-log lines of three hosts,
 each record carrying its host in a `host` header, go into 3-partition topics; then
-`logflume etl offline|realtime --master spark://...` runs as a subprocess, with
-relative --output and --checkpoint as typed in a shell. The tables must equal the
-figures computed from the generated lines (tests/spark_etl/expected.py), and the
-cluster's own records must show that executors on both workers did the reading.
+`logflume etl offline --master spark://...` runs as a subprocess, with relative
+--output and --checkpoint as typed in a shell. The tables must equal the figures
+computed from the generated lines (tests/spark_etl/expected.py), and the cluster's
+own records must show that executors on both workers did the reading. The realtime
+job runs on a standalone cluster in the fleet run (tests/fleet), to the end.
 """
 
 import concurrent.futures
-import signal
 import subprocess
 import sys
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 import pytest
 
 from spark_etl import loggen
@@ -27,8 +26,6 @@ from testkit.spark_cluster import (
     JVM_OPTIONS,
     SparkStandalone,
     driver_env,
-    is_running,
-    process_tree,
 )
 from tests.spark_etl import expected
 
@@ -165,50 +162,3 @@ def test_offline_job_on_the_cluster_gives_each_hosts_hours(lab, tmp_path):
     # The executors ran the job's tasks, which read the topic (with no wait for both
     # executors before the first task, one may have had them all).
     assert any("Finished task" in log for log in logs), logs
-
-
-def test_realtime_job_on_the_cluster_closes_each_minute_and_stops_cleanly(lab, tmp_path):
-    """Every minute's final row equals the truth; then worker 1 is stopped under the
-    running job (its executor goes with it), and SIGTERM still ends the job with exit
-    status 0."""
-    cluster, broker, _, sent = lab
-    cmd = etl("realtime", cluster, broker, "live", "--stats-topic", "live-stats")
-    cmd += ["--starting-offsets", "earliest", "--watermark", "10 seconds"]
-    log_path = tmp_path / "realtime.log"
-    with open(log_path, "wb") as log:
-        job = subprocess.Popen(
-            cmd, cwd=tmp_path, env=driver_env(), stdout=log, stderr=subprocess.STDOUT
-        )
-    minutes = tmp_path / "out" / "minute"
-    try:
-
-        def finals():
-            assert job.poll() is None, log_path.read_text(errors="replace")[-3000:]
-            return len(list(minutes.rglob("part-*.parquet"))) == MINUTES
-
-        wait_until(finals, 200, what=lambda: f"{MINUTES} final minute files", every=0.5)
-        rows = pq.read_table(minutes).to_pylist()
-        got = {(int(r["window_start"].timestamp()), r["host"]): r for r in rows}
-        want = expected.by_minute([(item, True) for item in sent])
-        assert len(rows) == len(got) and set(got) == set(want)
-        for key, figures in want.items():
-            expected.assert_figures(got[key], figures, key)
-
-        # A worker stopped under a running application takes its executor (a JVM
-        # and its Python workers, the worker's children) with it.
-        tree = process_tree(cluster.workers[1].pid)
-        assert len(tree) >= 2, tree
-        cluster.kill_worker(1)
-        assert not [pid for pid, start in tree.items() if is_running(pid, start)]
-        wait_until(lambda: cluster.alive_workers() == [0], 30, what="worker 1 to be gone")
-    finally:
-        if job.poll() is None:
-            job.send_signal(signal.SIGTERM)
-        try:
-            code = job.wait(60)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            raise
-    text = log_path.read_text(errors="replace")
-    assert code == 0, text[-3000:]
-    assert "Traceback" not in text, text[-3000:]

@@ -187,7 +187,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--busy", type=int, default=0, help="busy processes (a spinning loop each) during the run"
     )
-    ap.add_argument("--poll-interval", type=float, default=0.25, help="tail poll_interval, s")
+    ap.add_argument("--poll-interval", type=float, default=0.1, help="tail poll_interval, s")
     ap.add_argument("--linger-ms", type=int, default=5, help="broker sink linger_ms")
     ap.add_argument(
         "--shuffle-partitions", type=int, default=4, help="Spark's (4 = its local[2] default)"

@@ -4,8 +4,9 @@ Theory of operation. One task (the read loop) owns every open file. Each round i
 reads at most one chunk (`read_chunk_bytes`) from each open file, splits it into
 lines in bulk, and awaits `emit` for each batch: when the channel is full, `emit`
 waits and the whole loop simply stops reading (backpressure, bounded memory). When
-no file had data it sleeps until watchdog reports a change or `poll_interval`
-passes. Discovery (`FileTable.scan`) globs the paths on start, every
+no file had data it sleeps until watchdog reports a file created, moved or deleted
+or `poll_interval` passes (growth is found by this polling: see `_tail_watch` for
+why not by modification events). Discovery (`FileTable.scan`) globs the paths on start, every
 `rescan_interval`, and when watchdog reports a file created, moved or deleted.
 
 One module per concept: this one drives the files (reading, EOF, closing, saving
@@ -117,7 +118,7 @@ class TailConfig:
     exclude: list[str] = dataclasses.field(default_factory=list)  # globs of paths to skip (fnmatch)
     start_at: Literal["end", "beginning"] = "end"  # first run only: where existing files start
     rescan_interval: Duration = Duration(5.0)  # how often the globs are matched again
-    poll_interval: Duration = Duration(0.25)  # files are checked for growth at least this often
+    poll_interval: Duration = Duration(0.1)  # files are checked for growth this often
     close_grace: Duration = Duration(1.0)  # a rotated-away/deleted file at EOF this long closes
     close_inactive: Duration = Duration(300.0)  # a file idle this long closes (reopens on growth)
     forget_after: Duration = Duration(86400.0)  # positions of files unseen this long are dropped
@@ -127,7 +128,7 @@ class TailConfig:
     max_line_bytes: Size = Size(1024 * 1024)  # longer lines are cut; longer multiline events split
     multiline: Multiline | None = None  # join lines into events (stack traces); null: one per line
     gzip: bool = True  # read `*.gz` files that match the globs
-    watch: bool = True  # use watchdog for prompt wake-ups (polling always runs too)
+    watch: bool = True  # watchdog: prompt rescans on files created, moved or deleted
     add_host: bool = False  # add header `host`: this machine's name, as `${HOST}`
 
 
@@ -322,10 +323,10 @@ class TailSource(Source):
         """After `run` ended and the channels drained: save what the late acks delivered."""
         self._persist()
 
-    def _on_fs_event(self, structural: bool) -> None:
-        """Called on the loop (via call_soon_threadsafe) for watchdog events."""
-        if structural:
-            self._rescan = True
+    def _on_fs_event(self) -> None:
+        """Called on the loop (via call_soon_threadsafe): a file was created, moved
+        or deleted."""
+        self._rescan = True
         self._wake.set()
 
     async def _read_loop(self, emit: Emit) -> None:

@@ -125,7 +125,7 @@ def test_types_and_defaults_are_written_as_in_yaml():
     assert reference.yaml_type(tail["paths"].annotation) == "list of string"
     assert reference.yaml_type(tail["multiline"].annotation) == "mapping or null"
     assert reference.yaml_type(tail["poll_interval"].annotation) == "duration"
-    assert reference.yaml_text(tail["poll_interval"].default) == "250ms"
+    assert reference.yaml_text(tail["poll_interval"].default) == "100ms"
     assert reference.yaml_text(tail["forget_after"].default) == "1d"
     assert reference.yaml_text(tail["read_chunk_bytes"].default) == "256KiB"
     assert reference.yaml_text(tail["exclude"].default) == "[]"

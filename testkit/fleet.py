@@ -28,7 +28,6 @@ Needs root, iproute2, iptables, nginx, util-linux (unshare, nsenter) and Java.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import shutil
@@ -363,7 +362,7 @@ class Fleet:
     def start_nginx(self, host: WebHost) -> None:
         conf = host.root / "nginx/nginx.conf"
         conf.write_text(NGINX_CONF.format(root=host.root / "nginx", port=NGINX_PORT))
-        host.run("nginx", [_tool("nginx"), "-p", str(host.root / "nginx"), "-c", str(conf)])
+        self._run(host, "nginx", [_tool("nginx"), "-p", str(host.root / "nginx"), "-c", str(conf)])
         with self.lab.inside(host.name):
             wait_until(
                 lambda: _http_ok(f"http://127.0.0.1:{NGINX_PORT}/static/s0"),
@@ -408,7 +407,7 @@ class Fleet:
     def start_agent(self, host: WebHost) -> None:
         """What `systemctl start logflume-agent@web` runs, agent.env as environment."""
         cmd = self.logflume(host, "run") + ["--name", "web", "--state-dir", str(host.state_dir)]
-        host.run("agent", cmd, env=self._env(self.settings(host)))
+        self._run(host, "agent", cmd, env=self._env(self.settings(host)))
         with self.lab.inside(host.name):
             wait_until(
                 lambda: _agent_healthy(host),
@@ -441,7 +440,7 @@ class Fleet:
         cmd = [sys.executable, "-m", "testkit.loadgen", "--port", str(NGINX_PORT)]
         cmd += ["--rate", str(rate), "--seconds", str(seconds), "--tail-rate", str(tail_rate)]
         cmd += ["--seed", host.name.split("-")[1]] + (["--record", str(record)] if record else [])
-        host.run("loadgen", cmd, env=os.environ | {"PYTHONPATH": str(REPO)})
+        self._run(host, "loadgen", cmd, env=os.environ | {"PYTHONPATH": str(REPO)})
 
     def stop_traffic(self) -> None:
         for host in self.hosts:
@@ -548,17 +547,13 @@ class Fleet:
                 out["reach the PLAINTEXT listener"] = "refused"
         return out
 
+    def _run(self, host: WebHost, what: str, cmd: list[str], env: dict | None = None) -> None:
+        """`host.run`, the process also the lab's, so that `close` kills it."""
+        self.lab.procs.append(host.run(what, cmd, env=env))
+
     def close(self) -> None:
         if self.spark is not None:
             self.spark.stop()
-        for host in self.hosts:
-            for proc in host.procs.values():
-                if proc.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.send_signal(signal.SIGKILL)
-            for proc in host.procs.values():
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(10)
         self.lab.close()
 
 

@@ -342,7 +342,7 @@ class NetnsCluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(self.address(i) for i in range(self.count))
+        return self.bootstrap_of("PLAINTEXT")
 
     def address(self, broker_id: int, listener: str = "PLAINTEXT") -> str:
         return f"{self.lab.ip(f'b{broker_id}')}:{self.listeners[listener]}"

@@ -118,16 +118,34 @@ def topic_partitions(opts: SourceOptions) -> list[TP]:
 
 
 def watermarks(opts: SourceOptions, tps: list[TP]) -> dict[TP, tuple[int, int]]:
-    """(log start offset, high watermark) of each partition, asked of the leaders."""
-    from confluent_kafka import TopicPartition
+    """(log start offset, high watermark) of each partition, asked of the leaders.
+    A retriable answer (NOT_LEADER_FOR_PARTITION while a killed broker's partitions
+    move, a dropped connection) is asked again until METADATA_TIMEOUT_S is spent, as
+    Kafka's consumers do, instead of failing the query."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+    moving = (
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+    )
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    out = {}
     with _borrowed(opts) as consumer:
-        return {
-            tp: consumer.get_watermark_offsets(
-                TopicPartition(*tp), timeout=METADATA_TIMEOUT_S, cached=False
-            )
-            for tp in tps
-        }
+        for tp in tps:
+            while tp not in out:
+                try:
+                    out[tp] = consumer.get_watermark_offsets(
+                        TopicPartition(*tp), timeout=METADATA_TIMEOUT_S, cached=False
+                    )
+                except KafkaException as exc:
+                    err = exc.args[0]
+                    retriable = err.retriable() or err.code() in moving
+                    if not retriable or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+    return out
 
 
 def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) -> Iterator:

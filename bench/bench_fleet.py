@@ -24,6 +24,9 @@ What is measured, over `--seconds` after `--warmup`:
   (/proc/<pid>/stat) over the access-log lines its host wrote then (the error-log
   lines of the 4xx responses, one in ten, ride along); the median over the hosts.
   Cost per host must not grow with the number of hosts.
+- where the cores go: CPU of every process of the lab over the window, summed by
+  role (load generators, nginx, agents, brokers, ZooKeeper, Spark's JVMs and Python
+  workers), in cores.
 """
 
 from __future__ import annotations
@@ -46,10 +49,45 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MODES = {"quick": (20.0, 40.0), "default": (60.0, 40.0), "full": (180.0, 60.0)}
 
 
+ROLES = (  # (role, what its command line holds), first match wins
+    ("loadgen", "testkit.loadgen"),
+    ("nginx", "nginx"),
+    ("agent", "agent run"),
+    ("broker", "logflume broker"),
+    ("zookeeper", "QuorumPeerMain"),
+    ("spark", "spark"),
+)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of process `pid` (all its threads) so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def cpu_by_role() -> dict[tuple[str, int], float]:
+    """CPU seconds so far of every process of the lab, keyed by (role, pid); Spark's
+    roles are its JVMs and their Python workers (pyspark in the command line)."""
+    out = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            role = next((r for r, mark in ROLES if mark.lower() in args.lower()), None)
+            if role is not None:
+                out[(role, int(proc.name))] = cpu_seconds(int(proc.name))
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return out
+
+
+def cores_by_role(before: dict, after: dict, seconds: float) -> dict[str, float]:
+    """Cores each role used between two `cpu_by_role` snapshots."""
+    cores: dict[str, float] = {}
+    for (role, pid), cpu in after.items():
+        cores[role] = cores.get(role, 0.0) + (cpu - before.get((role, pid), 0.0)) / seconds
+    return dict(sorted(cores.items(), key=lambda kv: -kv[1]))
 
 
 class StatsWatcher(threading.Thread):
@@ -129,11 +167,13 @@ def measure(hosts: int, rate: float, seconds: float, warmup: float, root: Path, 
         time.sleep(warmup)
         since = time.time()
         cpu0 = {h.name: cpu_seconds(h.procs["agent"].pid) for h in fleet.hosts}
+        roles0 = cpu_by_role()
         while time.time() < since + seconds:
             loads.append(os.getloadavg()[0])
             time.sleep(min(5.0, max(0.0, since + seconds - time.time())))
         until = time.time()
         cpu1 = {h.name: cpu_seconds(h.procs["agent"].pid) for h in fleet.hosts}
+        roles = cores_by_role(roles0, cpu_by_role(), until - since)
         for host in fleet.hosts:
             host.procs["loadgen"].wait(60)
         time.sleep(15)  # rows of the window's last lines
@@ -155,6 +195,7 @@ def measure(hosts: int, rate: float, seconds: float, warmup: float, root: Path, 
             "cpu_us_per_line": statistics.median(cost),
             "cpu_range": (min(cost), max(cost)),
             "loads": loads,
+            "cores": roles,
             "started": began,
         }
     finally:
@@ -174,7 +215,8 @@ def describe(r: dict) -> str:
         f" {r['delivered']:,.0f} lines/s ({r['missing']} probes never covered);"
         f" freshness {fresh}; agent CPU per line median {r['cpu_us_per_line']:.1f} us"
         f" (hosts {r['cpu_range'][0]:.1f}-{r['cpu_range'][1]:.1f}); load (1 min) median"
-        f" {statistics.median(loads):.1f} (max {max(loads):.1f})"
+        f" {statistics.median(loads):.1f} (max {max(loads):.1f}); cores used: "
+        + ", ".join(f"{role} {c:.2f}" for role, c in r["cores"].items())
     )
 
 

@@ -137,6 +137,7 @@ class KafkaSink(Sink):
         transactional_id: str | None = None  # exactly_once: null: logflume-<host>-<agent>-<sink>
         positions_topic: str = "logflume-positions"  # exactly_once: topic of committed positions
         transaction_timeout: Duration = Duration(60)  # exactly_once: broker aborts older ones
+        commit_interval: Duration = Duration(0.5)  # exactly_once: most one transaction per this
 
     @classmethod
     def validate(cls, config) -> list[str]:

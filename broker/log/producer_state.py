@@ -63,9 +63,16 @@ original offsets without writing; an error raises `ProducerStateError`), `update
 after it, `check_marker`/`append_marker` around a marker append, `replay` for each
 follower-appended batch (it returns the transaction a marker completed), `take_snapshot`
 at rolls and close, `load` when the log opens and `truncate_to` after a truncation,
-both with `batch_headers_from(log, offset)` as the replay source, `truncate_fully`
-when the log is emptied, `delete_snapshots_below` after retention, and
-`remove_expired` periodically.
+both with the log's batches from an offset (`LogSegments.batches_from`) as the
+replay source, `truncate_fully` when the log is emptied, `delete_snapshots_below`
+after retention.
+
+Expiry (Kafka's producer.id.expiration.ms, `expiration_ms` here): `remove_expired`
+forgets every producer whose last batch or marker is at least that old and that has
+no transaction ongoing; the log manager runs it every
+producer.id.expiration.check.interval.ms. `load` drops such producers from the
+snapshot it reads, too. A forgotten producer's next batch is accepted with any
+sequence (see "unknown producer id" above).
 
 Snapshots are written to a temp file and renamed over the target. Durability is
 Kafka's since 3.x: a roll's snapshot is written on the event loop without fsync
@@ -80,16 +87,15 @@ it from the log, which costs start-up time only.
 
 from __future__ import annotations
 
-import bisect
 import collections
 import dataclasses
 import logging
-import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from broker.log import producer_snapshot
+from broker.log.config import PRODUCER_ID_EXPIRATION_MS
 from broker.log.producer_snapshot import (
     SNAPSHOT_SUFFIX,
     CorruptSnapshotError,
@@ -105,7 +111,6 @@ __all__ = [
     "CorruptSnapshotError",
     "ProducerStateError",
     "ProducerStateManager",
-    "batch_headers_from",
     "snapshot_name",
     "sync_snapshot",
 ]
@@ -115,7 +120,6 @@ log = logging.getLogger(__name__)
 MAX_BATCHES = 5
 INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
-DEFAULT_EXPIRATION_MS = 86_400_000
 
 
 class ProducerBatch(Protocol):
@@ -245,33 +249,6 @@ class ProducerStateError(ApiError):
     the partition's produce response (or the coordinator's marker write)."""
 
 
-def batch_headers_from(log, offset: int) -> Iterator[ProducerBatch]:
-    """Batches of a PartitionLog from the one holding `offset` to the end: headers
-    read 61 bytes at a time (producer state needs no records), control batches whole
-    (their record says commit or abort). The `batches_from` argument of `load` and
-    `truncate_to`."""
-    for _seg, batch in segment_batches_from(log, offset):
-        yield batch
-
-
-def segment_batches_from(log, offset: int) -> Iterator[tuple[object, ProducerBatch]]:
-    """`batch_headers_from` with the segment holding each batch."""
-    from broker.protocol.records import RecordBatch
-
-    segments = log.segments
-    i = max(0, bisect.bisect_right([s.base_offset for s in segments], offset) - 1)
-    for seg in segments[i:]:
-        found = seg.find_batch(max(offset, seg.base_offset))
-        if found is None:
-            continue
-        pos = found[0]
-        while (header := seg.read_header(pos)) is not None:
-            if header.is_control:
-                header = RecordBatch(os.pread(seg.file.fileno(), header.size, pos))
-            yield seg, header
-            pos += header.size
-
-
 class ProducerStateManager:
     """Producer de-duplication and transaction state of one partition directory.
 
@@ -279,7 +256,7 @@ class ProducerStateManager:
     event loop) that appends to the partition.
     """
 
-    def __init__(self, partition_dir: str | Path, expiration_ms: int = DEFAULT_EXPIRATION_MS):
+    def __init__(self, partition_dir: str | Path, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS):
         self.dir = Path(partition_dir)
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}

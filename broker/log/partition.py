@@ -48,7 +48,6 @@ from broker.log.txn_index import AbortedTxn
 from broker.log.validator import (
     LogValidator,
     PlacedBatches,
-    ValidatedRecords,
     assign_offsets,
     validate_follower,
 )
@@ -143,39 +142,37 @@ class PartitionLog:
     def append(
         self, records, leader_epoch: int = 0, guard: VerificationGuard | None = None
     ) -> AppendInfo:
-        """Leader append: validate (validator.py has the checks and their order),
-        check producer state, assign offsets from the log end, write.
+        """Leader append: validate and assign offsets from the log end (validator.py
+        has the checks and their order), check producer state, write.
 
-        The producer state of an idempotent batch is checked after the batch itself:
-        a retried duplicate returns its original offsets and writes nothing; `guard`
-        is the KIP-890 verification's, see producer_state.py. A refusal raises the
-        log's `ApiError` family and writes nothing."""
+        The producer state of an idempotent batch is checked last, as Kafka does: a
+        retried duplicate returns its original offsets and writes nothing; `guard` is
+        the KIP-890 verification's, see producer_state.py. A refusal raises the log's
+        `ApiError` family and writes nothing."""
         validator = self.validator
         now_ms = self._now_ms() if validator.needs_clock else 0
-        validated = validator.validate(records, now_ms)
-        producer = validated.producer_batch
+        placed = validator.validate_and_assign_offsets(
+            records, self.local_log.log_end_offset, leader_epoch, now_ms
+        )
+        producer = placed.producer_batch
         if producer is not None:
             verdict = self.producer_state.check(producer, guard)
             if verdict.duplicate is not None:
                 return AppendInfo(*verdict.duplicate, -1, -1, 0, 0)
             if not verdict.append:
                 raise ProducerStateError(verdict.error)
-        if validator.codec is not None:
-            validated = validator.recompress(validated)
-        log_append_time = now_ms if validator.log_append_time else -1
-        placed = assign_offsets(validated, self.log_end_offset, leader_epoch, log_append_time)
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, placed.first_offset)
         self.local_log.append(placed)
-        if validated.producer_batch is not None:
+        if producer is not None:
             self.producer_state.update(
-                validated.producer_batch, placed.first_offset, placed.last_offset, self._now_ms()
+                producer, placed.first_offset, placed.last_offset, self._now_ms()
             )
         return AppendInfo(
             placed.first_offset,
             placed.last_offset,
             placed.max_timestamp,
-            log_append_time,
+            now_ms if validator.log_append_time else -1,
             len(placed.batches),
             placed.size,
         )
@@ -201,8 +198,7 @@ class PartitionLog:
         data = bytearray(
             end_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
         )
-        marker = ValidatedRecords([RecordBatch(data)], data, False, None)
-        placed = assign_offsets(marker, self.log_end_offset, leader_epoch)
+        placed = assign_offsets([RecordBatch(data)], data, self.log_end_offset, leader_epoch)
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, placed.first_offset)
         self.local_log.append(placed)

@@ -1,5 +1,9 @@
 """Producer state of one partition: de-duplication by batch sequence, transactions.
 
+(Longer than the ~450 lines modules keep to: this theory of operation is ~90 of
+them; one producer's entry is in producer_entry.py, the snapshot format in
+producer_snapshot.py.)
+
 Theory of operation (Kafka's ProducerStateManager and ProducerAppendInfo):
 
 An idempotent producer stamps every batch with (producer id, epoch, base sequence);
@@ -96,6 +100,7 @@ from typing import NamedTuple, Protocol
 
 from broker.log import producer_snapshot
 from broker.log.config import PRODUCER_ID_EXPIRATION_MS
+from broker.log.producer_entry import BatchMetadata, ProducerEntry, in_sequence
 from broker.log.producer_snapshot import (
     SNAPSHOT_SUFFIX,
     CorruptSnapshotError,
@@ -117,8 +122,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_BATCHES = 5
-INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
 
 
@@ -152,13 +155,6 @@ class Verdict:
 APPEND = Verdict()
 
 
-class BatchMetadata(NamedTuple):
-    first_seq: int
-    last_seq: int
-    first_offset: int
-    last_offset: int
-
-
 class CompletedTxn(NamedTuple):
     """A transaction a marker ended: its producer, first offset, the marker's offset."""
 
@@ -182,59 +178,6 @@ class VerificationGuard:
 #: The guard a verifying append passes when it did not verify (the producer had a
 #: transaction ongoing when it looked): it matches no stored guard.
 UNVERIFIED = VerificationGuard(-1, -1)
-
-
-class ProducerEntry:
-    """One producer id's epoch, last batches and transaction. Owned by its
-    ProducerStateManager."""
-
-    __slots__ = (
-        "producer_id",
-        "epoch",
-        "batches",
-        "last_timestamp",
-        "coordinator_epoch",
-        "txn_first_offset",
-    )
-
-    def __init__(
-        self,
-        producer_id: int,
-        epoch: int,
-        last_timestamp: int,
-        coordinator_epoch: int = -1,
-        txn_first_offset: int | None = None,
-    ):
-        self.producer_id = producer_id
-        self.epoch = epoch
-        self.last_timestamp = last_timestamp
-        self.coordinator_epoch = coordinator_epoch
-        self.txn_first_offset = txn_first_offset
-        self.batches: collections.deque[BatchMetadata] = collections.deque(maxlen=MAX_BATCHES)
-
-    @property
-    def last_seq(self) -> int | None:
-        return self.batches[-1].last_seq if self.batches else None
-
-    def find_duplicate(self, base_seq: int, last_seq: int) -> BatchMetadata | None:
-        for b in self.batches:
-            if b.first_seq == base_seq and b.last_seq == last_seq:
-                return b
-        return None
-
-    def bump_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self.epoch = epoch
-            self.batches.clear()
-
-    def add(self, epoch: int, meta: BatchMetadata, timestamp: int) -> None:
-        self.bump_epoch(epoch)
-        self.batches.append(meta)
-        self.last_timestamp = timestamp
-
-
-def in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
 def marker_of(batch) -> tuple[bool, int]:

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.log import LogConfig, PartitionLog
+from broker.log.producer_entry import INT32_MAX
 from broker.log.producer_state import (
     APPEND,
-    INT32_MAX,
     ProducerStateError,
     ProducerStateManager,
     snapshot_name,

@@ -119,3 +119,24 @@ def test_manager_checkpoints_cleaner_and_survives_restart(tmp_path):
     assert [r.offset for r in all_records(log)] == offsets
     assert all(b.base_offset >= 0 for b in read_all(log))
     manager.close()
+
+
+def test_the_cleaner_state_follows_the_log_ends(tmp_path):
+    """Truncation makes what follows dirty again; a new log start is never dirty."""
+    clock = Clock()
+    log = compacted_log(tmp_path, clock)
+    now = int(clock() * 1000)
+    for i in range(30):
+        log.append(keyed([(b"k%d" % (i % 4), b"v%d" % i)], now))
+    log.compact()
+    cleaned_to = log.cleaner_state.checkpoint
+    assert cleaned_to > 4
+    log.truncate_to(cleaned_to - 3)
+    assert log.cleaner_state.checkpoint == log.log_end_offset == cleaned_to - 3
+    for i in range(10):
+        log.append(keyed([(b"k%d" % (i % 4), b"w%d" % i)], now))
+    log.delete_records_before(log.log_end_offset - 1)
+    assert log.cleaner_state.checkpoint == log.log_start_offset
+    log.truncate_fully_and_start_at(100)
+    assert log.cleaner_state.checkpoint == 100
+    log.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterator
+from typing import overload
 
 from broker.log.segment import LogSegment
 from broker.protocol.records import RecordBatch
@@ -38,7 +39,13 @@ class LogSegments:
     def __iter__(self) -> Iterator[LogSegment]:
         return iter(self._segments)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> LogSegment: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[LogSegment]: ...
+
+    def __getitem__(self, i: int | slice) -> LogSegment | list[LogSegment]:
         return self._segments[i]
 
     @property

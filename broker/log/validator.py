@@ -41,6 +41,7 @@ from broker.log.common import (
 from broker.log.config import LogConfig
 from broker.log.producer_state import ProducerStateError
 from broker.log.record_rules import check_records, rules_apply
+from broker.protocol.compression import Codec
 from broker.protocol.errors import ErrorCode
 from broker.protocol.records import (
     HEADER_SIZE,
@@ -52,6 +53,8 @@ from broker.protocol.records import (
 )
 
 PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+
+Buffer = bytes | bytearray | memoryview
 
 
 class PlacedBatches:
@@ -72,7 +75,7 @@ class PlacedBatches:
     def __init__(
         self,
         batches: list[RecordBatch],
-        parts: tuple,
+        parts: tuple[Buffer, ...],
         size: int,
         first_offset: int,
         last_offset: int,
@@ -106,7 +109,7 @@ class LogValidator:
         self.codec = config.codec
 
     def validate_and_assign_offsets(
-        self, records, first_offset: int, leader_epoch: int, now_ms: int
+        self, records: Buffer, first_offset: int, leader_epoch: int, now_ms: int
     ) -> PlacedBatches:
         """Check produced `records` (one or more batches) for this topic, raising on
         the first refusal; recompress them if the topic says so; give them offsets
@@ -172,7 +175,7 @@ class LogValidator:
         return producer
 
 
-def _rebuild(batches: list[RecordBatch], codec) -> tuple[bytearray, list[RecordBatch]]:
+def _rebuild(batches: list[RecordBatch], codec: Codec) -> tuple[bytearray, list[RecordBatch]]:
     """The batches rebuilt in `codec` (each batch's records, offsets and producer
     fields kept), as Kafka recompresses for a topic's compression.type."""
     buffer = bytearray(b"".join(rebuild_batch(b, b.records(), codec) for b in batches))
@@ -180,7 +183,7 @@ def _rebuild(batches: list[RecordBatch], codec) -> tuple[bytearray, list[RecordB
 
 
 def _place_zero_copy(
-    one: RecordBatch, records, first_offset: int, leader_epoch: int
+    one: RecordBatch, records: Buffer, first_offset: int, leader_epoch: int
 ) -> PlacedBatches:
     """The fast path: the caller's buffer is written as it is after a new 16-byte
     prefix (baseOffset, batchLength, partitionLeaderEpoch)."""
@@ -224,7 +227,7 @@ def assign_offsets(
     return PlacedBatches(batches, (buffer,), len(buffer), first_offset, offset - 1, max_ts)
 
 
-def validate_follower(records, log_end_offset: int) -> PlacedBatches:
+def validate_follower(records: Buffer, log_end_offset: int) -> PlacedBatches:
     """A follower's copy of the leader's batches, offsets kept: they must start at or
     after `log_end_offset` and increase (InvalidOffsetError otherwise)."""
     buffer = bytes(records)

@@ -3,7 +3,8 @@
 Kafka's scheme, on one partition at a time:
 - The cleanable range is the closed segments from the log start up to the first
   segment that is active or younger than min.compaction.lag.ms.
-- The dirty part starts at the cleaner checkpoint (what the last pass had covered).
+- The dirty part starts at the cleaner checkpoint (what the last pass had covered;
+  each log's `CleanerState`, defined here, keeps it with the tombstone deadline).
   A map key -> latest offset is built from the dirty part only; the clean part is
   already unique per key.
 - Every cleanable segment is then rewritten: a keyed record survives if no later

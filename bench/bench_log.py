@@ -162,7 +162,7 @@ def child(dir: Path, size_gib: float, segment_bytes: int, reads: int) -> None:
             lat.append(clock() - a)
         out[f"{label}_median_us"] = statistics.median(lat) / 1000
         out[f"{label}_p99_us"] = sorted(lat)[int(len(lat) * 0.99)] / 1000
-    log._reap_flushes(wait=True)  # the server's periodic checkpoint runs after roll fsyncs
+    log.local_log.reap_flushes(wait=True)  # the server's periodic checkpoint runs after roll fsyncs
     manager.checkpoint_recovery_points()
     out["recovery_point"] = log.recovery_point
     out["log_end_offset"] = log.log_end_offset

@@ -38,9 +38,11 @@ MAX_PARTITIONS = 10_000
 
 
 def default_log_config(config: BrokerConfig) -> LogConfig:
-    """Topic defaults from the broker's `log.*` keys (their Kafka synonyms)."""
+    """Topic defaults from the broker's `log.*` keys (their Kafka synonyms), and the
+    broker's producer.id.expiration.ms."""
     props = config.topic_defaults()
-    return LogConfig.from_props({k: v for k, v in props.items() if k in TOPIC_CONFIG_NAMES})
+    topic = LogConfig.from_props({k: v for k, v in props.items() if k in TOPIC_CONFIG_NAMES})
+    return dataclasses.replace(topic, producer_id_expiration_ms=config["producer.id.expiration.ms"])
 
 
 class TopicError(ApiError):

@@ -1,7 +1,8 @@
 """Aborted transactions across a partition's segments: the read_committed fetch's
 search, and the rebuild of transaction indexes after recovery.
 
-Functions over a PartitionLog's segments, called on the log's event loop.
+Functions over a PartitionLog's segments (`LogSegments`), called on the log's event
+loop.
 
 Rebuild (Kafka's LogSegment.recover with a producer state manager): a recovered
 segment's `.txnindex` may miss aborts whose markers survived, or name markers the
@@ -17,18 +18,15 @@ is kept from the index as it was before the recovery, if that was readable.
 
 from __future__ import annotations
 
-import bisect
-
-from broker.log.producer_state import ProducerStateManager, segment_batches_from
+from broker.log.producer_state import ProducerStateManager
+from broker.log.segments import LogSegments
 from broker.log.txn_index import AbortedTxn
 
 
-def collect_aborted(log, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+def collect_aborted(segments: LogSegments, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
     """Aborted transactions overlapping [fetch_offset, upper_bound), oldest marker first."""
-    segments = log.segments
-    i = max(0, bisect.bisect_right([s.base_offset for s in segments], fetch_offset) - 1)
     out: list[AbortedTxn] = []
-    for seg in segments[i:]:
+    for seg in segments.from_floor(fetch_offset):
         found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
         out.extend(found)
         if complete:
@@ -47,12 +45,12 @@ def rebuild_txn_indexes(log, now_ms: int) -> bool:
     scratch.load(
         log.log_start_offset,
         start,
-        lambda offset: (b for _, b in segment_batches_from(log, offset)),
+        lambda offset: (b for _, b in log.segments.batches_from(offset)),
         now_ms,
         prune=False,
     )
     any_aborted = False
-    for seg, batch in segment_batches_from(log, start):
+    for seg, batch in log.segments.batches_from(start):
         if batch.base_offset < start:
             continue
         done = scratch.replay(batch)

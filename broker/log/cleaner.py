@@ -3,7 +3,8 @@
 Kafka's scheme, on one partition at a time:
 - The cleanable range is the closed segments from the log start up to the first
   segment that is active or younger than min.compaction.lag.ms.
-- The dirty part starts at the cleaner checkpoint (what the last pass had covered).
+- The dirty part starts at the cleaner checkpoint (what the last pass had covered;
+  each log's `CleanerState`, defined here, keeps it with the tombstone deadline).
   A map key -> latest offset is built from the dirty part only; the clean part is
   already unique per key.
 - Every cleanable segment is then rewritten: a keyed record survives if no later
@@ -49,6 +50,34 @@ def _records(batch: RecordBatch):
     return None if batch.is_control else batch.records()
 
 
+class CleanerState:
+    """Where compaction of one log stands. Owned by its PartitionLog (one event loop),
+    which moves it when the log's ends move; the cleaner reads and advances it.
+
+    `checkpoint`: the log below it was clean after the last pass (the first dirty
+    offset; `cleaner-offset-checkpoint` persists it). `tombstone_deadline_ms`: when
+    the oldest tombstone (or emptied commit marker) a pass kept may go, so a pass is
+    due then even with nothing dirty; None when none was kept."""
+
+    __slots__ = ("checkpoint", "tombstone_deadline_ms")
+
+    def __init__(self, checkpoint: int):
+        self.checkpoint = checkpoint
+        self.tombstone_deadline_ms: int | None = None
+
+    def log_starts_at(self, offset: int) -> None:
+        """The log start moved up to `offset` (retention, DeleteRecords)."""
+        self.checkpoint = max(self.checkpoint, offset)
+
+    def log_ends_at(self, offset: int) -> None:
+        """The log was truncated to end at `offset`: what follows is dirty again."""
+        self.checkpoint = min(self.checkpoint, offset)
+
+    def restart_at(self, offset: int) -> None:
+        """The log was emptied and restarts at `offset`."""
+        self.checkpoint = offset
+
+
 def _first_unstable(log) -> int | None:
     """The oldest transaction not yet known stable, without touching producer state."""
     ps = log.producer_state
@@ -76,7 +105,8 @@ class _Aborted:
 
 
 def clean(log, now_ms: int) -> None:
-    """One compaction pass over `log` (a PartitionLog), if there is anything to do."""
+    """One compaction pass over `log` (a PartitionLog), if there is anything to do;
+    it advances `log.cleaner_state`."""
     cfg = log.config
     if not cfg.compact:
         return
@@ -92,8 +122,9 @@ def clean(log, now_ms: int) -> None:
     if n == 0:
         return
     end = log.segments[n].base_offset
-    first_dirty = max(log.cleaner_checkpoint, log.log_start_offset)
-    due = log.tombstone_deadline_ms is not None and now_ms >= log.tombstone_deadline_ms
+    state = log.cleaner_state
+    first_dirty = max(state.checkpoint, log.log_start_offset)
+    due = state.tombstone_deadline_ms is not None and now_ms >= state.tombstone_deadline_ms
     if first_dirty >= end and not due:
         return
     aborted = _Aborted(log, end)
@@ -121,8 +152,8 @@ def clean(log, now_ms: int) -> None:
         if kept_tombstone:
             at = seg_ts + cfg.delete_retention_ms + 1
             deadline = at if deadline is None else min(deadline, at)
-    log.cleaner_checkpoint = max(log.cleaner_checkpoint, end)
-    log.tombstone_deadline_ms = deadline
+    state.checkpoint = max(state.checkpoint, end)
+    state.tombstone_deadline_ms = deadline
 
 
 def _rewrite(
@@ -204,4 +235,4 @@ def _swap_in(log, i: int, data: bytes, now_ms: int) -> None:
     cleaned.index.rename(segment_path(log.dir, old.base_offset, INDEX_SUFFIX))
     cleaned.time_index.rename(segment_path(log.dir, old.base_offset, TIME_INDEX_SUFFIX))
     old.file = None
-    log.replace_segment(i, cleaned)
+    log.local_log.replace_segment(i, cleaned)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, fields, replace
 from broker.protocol.compression import Codec
 
 LONG_MAX = 2**63 - 1
+PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms default
 
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -33,6 +34,9 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
+    # Not a topic config: the broker's producer.id.expiration.ms, carried to every log
+    # with the defaults (Kafka hands it to each log's ProducerStateManager).
+    producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
 
     @property
     def compact(self) -> bool:

@@ -6,7 +6,8 @@ notes whether the `.kafka_cleanshutdown` marker is present (then nothing is resc
 opens every `<topic>-<partition>` directory, and removes the marker so that a later
 crash is not mistaken for a clean stop. `close` flushes everything, writes the
 checkpoints and then the marker. The server calls `checkpoint_recovery_points`,
-`run_retention`, `run_cleaner` and `flush_dirty` periodically.
+`run_retention`, `run_cleaner`, `flush_dirty` and `remove_expired_producers`
+periodically.
 """
 
 import errno
@@ -170,16 +171,20 @@ class LogManager:
 
     def checkpoint_cleaner(self) -> None:
         points = {
-            (p.topic, p.partition): p.cleaner_checkpoint
+            (p.topic, p.partition): p.cleaner_state.checkpoint
             for p in self._logs.values()
             if p.config.compact
         }
         write_offsets(self.data_dir / CLEANER_FILE, points)
 
     def run_retention(self) -> int:
-        for p in self._logs.values():
-            p.remove_expired_producers()
         return sum(p.delete_old_segments() for p in self._logs.values())
+
+    def remove_expired_producers(self) -> int:
+        """Forget, in every log, the producers idle past producer.id.expiration.ms
+        (the server runs it every producer.id.expiration.check.interval.ms, as Kafka
+        does); returns how many went."""
+        return sum(p.remove_expired_producers() for p in self._logs.values())
 
     def run_cleaner(self) -> None:
         compacted = [p for p in self._logs.values() if p.config.compact]

@@ -1,5 +1,9 @@
 """Producer state of one partition: de-duplication by batch sequence, transactions.
 
+(Longer than the ~450 lines modules keep to: this theory of operation is ~90 of
+them; one producer's entry is in producer_entry.py, the snapshot format in
+producer_snapshot.py.)
+
 Theory of operation (Kafka's ProducerStateManager and ProducerAppendInfo):
 
 An idempotent producer stamps every batch with (producer id, epoch, base sequence);
@@ -63,9 +67,16 @@ original offsets without writing; an error raises `ProducerStateError`), `update
 after it, `check_marker`/`append_marker` around a marker append, `replay` for each
 follower-appended batch (it returns the transaction a marker completed), `take_snapshot`
 at rolls and close, `load` when the log opens and `truncate_to` after a truncation,
-both with `batch_headers_from(log, offset)` as the replay source, `truncate_fully`
-when the log is emptied, `delete_snapshots_below` after retention, and
-`remove_expired` periodically.
+both with the log's batches from an offset (`LogSegments.batches_from`) as the
+replay source, `truncate_fully` when the log is emptied, `delete_snapshots_below`
+after retention.
+
+Expiry (Kafka's producer.id.expiration.ms, `expiration_ms` here): `remove_expired`
+forgets every producer whose last batch or marker is at least that old and that has
+no transaction ongoing; the log manager runs it every
+producer.id.expiration.check.interval.ms. `load` drops such producers from the
+snapshot it reads, too. A forgotten producer's next batch is accepted with any
+sequence (see "unknown producer id" above).
 
 Snapshots are written to a temp file and renamed over the target. Durability is
 Kafka's since 3.x: a roll's snapshot is written on the event loop without fsync
@@ -80,16 +91,16 @@ it from the log, which costs start-up time only.
 
 from __future__ import annotations
 
-import bisect
 import collections
 import dataclasses
 import logging
-import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from broker.log import producer_snapshot
+from broker.log.config import PRODUCER_ID_EXPIRATION_MS
+from broker.log.producer_entry import BatchMetadata, ProducerEntry, in_sequence
 from broker.log.producer_snapshot import (
     SNAPSHOT_SUFFIX,
     CorruptSnapshotError,
@@ -105,17 +116,13 @@ __all__ = [
     "CorruptSnapshotError",
     "ProducerStateError",
     "ProducerStateManager",
-    "batch_headers_from",
     "snapshot_name",
     "sync_snapshot",
 ]
 
 log = logging.getLogger(__name__)
 
-MAX_BATCHES = 5
-INT32_MAX = 2**31 - 1
 NO_PRODUCER_ID = -1
-DEFAULT_EXPIRATION_MS = 86_400_000
 
 
 class ProducerBatch(Protocol):
@@ -148,13 +155,6 @@ class Verdict:
 APPEND = Verdict()
 
 
-class BatchMetadata(NamedTuple):
-    first_seq: int
-    last_seq: int
-    first_offset: int
-    last_offset: int
-
-
 class CompletedTxn(NamedTuple):
     """A transaction a marker ended: its producer, first offset, the marker's offset."""
 
@@ -180,59 +180,6 @@ class VerificationGuard:
 UNVERIFIED = VerificationGuard(-1, -1)
 
 
-class ProducerEntry:
-    """One producer id's epoch, last batches and transaction. Owned by its
-    ProducerStateManager."""
-
-    __slots__ = (
-        "producer_id",
-        "epoch",
-        "batches",
-        "last_timestamp",
-        "coordinator_epoch",
-        "txn_first_offset",
-    )
-
-    def __init__(
-        self,
-        producer_id: int,
-        epoch: int,
-        last_timestamp: int,
-        coordinator_epoch: int = -1,
-        txn_first_offset: int | None = None,
-    ):
-        self.producer_id = producer_id
-        self.epoch = epoch
-        self.last_timestamp = last_timestamp
-        self.coordinator_epoch = coordinator_epoch
-        self.txn_first_offset = txn_first_offset
-        self.batches: collections.deque[BatchMetadata] = collections.deque(maxlen=MAX_BATCHES)
-
-    @property
-    def last_seq(self) -> int | None:
-        return self.batches[-1].last_seq if self.batches else None
-
-    def find_duplicate(self, base_seq: int, last_seq: int) -> BatchMetadata | None:
-        for b in self.batches:
-            if b.first_seq == base_seq and b.last_seq == last_seq:
-                return b
-        return None
-
-    def bump_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self.epoch = epoch
-            self.batches.clear()
-
-    def add(self, epoch: int, meta: BatchMetadata, timestamp: int) -> None:
-        self.bump_epoch(epoch)
-        self.batches.append(meta)
-        self.last_timestamp = timestamp
-
-
-def in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
-
-
 def marker_of(batch) -> tuple[bool, int]:
     """(commit?, coordinator epoch) of a whole end-transaction marker batch."""
     (record,) = batch.records()
@@ -245,33 +192,6 @@ class ProducerStateError(ApiError):
     the partition's produce response (or the coordinator's marker write)."""
 
 
-def batch_headers_from(log, offset: int) -> Iterator[ProducerBatch]:
-    """Batches of a PartitionLog from the one holding `offset` to the end: headers
-    read 61 bytes at a time (producer state needs no records), control batches whole
-    (their record says commit or abort). The `batches_from` argument of `load` and
-    `truncate_to`."""
-    for _seg, batch in segment_batches_from(log, offset):
-        yield batch
-
-
-def segment_batches_from(log, offset: int) -> Iterator[tuple[object, ProducerBatch]]:
-    """`batch_headers_from` with the segment holding each batch."""
-    from broker.protocol.records import RecordBatch
-
-    segments = log.segments
-    i = max(0, bisect.bisect_right([s.base_offset for s in segments], offset) - 1)
-    for seg in segments[i:]:
-        found = seg.find_batch(max(offset, seg.base_offset))
-        if found is None:
-            continue
-        pos = found[0]
-        while (header := seg.read_header(pos)) is not None:
-            if header.is_control:
-                header = RecordBatch(os.pread(seg.file.fileno(), header.size, pos))
-            yield seg, header
-            pos += header.size
-
-
 class ProducerStateManager:
     """Producer de-duplication and transaction state of one partition directory.
 
@@ -279,7 +199,7 @@ class ProducerStateManager:
     event loop) that appends to the partition.
     """
 
-    def __init__(self, partition_dir: str | Path, expiration_ms: int = DEFAULT_EXPIRATION_MS):
+    def __init__(self, partition_dir: str | Path, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS):
         self.dir = Path(partition_dir)
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}

@@ -61,7 +61,7 @@ def test_keeps_latest_per_key_with_original_offsets(tmp_path):
     assert any(r.key is None for r in records)
     assert log.log_end_offset == before_end and log.log_start_offset == 0
     assert log.size_bytes < size_before
-    assert log.cleaner_checkpoint == active_base
+    assert log.cleaner_state.checkpoint == active_base
     for r in records:  # offset lookups still land on the right record
         batch = log.read_batches(r.offset, 1)[0]
         assert batch.base_offset <= r.offset <= batch.last_offset
@@ -110,12 +110,33 @@ def test_manager_checkpoints_cleaner_and_survives_restart(tmp_path):
     manager.run_cleaner()
     assert (tmp_path / "data" / CLEANER_FILE).read_text().splitlines()[
         2
-    ] == f"offsets 0 {log.cleaner_checkpoint}"
+    ] == f"offsets 0 {log.cleaner_state.checkpoint}"
     offsets = [r.offset for r in all_records(log)]
     manager.close()
     manager = LogManager(tmp_path / "data", LogConfig(), clock, topic_config=lambda t: cfg)
     log = manager.get("offsets", 0)
-    assert log.cleaner_checkpoint > 0
+    assert log.cleaner_state.checkpoint > 0
     assert [r.offset for r in all_records(log)] == offsets
     assert all(b.base_offset >= 0 for b in read_all(log))
     manager.close()
+
+
+def test_the_cleaner_state_follows_the_log_ends(tmp_path):
+    """Truncation makes what follows dirty again; a new log start is never dirty."""
+    clock = Clock()
+    log = compacted_log(tmp_path, clock)
+    now = int(clock() * 1000)
+    for i in range(30):
+        log.append(keyed([(b"k%d" % (i % 4), b"v%d" % i)], now))
+    log.compact()
+    cleaned_to = log.cleaner_state.checkpoint
+    assert cleaned_to > 4
+    log.truncate_to(cleaned_to - 3)
+    assert log.cleaner_state.checkpoint == log.log_end_offset == cleaned_to - 3
+    for i in range(10):
+        log.append(keyed([(b"k%d" % (i % 4), b"w%d" % i)], now))
+    log.delete_records_before(log.log_end_offset - 1)
+    assert log.cleaner_state.checkpoint == log.log_start_offset
+    log.truncate_fully_and_start_at(100)
+    assert log.cleaner_state.checkpoint == 100
+    log.close()

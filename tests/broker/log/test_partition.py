@@ -309,7 +309,7 @@ def test_flush_messages_and_roll_advance_recovery_point(tmp_path):
     assert log.recovery_point == 6
     for _ in range(5):
         log.append(make_batch(1, size=400))
-    log._reap_flushes(wait=True)
+    log.local_log.reap_flushes(wait=True)
     assert log.recovery_point >= log.active.base_offset > 6
     log.flush()
     assert log.recovery_point == log.log_end_offset

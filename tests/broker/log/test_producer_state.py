@@ -7,12 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.log import LogConfig, PartitionLog
+from broker.log.producer_entry import INT32_MAX
 from broker.log.producer_state import (
     APPEND,
-    INT32_MAX,
     ProducerStateError,
     ProducerStateManager,
-    batch_headers_from,
     snapshot_name,
 )
 from broker.protocol.errors import ErrorCode
@@ -309,7 +308,7 @@ def test_with_a_real_partition_log_across_rolls_and_reopen(tmp_path):
     fresh.load(
         plog.log_start_offset,
         plog.log_end_offset,
-        lambda o: batch_headers_from(plog, o),
+        lambda o: (b for _, b in plog.segments.batches_from(o)),
         now_ms=2000,
     )
     assert idempotent_append(plog, fresh, batch(5, 0, 18)) == 18
@@ -364,7 +363,7 @@ def test_a_torn_roll_snapshot_is_rebuilt_from_the_log(tmp_path):
     assert len(plog.segments) > 2
     newest = plog.producer_state.snapshot_offsets()[-1]
     (plog.dir / snapshot_name(newest)).write_bytes(b"")
-    plog._reap_flushes(wait=True)  # a crash: no close, no clean-shutdown snapshot
+    plog.local_log.reap_flushes(wait=True)  # a crash: no close, no clean-shutdown snapshot
     reopened = PartitionLog(tmp_path / "t-0", config, recovery_point=plog.recovery_point)
     assert newest not in reopened.producer_state.snapshot_offsets()
     for seq in (14, 16, 18):

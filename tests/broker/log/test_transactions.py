@@ -47,7 +47,7 @@ def open_log(path, **config):
 
 def crash(log: PartitionLog) -> None:
     """Drop the log as a killed process would: no snapshot, no final flush."""
-    log._reap_flushes(wait=True)
+    log.local_log.reap_flushes(wait=True)
     for seg in log.segments:
         seg.close()
 

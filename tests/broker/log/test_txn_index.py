@@ -140,7 +140,7 @@ def test_rebuild_after_a_crash_gives_the_same_index(tmp_path_factory, script, lo
     path = tmp_path_factory.mktemp("p") / "t-0"
     log = PartitionLog(path, CONFIG)
     model = run(log, script)
-    log._reap_flushes(wait=True)
+    log.local_log.reap_flushes(wait=True)
     for seg in log.segments:  # killed: no close snapshot, no flush
         seg.close()
     for p in path.glob("*.txnindex"):

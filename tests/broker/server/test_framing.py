@@ -16,8 +16,9 @@ def frame(body: bytes) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def drain(framer: RequestFramer) -> list[bytes]:
-    out = []
+def drain(framer: RequestFramer, out: list[bytes] | None = None) -> list[bytes]:
+    """Every complete frame, appended to `out` (kept if next_frame raises)."""
+    out = [] if out is None else out
     while (f := framer.next_frame()) is not None:
         out.append(f)
     return out
@@ -40,6 +41,30 @@ def test_any_split_of_the_stream_into_reads_gives_the_same_frames(bodies, cuts):
         start = point
     assert got == bodies
     assert framer.buffered == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    before=st.lists(st.binary(max_size=32), max_size=5),
+    size=st.one_of(st.integers(101, 2**31 - 1), st.integers(-(2**31), -1)),
+    cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=10),
+)
+def test_a_refused_prefix_ends_the_stream_however_it_is_split(before, size, cuts):
+    """The frames before it come out; the refusal comes as soon as its four bytes
+    are in, and again on every later call."""
+    stream = b"".join(frame(b) for b in before) + struct.pack(">i", size) + b"body"
+    points = sorted({min(c, len(stream)) for c in cuts})
+    framer = RequestFramer(100)
+    got = []
+    start = 0
+    with pytest.raises(FrameTooLarge):
+        for point in [*points, len(stream)]:
+            framer.receive_data(stream[start:point])
+            drain(framer, got)
+            start = point
+    assert got == before
+    with pytest.raises(FrameTooLarge):
+        framer.next_frame()
 
 
 def test_a_partial_frame_waits_for_the_rest():

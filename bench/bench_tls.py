@@ -13,7 +13,7 @@ topic of its own, then one consumer reads them back from the beginning. Quoted: 
 median rate per listener, the median SSL/PLAINTEXT ratio of adjacent runs, and the
 broker's CPU seconds per MB moved (from /proc, the broker process alone). The
 plaintext consumer is served with sendfile; the SSL and SASL_SSL ones from os.preadv
-copies encrypted in the broker (broker/server/connection.py).
+copies encrypted in the broker (broker/server/response_writer.py).
 """
 
 from __future__ import annotations

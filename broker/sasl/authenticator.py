@@ -12,7 +12,7 @@
 Any other event is illegal (Kafka's IllegalSaslStateException): the connection
 closes. SaslHandshake v0 is the pre-KIP-152 path: the SASL tokens that follow are
 sent as bare size-prefixed frames, without Kafka headers, and answered the same way.
-The connection (broker.server.connection) drives this; it holds no I/O. Owned by one
+The SASL gate (broker.server.sasl_gate) drives this; it holds no I/O. Owned by one
 connection, event-loop only.
 """
 

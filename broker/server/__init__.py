@@ -2,8 +2,16 @@
 
     server.py      BrokerServer: listeners, idle sweep, SIGTERM/SIGINT graceful shutdown;
                    run(config) is what `logflume broker` calls
-    connection.py  Connection (asyncio.Protocol): framing, size limit, in-order
-                   responses, sendfile of FetchSlice parts (read on TLS), backpressure
+    connection.py  Connection (asyncio.Protocol): the thin shell that reads, frames,
+                   gates, dispatches, orders and writes; backpressure
+    framing.py     RequestFramer (size prefix, request size limits), response
+                   segments; sans-I/O
+    ordering.py    ResponseOrder: answers in request order, the in-flight limit;
+                   sans-I/O
+    sasl_gate.py   SaslGate: what a SASL connection may do before authentication;
+                   sans-I/O
+    response_writer.py  ResponseWriter: responses to the transport, FetchSlice
+                   parts by sendfile (read in on TLS)
     tls.py         SSLContext from Kafka's ssl.* settings (PEM material), pure
     tls_accept.py  TlsAccept: the TLS handshake before a Connection, failures counted
     principal.py   User:<DN> of a client certificate, ssl.principal.mapping.rules

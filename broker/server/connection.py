@@ -1,36 +1,35 @@
-"""One client connection: framing, dispatch, and responses in request order.
+"""One client connection: the asyncio shell around framing, the SASL gate, dispatch
+and response ordering, each of which is sans-I/O and tested without sockets.
 
 Theory of operation:
 
-- `data_received` appends to a buffer and cuts complete frames (int32 size prefix).
-  A size above `socket.request.max.bytes` (or negative) closes the connection at
-  once, before the body is buffered; so does one above `sasl.server.max.receive.size`
-  (512 KiB) on a SASL connection not authenticated yet, as in Kafka.
-- Each frame is decoded and handed to its handler immediately, in arrival order.
-  Handlers do their synchronous work (e.g. the log append) before their first
-  await, so requests on one connection take effect in the order they were sent.
-- Every request that expects an answer gets a slot in `_pending` (a FIFO). A slot is
-  done when its handler returned a body or its awaitable resolved. `_pump` writes
-  the done slots from the head of the FIFO and stops at the first one still waiting,
-  so a long-polling Fetch holds back the responses of requests sent after it:
-  responses leave in request order, as Kafka clients require.
-- Fetch responses carry FetchSlice parts (ranges of segment files). After the bytes
-  before a slice are handed to the transport and its buffer is empty, the slice goes
-  out with os.sendfile on the socket directly (zero copy); whatever the socket did
-  not take is finished by `loop.sendfile` (stdlib loop) or a buffered copy, while
-  `_pump` waits. Nothing is ever written between a header and its slice.
-  A TLS connection cannot sendfile (the bytes must be encrypted in this process):
-  its response's slices are read with os.preadv into one buffer, written with the
-  rest of the response.
-- Backpressure: reading pauses while too many responses are queued or the transport
+- `data_received` feeds the connection's `RequestFramer` (broker.server.framing)
+  and takes the complete frames it cuts. A size prefix it refuses (above
+  `socket.request.max.bytes`, negative, or above `sasl.server.max.receive.size`
+  before SASL authentication) closes the connection before the body is buffered.
+- Each frame is decoded and handed to its handler (broker.server.dispatch)
+  immediately, in arrival order. Handlers do their synchronous work (e.g. the log
+  append) before their first await, so requests on one connection take effect in
+  the order they were sent.
+- Every request that expects an answer has its place in the connection's
+  `ResponseOrder` (broker.server.ordering): answered at once, or filed when its
+  handler's awaitable resolves. `_pump` writes what the order releases, which stops
+  at the first request still waiting, so a long-polling Fetch holds back the
+  responses of requests sent after it: responses leave in request order, as Kafka
+  clients require.
+- The connection's `ResponseWriter` (broker.server.response_writer) writes each
+  response, its FetchSlice parts zero-copy with sendfile (read in on TLS). While it
+  finishes a slice in the background `_pump` waits: nothing is ever written between
+  a header and its records.
+- Backpressure: reading pauses while the response order is full or the transport
   asked us to stop writing; it resumes when both drain.
-- SASL listeners: until the connection's `Authenticator` (broker.sasl) is complete,
-  frames go to `_sasl_request` instead of the handlers: ApiVersions, SaslHandshake
-  and SaslAuthenticate are answered here (after a v0 handshake, bare size-prefixed
-  tokens), anything else closes the connection. A failed authentication is answered
-  (SASL_AUTHENTICATION_FAILED with Kafka's message), then reading stops and the
-  connection closes after `connection.failed.authentication.delay.ms`. Success sets
-  `principal` to `User:<name>`.
+- SASL listeners: until the connection's `SaslGate` (broker.server.sasl_gate) has
+  passed, frames go to it instead of the handlers, and the connection carries out
+  its decisions: queue the answer, close on an illegal request, and after a failed
+  authentication stop reading and close after
+  `connection.failed.authentication.delay.ms`. Success sets `principal` to
+  `User:<name>` (TLS listeners: from the client certificate); every handler's ACL
+  authorization (broker.server.authz) checks that principal.
 - Errors: an undecodable frame, an unknown API or version (other than ApiVersions,
   which gets the v0 fallback answer), a handler that raises: the connection closes
   and the reason is logged. Other connections are unaffected.
@@ -45,9 +44,7 @@ Owned by the server; used only on its event loop.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
-import os
 import time
 from asyncio import Transport
 from collections.abc import Callable
@@ -55,55 +52,26 @@ from collections.abc import Callable
 from broker.protocol import (
     ApiKey,
     EncodeError,
-    ErrorCode,
     InvalidRequest,
+    RequestHeader,
     UnsupportedVersion,
-    api_versions_body,
     api_versions_fallback,
     decode_request,
     encode_response,
 )
-from broker.sasl.authenticator import Authenticator, Event, IllegalSaslState, State
 from broker.sasl.scram import AuthenticationFailed
 from broker.server.dispatch import CloseConnection, RequestContext, lookup
+from broker.server.framing import FrameTooLarge, RequestFramer
+from broker.server.ordering import ResponseOrder
 from broker.server.principal import ANONYMOUS, NoMatchingRule
+from broker.server.response_writer import ResponseWriter
+from broker.server.sasl_gate import Decision, SaslGate
 
 log = logging.getLogger(__name__)
 
-MAX_QUEUED_RESPONSES = 256
-_BYTES = (bytes, bytearray, memoryview)
-_NOT_READY = object()
-
-
-class _Slot:
-    __slots__ = ("header", "body", "future", "started")
-
-    def __init__(self, header, body=_NOT_READY, future=None, started=0.0):
-        self.header = header
-        self.body = body
-        self.future = future
-        self.started = started  # time.perf_counter() at arrival, for the latency metric
-
-
-def _read_slices(parts: list) -> bytearray:
-    """A response with its file slices read in: one buffer, each part copied once.
-    OSError if a segment file is shorter than its slice."""
-    out = bytearray(sum(len(p) for p in parts))
-    pos = 0
-    with memoryview(out) as view:
-        for part in parts:
-            if isinstance(part, _BYTES):
-                view[pos : pos + len(part)] = part
-                pos += len(part)
-                continue
-            start = pos
-            while pos < start + part.length:
-                target = view[pos : start + part.length]
-                n = os.preadv(part.file.fileno(), [target], part.position + pos - start)
-                if n == 0:
-                    raise OSError(f"segment file ends inside a fetched slice at {pos - start}")
-                pos += n
-    return out
+# What the response order holds: the request's header and its response body (a dict
+# to encode), or (header None) the parts of an already framed answer.
+Response = tuple[RequestHeader | None, dict | list]
 
 
 class Connection(asyncio.Protocol):
@@ -114,24 +82,31 @@ class Connection(asyncio.Protocol):
         once the handshake is done; without it the client is User:ANONYMOUS."""
         self.server = server
         self.listener = listener  # name of the listener it arrived on
-        self.principal = ANONYMOUS  # "User:...", for authorization (later)
+        self.principal = ANONYMOUS  # "User:...", checked by the handlers' ACL authorization
         self._identify = identify
+        config = server.core.config
         factories = server.sasl_factories.get(listener)
-        self.sasl = Authenticator(factories) if factories is not None else None
-        self.sendfile = identify is None  # TLS: slices are read, not sendfile'd
+        self.gate = SaslGate(factories) if factories is not None else None
+        self.framer = RequestFramer(
+            config["socket.request.max.bytes"],
+            config["sasl.server.max.receive.size"] if self.gate is not None else None,
+        )
+        self._writer = ResponseWriter(
+            read_in_slices=identify is not None,  # TLS: slices are read, not sendfile'd
+            direct_sendfile=server.direct_sendfile,
+            loop_sendfile=server.loop_sendfile,
+            close=self.close,
+            sent=self._pump,
+        )
         self.core = server.core
         self.metrics = server.core.metrics
-        self.max_request = server.core.config["socket.request.max.bytes"]
-        self.max_sasl_receive = server.core.config["sasl.server.max.receive.size"]
         self.transport: asyncio.Transport | None = None
         self.peer = ("?", 0)
-        self._buf = bytearray()
-        self._pending: collections.deque[_Slot] = collections.deque()
-        self._sending = False
+        self._order: ResponseOrder[Response] = ResponseOrder()
+        self._waiting: set[asyncio.Future] = set()  # handlers' awaitables not done yet
         self._write_paused = False
         self._read_paused = False
         self._stopped = False
-        self._fd = -1
         self._drain_waiter: asyncio.Future | None = None
         self.closed = False
         self.last_active = time.monotonic()
@@ -143,8 +118,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (peer[0], peer[1])
-        sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None and self.sendfile else -1
+        self._writer.connect(transport)
         if self.server.fenced:  # reset at once (BrokerServer._fenced), logged there once
             self.closed = True
             transport.abort()
@@ -165,10 +139,10 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        for slot in self._pending:
-            if slot.future is not None:
-                slot.future.cancel()
-        self._pending.clear()
+        for future in self._waiting:
+            future.cancel()
+        self._waiting.clear()
+        self._order.clear()
         self._notify_drained()
 
     def eof_received(self) -> bool:
@@ -192,28 +166,17 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
-        buf = self._buf
-        buf += data
-        while len(buf) >= 4 and not self.closed:
-            size = int.from_bytes(buf[:4], "big", signed=True)
-            if size < 0 or size > self.max_request:
+        framer = self.framer
+        framer.receive_data(data)
+        while not self.closed:
+            try:
+                frame = framer.next_frame()
+            except FrameTooLarge as e:
                 self.metrics.invalid_requests += 1
-                self.close(
-                    f"request size {size} exceeds socket.request.max.bytes={self.max_request}"
-                )
+                self.close(str(e))
                 return
-            if size > self.max_sasl_receive and self.sasl is not None and not self.sasl.complete:
-                self.metrics.invalid_requests += 1
-                self.close(
-                    f"request size {size} before authentication exceeds "
-                    f"sasl.server.max.receive.size={self.max_sasl_receive}"
-                )
-                return
-            if len(buf) < 4 + size:
+            if frame is None:
                 break
-            with memoryview(buf) as view:
-                frame = bytes(view[4 : 4 + size])
-            del buf[: 4 + size]
             self._handle_frame(frame)
         self._update_reading()
 
@@ -221,18 +184,19 @@ class Connection(asyncio.Protocol):
 
     def _handle_frame(self, frame: bytes) -> None:
         started = time.perf_counter()
-        sasl = self.sasl
-        if sasl is not None and not sasl.complete:
-            if sasl.state is State.FAILED:
+        gate = self.gate
+        gated = gate is not None and not gate.passed  # SASL, not authenticated yet
+        if gated:
+            if gate.failed:
                 return  # closing after the failed-authentication delay
-            if sasl.state is State.RAW_TOKENS:
-                self._sasl_authenticate(None, frame)
+            if gate.takes_bare_tokens:
+                self._follow(gate.bare_token(frame), started)
                 return
         try:
             header, body = decode_request(frame)
         except UnsupportedVersion as e:
             if e.api_key == ApiKey.API_VERSIONS:
-                self._pending.append(_Slot(e.header, api_versions_fallback(e.header)))
+                self._order.add((None, api_versions_fallback(e.header)))
                 self._pump()
             else:
                 self.metrics.invalid_requests += 1
@@ -242,8 +206,8 @@ class Connection(asyncio.Protocol):
             self.metrics.invalid_requests += 1
             self.close(f"invalid request: {e}")
             return
-        if sasl is not None and not sasl.complete:
-            self._sasl_request(header, body, started)
+        if gated:
+            self._follow(gate.request(header, body), started)
             return
         handler = lookup(header.api_key)
         if handler is None:
@@ -267,98 +231,18 @@ class Connection(asyncio.Protocol):
         if result is None or isinstance(result, dict):
             self.metrics.request_done(header.api_key, started, result)
             if result is not None:
-                self._pending.append(_Slot(header, result))
+                self._order.add((header, result))
                 self._pump()
             return
         future = asyncio.ensure_future(result)
-        slot = _Slot(header, future=future, started=started)
-        self._pending.append(slot)
-        future.add_done_callback(lambda f: self._on_future_done(slot, f))
+        sequence = self._order.expect()
+        self._waiting.add(future)
+        future.add_done_callback(lambda f: self._on_future_done(f, sequence, header, started))
 
-    def _sasl_request(self, header, body: dict, started: float) -> None:
-        """A request on a SASL connection that is not authenticated yet."""
-        try:
-            event = self.sasl.check(header.api_key)
-        except IllegalSaslState as e:
-            self.metrics.invalid_requests += 1
-            self.close(f"{e} (IllegalSaslStateException)")
-            return
-        if event is Event.AUTHENTICATE:
-            self._sasl_authenticate(header, body["auth_bytes"])
-            return
-        if event is Event.API_VERSIONS:
-            self.sasl.api_versions()
-            response = api_versions_body()
-        else:
-            response = self.sasl.handshake(body["mechanism"], header.api_version)
-        self.metrics.request_done(header.api_key, started, response)
-        self._pending.append(_Slot(header, response))
-        self._pump()
-        if self.sasl.state is State.FAILED:
-            self.close(f"SASL mechanism {body['mechanism']!r} is not enabled", graceful=True)
-
-    def _sasl_authenticate(self, header, token: bytes) -> None:
-        """One SASL token: SaslAuthenticate's auth_bytes, or (header None) a bare
-        frame after a v0 handshake, answered the same way."""
-        sasl = self.sasl
-        try:
-            out = sasl.authenticate(token, raw=header is None)
-        except IllegalSaslState as e:
-            self.close(f"{e} (IllegalSaslStateException)")
-            return
-        except AuthenticationFailed as e:
-            self._authentication_failed(header, e)
-            return
-        if sasl.complete:
-            self.principal = sasl.principal
-            self.metrics.authentications[(self.listener, sasl.mechanism, True)] += 1
-            log.debug(
-                "%s:%d on %s authenticated as %s (%s)",
-                *self.peer,
-                self.listener,
-                self.principal,
-                sasl.mechanism,
-            )
-        if header is None:
-            self._pending.append(_Slot(None, [len(out).to_bytes(4, "big"), out]))
-        else:
-            response = {
-                "error_code": ErrorCode.NONE,
-                "error_message": None,
-                "auth_bytes": out,
-                "session_lifetime_ms": 0,
-            }
-            self._pending.append(_Slot(header, response))
-        self._pump()
-
-    def _authentication_failed(self, header, error: AuthenticationFailed) -> None:
-        """Answer (SaslAuthenticate only: the v0 path has no way to), stop reading,
-        close after connection.failed.authentication.delay.ms (Kafka's default 100)."""
-        mechanism = self.sasl.mechanism
-        self.metrics.authentications[(self.listener, mechanism, False)] += 1
-        log.info(
-            "failed authentication of user %r from %s:%d on %s (%s): %s",
-            error.user,
-            *self.peer,
-            self.listener,
-            mechanism,
-            error,
-        )
-        if header is not None:
-            response = {
-                "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
-                "error_message": str(error),
-                "auth_bytes": error.server_final,
-                "session_lifetime_ms": 0,
-            }
-            self._pending.append(_Slot(header, response))
-            self._pump()
-        self._stopped = True
-        self._update_reading()
-        delay = self.core.config["connection.failed.authentication.delay.ms"] / 1000
-        asyncio.get_running_loop().call_later(delay, self.close, "authentication failed", True)
-
-    def _on_future_done(self, slot: _Slot, future: asyncio.Future) -> None:
+    def _on_future_done(
+        self, future: asyncio.Future, sequence: int, header: RequestHeader, started: float
+    ) -> None:
+        self._waiting.discard(future)
         if future.cancelled():
             return
         exc = future.exception()
@@ -368,113 +252,87 @@ class Connection(asyncio.Protocol):
             log.error("request failed", exc_info=exc)
             self.close("handler error")
         else:
-            self.metrics.request_done(slot.header.api_key, slot.started, future.result())
+            body = future.result()
+            self.metrics.request_done(header.api_key, started, body)
+            self._order.complete(sequence, None if body is None else (header, body))
             self._pump()
+
+    def _follow(self, decision: Decision, started: float) -> None:
+        """Carry out the SASL gate's decision on a frame before authentication."""
+        if decision.refuse is not None:
+            self.metrics.invalid_requests += 1
+            self.close(decision.refuse)
+            return
+        if decision.authenticated:
+            self._authenticated()
+        if decision.failure is not None:
+            self._log_failed_authentication(decision.failure)
+        if decision.timed:
+            self.metrics.request_done(decision.header.api_key, started, decision.response)
+        if decision.response is not None:
+            self._order.add((decision.header, decision.response))
+            self._pump()
+        if decision.failure is not None:
+            self._stopped = True
+            self._update_reading()
+            delay = self.core.config["connection.failed.authentication.delay.ms"] / 1000
+            asyncio.get_running_loop().call_later(delay, self.close, "authentication failed", True)
+        if decision.close is not None:
+            self.close(decision.close, graceful=True)
+
+    def _authenticated(self) -> None:
+        gate = self.gate
+        self.principal = gate.principal
+        self.framer.authenticated()
+        self.metrics.authentications[(self.listener, gate.mechanism, True)] += 1
+        log.debug(
+            "%s:%d on %s authenticated as %s (%s)",
+            *self.peer,
+            self.listener,
+            self.principal,
+            gate.mechanism,
+        )
+
+    def _log_failed_authentication(self, error: AuthenticationFailed) -> None:
+        mechanism = self.gate.mechanism
+        self.metrics.authentications[(self.listener, mechanism, False)] += 1
+        log.info(
+            "failed authentication of user %r from %s:%d on %s (%s): %s",
+            error.user,
+            *self.peer,
+            self.listener,
+            mechanism,
+            error,
+        )
 
     # -- responses -------------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Write finished responses from the head of the queue, in order."""
-        while self._pending and not self._sending and not self.closed:
-            slot = self._pending[0]
-            if slot.future is not None:
-                if not slot.future.done():
-                    break
-                body = slot.future.result()
-            else:
-                body = slot.body
-            self._pending.popleft()
-            if body is None:
-                continue
+        """Write the responses the order releases, until one is still waiting or a
+        slice is being finished in the background."""
+        writer = self._writer
+        while not writer.sending and not self.closed:
+            response = self._order.pop_ready()
+            if response is None:
+                break
+            header, body = response
             try:
-                parts = body if isinstance(body, list) else encode_response(slot.header, body)
+                parts = body if isinstance(body, list) else encode_response(header, body)
             except EncodeError:
-                log.exception("cannot encode the response to %s", slot.header)
+                log.exception("cannot encode the response to %s", header)
                 self.close("response encoding failed")
                 return
-            self._write_parts(parts)
+            writer.write(parts)
         self.last_active = time.monotonic()
         self._update_reading()
         self._notify_drained()
-
-    def _write_parts(self, parts: list) -> None:
-        transport = self.transport
-        if transport.is_closing():  # writes would be dropped, sendfile would not
-            self.close("transport closed")
-            return
-        if not self.sendfile:
-            try:
-                transport.write(_read_slices(parts))
-            except OSError as e:
-                self.close(f"reading a fetched slice failed: {e}")
-            return
-        chunk: list = []
-        for i, part in enumerate(parts):
-            if isinstance(part, _BYTES):
-                chunk.append(part)
-                continue
-            if chunk:
-                transport.writelines(chunk)
-                chunk = []
-            sent = self._sendfile_now(part)
-            if sent < part.length:
-                self._sending = True
-                task = asyncio.ensure_future(self._send_rest(part, sent, parts[i + 1 :]))
-                task.add_done_callback(self._on_send_done)
-                return
-        if chunk:
-            transport.writelines(chunk)
-
-    def _sendfile_now(self, part) -> int:
-        """os.sendfile as much of the slice as the socket takes without blocking."""
-        if (
-            self._fd < 0
-            or self.transport.get_write_buffer_size()
-            or not self.server.direct_sendfile
-        ):
-            return 0
-        sent = 0
-        src = part.file.fileno()
-        try:
-            while sent < part.length:
-                n = os.sendfile(self._fd, src, part.position + sent, part.length - sent)
-                if n == 0:
-                    break
-                sent += n
-        except (BlockingIOError, InterruptedError):
-            pass
-        except OSError as e:
-            self.close(f"sendfile failed: {e}")
-            return part.length
-        return sent
-
-    async def _send_rest(self, part, sent: int, rest: list) -> None:
-        loop = asyncio.get_running_loop()
-        remaining = part.length - sent
-        if self.server.loop_sendfile:
-            await loop.sendfile(self.transport, part.file, part.position + sent, remaining)
-        else:
-            self.transport.write(os.pread(part.file.fileno(), remaining, part.position + sent))
-        self._sending = False
-        if rest and not self.closed:
-            self._write_parts(rest)
-
-    def _on_send_done(self, task: asyncio.Task) -> None:
-        if task.cancelled():
-            return
-        if task.exception() is not None:
-            self.close(f"sendfile failed: {task.exception()}")
-            return
-        self._pump()
 
     # -- flow control and closing ------------------------------------------------------
 
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
-        should_pause = (
-            self._stopped or self._write_paused or len(self._pending) >= MAX_QUEUED_RESPONSES
-        )
+        should_pause = self._stopped or self._write_paused or self._order.full
         if should_pause and not self._read_paused:
             self.transport.pause_reading()
             self._read_paused = True
@@ -484,7 +342,8 @@ class Connection(asyncio.Protocol):
 
     @property
     def busy(self) -> bool:
-        return bool(self._pending) or self._sending
+        """Responses are queued or being sent (the idle sweep leaves it alone)."""
+        return bool(self._order) or self._writer.sending
 
     def wait_drained(self) -> asyncio.Future:
         """A future that resolves once no response is queued or being sent."""

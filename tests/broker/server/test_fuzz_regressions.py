@@ -188,7 +188,6 @@ def test_no_sendfile_slice_goes_out_on_a_closing_transport(tmp_path):
     sent by os.sendfile, headerless, into the byte stream."""
     from broker.log.common import FetchSlice, SegmentFile
     from broker.protocol import RequestHeader
-    from broker.server.connection import _Slot
 
     path = tmp_path / "seg.log"
     path.write_bytes(_good() * 3)
@@ -197,7 +196,7 @@ def test_no_sendfile_slice_goes_out_on_a_closing_transport(tmp_path):
         conn, transport = _connection(a)
         transport.closing = True  # asyncio's close() after EOF, connection_lost pending
         header = RequestHeader(ApiKey.FETCH, 11, 7, None)
-        conn._pending.append(_Slot(header, [b"\x00\x00\x00\x10header", FetchSlice(f, 0, 100, 1)]))
+        conn._order.add((header, [b"\x00\x00\x00\x10header", FetchSlice(f, 0, 100, 1)]))
         conn._pump()
         b.setblocking(False)
         with pytest.raises(BlockingIOError):

@@ -55,34 +55,70 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from prometheus_client.core import Metric
 
 from broker.cluster import zk
 from broker.cluster.controller import Controller, elect_controller
 from broker.cluster.isr import IsrManager
 from broker.cluster.lease import LeaseKeeper
 from broker.cluster.metadata_store import TopicMeta
-from broker.cluster.producer_ids import ZkProducerIds
+from broker.cluster.producer_ids import ProducerIdBlocks, ZkBlockStore
 from broker.cluster.replica_fetcher import ReplicaFetcherManager
-from broker.cluster.replica_manager import TopicError
+from broker.cluster.replica_manager import ReplicaManager, TopicError
+from broker.cluster.view import (
+    ACTIVE_CONTROLLER_DOC,
+    OFFLINE_DOC,
+    PartitionView,
+    TopicPartition,
+    answer_everywhere,
+)
 from broker.cluster.zk import BrokerInfo, PartitionState, ZkSession
+from broker.cluster.zk_acls import ZkAclStore
+from broker.config import BrokerConfig
+from broker.metrics import BrokerMetrics, gauge
 from broker.protocol.errors import ErrorCode
+from broker.sasl.credentials import ZkCredentialStore
 from broker.tasks import cancel_and_wait
+from broker.transactions.channel import BrokerChannels
+
+if TYPE_CHECKING:
+    from broker.cluster.metadata_store import LocalMetadataStore
+    from broker.cluster.partition import Partition
+    from broker.security.acl import Entries, Resource
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
-
 
 class ClusterNode:
-    """Owned by the BrokerCore; event-loop only."""
+    """The cluster view (broker.cluster.view) of a ZooKeeper cluster's member. Owned
+    by the BrokerCore; event-loop only.
 
-    def __init__(self, core):
-        self.core = core
-        self.config = core.config
-        self.broker_id = core.broker_id
+    `endpoints()` gives this broker's advertised address per listener (registered in
+    ZooKeeper); `on_leadership(topic, index, leader)` is told when this broker starts
+    or stops leading a partition (the coordinators load and unload theirs)."""
+
+    elects_leaders = True
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: LocalMetadataStore,
+        replicas: ReplicaManager,
+        metrics: BrokerMetrics,
+        endpoints: Callable[[], dict[str, tuple[str, int]]],
+        on_leadership: Callable[[str, int, bool], None],
+    ):
+        self.config = config
+        self.broker_id = config.broker_id
+        self.store = store
+        self.replicas = replicas
+        self.metrics = metrics
+        self.endpoints = endpoints
+        self.on_leadership = on_leadership
         session_s = self.config["zookeeper.session.timeout.ms"] / 1000
         self.zk = ZkSession(self.config["zookeeper.connect"], session_s)
         self.connect_timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000
@@ -93,7 +129,8 @@ class ClusterNode:
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.fetchers = ReplicaFetcherManager(self, self.config)
         self.isr = IsrManager(self, self.config)
-        self.producer_ids = ZkProducerIds(self.zk, self.broker_id)
+        self.producer_ids = ProducerIdBlocks(ZkBlockStore(self.zk, self.broker_id).reserve)
+        self.credentials = ZkCredentialStore()  # watched from start()
         self.lease = LeaseKeeper(self.zk, zk.BROKER_IDS, session_s, self._fence, self._unfence)
         self.controller: Controller | None = None
         self.registered = False
@@ -119,7 +156,7 @@ class ClusterNode:
             self.zk.watch_children(zk.TOPICS, self._topics_changed),
             self.zk.watch_data(zk.CONTROLLER, self._controller_changed),
             self.zk.watch_children(zk.CONTROLLED_SHUTDOWN, self._leaving_changed),
-            *self.core.extensions["scram"].watch(self.zk),  # broker.sasl.credentials
+            *self.credentials.watch(self.zk),  # broker.sasl.credentials
         ]
         self.isr.start()
         self.lease.start()
@@ -127,7 +164,7 @@ class ClusterNode:
         log.info("broker %d joined ZooKeeper at %s", self.broker_id, self.zk.connect)
 
     async def _cluster_id(self) -> None:
-        store = self.core.store
+        store = self.store
         try:
             payload = b'{"version":"1","id":"%s"}' % store.cluster_id.encode()
             await self.zk.call("create", zk.CLUSTER_ID, payload)
@@ -180,7 +217,7 @@ class ClusterNode:
 
     def _leads_movable(self) -> bool:
         usable = set(self.brokers) - self.leaving - {self.broker_id}
-        return any(p.is_leader and usable & p.isr for p in self.core.replicas.partitions.values())
+        return any(p.is_leader and usable & p.isr for p in self.replicas.partitions.values())
 
     def _leaving_changed(self, children: list[str]) -> None:
         self.leaving = {int(c) for c in children if c.isdigit()}
@@ -193,7 +230,7 @@ class ClusterNode:
         if state == "LOST":
             log.warning("ZooKeeper session expired: stepping down as leader everywhere")
             self.registered = False
-            for p in self.core.replicas.partitions.values():
+            for p in self.replicas.partitions.values():
                 if p.is_leader:
                     self._step_down(p)
             if self.controller is not None:
@@ -219,7 +256,7 @@ class ClusterNode:
             silent_s,
             self.lease.lease.timeout_s,
         )
-        for p in self.core.replicas.partitions.values():
+        for p in self.replicas.partitions.values():
             if p.is_leader:
                 log.info("%s-%d: fenced, no longer leader in epoch %d", *p.key, p.leader_epoch)
                 self._step_down(p)
@@ -246,7 +283,7 @@ class ClusterNode:
                 log.exception("fence listener failed")
 
     async def _register(self) -> None:
-        endpoints = self.core.endpoints()
+        endpoints = self.endpoints()
         info = BrokerInfo(self.broker_id, endpoints, self.config["broker.rack"])
         protocols = {lst.name: lst.protocol for lst in self.config.listeners.listeners}
         path = zk.broker_path(self.broker_id)
@@ -279,7 +316,7 @@ class ClusterNode:
         down on LOST must lead again if ZooKeeper still names it in the same epoch (all
         sessions expired and the new controller found everyone live, so nothing moved);
         else that partition would stay without a serving leader."""
-        for topic, p in list(self.core.replicas.partitions):
+        for topic, p in list(self.replicas.partitions):
             if topic not in self.topics:
                 continue
             try:
@@ -341,7 +378,7 @@ class ClusterNode:
 
     async def _sync_topics(self, names: set[str]) -> None:
         async with self._topic_lock:
-            for name in sorted(set(self.core.replicas.topics()) - names):
+            for name in sorted(set(self.replicas.topics()) - names):
                 self._remove_topic(name)
             for name in sorted(names - set(self.topics)):
                 try:
@@ -359,7 +396,7 @@ class ClusterNode:
                     topic_id=topic_id or name,
                 )
                 self.topics[name] = meta
-                self.core.replicas.apply_topic(meta)
+                self.replicas.apply_topic(meta)
                 self._state_stops[name] = [
                     self.zk.watch_data(
                         zk.config_path(name),
@@ -403,7 +440,7 @@ class ClusterNode:
         """A known topic's new config or partitions, from a watch or our own write."""
         old = self.topics[meta.name]
         self.topics[meta.name] = meta
-        self.core.replicas.apply_topic(meta)
+        self.replicas.apply_topic(meta)
         self._watch_states(meta.name, range(old.partitions, meta.partitions))
         if self.controller is not None:
             self.controller.topic_changed(meta.name)
@@ -411,11 +448,11 @@ class ClusterNode:
     def _remove_topic(self, name: str) -> None:
         for stop in self._state_stops.pop(name, []):
             stop()
-        meta = self.topics.pop(name, None) or self.core.replicas.topic(name)
+        meta = self.topics.pop(name, None) or self.replicas.topic(name)
         for p in range(meta.partitions if meta else 0):
             self.states.pop((name, p), None)
             self.fetchers.remove((name, p))
-        self.core.replicas.remove_topic(name)
+        self.replicas.remove_topic(name)
         log.info("topic %s removed", name)
 
     # -- partition states ---------------------------------------------------------------
@@ -435,7 +472,7 @@ class ClusterNode:
             if known.version > state.version:
                 return
         self.states[key] = state
-        part = self.core.replicas.get_partition(topic, p)
+        part = self.replicas.get_partition(topic, p)
         if part is None or state.leader_epoch < part.leader_epoch or self.fenced:
             return
         if state.leader == self.broker_id:
@@ -443,16 +480,16 @@ class ClusterNode:
                 self.fetchers.remove(key)
                 part.become_leader(state.leader_epoch, state.isr, state.version, _now_ms())
                 log.info("%s-%d: leader in epoch %d", topic, p, state.leader_epoch)
-                self._coordinator_hook(topic, p, True)
+                self.on_leadership(topic, p, True)
             else:
-                self.core.metrics.isr_changed(len(part.isr), len(state.isr))
+                self.metrics.isr_changed(len(part.isr), len(state.isr))
                 part.update_isr(state.isr, state.version)
             return
         changed = part.leader != state.leader or part.leader_epoch != state.leader_epoch
         was_leader = part.is_leader
         part.become_follower(state.leader, state.leader_epoch, state.isr, state.version)
         if was_leader:
-            self._coordinator_hook(topic, p, False)
+            self.on_leadership(topic, p, False)
         if changed or was_leader:
             self.fetchers.remove(key)
             if state.leader >= 0:
@@ -463,33 +500,7 @@ class ClusterNode:
 
     def _step_down(self, part) -> None:
         part.become_follower(-1, part.leader_epoch, part.isr_list(), part.zk_version)
-        self._coordinator_hook(part.topic, part.index, False)
-
-    def _coordinator_hook(self, topic: str, p: int, leader: bool) -> None:
-        if topic == TXN_TOPIC:
-            self._txn_coordinator_hook(p, leader)
-            return
-        if topic != OFFSETS_TOPIC:
-            return
-        coordinator = self.core.extensions.get("groups")
-        if coordinator is None:
-            return
-        if leader:
-            if p not in coordinator.owned:
-                coordinator.load_partition(p, int(time.time() * 1000))
-        else:
-            coordinator.unload_partition(p)
-
-    def _txn_coordinator_hook(self, p: int, leader: bool) -> None:
-        """Leading a `__transaction_state` partition makes this broker the
-        coordinator of its transactional ids, in the partition's leader epoch."""
-        coordinator = self.core.extensions.get("transactions")
-        if coordinator is None:
-            return
-        coordinator.unload_partition(p)
-        if leader:
-            part = self.core.replicas.get_partition(TXN_TOPIC, p)
-            coordinator.load_partition(p, part.leader_epoch)
+        self.on_leadership(part.topic, part.index, False)
 
     # -- views for request handlers -------------------------------------------------------
 
@@ -498,6 +509,52 @@ class ClusterNode:
         if state is None or state.leader not in self.brokers or self.fenced:
             return -1
         return state.leader
+
+    def partition_view(self, topic: str, index: int) -> PartitionView:
+        """Leader, ISR and offline replicas as ZooKeeper has them."""
+        state = self.states.get((topic, index))
+        replicas = list(self.topics[topic].assignments[index])
+        return PartitionView(
+            self.leader_of(topic, index),
+            state.leader_epoch if state is not None else -1,
+            replicas,
+            list(state.isr) if state is not None else [],
+            [r for r in replicas if r not in self.brokers],
+        )
+
+    def active_controller_id(self) -> int:
+        return -1 if self.fenced else self.controller_id
+
+    def check_lease(self) -> None:
+        self.lease.poll()
+
+    def follower_fetched(self, partition: Partition, replica_id: int) -> None:
+        self.isr.maybe_expand(partition, replica_id)
+
+    async def elect_leaders(
+        self, wanted: list[TopicPartition] | None, unclean: bool
+    ) -> dict[TopicPartition, ErrorCode]:
+        """ElectLeaders runs on the controller; elsewhere NOT_CONTROLLER."""
+        if self.controller is not None:
+            return await self.controller.elect_leaders(wanted, unclean)
+        return answer_everywhere(self.replicas.topics(), wanted, ErrorCode.NOT_CONTROLLER)
+
+    async def open_acl_store(self) -> tuple[ZkAclStore, dict[Resource, Entries]]:
+        store = ZkAclStore(self.zk)
+        return store, await store.load()
+
+    def open_channels(self) -> BrokerChannels:
+        return BrokerChannels(self.fetchers, lambda: self.brokers, self.broker_id)
+
+    def collect_metrics(self) -> Iterator[Metric]:
+        """Offline partitions as the active controller counts them (0 elsewhere)."""
+        controller = self.controller is not None
+        offline = 0
+        if controller:
+            live = set(self.brokers)
+            offline = sum(1 for s in self.states.values() if s.leader not in live)
+        yield gauge("offline_partitions", OFFLINE_DOC, offline)
+        yield gauge("active_controller", ACTIVE_CONTROLLER_DOC, int(controller))
 
     # -- topic creation and deletion (any broker writes, the controller acts) ------------
 

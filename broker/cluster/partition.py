@@ -95,6 +95,16 @@ class Partition:
             return hw
         return max(first, self.log.log_start_offset)  # DeleteRecords may pass a txn start
 
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """A client's `current_leader_epoch` (KIP-320; -1: not given) against this
+        replica's: FENCED_LEADER_EPOCH when the client's is older, UNKNOWN_LEADER_EPOCH
+        when newer (this replica has not heard of it yet), NONE when they agree."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch > self.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.FENCED_LEADER_EPOCH
+
     def append_as_leader(self, records: bytes, required_acks: int, guard=None):
         """Append a produce request's record batches; returns the log's AppendInfo.
         `guard`: the KIP-890 verification guard of a transactional batch (see

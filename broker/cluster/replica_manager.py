@@ -1,4 +1,4 @@
-"""Hosted partitions and the topic lifecycle of a single-node broker.
+"""Hosted partitions and the topic lifecycle.
 
 The ReplicaManager joins three things: the topic registry (`LocalMetadataStore`),
 the partition logs (`LogManager`) and the `Partition` state objects. It creates and
@@ -7,11 +7,13 @@ does), auto-creates topics on use, and wires every partition's `on_change` to th
 purgatories so that an append or a high-watermark move re-checks the delayed produce
 and fetch operations waiting on that partition.
 
-Topics change in two ways after creation, as in Kafka: their config overrides are
-replaced (AlterConfigs, IncrementalAlterConfigs) and partitions are added
-(CreatePartitions). A single node applies both at once; a cluster writes them to
-ZooKeeper (`ClusterNode.write_config` / `write_assignment`) and every broker
-applies them from its watches (`apply_topic`).
+Topic writes (create, delete, and the two changes after creation Kafka allows:
+config overrides replaced by AlterConfigs and IncrementalAlterConfigs, partitions
+added by CreatePartitions) are checked here, then handed to the cluster view
+(broker.cluster.view): a single node applies them here at once (`create_local`,
+`delete_local`, `alter_local`); a cluster writes them to ZooKeeper and every broker
+applies them from its watches (`apply_topic`, `remove_topic`). Replicas are assigned
+over the cluster view's live brokers.
 
 Crash safety of topic changes: create = logs first, then the topic file (the commit
 point); delete = topic file first, then the logs; added partitions likewise. `load()` removes partition logs
@@ -28,6 +30,7 @@ from broker.cluster.assignment import AssignmentError, assign_replicas
 from broker.cluster.metadata_store import LocalMetadataStore, TopicMeta
 from broker.cluster.names import InvalidTopicName, validate_topic_name
 from broker.cluster.partition import Partition
+from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
 from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker.protocol.errors import ApiError, ErrorCode
@@ -53,7 +56,14 @@ class TopicError(ApiError):
 
 
 class ReplicaManager:
-    """Owns every Partition on this broker. Event-loop only; not thread-safe."""
+    """Owns every Partition on this broker. Event-loop only; not thread-safe.
+
+    `cluster` is set by the composition root before `load()`. When it
+    `elects_leaders` (a ZooKeeper cluster), topics live in ZooKeeper and the local
+    store mirrors them, logs exist only for the partitions this broker replicates,
+    and roles come from state znodes."""
+
+    cluster: ClusterView
 
     def __init__(
         self,
@@ -69,11 +79,6 @@ class ReplicaManager:
         self.on_partition_change = on_partition_change
         self.default_log_config = default_log_config(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
-        # Cluster mode (zookeeper.connect set): the ClusterNode, set by the core. Topics
-        # then live in ZooKeeper; the local store mirrors them, logs exist only for
-        # the partitions this broker replicates, and roles come from state znodes.
-        self.cluster = None
-        self.cluster_mode = config["zookeeper.connect"] is not None
 
     def load(self) -> None:
         """Attach the partitions of every stored topic; drop orphan logs."""
@@ -92,7 +97,7 @@ class ReplicaManager:
                 self._attach(meta, index, plog, cfg)
 
     def _hosts(self, meta: TopicMeta, index: int) -> bool:
-        return not self.cluster_mode or self.broker_id in meta.assignments[index]
+        return not self.cluster.elects_leaders or self.broker_id in meta.assignments[index]
 
     def _attach(self, meta: TopicMeta, index: int, plog, cfg: LogConfig) -> Partition:
         partition = Partition(
@@ -104,14 +109,14 @@ class ReplicaManager:
             min_insync_replicas=cfg.min_insync_replicas,
             on_change=self.on_partition_change,
         )
-        if self.cluster_mode:  # no role until the partition's state znode is read
+        if self.cluster.elects_leaders:  # no role until the controller gives it one
             partition.leader = -1
             partition.isr = set()
             partition.high_watermark = plog.log_start_offset
         self.partitions[partition.key] = partition
         return partition
 
-    # -- cluster mode: topics as ZooKeeper has them -------------------------------------
+    # -- topics as ZooKeeper has them (a cluster) ---------------------------------------
 
     def apply_topic(self, meta: TopicMeta) -> None:
         """Mirror a topic read from ZooKeeper; create logs for the hosted partitions
@@ -193,10 +198,8 @@ class ReplicaManager:
             )
         if replication_factor == -1:
             replication_factor = self.config["default.replication.factor"]
-        available = len(self.cluster.brokers) if self.cluster is not None else 1
-        if not 1 <= replication_factor <= available or (
-            self.cluster is None and replication_factor != 1
-        ):
+        available = len(self.cluster.brokers)
+        if not 1 <= replication_factor <= available:
             raise TopicError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Replication factor: {replication_factor} larger than available brokers: "
@@ -224,14 +227,11 @@ class ReplicaManager:
         partitions, rf, overrides = self.validate_new_topic(
             name, num_partitions, replication_factor, configs or {}
         )
-        if self.cluster is not None:
-            brokers = {b: info.rack for b, info in self.cluster.brokers.items()}
-            try:
-                assignments = assign_replicas(brokers, partitions, rf, start=_start(name, brokers))
-            except AssignmentError as e:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        else:
-            assignments = [[self.broker_id] for _ in range(partitions)]
+        brokers = {b: info.rack for b, info in self.cluster.brokers.items()}
+        try:
+            assignments = assign_replicas(brokers, partitions, rf, start=_start(name, brokers))
+        except AssignmentError as e:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         return TopicMeta(
             name=name,
             partitions=partitions,
@@ -249,14 +249,13 @@ class ReplicaManager:
     ) -> TopicMeta:
         """Create a topic now on a single node; in a cluster, write it to ZooKeeper in
         the background (auto-creation: the client retries until it is there).
-        CreateTopics in a cluster awaits its creation instead (ClusterNode.create_and_wait)."""
-        return self.create(self.plan_topic(name, num_partitions, replication_factor, configs))
+        CreateTopics awaits its creation instead (the cluster view's create_and_wait)."""
+        meta = self.plan_topic(name, num_partitions, replication_factor, configs)
+        self.cluster.submit_create(meta)
+        return meta
 
-    def create(self, meta: TopicMeta) -> TopicMeta:
-        """Create a planned topic (see create_topic)."""
-        if self.cluster is not None:
-            self.cluster.submit_create(meta)
-            return meta
+    def create_local(self, meta: TopicMeta) -> None:
+        """Create a planned topic here, now (a single node's topic write)."""
         name, partitions, overrides = meta.name, meta.partitions, meta.configs
         cfg = self.log_config(overrides)
         logs = []
@@ -276,15 +275,16 @@ class ReplicaManager:
         for index, plog in enumerate(logs):
             self._attach(meta, index, plog, cfg)
         log.info("created topic %s with %d partition(s)", name, partitions)
-        return meta
 
     def delete_topic(self, name: str) -> None:
-        meta = self.existing_topic(name)
+        self.existing_topic(name)
         if not self.config["delete.topic.enable"]:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED)
-        if self.cluster is not None:
-            self.cluster.submit_delete(name)
-            return
+        self.cluster.submit_delete(name)
+
+    def delete_local(self, name: str) -> None:
+        """Delete a topic here, now (a single node's topic write)."""
+        meta = self.existing_topic(name)
         self.store.delete(name)
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
@@ -320,9 +320,10 @@ class ReplicaManager:
     async def alter_topic(self, meta: TopicMeta) -> None:
         """Make `meta` (from `with_configs` or `with_partitions`) the topic's state:
         new config overrides, added partitions."""
-        if self.cluster is not None:
-            await self.cluster.write_topic(meta)
-            return
+        await self.cluster.write_topic(meta)
+
+    def alter_local(self, meta: TopicMeta) -> None:
+        """Apply a topic's new state here, now (a single node's topic write)."""
         old = self.store.get(meta.name)
         if old is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -366,18 +367,16 @@ class ReplicaManager:
             )
         added = count - meta.partitions
         rf = len(meta.assignments[0])
-        live = self.cluster.brokers if self.cluster is not None else {self.broker_id: None}
+        live = self.cluster.brokers
         if assignments is not None:
             _check_new_assignments(assignments, added, rf, set(live), meta.partitions)
             new = [list(a) for a in assignments]
-        elif self.cluster is not None:
+        else:
             racks = {b: info.rack for b, info in live.items()}
             try:
                 new = assign_replicas(racks, added, rf, start=_start(name, racks) + meta.partitions)
             except AssignmentError as e:
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        else:
-            new = [[self.broker_id] for _ in range(added)]
         return dataclasses.replace(meta, partitions=count, assignments=meta.assignments + new)
 
     def delete_records(self, topic: str, index: int, offset: int) -> int:

@@ -47,31 +47,23 @@ def _require(ctx, op: Op, topic: str) -> None:
 
 @handles(ApiKey.CREATE_TOPICS)
 def create_topics(ctx, body):
-    """A single node creates at once; a cluster writes each topic to ZooKeeper and
-    answers when this broker serves it (bounded by the request's timeout_ms)."""
+    """The cluster view creates each topic: a single node at once, a cluster by writing
+    it to ZooKeeper and answering when this broker serves it (bounded by the request's
+    timeout_ms)."""
     counts = Counter(t["name"] for t in body["topics"])
     planned = [_plan(ctx, topic, counts[topic["name"]]) for topic in body["topics"]]
-    if ctx.core.cluster is not None and not body["validate_only"]:
-        return _create_in_cluster(ctx, body, planned)
-    if not body["validate_only"]:
-        for i, (meta, _) in enumerate(planned):
-            if meta is None:
-                continue
-            try:
-                ctx.core.replicas.create(meta)
-            except TopicError as e:  # e.g. no space left for its files
-                planned[i] = (None, e)
-    return _response(ctx, body, planned)
+    if body["validate_only"]:
+        return _response(ctx, body, planned)
+    return _create_all(ctx, body, planned)
 
 
-async def _create_in_cluster(ctx, body, planned):
-    node = ctx.core.cluster
+async def _create_all(ctx, body, planned):
     timeout_s = body["timeout_ms"] / 1000
     for i, (meta, _) in enumerate(planned):
         if meta is not None:
             try:
-                await node.create_and_wait(meta, timeout_s)
-            except TopicError as e:
+                await ctx.core.cluster.create_and_wait(meta, timeout_s)
+            except TopicError as e:  # e.g. no space left for its files, or a timeout
                 planned[i] = (None, e)
     return _response(ctx, body, planned)
 

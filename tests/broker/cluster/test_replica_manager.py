@@ -8,6 +8,7 @@ import pytest
 
 from broker.cluster.metadata_store import LocalMetadataStore
 from broker.cluster.replica_manager import ReplicaManager, TopicError, default_log_config
+from broker.cluster.single_node import SingleNode
 from broker.config import BrokerConfig
 from broker.log.manager import FILE_HEADROOM, FILES_PER_PARTITION, LogManager
 from broker.protocol.errors import ErrorCode
@@ -16,7 +17,9 @@ from broker.protocol.errors import ErrorCode
 def single_node(tmp_path) -> ReplicaManager:
     config = BrokerConfig({"log.dirs": str(tmp_path)})
     logs = LogManager(tmp_path, default_log_config(config))
-    return ReplicaManager(config, LocalMetadataStore(tmp_path), logs)
+    replicas = ReplicaManager(config, LocalMetadataStore(tmp_path), logs)
+    replicas.cluster = SingleNode(0, None, tmp_path, replicas, dict)
+    return replicas
 
 
 def test_a_create_that_cannot_open_its_files_fails_cleanly(tmp_path, monkeypatch):

@@ -105,6 +105,28 @@ class Partition:
             return ErrorCode.UNKNOWN_LEADER_EPOCH
         return ErrorCode.FENCED_LEADER_EPOCH
 
+    def delete_records_before(self, offset: int) -> bool:
+        """DeleteRecords on this leader: the log starts at `offset` (-1: the high
+        watermark); whether it moved. Raises ApiError as Kafka answers."""
+        name = f"{self.topic}-{self.index}"
+        if not self.is_leader:
+            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if not self.log.config.delete:
+            raise ApiError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Records of partition {name} can not be deleted due to the configured policy",
+            )
+        hw = self.high_watermark
+        if offset == -1:
+            offset = hw
+        if not 0 <= offset <= hw:
+            raise ApiError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {offset} of partition "
+                f"{name} since it is larger than the high watermark {hw}",
+            )
+        return self.log.delete_records_before(offset)
+
     def append_as_leader(self, records: bytes, required_acks: int, guard=None):
         """Append a produce request's record batches; returns the log's AppendInfo.
         `guard`: the KIP-890 verification guard of a transactional batch (see

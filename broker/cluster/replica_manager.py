@@ -24,9 +24,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from broker.cluster.assignment import AssignmentError, assign_replicas
+from broker.cluster.assignment import (
+    AssignmentError,
+    InvalidAssignment,
+    assign_replicas,
+    check_new_assignments,
+    first_broker,
+)
 from broker.cluster.metadata_store import LocalMetadataStore, TopicMeta
 from broker.cluster.names import InvalidTopicName, validate_topic_name
 from broker.cluster.partition import Partition
@@ -34,6 +42,10 @@ from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
 from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker.protocol.errors import ApiError, ErrorCode
+
+if TYPE_CHECKING:
+    from broker.cluster.replica_fetcher import ReplicaFetcherManager
+    from broker.cluster.zk import PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +83,16 @@ class ReplicaManager:
         store: LocalMetadataStore,
         log_manager,
         on_partition_change: Callable[[Partition], None] | None = None,
+        on_leadership: Callable[[str, int, bool], None] = lambda topic, index, leader: None,
+        on_isr_change: Callable[[int, int], None] = lambda before, after: None,
     ):
         self.config = config
         self.broker_id = config.broker_id
         self.store = store
         self.logs = log_manager
         self.on_partition_change = on_partition_change
+        self.on_leadership = on_leadership  # (topic, index, leader): roles changed
+        self.on_isr_change = on_isr_change  # (size before, size after) of a led ISR
         self.default_log_config = default_log_config(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
 
@@ -159,6 +175,54 @@ class ReplicaManager:
                 part.min_insync_replicas = cfg.min_insync_replicas
         log.info("topic %s config overrides: %s", meta.name, meta.configs or "none")
 
+    # -- role changes (a cluster: the partition states the controller writes) -----------
+
+    def become_leader_or_follower(
+        self, part: Partition, state: PartitionState, fetchers: ReplicaFetcherManager
+    ) -> None:
+        """Make `part` what `state` says (Kafka's becomeLeaderOrFollower): lead it
+        (its fetcher stops, the coordinators load it), take its new ISR, or follow
+        `state.leader` (waiting produces fail, the coordinators unload it, the
+        leader's fetcher takes it over, truncating first)."""
+        topic, index = part.key
+        if state.leader == self.broker_id:
+            if not part.is_leader or state.leader_epoch != part.leader_epoch:
+                fetchers.remove(part.key)
+                part.become_leader(state.leader_epoch, state.isr, state.version, _now_ms())
+                log.info("%s-%d: leader in epoch %d", topic, index, state.leader_epoch)
+                self.on_leadership(topic, index, True)
+            else:
+                self.on_isr_change(len(part.isr), len(state.isr))
+                part.update_isr(state.isr, state.version)
+            return
+        changed = part.leader != state.leader or part.leader_epoch != state.leader_epoch
+        was_leader = part.is_leader
+        part.become_follower(state.leader, state.leader_epoch, state.isr, state.version)
+        if was_leader:
+            self.on_leadership(topic, index, False)
+        if changed or was_leader:
+            fetchers.remove(part.key)
+            if state.leader >= 0:
+                fetchers.add(part, state.leader)
+            log.info(
+                "%s-%d: follower of %d in epoch %d", topic, index, state.leader, state.leader_epoch
+            )
+
+    def step_down(self, part: Partition) -> None:
+        """Stop leading `part` without a new leader known (session lost, fenced)."""
+        part.become_follower(-1, part.leader_epoch, part.isr_list(), part.zk_version)
+        self.on_leadership(part.topic, part.index, False)
+
+    def step_down_everywhere(self, fetchers: ReplicaFetcherManager) -> None:
+        """Fenced from ZooKeeper: lead nothing, follow nothing (leader unknown)."""
+        for p in self.partitions.values():
+            if p.is_leader:
+                log.info("%s-%d: fenced, no longer leader in epoch %d", *p.key, p.leader_epoch)
+                self.step_down(p)
+            else:
+                p.become_follower(-1, p.leader_epoch, p.isr_list(), p.zk_version)
+        fetchers.remove_all()
+
     # -- lookups -------------------------------------------------------------------
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
@@ -229,7 +293,9 @@ class ReplicaManager:
         )
         brokers = {b: info.rack for b, info in self.cluster.brokers.items()}
         try:
-            assignments = assign_replicas(brokers, partitions, rf, start=_start(name, brokers))
+            assignments = assign_replicas(
+                brokers, partitions, rf, start=first_broker(name, brokers)
+            )
         except AssignmentError as e:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         return TopicMeta(
@@ -369,12 +435,17 @@ class ReplicaManager:
         rf = len(meta.assignments[0])
         live = self.cluster.brokers
         if assignments is not None:
-            _check_new_assignments(assignments, added, rf, set(live), meta.partitions)
+            try:
+                check_new_assignments(assignments, added, rf, set(live), meta.partitions)
+            except InvalidAssignment as e:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
             new = [list(a) for a in assignments]
         else:
             racks = {b: info.rack for b, info in live.items()}
             try:
-                new = assign_replicas(racks, added, rf, start=_start(name, racks) + meta.partitions)
+                new = assign_replicas(
+                    racks, added, rf, start=first_broker(name, racks) + meta.partitions
+                )
             except AssignmentError as e:
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         return dataclasses.replace(meta, partitions=count, assignments=meta.assignments + new)
@@ -389,24 +460,7 @@ class ReplicaManager:
             if meta is not None and 0 <= index < meta.partitions:
                 raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if not part.is_leader:
-            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if not part.log.config.delete:
-            raise ApiError(
-                ErrorCode.POLICY_VIOLATION,
-                f"Records of partition {topic}-{index} can not be deleted due to the "
-                "configured policy",
-            )
-        hw = part.high_watermark
-        if offset == -1:
-            offset = hw
-        if not 0 <= offset <= hw:
-            raise ApiError(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"Cannot increment the log start offset to {offset} of partition "
-                f"{topic}-{index} since it is larger than the high watermark {hw}",
-            )
-        if part.log.delete_records_before(offset):
+        if part.delete_records_before(offset):
             self.logs.checkpoint_log_starts()
             log.info("%s-%d: records before %d deleted", topic, index, offset)
         return part.log.log_start_offset
@@ -428,38 +482,5 @@ class ReplicaManager:
         return ErrorCode.NONE
 
 
-def _check_new_assignments(
-    assignments: list[list[int]], added: int, rf: int, live: set[int], first: int
-) -> None:
-    if len(assignments) != added:
-        raise TopicError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"Increasing the number of partitions by {added} but {len(assignments)} "
-            "assignments provided.",
-        )
-    for i, replicas in enumerate(assignments, start=first):
-        if len(set(replicas)) != len(replicas):
-            raise TopicError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Duplicate brokers not allowed in replica assignment: "
-                f"{', '.join(map(str, replicas))} for partition id {i}.",
-            )
-        if len(replicas) != rf:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Inconsistent replication factor between partitions, partition 0 has {rf} "
-                f"while partition {i} has {len(replicas)}.",
-            )
-        unknown = sorted(set(replicas) - live)
-        if unknown:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
-            )
-
-
-def _start(name: str, brokers: dict) -> int:
-    """First broker of partition 0: spread by topic name (Kafka picks it at random)."""
-    import zlib
-
-    return zlib.crc32(name.encode()) % max(1, len(brokers))
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)

@@ -10,7 +10,7 @@ them:
 
 - loading the coordinator partitions this broker leads (`load_led_partitions`) and
   following leadership changes of `__consumer_offsets` and `__transaction_state`
-  (`LeadershipChanges`, the cluster node's callback);
+  (`leadership_changed`, the replica manager's callback);
 - `LocalMarkers`: transaction markers appended to partitions led here (the
   coordinator's own, and WriteTxnMarkers from coordinators elsewhere);
 - the KIP-890 verifier a transactional produce awaits (`txn_verifier`).
@@ -204,29 +204,24 @@ def load_txn_partitions(replicas: ReplicaManager, transactions: TransactionCoord
             transactions.load_partition(index, p.leader_epoch)
 
 
-class LeadershipChanges:
+def leadership_changed(
+    replicas: ReplicaManager,
+    groups: GroupCoordinator,
+    transactions: TransactionCoordinator,
+    topic: str,
+    index: int,
+    leader: bool,
+) -> None:
     """Leading a coordinator partition makes this broker the coordinator of its
     groups or transactional ids (for transactions, in the partition's leader epoch);
-    losing it unloads them. The cluster node calls this on every role change."""
-
-    def __init__(
-        self,
-        replicas: ReplicaManager,
-        groups: GroupCoordinator,
-        transactions: TransactionCoordinator,
-    ):
-        self.replicas = replicas
-        self.groups = groups
-        self.transactions = transactions
-
-    def __call__(self, topic: str, index: int, leader: bool) -> None:
-        if topic == TXN_TOPIC:
-            self.transactions.unload_partition(index)
-            if leader:
-                part = self.replicas.get_partition(TXN_TOPIC, index)
-                self.transactions.load_partition(index, part.leader_epoch)
-        elif topic == OFFSETS_TOPIC:
-            if not leader:
-                self.groups.unload_partition(index)
-            elif index not in self.groups.owned:
-                self.groups.load_partition(index, _now_ms())
+    losing it unloads them. Called on every role change of a hosted partition."""
+    if topic == TXN_TOPIC:
+        transactions.unload_partition(index)
+        if leader:
+            part = replicas.get_partition(TXN_TOPIC, index)
+            transactions.load_partition(index, part.leader_epoch)
+    elif topic == OFFSETS_TOPIC:
+        if not leader:
+            groups.unload_partition(index)
+        elif index not in groups.owned:
+            groups.load_partition(index, _now_ms())

@@ -57,7 +57,7 @@ from broker.metrics import BrokerMetrics
 from broker.sasl.credentials import LocalCredentialStore, ZkCredentialStore
 from broker.security.authorizer import Authorizer, parse_super_users
 from broker.server import coordinators
-from broker.server.coordinators import LeadershipChanges, LocalMarkers, TxnVerifier
+from broker.server.coordinators import LocalMarkers, TxnVerifier
 from broker.server.purgatory import Purgatory, purgatory_metrics
 from broker.tasks import cancel_and_wait
 from broker.transactions.channel import BrokerChannels
@@ -120,7 +120,14 @@ class BrokerCore:
 
         self.logs = LogManager(self.data_dir, defaults, topic_config=stored_config)
         self._undo.append(("closing the logs", self._close_logs))
-        self.replicas = ReplicaManager(config, self.store, self.logs, self._on_partition_change)
+        self.replicas = ReplicaManager(
+            config,
+            self.store,
+            self.logs,
+            self._on_partition_change,
+            on_leadership=self._leadership_changed,
+            on_isr_change=self.metrics.isr_changed,
+        )
         self.cluster = self._cluster_view()
         self.replicas.cluster = self.cluster
         self.replicas.load()
@@ -178,17 +185,13 @@ class BrokerCore:
             )
         from broker.cluster.node import ClusterNode  # kazoo and its threads: cluster only
 
-        return ClusterNode(
-            self.config,
-            self.store,
-            self.replicas,
-            self.metrics,
-            self.endpoints,
-            self._leadership_changed,
-        )
+        return ClusterNode(self.config, self.store, self.replicas, self.metrics, self.endpoints)
 
     def _leadership_changed(self, topic: str, index: int, leader: bool) -> None:
-        LeadershipChanges(self.replicas, self.groups, self.transactions)(topic, index, leader)
+        """A partition led here or no longer: the coordinators load or unload theirs."""
+        coordinators.leadership_changed(
+            self.replicas, self.groups, self.transactions, topic, index, leader
+        )
 
     def channels(self) -> BrokerChannels:
         """Connections to the other brokers (the transaction coordinator's), opened on

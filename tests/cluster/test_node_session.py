@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from broker.cluster import zk
 from broker.cluster.node import ClusterNode
 from broker.cluster.partition import Partition
+from broker.cluster.replica_manager import ReplicaManager
 from broker.cluster.zk import PartitionState
 from broker.config import BrokerConfig
 from broker.log.config import LogConfig
@@ -28,18 +29,8 @@ def _node(tmp_path):
     config = BrokerConfig(
         {"log.dirs": str(tmp_path), "zookeeper.connect": "127.0.0.1:9/x", "broker.id": "0"}
     )
-    partitions = {}
-    replicas = SimpleNamespace(
-        partitions=partitions, get_partition=lambda t, p: partitions.get((t, p))
-    )
-    node = ClusterNode(
-        config,
-        store=None,
-        replicas=replicas,
-        metrics=None,
-        endpoints=lambda: {"PLAINTEXT": ("h0", 9092)},
-        on_leadership=lambda topic, index, leader: None,
-    )
+    replicas = ReplicaManager(config, store=None, log_manager=None)
+    node = ClusterNode(config, store=None, replicas=replicas, metrics=None, endpoints=lambda: {})
     plog = PartitionLog(tmp_path / "t-0", LogConfig())
     part = Partition("t", 0, plog, 0, [0, 1, 2], min_insync_replicas=2)
     part.leader, part.isr = -1, set()
@@ -107,7 +98,7 @@ def test_a_fenced_broker_leads_nothing_follows_nothing_and_says_so(tmp_path):
     node, part = _node(tmp_path)
     told = []
     node.fence_listeners.append(told.append)
-    node.brokers = {b: zk.BrokerInfo(b, {"PLAINTEXT": (f"h{b}", 9092)}) for b in (0, 1, 2)}
+    node.cache.brokers = {b: zk.BrokerInfo(b, {"PLAINTEXT": (f"h{b}", 9092)}) for b in (0, 1, 2)}
     node.on_state("t", 0, PartitionState(0, 3, (0, 1, 2), 1, version=7))
     assert part.is_leader and node.leader_of("t", 0) == 0
     _fence(node)

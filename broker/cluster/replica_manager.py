@@ -1,42 +1,31 @@
-"""Hosted partitions and the topic lifecycle.
+"""Hosted partitions: their logs, their roles, and the local half of topic changes.
 
 The ReplicaManager joins three things: the topic registry (`LocalMetadataStore`),
-the partition logs (`LogManager`) and the `Partition` state objects. It creates and
-deletes topics (validating names, counts and configs the way Kafka's CreateTopics
-does), auto-creates topics on use, and wires every partition's `on_change` to the
-purgatories so that an append or a high-watermark move re-checks the delayed produce
-and fetch operations waiting on that partition.
+the partition logs (`LogManager`) and the `Partition` state objects, and wires every
+partition's `on_change` to the purgatories so that an append or a high-watermark
+move re-checks the delayed produce and fetch operations waiting on that partition.
 
-Topic writes (create, delete, and the two changes after creation Kafka allows:
-config overrides replaced by AlterConfigs and IncrementalAlterConfigs, partitions
-added by CreatePartitions) are checked here, then handed to the cluster view
+Topic writes are checked by `topic_admin.TopicAdmin` and go through the cluster view
 (broker.cluster.view): a single node applies them here at once (`create_local`,
 `delete_local`, `alter_local`); a cluster writes them to ZooKeeper and every broker
-applies them from its watches (`apply_topic`, `remove_topic`). Replicas are assigned
-over the cluster view's live brokers.
+applies them here from its watches (`apply_topic`, `remove_topic`). In a cluster the
+partition states the controller writes make partitions lead or follow
+(`become_leader_or_follower`, Kafka's becomeLeaderOrFollower).
 
 Crash safety of topic changes: create = logs first, then the topic file (the commit
-point); delete = topic file first, then the logs; added partitions likewise. `load()` removes partition logs
-whose topic has no file, the leftovers of an interrupted create or delete.
+point); delete = topic file first, then the logs; added partitions likewise. `load()`
+removes partition logs whose topic has no file, the leftovers of an interrupted
+create or delete.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker.cluster.assignment import (
-    AssignmentError,
-    InvalidAssignment,
-    assign_replicas,
-    check_new_assignments,
-    first_broker,
-)
 from broker.cluster.metadata_store import LocalMetadataStore, TopicMeta
-from broker.cluster.names import InvalidTopicName, validate_topic_name
 from broker.cluster.partition import Partition
 from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
@@ -48,8 +37,6 @@ if TYPE_CHECKING:
     from broker.cluster.zk import PartitionState
 
 log = logging.getLogger(__name__)
-
-MAX_PARTITIONS = 10_000
 
 
 def default_log_config(config: BrokerConfig) -> LogConfig:
@@ -240,86 +227,6 @@ class ReplicaManager:
 
     # -- topic lifecycle -------------------------------------------------------------
 
-    def validate_new_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int,
-        configs: dict[str, str | None],
-    ) -> tuple[int, int, dict[str, str]]:
-        """Check a CreateTopics entry; returns (partitions, rf, overrides) or raises TopicError."""
-        try:
-            validate_topic_name(name)
-        except InvalidTopicName as e:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        if name in self.store:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if num_partitions == -1:
-            num_partitions = self.config["num.partitions"]
-        if not 1 <= num_partitions <= MAX_PARTITIONS:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be 1..{MAX_PARTITIONS}."
-            )
-        if replication_factor == -1:
-            replication_factor = self.config["default.replication.factor"]
-        available = len(self.cluster.brokers)
-        if not 1 <= replication_factor <= available:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Replication factor: {replication_factor} larger than available brokers: "
-                f"{available}.",
-            )
-        overrides: dict[str, str] = {}
-        for key, value in configs.items():
-            if value is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"{key}: null value")
-            overrides[key] = value
-        try:
-            self.log_config(overrides)
-        except ValueError as e:
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid config: {e}") from None
-        return num_partitions, replication_factor, overrides
-
-    def plan_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: dict[str, str | None] | None = None,
-    ) -> TopicMeta:
-        """A new topic checked and its replicas assigned, not yet created (TopicError)."""
-        partitions, rf, overrides = self.validate_new_topic(
-            name, num_partitions, replication_factor, configs or {}
-        )
-        brokers = {b: info.rack for b, info in self.cluster.brokers.items()}
-        try:
-            assignments = assign_replicas(
-                brokers, partitions, rf, start=first_broker(name, brokers)
-            )
-        except AssignmentError as e:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        return TopicMeta(
-            name=name,
-            partitions=partitions,
-            replication_factor=rf,
-            configs=overrides,
-            assignments=assignments,
-        )
-
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: dict[str, str | None] | None = None,
-    ) -> TopicMeta:
-        """Create a topic now on a single node; in a cluster, write it to ZooKeeper in
-        the background (auto-creation: the client retries until it is there).
-        CreateTopics awaits its creation instead (the cluster view's create_and_wait)."""
-        meta = self.plan_topic(name, num_partitions, replication_factor, configs)
-        self.cluster.submit_create(meta)
-        return meta
-
     def create_local(self, meta: TopicMeta) -> None:
         """Create a planned topic here, now (a single node's topic write)."""
         name, partitions, overrides = meta.name, meta.partitions, meta.configs
@@ -342,51 +249,14 @@ class ReplicaManager:
             self._attach(meta, index, plog, cfg)
         log.info("created topic %s with %d partition(s)", name, partitions)
 
-    def delete_topic(self, name: str) -> None:
-        self.existing_topic(name)
-        if not self.config["delete.topic.enable"]:
-            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED)
-        self.cluster.submit_delete(name)
-
     def delete_local(self, name: str) -> None:
         """Delete a topic here, now (a single node's topic write)."""
-        meta = self.existing_topic(name)
+        meta = self.store.get(name)
         self.store.delete(name)
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
             self.logs.delete(name, index)
         log.info("deleted topic %s", name)
-
-    def existing_topic(self, name: str) -> TopicMeta:
-        """The topic `name`, or TopicError as Kafka answers for a bad or unknown one."""
-        try:
-            validate_topic_name(name)
-        except InvalidTopicName as e:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        meta = self.store.get(name)
-        if meta is None:
-            raise TopicError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
-            )
-        return meta
-
-    def with_configs(self, name: str, overrides: dict[str, str]) -> TopicMeta:
-        """Topic `name` with `overrides` as its whole override set, checked: unknown
-        names and bad values are INVALID_CONFIG."""
-        meta = self.existing_topic(name)
-        for key in overrides:
-            if key not in TOPIC_CONFIG_NAMES:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
-        try:
-            self.log_config(overrides)
-        except ValueError as e:
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid config: {e}") from None
-        return dataclasses.replace(meta, configs=dict(overrides))
-
-    async def alter_topic(self, meta: TopicMeta) -> None:
-        """Make `meta` (from `with_configs` or `with_partitions`) the topic's state:
-        new config overrides, added partitions."""
-        await self.cluster.write_topic(meta)
 
     def alter_local(self, meta: TopicMeta) -> None:
         """Apply a topic's new state here, now (a single node's topic write)."""
@@ -410,46 +280,6 @@ class ReplicaManager:
         if logs:
             log.info("topic %s now has %d partitions", meta.name, meta.partitions)
 
-    def with_partitions(
-        self, name: str, count: int, assignments: list[list[int]] | None
-    ) -> TopicMeta:
-        """Topic `name` grown to `count` partitions (CreatePartitions), checked as
-        Kafka does; `assignments` (replica lists of the new partitions) or None to
-        assign them as for a new topic."""
-        meta = self.existing_topic(name)
-        if count < meta.partitions:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {meta.partitions} partitions, which is higher than "
-                f"the requested {count}.",
-            )
-        if count == meta.partitions:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partitions."
-            )
-        if count > MAX_PARTITIONS:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be 1..{MAX_PARTITIONS}."
-            )
-        added = count - meta.partitions
-        rf = len(meta.assignments[0])
-        live = self.cluster.brokers
-        if assignments is not None:
-            try:
-                check_new_assignments(assignments, added, rf, set(live), meta.partitions)
-            except InvalidAssignment as e:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
-            new = [list(a) for a in assignments]
-        else:
-            racks = {b: info.rack for b, info in live.items()}
-            try:
-                new = assign_replicas(
-                    racks, added, rf, start=first_broker(name, racks) + meta.partitions
-                )
-            except AssignmentError as e:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        return dataclasses.replace(meta, partitions=count, assignments=meta.assignments + new)
-
     def delete_records(self, topic: str, index: int, offset: int) -> int:
         """DeleteRecords on a partition this broker leads: its log starts at `offset`
         (-1: the high watermark). Returns the new log start (the low watermark);
@@ -464,22 +294,6 @@ class ReplicaManager:
             self.logs.checkpoint_log_starts()
             log.info("%s-%d: records before %d deleted", topic, index, offset)
         return part.log.log_start_offset
-
-    def auto_create(self, name: str) -> ErrorCode:
-        """Create `name` on first use if allowed: NONE if it exists or was created."""
-        if name in self.store:
-            return ErrorCode.NONE
-        try:
-            validate_topic_name(name)
-        except InvalidTopicName:
-            return ErrorCode.INVALID_TOPIC_EXCEPTION
-        if not self.config["auto.create.topics.enable"]:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            self.create_topic(name)
-        except TopicError as e:
-            return e.code
-        return ErrorCode.NONE
 
 
 def _now_ms() -> int:

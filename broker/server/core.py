@@ -10,7 +10,8 @@ order, each service as a typed attribute from those before it:
 4. `cluster`: the cluster view (`broker.cluster.view`), chosen here and only here:
    `SingleNode` without `zookeeper.connect`, else `ClusterNode`. It brings the
    producer-id allocator (`producer_ids`) and the SCRAM credential store (`scram`)
-   of its mode;
+   of its mode; `topic_admin` checks the topic writes clients ask for and hands them
+   to it;
 5. `groups`: the `GroupCoordinator` over `__consumer_offsets`,
 6. `markers` and `transactions`: transaction markers written here, and the
    `TransactionCoordinator` over `__transaction_state`, with `txn_verifier` (KIP-890:
@@ -48,6 +49,7 @@ from broker.cluster.producer_ids import ProducerIdBlocks
 from broker.cluster.replica_manager import ReplicaManager, default_log_config
 from broker.cluster.replica_metrics import replica_metrics
 from broker.cluster.single_node import SingleNode
+from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
 from broker.groups.coordinator import GroupCoordinator
@@ -74,6 +76,7 @@ class BrokerCore:
     logs: LogManager
     replicas: ReplicaManager
     cluster: ClusterView
+    topic_admin: TopicAdmin
     producer_ids: ProducerIdBlocks
     scram: LocalCredentialStore | ZkCredentialStore
     groups: GroupCoordinator
@@ -131,6 +134,7 @@ class BrokerCore:
         self.cluster = self._cluster_view()
         self.replicas.cluster = self.cluster
         self.replicas.load()
+        self.topic_admin = TopicAdmin(config, self.replicas)
         self.producer_ids = self.cluster.producer_ids
         self.scram = self.cluster.credentials
 

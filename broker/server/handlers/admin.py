@@ -21,7 +21,8 @@ so that a refusal discloses neither. Records of the internal topics are never
 deleted (INVALID_TOPIC_EXCEPTION), as in Kafka.
 
 CreatePartitions and DeleteRecords: see their handlers; the checks and the changes
-themselves are ReplicaManager's (with_partitions / alter_topic, delete_records).
+themselves are TopicAdmin's (with_partitions / alter_topic) and ReplicaManager's
+(delete_records).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def _plan(ctx, topic: dict, named: int):
         if topic["assignments"]:
             partitions, rf = _check_assignments(ctx.core.broker_id, topic)
         configs = {c["name"]: c["value"] for c in topic["configs"]}
-        return ctx.core.replicas.plan_topic(name, partitions, rf, configs), None
+        return ctx.core.topic_admin.plan_topic(name, partitions, rf, configs), None
     except TopicError as e:
         return None, e
 
@@ -199,7 +200,7 @@ def delete_topics(ctx, body):
             continue
         try:
             _require(ctx, Op.DELETE, name)
-            ctx.core.replicas.delete_topic(name)
+            ctx.core.topic_admin.delete_topic(name)
         except TopicError as e:
             result["error_code"], result["error_message"] = e.code, e.message
         results.append(result)
@@ -210,7 +211,7 @@ def delete_topics(ctx, body):
 async def create_partitions(ctx, body):
     """Grow topics to `count` partitions (never shrink: INVALID_PARTITIONS), with the
     given replica lists or assigned as for a new topic; `validate_only` checks only."""
-    replicas = ctx.core.replicas
+    topic_admin = ctx.core.topic_admin
     counts = Counter(t["name"] for t in body["topics"])
     results = []
     for topic in body["topics"]:
@@ -222,9 +223,9 @@ async def create_partitions(ctx, body):
             _require(ctx, Op.ALTER, name)
             given = topic["assignments"]
             assignments = None if given is None else [a["broker_ids"] for a in given]
-            meta = replicas.with_partitions(name, topic["count"], assignments)
+            meta = topic_admin.with_partitions(name, topic["count"], assignments)
             if not body["validate_only"]:
-                await replicas.alter_topic(meta)
+                await topic_admin.alter_topic(meta)
         except TopicError as e:
             code, message = e.code, e.message
         results.append({"name": name, "error_code": code, "error_message": message})

@@ -61,7 +61,7 @@ def _ensure_offsets_topic(core) -> ErrorCode:
     if core.replicas.topic(TOPIC) is None:
         cfg = core.config
         try:
-            core.replicas.create_topic(
+            core.topic_admin.create_topic(
                 TOPIC,
                 coordinator.config.num_partitions,
                 cfg["offsets.topic.replication.factor"],

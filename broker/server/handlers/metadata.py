@@ -167,7 +167,7 @@ def _response(ctx, body, created: list[str]) -> dict:
             if refused == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                 topics.append(_denied_entry(name, None))
                 continue
-            code = refused if refused is not None else core.replicas.auto_create(name)
+            code = refused if refused is not None else core.topic_admin.auto_create(name)
             if code == ErrorCode.NONE:
                 meta = core.cluster.topics.get(name)
                 if meta is not None:  # created at once (a single node)

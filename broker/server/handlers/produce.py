@@ -162,7 +162,7 @@ def _plan(ctx, body) -> list[tuple[str, list[list]]]:
         elif not may_auto_create(ctx, name):
             topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:
-            topic_error = replicas.auto_create(name)
+            topic_error = core.topic_admin.auto_create(name)
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]

@@ -70,7 +70,7 @@ def ensure_txn_topic(core) -> ErrorCode:
     if core.replicas.topic(TOPIC) is None:
         cfg = core.config
         try:
-            core.replicas.create_topic(
+            core.topic_admin.create_topic(
                 TOPIC,
                 cfg["transaction.state.log.num.partitions"],
                 cfg["transaction.state.log.replication.factor"],

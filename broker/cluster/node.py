@@ -133,7 +133,7 @@ class ClusterNode:
         self.registered = False
         self._stops: list = []
         self._tasks: set[asyncio.Task] = set()
-        self.topic_admin = ZkTopics(
+        self.zk_topics = ZkTopics(
             self.zk,
             self.cache,
             replicas,
@@ -157,7 +157,7 @@ class ClusterNode:
         self.zk.add_state_listener(self._on_session)
         self._stops = [
             self.zk.watch_children(zk.BROKER_IDS, self._brokers_changed),
-            self.topic_admin.watch(),
+            self.zk_topics.watch(),
             self.zk.watch_data(zk.CONTROLLER, self._controller_changed),
             self.zk.watch_children(zk.CONTROLLED_SHUTDOWN, self._leaving_changed),
             *self.credentials.watch(self.zk),  # broker.sasl.credentials
@@ -440,13 +440,13 @@ class ClusterNode:
     # -- topic writes: ZooKeeper's (see zk_topics) ----------------------------------------
 
     def submit_create(self, meta: TopicMeta) -> None:
-        self.topic_admin.submit_create(meta)
+        self.zk_topics.submit_create(meta)
 
     async def create_and_wait(self, meta: TopicMeta, timeout_s: float) -> None:
-        await self.topic_admin.create_and_wait(meta, timeout_s)
+        await self.zk_topics.create_and_wait(meta, timeout_s)
 
     def submit_delete(self, name: str) -> None:
-        self.topic_admin.submit_delete(name)
+        self.zk_topics.submit_delete(name)
 
     async def write_topic(self, meta: TopicMeta) -> None:
-        await self.topic_admin.write(meta)
+        await self.zk_topics.write(meta)

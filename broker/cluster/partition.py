@@ -225,7 +225,7 @@ class Partition:
             max_offset = self.high_watermark
         return self.log.read(offset, max_bytes, max_offset=max_offset)
 
-    # -- replication roles (cluster mode; driven by broker.cluster.node) ----------------
+    # -- replication roles (a cluster; driven by ReplicaManager.become_leader_or_follower) -
 
     def isr_list(self) -> list[int]:
         return sorted(self.isr)

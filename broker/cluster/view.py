@@ -60,14 +60,30 @@ class PartitionView(NamedTuple):
 
 
 class ClusterView(Protocol):
-    broker_id: int
-    elects_leaders: bool
-    brokers: Mapping[int, BrokerInfo]  # live brokers, by id
-    topics: Mapping[str, TopicMeta]  # every topic of the cluster, by name
     producer_ids: ProducerIdBlocks
     credentials: LocalCredentialStore | ZkCredentialStore
-    registered: bool  # counted as live by the others
     fence_listeners: list[Callable[[bool], None]]  # told when fenced and unfenced
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def elects_leaders(self) -> bool: ...
+
+    @property
+    def brokers(self) -> Mapping[int, BrokerInfo]:
+        """The live brokers, by id."""
+        ...
+
+    @property
+    def topics(self) -> Mapping[str, TopicMeta]:
+        """Every topic of the cluster, by name."""
+        ...
+
+    @property
+    def registered(self) -> bool:
+        """Counted as live by the other brokers."""
+        ...
 
     @property
     def fenced(self) -> bool:

@@ -4,34 +4,32 @@ Prometheus way.
 Two kinds, kept apart for speed:
 
 - Events (bytes and messages in and out per topic, requests, errors and latency per
-  API, ISR shrinks and expands, connections, invalid requests, log flushes, group
-  rebalances) are plain numbers bumped where they happen. Everything runs on the
-  broker's event loop, so the hot path takes no lock and allocates nothing.
+  API, ISR shrinks and expands, connections, invalid requests, log flushes) are plain
+  numbers kept here and bumped where they happen. Everything runs on the broker's
+  event loop, so the hot path takes no lock and allocates nothing.
 - State (partition and leader counts, under-replicated, under-min-ISR and offline
   partitions, the active controller, per-partition log size, segments and offsets,
-  the data directory's free space, purgatory sizes, groups, committed offsets and lag) is read from the core when
-  Prometheus scrapes, as Kafka computes its gauges when JMX reads them.
+  the data directory's free space, purgatory sizes, groups, committed offsets and lag)
+  is read when Prometheus scrapes, as Kafka computes its gauges when JMX reads them.
+  Each component that owns such state exposes it as a collector (a function yielding
+  metric families: `purgatory.purgatory_metrics`, `broker.cluster.replica_metrics`,
+  the cluster view's `collect_metrics`, `broker.groups.metrics`), and the
+  composition root (`BrokerCore`) adds them with `add_collector`; this module reads
+  nobody's internals.
 
 `BrokerMetrics` is a prometheus_client collector registered in the broker's own
 registry (common.prometheus.new_registry), which adds process_* and
 logflume_build_info; the exposition is prometheus_client's. Scrapes are served on the
 event loop too (broker.server.server starts the MetricsServer on `metrics.listen`),
-so `collect` reads a consistent core.
-
-Lag: the group's coordinator exports `committed offset` for each partition a group
-committed, and `lag` (high watermark minus committed offset) for the partitions it
-hosts a replica of; in a cluster where every broker holds every partition (the usual
-replication factor 3 on 3 brokers) that is all of them.
+so the collectors read a consistent state.
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
-import os
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -44,9 +42,6 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.registry import SCHEMAS
 from broker.protocol.schema import Struct
 from common.prometheus import new_registry
-
-if TYPE_CHECKING:
-    from broker.server.core import BrokerCore
 
 # Seconds. A long-poll fetch waits up to fetch.max.wait.ms (500 ms by default).
 LATENCY_BUCKETS = (
@@ -167,8 +162,7 @@ ERROR_COUNTERS = {int(key): _error_counter(api.response) for key, api in SCHEMAS
 class BrokerMetrics:
     """The broker's metrics; owned by the BrokerCore (`core.metrics`), event-loop only."""
 
-    def __init__(self, core: BrokerCore):
-        self.core = core
+    def __init__(self) -> None:
         self.topics: collections.defaultdict[str, TopicStats] = collections.defaultdict(TopicStats)
         self.requests: collections.defaultdict[int, RequestStats] = collections.defaultdict(
             RequestStats
@@ -182,6 +176,7 @@ class BrokerMetrics:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.flush_time = Histogram(FLUSH_BUCKETS)
+        self._collectors: list[Callable[[], Iterable[Metric]]] = []
         self.registry = new_registry("broker")
         self.registry.register(self)
 
@@ -203,17 +198,21 @@ class BrokerMetrics:
 
     # -- scrape ------------------------------------------------------------------------
 
+    def add_collector(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        """Scrape `collect()` too: a component's state, read at scrape time."""
+        self._collectors.append(collect)
+
     def describe(self) -> list[Metric]:
-        """Nothing up front: the series depend on the core's state at scrape time."""
+        """Nothing up front: the series depend on the broker's state at scrape time."""
         return []
 
     def collect(self) -> Iterator[Metric]:
         yield from self._topic_counters()
         yield from self._request_metrics()
         yield from self._connection_metrics()
-        yield from self._partition_metrics()
-        yield from self._log_metrics()
-        yield from self._group_metrics()
+        yield from self._event_metrics()
+        for collect in self._collectors:
+            yield from collect()
 
     def _topic_counters(self) -> Iterator[Metric]:
         fields = (
@@ -254,14 +253,6 @@ class BrokerMetrics:
             "Requests that closed their connection: undecodable, unsupported or oversized",
             value=self.invalid_requests,
         )
-        purgatory = GaugeMetricFamily(
-            PREFIX + "purgatory_size",
-            "Requests waiting: acks=all produces and long-poll fetches",
-            labels=["purgatory"],
-        )
-        for p in (self.core.produce_purgatory, self.core.fetch_purgatory):
-            purgatory.add_metric([p.name], p.watched())
-        yield purgatory
 
     def _connection_metrics(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
@@ -290,77 +281,12 @@ class BrokerMetrics:
             (ok if succeeded else failed).add_metric([listener, mechanism], n)
         yield from (ok, failed)
 
-    def _partition_metrics(self) -> Iterator[Metric]:
-        core = self.core
-        partitions = list(core.replicas.partitions.values()) if core.replicas else []
-        leaders = [p for p in partitions if p.is_leader]
-        cluster = core.cluster
-        controller = cluster is None or cluster.controller is not None
-        offline = 0
-        if cluster is not None and controller:
-            live = set(cluster.brokers)
-            offline = sum(1 for s in cluster.states.values() if s.leader not in live)
-        gauges = (
-            ("partitions", "Partitions hosted here", len(partitions)),
-            ("leader_partitions", "Partitions led here", len(leaders)),
-            (
-                "under_replicated_partitions",
-                "Partitions led here whose ISR is smaller than their replica set",
-                sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
-            ),
-            (
-                "under_min_isr_partitions",
-                "Partitions led here whose ISR is below min.insync.replicas",
-                sum(1 for p in leaders if len(p.isr) < p.min_insync_replicas),
-            ),
-            (
-                "offline_partitions",
-                "Partitions without a live leader (reported by the active controller)",
-                offline,
-            ),
-            ("active_controller", "1 on the active controller", int(controller)),
-        )
-        for name, doc, value in gauges:
-            yield GaugeMetricFamily(PREFIX + name, doc, value)
+    def _event_metrics(self) -> Iterator[Metric]:
         yield CounterMetricFamily(
             PREFIX + "isr_shrinks", "ISR shrinks of partitions led here", self.isr_shrinks
         )
         yield CounterMetricFamily(
             PREFIX + "isr_expands", "ISR expansions of partitions led here", self.isr_expands
-        )
-
-    def _log_metrics(self) -> Iterator[Metric]:
-        labels = ["topic", "partition"]
-        size = GaugeMetricFamily(PREFIX + "log_size_bytes", "Bytes of the log", labels=labels)
-        segments = GaugeMetricFamily(PREFIX + "log_segments", "Segments of the log", labels=labels)
-        end = GaugeMetricFamily(PREFIX + "log_end_offset", "Log end offset", labels=labels)
-        start = GaugeMetricFamily(PREFIX + "log_start_offset", "Log start offset", labels=labels)
-        hw = GaugeMetricFamily(PREFIX + "high_watermark", "High watermark", labels=labels)
-        lso = GaugeMetricFamily(
-            PREFIX + "last_stable_offset",
-            "Last stable offset: what read_committed consumers can read up to",
-            labels=labels,
-        )
-        replicas = self.core.replicas
-        for (topic, index), p in sorted(replicas.partitions.items() if replicas else ()):
-            key = [topic, str(index)]
-            size.add_metric(key, p.log.size_bytes)
-            segments.add_metric(key, len(p.log.segments))
-            end.add_metric(key, p.log.log_end_offset)
-            start.add_metric(key, p.log.log_start_offset)
-            hw.add_metric(key, p.high_watermark)
-            lso.add_metric(key, p.last_stable_offset)
-        yield from (size, segments, end, start, hw, lso)
-        disk = os.statvfs(self.core.data_dir)
-        yield GaugeMetricFamily(
-            PREFIX + "log_dir_available_bytes",
-            "Bytes available to the broker on the data directory's file system",
-            disk.f_bavail * disk.f_frsize,
-        )
-        yield GaugeMetricFamily(
-            PREFIX + "log_dir_capacity_bytes",
-            "Size of the data directory's file system",
-            disk.f_blocks * disk.f_frsize,
         )
         yield HistogramMetricFamily(
             PREFIX + "log_flush_duration_seconds",
@@ -369,37 +295,7 @@ class BrokerMetrics:
             sum_value=self.flush_time.sum,
         )
 
-    def _group_metrics(self) -> Iterator[Metric]:
-        coordinator = self.core.extensions.get("groups")
-        if coordinator is None:
-            return
-        by_state = collections.Counter(g.state.value for g in coordinator.groups.values())
-        groups = GaugeMetricFamily(
-            PREFIX + "groups", "Consumer groups coordinated here, by state", labels=["state"]
-        )
-        for state, n in sorted(by_state.items()):
-            groups.add_metric([state], n)
-        yield groups
-        yield CounterMetricFamily(
-            PREFIX + "group_rebalances",
-            "Rebalances completed by groups coordinated here",
-            coordinator.rebalances_completed,
-        )
-        labels = ["group", "topic", "partition"]
-        committed = GaugeMetricFamily(
-            PREFIX + "group_committed_offset", "Offset committed by a group", labels=labels
-        )
-        lag = GaugeMetricFamily(
-            PREFIX + "group_lag",
-            "High watermark minus the group's committed offset",
-            labels=labels,
-        )
-        replicas = self.core.replicas
-        for group_id, group in sorted(coordinator.groups.items()):
-            for (topic, index), value in sorted(group.offsets.items()):
-                key = [group_id, topic, str(index)]
-                committed.add_metric(key, value.offset)
-                partition = replicas.get_partition(topic, index)
-                if partition is not None:
-                    lag.add_metric(key, max(0, partition.high_watermark - value.offset))
-        yield from (committed, lag)
+
+def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    """One unlabelled gauge of the broker's set (`name` without the prefix)."""
+    return GaugeMetricFamily(PREFIX + name, doc, value)

@@ -9,13 +9,28 @@ interleaved rack by rack (r1's first broker, r2's first, r3's first, r1's second
 then the same rotation is used, except that a replica goes to the next broker whose
 rack does not hold one of the partition's replicas yet (while some rack has none) and
 that is not already a replica. Pure functions; safe anywhere.
+
+Replica lists a client gives (CreatePartitions with assignments) are checked by
+`check_new_assignments`, with Kafka's messages.
 """
 
 from __future__ import annotations
 
+import zlib
+
 
 class AssignmentError(ValueError):
     """Not enough brokers for the replication factor, or mixed rack declarations."""
+
+
+class InvalidAssignment(ValueError):
+    """Replica lists given by a client that cannot be used."""
+
+
+def first_broker(name: str, brokers: dict) -> int:
+    """First broker of a topic's partition 0: spread by topic name (Kafka picks it at
+    random)."""
+    return zlib.crc32(name.encode()) % max(1, len(brokers))
 
 
 def rack_alternated(brokers: dict[int, str | None]) -> list[int]:
@@ -71,3 +86,31 @@ def assign_replicas(
             k += 1
         out.append(chosen)
     return out
+
+
+def check_new_assignments(
+    assignments: list[list[int]], added: int, rf: int, live: set[int], first: int
+) -> None:
+    """Replica lists of `added` new partitions (numbered from `first`) of a topic with
+    replication factor `rf`, over the `live` brokers; InvalidAssignment if unusable."""
+    if len(assignments) != added:
+        raise InvalidAssignment(
+            f"Increasing the number of partitions by {added} but {len(assignments)} "
+            "assignments provided."
+        )
+    for i, replicas in enumerate(assignments, start=first):
+        if len(set(replicas)) != len(replicas):
+            raise InvalidAssignment(
+                f"Duplicate brokers not allowed in replica assignment: "
+                f"{', '.join(map(str, replicas))} for partition id {i}."
+            )
+        if len(replicas) != rf:
+            raise InvalidAssignment(
+                f"Inconsistent replication factor between partitions, partition 0 has {rf} "
+                f"while partition {i} has {len(replicas)}."
+            )
+        unknown = sorted(set(replicas) - live)
+        if unknown:
+            raise InvalidAssignment(
+                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+            )

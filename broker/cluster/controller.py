@@ -178,7 +178,7 @@ class Controller:
         return await done
 
     def topic_changed(self, topic: str) -> None:
-        """A known topic's config or assignment changed (ClusterNode's watches)."""
+        """A known topic's config or assignment changed (the cluster node's topic watches)."""
         self._events.put_nowait(("changed", topic))
 
     async def _run(self) -> None:

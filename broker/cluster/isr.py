@@ -63,7 +63,7 @@ class IsrManager:
                 log.exception("ISR shrink check failed")
 
     def check_shrink(self, now_ms: int) -> None:
-        for partition in list(self.node.core.replicas.partitions.values()):
+        for partition in list(self.node.replicas.partitions.values()):
             if not partition.is_leader or partition.key in self._pending:
                 continue
             lagging = partition.lagging_followers(now_ms, self.lag_ms)

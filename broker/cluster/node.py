@@ -1,29 +1,31 @@
 """ClusterNode: a broker's membership in a ZooKeeper-coordinated cluster.
 
-Started by `BrokerCore` when `zookeeper.connect` is set. It keeps the cluster view
-every request handler needs (`brokers`, `topics`, `states`, `controller_id`) and
-turns partition state changes into role changes of the local partitions.
+The cluster view (broker.cluster.view) `BrokerCore` chooses when `zookeeper.connect`
+is set. Its jobs, and where each lives:
+
+- the ZooKeeper session, registration, fencing, controller election and controlled
+  shutdown: here;
+- the cluster's metadata as last read (live brokers, topics, partition states, the
+  controller's id): `metadata_cache.MetadataCache`, filled by the watches below;
+- topic administration (mirroring `/brokers/topics` and `/config/topics` into the
+  replica manager, and writing topics): `zk_topics.ZkTopics`;
+- role changes of the hosted partitions (become leader or follower, step down):
+  the replica manager's `become_leader_or_follower`, called from `on_state`;
+- replication (the replica fetchers, ISR changes): `replica_fetcher`, `isr`.
 
 Who watches what (all callbacks run on the event loop, see `zk.ZkSession`):
 
-- `/brokers/ids` children -> `brokers` (live brokers and their addresses).
-- `/controller` data -> `controller_id`; when absent, try to become the controller
-  (`controller.elect_controller`), then run a `Controller`.
-- `/brokers/topics` children -> for each new topic, its assignment and config are
-  read, the topic is stored locally and logs are created for the partitions this
-  broker replicates (`ReplicaManager.apply_topic`); a data watch is set on every
-  partition's state znode. Topics that disappear are removed with their logs.
-- each `/config/topics/<t>` and `/brokers/topics/<t>` data -> changed config
-  overrides and added partitions (AlterConfigs, CreatePartitions: any broker writes
-  them with `write_topic`) are applied the same way; the controller hears of them
-  too, to give new partitions a state and to know the unclean-election flag.
-- each `/brokers/topics/<t>/partitions/<p>/state` -> `states` and `on_state`:
-  leader == this broker -> `become_leader` (stop fetching; the ISR and the znode
-  version for compare-and-set come from the znode; `__consumer_offsets` partitions
-  are loaded by the group coordinator); otherwise `become_follower` (delayed produces
-  fail with NOT_LEADER_OR_FOLLOWER, coordinator partitions are unloaded, the replica
-  fetcher of the new leader takes the partition, truncating first). States with an
-  older leader epoch than the partition's are ignored.
+- `/brokers/ids` children -> the live brokers and their addresses.
+- `/controller` data -> the controller's id; when absent, try to become the
+  controller (`controller.elect_controller`), then run a `Controller`.
+- `/brokers/topics`, `/config/topics/<t>`: see `zk_topics`.
+- each `/brokers/topics/<t>/partitions/<p>/state` -> `on_state`: the newest state is
+  kept in the cache and, unless it is older than the partition's epoch, applied by
+  the replica manager: leader == this broker -> lead (stop fetching; the ISR and the
+  znode version for compare-and-set come from the znode; the coordinators load their
+  partitions); otherwise follow (delayed produces fail with NOT_LEADER_OR_FOLLOWER,
+  the coordinators unload, the replica fetcher of the new leader takes the
+  partition, truncating first).
 
 Fencing (`lease.LeaseKeeper`): when ZooKeeper has not answered for almost a session
 timeout, ZooKeeper may be about to expire this broker and the controller to elect
@@ -52,55 +54,94 @@ fetching and exits. Event-loop only.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from prometheus_client.core import Metric
 
 from broker.cluster import zk
 from broker.cluster.controller import Controller, elect_controller
 from broker.cluster.isr import IsrManager
 from broker.cluster.lease import LeaseKeeper
+from broker.cluster.metadata_cache import MetadataCache
 from broker.cluster.metadata_store import TopicMeta
-from broker.cluster.producer_ids import ZkProducerIds
+from broker.cluster.producer_ids import ProducerIdBlocks, ZkBlockStore
 from broker.cluster.replica_fetcher import ReplicaFetcherManager
-from broker.cluster.replica_manager import TopicError
+from broker.cluster.replica_manager import ReplicaManager
+from broker.cluster.view import (
+    ACTIVE_CONTROLLER_DOC,
+    OFFLINE_DOC,
+    PartitionView,
+    TopicPartition,
+    answer_everywhere,
+)
 from broker.cluster.zk import BrokerInfo, PartitionState, ZkSession
+from broker.cluster.zk_acls import ZkAclStore
+from broker.cluster.zk_topics import ZkTopics
+from broker.config import BrokerConfig
+from broker.metrics import BrokerMetrics, gauge
 from broker.protocol.errors import ErrorCode
+from broker.sasl.credentials import ZkCredentialStore
 from broker.tasks import cancel_and_wait
+from broker.transactions.channel import BrokerChannels
+
+if TYPE_CHECKING:
+    from broker.cluster.metadata_store import LocalMetadataStore
+    from broker.cluster.partition import Partition
+    from broker.security.acl import Entries, Resource
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
-
 
 class ClusterNode:
-    """Owned by the BrokerCore; event-loop only."""
+    """The cluster view (broker.cluster.view) of a ZooKeeper cluster's member. Owned
+    by the BrokerCore; event-loop only.
 
-    def __init__(self, core):
-        self.core = core
-        self.config = core.config
-        self.broker_id = core.broker_id
+    `endpoints()` gives this broker's advertised address per listener (registered in
+    ZooKeeper)."""
+
+    elects_leaders = True
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: LocalMetadataStore,
+        replicas: ReplicaManager,
+        metrics: BrokerMetrics,
+        endpoints: Callable[[], dict[str, tuple[str, int]]],
+    ):
+        self.config = config
+        self.broker_id = config.broker_id
+        self.store = store
+        self.replicas = replicas
+        self.metrics = metrics
+        self.endpoints = endpoints
         session_s = self.config["zookeeper.session.timeout.ms"] / 1000
         self.zk = ZkSession(self.config["zookeeper.connect"], session_s)
         self.connect_timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000
-        self.brokers: dict[int, BrokerInfo] = {}
-        self.controller_id = -1
+        self.cache = MetadataCache(lambda: self.fenced)
         self.controller_epoch = 0
-        self.topics: dict[str, TopicMeta] = {}
-        self.states: dict[tuple[str, int], PartitionState] = {}
         self.fetchers = ReplicaFetcherManager(self, self.config)
         self.isr = IsrManager(self, self.config)
-        self.producer_ids = ZkProducerIds(self.zk, self.broker_id)
+        self.producer_ids = ProducerIdBlocks(ZkBlockStore(self.zk, self.broker_id).reserve)
+        self.credentials = ZkCredentialStore()  # watched from start()
         self.lease = LeaseKeeper(self.zk, zk.BROKER_IDS, session_s, self._fence, self._unfence)
         self.controller: Controller | None = None
         self.registered = False
-        self._state_stops: dict[str, list] = {}
         self._stops: list = []
         self._tasks: set[asyncio.Task] = set()
-        self._topic_lock = asyncio.Lock()
+        self.zk_topics = ZkTopics(
+            self.zk,
+            self.cache,
+            replicas,
+            self._spawn,
+            self.on_state,
+            self._topic_gone,
+            self._topic_changed,
+        )
         self._broker_gen = 0
         self.leaving: set[int] = set()
         self.fence_listeners: list = []  # fn(fenced: bool), e.g. the server's listener
@@ -116,10 +157,10 @@ class ClusterNode:
         self.zk.add_state_listener(self._on_session)
         self._stops = [
             self.zk.watch_children(zk.BROKER_IDS, self._brokers_changed),
-            self.zk.watch_children(zk.TOPICS, self._topics_changed),
+            self.zk_topics.watch(),
             self.zk.watch_data(zk.CONTROLLER, self._controller_changed),
             self.zk.watch_children(zk.CONTROLLED_SHUTDOWN, self._leaving_changed),
-            *self.core.extensions["scram"].watch(self.zk),  # broker.sasl.credentials
+            *self.credentials.watch(self.zk),  # broker.sasl.credentials
         ]
         self.isr.start()
         self.lease.start()
@@ -127,7 +168,7 @@ class ClusterNode:
         log.info("broker %d joined ZooKeeper at %s", self.broker_id, self.zk.connect)
 
     async def _cluster_id(self) -> None:
-        store = self.core.store
+        store = self.store
         try:
             payload = b'{"version":"1","id":"%s"}' % store.cluster_id.encode()
             await self.zk.call("create", zk.CLUSTER_ID, payload)
@@ -147,9 +188,6 @@ class ClusterNode:
         self._stopping = True
         for stop in self._stops:
             stop()
-        for stops in self._state_stops.values():
-            for stop in stops:
-                stop()
         if self.controller is not None:
             await self.controller.stop()
         await cancel_and_wait(list(self._tasks))
@@ -180,7 +218,7 @@ class ClusterNode:
 
     def _leads_movable(self) -> bool:
         usable = set(self.brokers) - self.leaving - {self.broker_id}
-        return any(p.is_leader and usable & p.isr for p in self.core.replicas.partitions.values())
+        return any(p.is_leader and usable & p.isr for p in self.replicas.partitions.values())
 
     def _leaving_changed(self, children: list[str]) -> None:
         self.leaving = {int(c) for c in children if c.isdigit()}
@@ -193,9 +231,9 @@ class ClusterNode:
         if state == "LOST":
             log.warning("ZooKeeper session expired: stepping down as leader everywhere")
             self.registered = False
-            for p in self.core.replicas.partitions.values():
+            for p in list(self.replicas.partitions.values()):
                 if p.is_leader:
-                    self._step_down(p)
+                    self.replicas.step_down(p)
             if self.controller is not None:
                 controller, self.controller = self.controller, None
                 self._spawn(controller.stop())
@@ -219,13 +257,7 @@ class ClusterNode:
             silent_s,
             self.lease.lease.timeout_s,
         )
-        for p in self.core.replicas.partitions.values():
-            if p.is_leader:
-                log.info("%s-%d: fenced, no longer leader in epoch %d", *p.key, p.leader_epoch)
-                self._step_down(p)
-            else:
-                p.become_follower(-1, p.leader_epoch, p.isr_list(), p.zk_version)
-        self.fetchers.remove_all()
+        self.replicas.step_down_everywhere(self.fetchers)
         self._tell_fenced(True)
 
     def _unfence(self) -> None:
@@ -246,7 +278,7 @@ class ClusterNode:
                 log.exception("fence listener failed")
 
     async def _register(self) -> None:
-        endpoints = self.core.endpoints()
+        endpoints = self.endpoints()
         info = BrokerInfo(self.broker_id, endpoints, self.config["broker.rack"])
         protocols = {lst.name: lst.protocol for lst in self.config.listeners.listeners}
         path = zk.broker_path(self.broker_id)
@@ -279,7 +311,7 @@ class ClusterNode:
         down on LOST must lead again if ZooKeeper still names it in the same epoch (all
         sessions expired and the new controller found everyone live, so nothing moved);
         else that partition would stay without a serving leader."""
-        for topic, p in list(self.core.replicas.partitions):
+        for topic, p in list(self.replicas.partitions):
             if topic not in self.topics:
                 continue
             try:
@@ -292,8 +324,8 @@ class ClusterNode:
             self.on_state(topic, p, zk.decode_state(data, stat.version))
 
     def _controller_changed(self, data, stat) -> None:
-        self.controller_id = zk.decode_controller(data)
-        if self.controller is not None and self.controller_id != self.broker_id:
+        self.cache.controller_id = zk.decode_controller(data)
+        if self.controller is not None and self.cache.controller_id != self.broker_id:
             controller, self.controller = self.controller, None
             self._spawn(controller.stop())
         if data is None and not self._stopping:
@@ -307,10 +339,20 @@ class ClusterNode:
             return
         if epoch is None or self._stopping or self.controller is not None:
             return
-        self.controller_id = self.broker_id
+        self.cache.controller_id = self.broker_id
         self.controller_epoch = epoch
         self.controller = Controller(self.zk, self.broker_id, self.config, epoch)
         self.controller.start()
+
+    # -- what the topic mirror tells ------------------------------------------------------
+
+    def _topic_gone(self, name: str, partitions: int) -> None:
+        for p in range(partitions):
+            self.fetchers.remove((name, p))
+
+    def _topic_changed(self, name: str) -> None:
+        if self.controller is not None:
+            self.controller.topic_changed(name)
 
     # -- live brokers ---------------------------------------------------------------------
 
@@ -332,269 +374,79 @@ class ClusterNode:
                 brokers[broker_id] = zk.decode_broker(broker_id, res[0])
             except ValueError as e:
                 log.warning("ignoring the registration of broker %d: %s", broker_id, e)
-        self.brokers = brokers
-
-    # -- topics -------------------------------------------------------------------------
-
-    def _topics_changed(self, children: list[str]) -> None:
-        self._spawn(self._sync_topics(set(children)))
-
-    async def _sync_topics(self, names: set[str]) -> None:
-        async with self._topic_lock:
-            for name in sorted(set(self.core.replicas.topics()) - names):
-                self._remove_topic(name)
-            for name in sorted(names - set(self.topics)):
-                try:
-                    data, _ = await self.zk.call("get", zk.topic_path(name))
-                    cfg = await self.zk.call("get", zk.config_path(name))
-                except NoNodeError:
-                    continue
-                assignments, topic_id = zk.decode_assignment(data)
-                meta = TopicMeta(
-                    name=name,
-                    partitions=len(assignments),
-                    replication_factor=len(assignments[0]) if assignments else 0,
-                    configs=zk.decode_config(cfg[0]),
-                    assignments=assignments,
-                    topic_id=topic_id or name,
-                )
-                self.topics[name] = meta
-                self.core.replicas.apply_topic(meta)
-                self._state_stops[name] = [
-                    self.zk.watch_data(
-                        zk.config_path(name),
-                        lambda data, _stat, t=name: self._config_changed(t, data),
-                    ),
-                    self.zk.watch_data(
-                        zk.topic_path(name),
-                        lambda data, _stat, t=name: self._assignment_changed(t, data),
-                    ),
-                ]
-                self._watch_states(name, range(meta.partitions))
-
-    def _watch_states(self, name: str, partitions: range) -> None:
-        self._state_stops[name] += [
-            self.zk.watch_data(
-                zk.state_path(name, p),
-                lambda data, stat, t=name, i=p: self._state_changed(t, i, data, stat),
-            )
-            for p in partitions
-        ]
-
-    def _config_changed(self, name: str, data: bytes | None) -> None:
-        meta = self.topics.get(name)
-        if meta is None or data is None:
-            return
-        configs = zk.decode_config(data)
-        if configs != meta.configs:
-            self._changed(dataclasses.replace(meta, configs=configs))
-
-    def _assignment_changed(self, name: str, data: bytes | None) -> None:
-        meta = self.topics.get(name)
-        if meta is None or data is None:
-            return
-        assignments, _ = zk.decode_assignment(data)
-        if len(assignments) > meta.partitions:
-            self._changed(
-                dataclasses.replace(meta, partitions=len(assignments), assignments=assignments)
-            )
-
-    def _changed(self, meta: TopicMeta) -> None:
-        """A known topic's new config or partitions, from a watch or our own write."""
-        old = self.topics[meta.name]
-        self.topics[meta.name] = meta
-        self.core.replicas.apply_topic(meta)
-        self._watch_states(meta.name, range(old.partitions, meta.partitions))
-        if self.controller is not None:
-            self.controller.topic_changed(meta.name)
-
-    def _remove_topic(self, name: str) -> None:
-        for stop in self._state_stops.pop(name, []):
-            stop()
-        meta = self.topics.pop(name, None) or self.core.replicas.topic(name)
-        for p in range(meta.partitions if meta else 0):
-            self.states.pop((name, p), None)
-            self.fetchers.remove((name, p))
-        self.core.replicas.remove_topic(name)
-        log.info("topic %s removed", name)
+        self.cache.brokers = brokers
 
     # -- partition states ---------------------------------------------------------------
 
-    def _state_changed(self, topic: str, p: int, data, stat) -> None:
-        if data is None:
-            return
-        self.on_state(topic, p, zk.decode_state(data, stat.version))
-
     def on_state(self, topic: str, p: int, state: PartitionState) -> None:
-        """A partition state read from ZooKeeper (watch, re-read or own write)."""
-        key = (topic, p)
-        known = self.states.get(key)
-        if known is not None and known.leader_epoch > state.leader_epoch:
+        """A partition state read from ZooKeeper (watch, re-read or own write): kept
+        if it is the newest, and acted on by the replica manager unless this broker
+        is fenced or the partition already is in a newer epoch."""
+        if not self.cache.record_state((topic, p), state):
             return
-        if known is not None and known.leader_epoch == state.leader_epoch:
-            if known.version > state.version:
-                return
-        self.states[key] = state
-        part = self.core.replicas.get_partition(topic, p)
+        part = self.replicas.get_partition(topic, p)
         if part is None or state.leader_epoch < part.leader_epoch or self.fenced:
             return
-        if state.leader == self.broker_id:
-            if not part.is_leader or state.leader_epoch != part.leader_epoch:
-                self.fetchers.remove(key)
-                part.become_leader(state.leader_epoch, state.isr, state.version, _now_ms())
-                log.info("%s-%d: leader in epoch %d", topic, p, state.leader_epoch)
-                self._coordinator_hook(topic, p, True)
-            else:
-                self.core.metrics.isr_changed(len(part.isr), len(state.isr))
-                part.update_isr(state.isr, state.version)
-            return
-        changed = part.leader != state.leader or part.leader_epoch != state.leader_epoch
-        was_leader = part.is_leader
-        part.become_follower(state.leader, state.leader_epoch, state.isr, state.version)
-        if was_leader:
-            self._coordinator_hook(topic, p, False)
-        if changed or was_leader:
-            self.fetchers.remove(key)
-            if state.leader >= 0:
-                self.fetchers.add(part, state.leader)
-            log.info(
-                "%s-%d: follower of %d in epoch %d", topic, p, state.leader, state.leader_epoch
-            )
-
-    def _step_down(self, part) -> None:
-        part.become_follower(-1, part.leader_epoch, part.isr_list(), part.zk_version)
-        self._coordinator_hook(part.topic, part.index, False)
-
-    def _coordinator_hook(self, topic: str, p: int, leader: bool) -> None:
-        if topic == TXN_TOPIC:
-            self._txn_coordinator_hook(p, leader)
-            return
-        if topic != OFFSETS_TOPIC:
-            return
-        coordinator = self.core.extensions.get("groups")
-        if coordinator is None:
-            return
-        if leader:
-            if p not in coordinator.owned:
-                coordinator.load_partition(p, int(time.time() * 1000))
-        else:
-            coordinator.unload_partition(p)
-
-    def _txn_coordinator_hook(self, p: int, leader: bool) -> None:
-        """Leading a `__transaction_state` partition makes this broker the
-        coordinator of its transactional ids, in the partition's leader epoch."""
-        coordinator = self.core.extensions.get("transactions")
-        if coordinator is None:
-            return
-        coordinator.unload_partition(p)
-        if leader:
-            part = self.core.replicas.get_partition(TXN_TOPIC, p)
-            coordinator.load_partition(p, part.leader_epoch)
+        self.replicas.become_leader_or_follower(part, state, self.fetchers)
 
     # -- views for request handlers -------------------------------------------------------
 
+    @property
+    def brokers(self) -> dict[int, BrokerInfo]:
+        return self.cache.brokers
+
+    @property
+    def topics(self) -> dict[str, TopicMeta]:
+        return self.cache.topics
+
     def leader_of(self, topic: str, p: int) -> int:
-        state = self.states.get((topic, p))
-        if state is None or state.leader not in self.brokers or self.fenced:
-            return -1
-        return state.leader
+        return self.cache.leader_of(topic, p)
 
-    # -- topic creation and deletion (any broker writes, the controller acts) ------------
+    def partition_view(self, topic: str, index: int) -> PartitionView:
+        """Leader, ISR and offline replicas as ZooKeeper has them."""
+        return self.cache.partition_view(topic, index)
 
-    async def create_topic(self, meta: TopicMeta) -> None:
-        """Write a new topic's config and assignment (raises NodeExistsError)."""
-        await self.zk.call(
-            "create", zk.config_path(meta.name), zk.encode_config(meta.configs), makepath=True
-        )
-        await self.zk.call(
-            "create",
-            zk.topic_path(meta.name),
-            zk.encode_assignment(meta.assignments, meta.topic_id),
-            makepath=True,
-        )
+    def active_controller_id(self) -> int:
+        return -1 if self.fenced else self.cache.controller_id
 
-    async def create_and_wait(self, meta: TopicMeta, timeout_s: float) -> None:
-        """CreateTopics: write the topic, then wait (at most timeout_s) until this
-        broker knows it and every partition has a leader, as Kafka's delayed create
-        does, so a client that uses the topic next finds it as created. TopicError:
-        TOPIC_ALREADY_EXISTS when another request (an auto-creation too) wrote it
-        first, REQUEST_TIMED_OUT when ZooKeeper or the controller did not answer in time
-        (the topic may still appear, as in Kafka)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_s, 0.0)
-        try:
-            await self.create_topic(meta)
-        except NodeExistsError:
-            raise TopicError(
-                ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{meta.name}' already exists."
-            ) from None
-        except (KazooException, TimeoutError) as e:
-            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper: {e!r}") from None
-        log.info("created topic %s: %s", meta.name, meta.assignments)
-        while timeout_s > 0 and not self._serves(meta):
-            if loop.time() >= deadline:
-                raise TopicError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"Topic '{meta.name}' was created but its partitions have no leader yet.",
-                )
-            await asyncio.sleep(0.02)
+    def check_lease(self) -> None:
+        self.lease.poll()
 
-    def _serves(self, meta: TopicMeta) -> bool:
-        known = self.topics.get(meta.name)
-        return (
-            known is not None
-            and known.partitions == meta.partitions
-            and all(self.leader_of(meta.name, i) >= 0 for i in range(meta.partitions))
-        )
+    def follower_fetched(self, partition: Partition, replica_id: int) -> None:
+        self.isr.maybe_expand(partition, replica_id)
+
+    async def elect_leaders(
+        self, wanted: list[TopicPartition] | None, unclean: bool
+    ) -> dict[TopicPartition, ErrorCode]:
+        """ElectLeaders runs on the controller; elsewhere NOT_CONTROLLER."""
+        if self.controller is not None:
+            return await self.controller.elect_leaders(wanted, unclean)
+        return answer_everywhere(self.replicas.topics(), wanted, ErrorCode.NOT_CONTROLLER)
+
+    async def open_acl_store(self) -> tuple[ZkAclStore, dict[Resource, Entries]]:
+        store = ZkAclStore(self.zk)
+        return store, await store.load()
+
+    def open_channels(self) -> BrokerChannels:
+        return BrokerChannels(self.fetchers, lambda: self.brokers, self.broker_id)
+
+    def collect_metrics(self) -> Iterator[Metric]:
+        """Offline partitions as the active controller counts them (0 elsewhere)."""
+        controller = self.controller is not None
+        offline = self.cache.offline_partitions() if controller else 0
+        yield gauge("offline_partitions", OFFLINE_DOC, offline)
+        yield gauge("active_controller", ACTIVE_CONTROLLER_DOC, int(controller))
+
+    # -- topic writes: ZooKeeper's (see zk_topics) ----------------------------------------
 
     def submit_create(self, meta: TopicMeta) -> None:
-        """CreateTopics/auto-creation: write the topic in the background."""
-        self._spawn(self._create(meta))
+        self.zk_topics.submit_create(meta)
 
-    async def _create(self, meta: TopicMeta) -> None:
-        try:
-            await self.create_topic(meta)
-            log.info("created topic %s: %s", meta.name, meta.assignments)
-        except NodeExistsError:
-            pass
-        except Exception as e:
-            log.warning("creating topic %s failed: %s", meta.name, e)
-
-    async def write_topic(self, meta: TopicMeta) -> None:
-        """Write a known topic's new config overrides and assignment (AlterConfigs,
-        CreatePartitions) and apply them here at once; the other brokers follow from
-        their watches. The assignment is written only if it still has the partition
-        count this broker knew (compare-and-set), else TopicError."""
-        old = self.topics.get(meta.name)
-        if old is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if meta.configs != old.configs:
-            await self.zk.call("set", zk.config_path(meta.name), zk.encode_config(meta.configs))
-        if meta.partitions != old.partitions:
-            data, stat = await self.zk.call("get", zk.topic_path(meta.name))
-            if len(zk.decode_assignment(data)[0]) != old.partitions:
-                raise TopicError(
-                    ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                    "The topic's partitions changed meanwhile; try again.",
-                )
-            await self.zk.call(
-                "set",
-                zk.topic_path(meta.name),
-                zk.encode_assignment(meta.assignments, meta.topic_id),
-                version=stat.version,
-            )
-        if self.topics.get(meta.name) is old:
-            self._changed(meta)
+    async def create_and_wait(self, meta: TopicMeta, timeout_s: float) -> None:
+        await self.zk_topics.create_and_wait(meta, timeout_s)
 
     def submit_delete(self, name: str) -> None:
-        self._spawn(self.delete_topic(name))
+        self.zk_topics.submit_delete(name)
 
-    async def delete_topic(self, name: str) -> None:
-        try:
-            await self.zk.call("create", f"{zk.DELETE_TOPICS}/{name}", b"", makepath=True)
-        except NodeExistsError:
-            pass
-
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
+    async def write_topic(self, meta: TopicMeta) -> None:
+        await self.zk_topics.write(meta)

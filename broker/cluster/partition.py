@@ -95,6 +95,38 @@ class Partition:
             return hw
         return max(first, self.log.log_start_offset)  # DeleteRecords may pass a txn start
 
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """A client's `current_leader_epoch` (KIP-320; -1: not given) against this
+        replica's: FENCED_LEADER_EPOCH when the client's is older, UNKNOWN_LEADER_EPOCH
+        when newer (this replica has not heard of it yet), NONE when they agree."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch > self.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.FENCED_LEADER_EPOCH
+
+    def delete_records_before(self, offset: int) -> bool:
+        """DeleteRecords on this leader: the log starts at `offset` (-1: the high
+        watermark); whether it moved. Raises ApiError as Kafka answers."""
+        name = f"{self.topic}-{self.index}"
+        if not self.is_leader:
+            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if not self.log.config.delete:
+            raise ApiError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Records of partition {name} can not be deleted due to the configured policy",
+            )
+        hw = self.high_watermark
+        if offset == -1:
+            offset = hw
+        if not 0 <= offset <= hw:
+            raise ApiError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {offset} of partition "
+                f"{name} since it is larger than the high watermark {hw}",
+            )
+        return self.log.delete_records_before(offset)
+
     def append_as_leader(self, records: bytes, required_acks: int, guard=None):
         """Append a produce request's record batches; returns the log's AppendInfo.
         `guard`: the KIP-890 verification guard of a transactional batch (see
@@ -193,7 +225,7 @@ class Partition:
             max_offset = self.high_watermark
         return self.log.read(offset, max_bytes, max_offset=max_offset)
 
-    # -- replication roles (cluster mode; driven by broker.cluster.node) ----------------
+    # -- replication roles (a cluster; driven by ReplicaManager.become_leader_or_follower) -
 
     def isr_list(self) -> list[int]:
         return sorted(self.isr)

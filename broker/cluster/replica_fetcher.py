@@ -238,7 +238,7 @@ class ReplicaFetcher:
         if records is not None and len(records):
             try:
                 p.log.append_as_follower(records)
-                self.manager.node.core.metrics.topics[p.topic].replication_bytes_in += len(records)
+                self.manager.node.metrics.topics[p.topic].replication_bytes_in += len(records)
             except (InvalidOffsetError, CorruptRecordError) as e:
                 log.warning("%s-%d: follower append failed (%s); re-truncating", *p.key, e)
                 f.truncated = False

@@ -1,40 +1,42 @@
-"""Hosted partitions and the topic lifecycle of a single-node broker.
+"""Hosted partitions: their logs, their roles, and the local half of topic changes.
 
 The ReplicaManager joins three things: the topic registry (`LocalMetadataStore`),
-the partition logs (`LogManager`) and the `Partition` state objects. It creates and
-deletes topics (validating names, counts and configs the way Kafka's CreateTopics
-does), auto-creates topics on use, and wires every partition's `on_change` to the
-purgatories so that an append or a high-watermark move re-checks the delayed produce
-and fetch operations waiting on that partition.
+the partition logs (`LogManager`) and the `Partition` state objects, and wires every
+partition's `on_change` to the purgatories so that an append or a high-watermark
+move re-checks the delayed produce and fetch operations waiting on that partition.
 
-Topics change in two ways after creation, as in Kafka: their config overrides are
-replaced (AlterConfigs, IncrementalAlterConfigs) and partitions are added
-(CreatePartitions). A single node applies both at once; a cluster writes them to
-ZooKeeper (`ClusterNode.write_config` / `write_assignment`) and every broker
-applies them from its watches (`apply_topic`).
+Topic writes are checked by `topic_admin.TopicAdmin` and go through the cluster view
+(broker.cluster.view): a single node applies them here at once (`create_local`,
+`delete_local`, `alter_local`); a cluster writes them to ZooKeeper and every broker
+applies them here from its watches (`apply_topic`, `remove_topic`). In a cluster the
+partition states the controller writes make partitions lead or follow
+(`become_leader_or_follower`, Kafka's becomeLeaderOrFollower).
 
 Crash safety of topic changes: create = logs first, then the topic file (the commit
-point); delete = topic file first, then the logs; added partitions likewise. `load()` removes partition logs
-whose topic has no file, the leftovers of an interrupted create or delete.
+point); delete = topic file first, then the logs; added partitions likewise. `load()`
+removes partition logs whose topic has no file, the leftovers of an interrupted
+create or delete.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from broker.cluster.assignment import AssignmentError, assign_replicas
 from broker.cluster.metadata_store import LocalMetadataStore, TopicMeta
-from broker.cluster.names import InvalidTopicName, validate_topic_name
 from broker.cluster.partition import Partition
+from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
 from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker.protocol.errors import ApiError, ErrorCode
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from broker.cluster.replica_fetcher import ReplicaFetcherManager
+    from broker.cluster.zk import PartitionState
 
-MAX_PARTITIONS = 10_000
+log = logging.getLogger(__name__)
 
 
 def default_log_config(config: BrokerConfig) -> LogConfig:
@@ -55,7 +57,14 @@ class TopicError(ApiError):
 
 
 class ReplicaManager:
-    """Owns every Partition on this broker. Event-loop only; not thread-safe."""
+    """Owns every Partition on this broker. Event-loop only; not thread-safe.
+
+    `cluster` is set by the composition root before `load()`. When it
+    `elects_leaders` (a ZooKeeper cluster), topics live in ZooKeeper and the local
+    store mirrors them, logs exist only for the partitions this broker replicates,
+    and roles come from state znodes."""
+
+    cluster: ClusterView
 
     def __init__(
         self,
@@ -63,19 +72,18 @@ class ReplicaManager:
         store: LocalMetadataStore,
         log_manager,
         on_partition_change: Callable[[Partition], None] | None = None,
+        on_leadership: Callable[[str, int, bool], None] = lambda topic, index, leader: None,
+        on_isr_change: Callable[[int, int], None] = lambda before, after: None,
     ):
         self.config = config
         self.broker_id = config.broker_id
         self.store = store
         self.logs = log_manager
         self.on_partition_change = on_partition_change
+        self.on_leadership = on_leadership  # (topic, index, leader): roles changed
+        self.on_isr_change = on_isr_change  # (size before, size after) of a led ISR
         self.default_log_config = default_log_config(config)
         self.partitions: dict[tuple[str, int], Partition] = {}
-        # Cluster mode (zookeeper.connect set): the ClusterNode, set by the core. Topics
-        # then live in ZooKeeper; the local store mirrors them, logs exist only for
-        # the partitions this broker replicates, and roles come from state znodes.
-        self.cluster = None
-        self.cluster_mode = config["zookeeper.connect"] is not None
 
     def load(self) -> None:
         """Attach the partitions of every stored topic; drop orphan logs."""
@@ -94,7 +102,7 @@ class ReplicaManager:
                 self._attach(meta, index, plog, cfg)
 
     def _hosts(self, meta: TopicMeta, index: int) -> bool:
-        return not self.cluster_mode or self.broker_id in meta.assignments[index]
+        return not self.cluster.elects_leaders or self.broker_id in meta.assignments[index]
 
     def _attach(self, meta: TopicMeta, index: int, plog, cfg: LogConfig) -> Partition:
         partition = Partition(
@@ -106,14 +114,14 @@ class ReplicaManager:
             min_insync_replicas=cfg.min_insync_replicas,
             on_change=self.on_partition_change,
         )
-        if self.cluster_mode:  # no role until the partition's state znode is read
+        if self.cluster.elects_leaders:  # no role until the controller gives it one
             partition.leader = -1
             partition.isr = set()
             partition.high_watermark = plog.log_start_offset
         self.partitions[partition.key] = partition
         return partition
 
-    # -- cluster mode: topics as ZooKeeper has them -------------------------------------
+    # -- topics as ZooKeeper has them (a cluster) ---------------------------------------
 
     def apply_topic(self, meta: TopicMeta) -> None:
         """Mirror a topic read from ZooKeeper; create logs for the hosted partitions
@@ -156,6 +164,54 @@ class ReplicaManager:
                 part.min_insync_replicas = cfg.min_insync_replicas
         log.info("topic %s config overrides: %s", meta.name, meta.configs or "none")
 
+    # -- role changes (a cluster: the partition states the controller writes) -----------
+
+    def become_leader_or_follower(
+        self, part: Partition, state: PartitionState, fetchers: ReplicaFetcherManager
+    ) -> None:
+        """Make `part` what `state` says (Kafka's becomeLeaderOrFollower): lead it
+        (its fetcher stops, the coordinators load it), take its new ISR, or follow
+        `state.leader` (waiting produces fail, the coordinators unload it, the
+        leader's fetcher takes it over, truncating first)."""
+        topic, index = part.key
+        if state.leader == self.broker_id:
+            if not part.is_leader or state.leader_epoch != part.leader_epoch:
+                fetchers.remove(part.key)
+                part.become_leader(state.leader_epoch, state.isr, state.version, _now_ms())
+                log.info("%s-%d: leader in epoch %d", topic, index, state.leader_epoch)
+                self.on_leadership(topic, index, True)
+            else:
+                self.on_isr_change(len(part.isr), len(state.isr))
+                part.update_isr(state.isr, state.version)
+            return
+        changed = part.leader != state.leader or part.leader_epoch != state.leader_epoch
+        was_leader = part.is_leader
+        part.become_follower(state.leader, state.leader_epoch, state.isr, state.version)
+        if was_leader:
+            self.on_leadership(topic, index, False)
+        if changed or was_leader:
+            fetchers.remove(part.key)
+            if state.leader >= 0:
+                fetchers.add(part, state.leader)
+            log.info(
+                "%s-%d: follower of %d in epoch %d", topic, index, state.leader, state.leader_epoch
+            )
+
+    def step_down(self, part: Partition) -> None:
+        """Stop leading `part` without a new leader known (session lost, fenced)."""
+        part.become_follower(-1, part.leader_epoch, part.isr_list(), part.zk_version)
+        self.on_leadership(part.topic, part.index, False)
+
+    def step_down_everywhere(self, fetchers: ReplicaFetcherManager) -> None:
+        """Fenced from ZooKeeper: lead nothing, follow nothing (leader unknown)."""
+        for p in self.partitions.values():
+            if p.is_leader:
+                log.info("%s-%d: fenced, no longer leader in epoch %d", *p.key, p.leader_epoch)
+                self.step_down(p)
+            else:
+                p.become_follower(-1, p.leader_epoch, p.isr_list(), p.zk_version)
+        fetchers.remove_all()
+
     # -- lookups -------------------------------------------------------------------
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
@@ -173,92 +229,8 @@ class ReplicaManager:
 
     # -- topic lifecycle -------------------------------------------------------------
 
-    def validate_new_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int,
-        configs: dict[str, str | None],
-    ) -> tuple[int, int, dict[str, str]]:
-        """Check a CreateTopics entry; returns (partitions, rf, overrides) or raises TopicError."""
-        try:
-            validate_topic_name(name)
-        except InvalidTopicName as e:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        if name in self.store:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if num_partitions == -1:
-            num_partitions = self.config["num.partitions"]
-        if not 1 <= num_partitions <= MAX_PARTITIONS:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be 1..{MAX_PARTITIONS}."
-            )
-        if replication_factor == -1:
-            replication_factor = self.config["default.replication.factor"]
-        available = len(self.cluster.brokers) if self.cluster is not None else 1
-        if not 1 <= replication_factor <= available or (
-            self.cluster is None and replication_factor != 1
-        ):
-            raise TopicError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Replication factor: {replication_factor} larger than available brokers: "
-                f"{available}.",
-            )
-        overrides: dict[str, str] = {}
-        for key, value in configs.items():
-            if value is None:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"{key}: null value")
-            overrides[key] = value
-        try:
-            self.log_config(overrides)
-        except ValueError as e:
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid config: {e}") from None
-        return num_partitions, replication_factor, overrides
-
-    def plan_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: dict[str, str | None] | None = None,
-    ) -> TopicMeta:
-        """A new topic checked and its replicas assigned, not yet created (TopicError)."""
-        partitions, rf, overrides = self.validate_new_topic(
-            name, num_partitions, replication_factor, configs or {}
-        )
-        if self.cluster is not None:
-            brokers = {b: info.rack for b, info in self.cluster.brokers.items()}
-            try:
-                assignments = assign_replicas(brokers, partitions, rf, start=_start(name, brokers))
-            except AssignmentError as e:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        else:
-            assignments = [[self.broker_id] for _ in range(partitions)]
-        return TopicMeta(
-            name=name,
-            partitions=partitions,
-            replication_factor=rf,
-            configs=overrides,
-            assignments=assignments,
-        )
-
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: dict[str, str | None] | None = None,
-    ) -> TopicMeta:
-        """Create a topic now on a single node; in a cluster, write it to ZooKeeper in
-        the background (auto-creation: the client retries until it is there).
-        CreateTopics in a cluster awaits its creation instead (ClusterNode.create_and_wait)."""
-        return self.create(self.plan_topic(name, num_partitions, replication_factor, configs))
-
-    def create(self, meta: TopicMeta) -> TopicMeta:
-        """Create a planned topic (see create_topic)."""
-        if self.cluster is not None:
-            self.cluster.submit_create(meta)
-            return meta
+    def create_local(self, meta: TopicMeta) -> None:
+        """Create a planned topic here, now (a single node's topic write)."""
         name, partitions, overrides = meta.name, meta.partitions, meta.configs
         cfg = self.log_config(overrides)
         logs = []
@@ -278,53 +250,18 @@ class ReplicaManager:
         for index, plog in enumerate(logs):
             self._attach(meta, index, plog, cfg)
         log.info("created topic %s with %d partition(s)", name, partitions)
-        return meta
 
-    def delete_topic(self, name: str) -> None:
-        meta = self.existing_topic(name)
-        if not self.config["delete.topic.enable"]:
-            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED)
-        if self.cluster is not None:
-            self.cluster.submit_delete(name)
-            return
+    def delete_local(self, name: str) -> None:
+        """Delete a topic here, now (a single node's topic write)."""
+        meta = self.store.get(name)
         self.store.delete(name)
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
             self.logs.delete(name, index)
         log.info("deleted topic %s", name)
 
-    def existing_topic(self, name: str) -> TopicMeta:
-        """The topic `name`, or TopicError as Kafka answers for a bad or unknown one."""
-        try:
-            validate_topic_name(name)
-        except InvalidTopicName as e:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        meta = self.store.get(name)
-        if meta is None:
-            raise TopicError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
-            )
-        return meta
-
-    def with_configs(self, name: str, overrides: dict[str, str]) -> TopicMeta:
-        """Topic `name` with `overrides` as its whole override set, checked: unknown
-        names and bad values are INVALID_CONFIG."""
-        meta = self.existing_topic(name)
-        for key in overrides:
-            if key not in TOPIC_CONFIG_NAMES:
-                raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
-        try:
-            self.log_config(overrides)
-        except ValueError as e:
-            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid config: {e}") from None
-        return dataclasses.replace(meta, configs=dict(overrides))
-
-    async def alter_topic(self, meta: TopicMeta) -> None:
-        """Make `meta` (from `with_configs` or `with_partitions`) the topic's state:
-        new config overrides, added partitions."""
-        if self.cluster is not None:
-            await self.cluster.write_topic(meta)
-            return
+    def alter_local(self, meta: TopicMeta) -> None:
+        """Apply a topic's new state here, now (a single node's topic write)."""
         old = self.store.get(meta.name)
         if old is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -345,43 +282,6 @@ class ReplicaManager:
         if logs:
             log.info("topic %s now has %d partitions", meta.name, meta.partitions)
 
-    def with_partitions(
-        self, name: str, count: int, assignments: list[list[int]] | None
-    ) -> TopicMeta:
-        """Topic `name` grown to `count` partitions (CreatePartitions), checked as
-        Kafka does; `assignments` (replica lists of the new partitions) or None to
-        assign them as for a new topic."""
-        meta = self.existing_topic(name)
-        if count < meta.partitions:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {meta.partitions} partitions, which is higher than "
-                f"the requested {count}.",
-            )
-        if count == meta.partitions:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partitions."
-            )
-        if count > MAX_PARTITIONS:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be 1..{MAX_PARTITIONS}."
-            )
-        added = count - meta.partitions
-        rf = len(meta.assignments[0])
-        live = self.cluster.brokers if self.cluster is not None else {self.broker_id: None}
-        if assignments is not None:
-            _check_new_assignments(assignments, added, rf, set(live), meta.partitions)
-            new = [list(a) for a in assignments]
-        elif self.cluster is not None:
-            racks = {b: info.rack for b, info in live.items()}
-            try:
-                new = assign_replicas(racks, added, rf, start=_start(name, racks) + meta.partitions)
-            except AssignmentError as e:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        else:
-            new = [[self.broker_id] for _ in range(added)]
-        return dataclasses.replace(meta, partitions=count, assignments=meta.assignments + new)
-
     def delete_records(self, topic: str, index: int, offset: int) -> int:
         """DeleteRecords on a partition this broker leads: its log starts at `offset`
         (-1: the high watermark). Returns the new log start (the low watermark);
@@ -392,77 +292,11 @@ class ReplicaManager:
             if meta is not None and 0 <= index < meta.partitions:
                 raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if not part.is_leader:
-            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if not part.log.config.delete:
-            raise ApiError(
-                ErrorCode.POLICY_VIOLATION,
-                f"Records of partition {topic}-{index} can not be deleted due to the "
-                "configured policy",
-            )
-        hw = part.high_watermark
-        if offset == -1:
-            offset = hw
-        if not 0 <= offset <= hw:
-            raise ApiError(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"Cannot increment the log start offset to {offset} of partition "
-                f"{topic}-{index} since it is larger than the high watermark {hw}",
-            )
-        if part.log.delete_records_before(offset):
+        if part.delete_records_before(offset):
             self.logs.checkpoint_log_starts()
             log.info("%s-%d: records before %d deleted", topic, index, offset)
         return part.log.log_start_offset
 
-    def auto_create(self, name: str) -> ErrorCode:
-        """Create `name` on first use if allowed: NONE if it exists or was created."""
-        if name in self.store:
-            return ErrorCode.NONE
-        try:
-            validate_topic_name(name)
-        except InvalidTopicName:
-            return ErrorCode.INVALID_TOPIC_EXCEPTION
-        if not self.config["auto.create.topics.enable"]:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            self.create_topic(name)
-        except TopicError as e:
-            return e.code
-        return ErrorCode.NONE
 
-
-def _check_new_assignments(
-    assignments: list[list[int]], added: int, rf: int, live: set[int], first: int
-) -> None:
-    if len(assignments) != added:
-        raise TopicError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"Increasing the number of partitions by {added} but {len(assignments)} "
-            "assignments provided.",
-        )
-    for i, replicas in enumerate(assignments, start=first):
-        if len(set(replicas)) != len(replicas):
-            raise TopicError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Duplicate brokers not allowed in replica assignment: "
-                f"{', '.join(map(str, replicas))} for partition id {i}.",
-            )
-        if len(replicas) != rf:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Inconsistent replication factor between partitions, partition 0 has {rf} "
-                f"while partition {i} has {len(replicas)}.",
-            )
-        unknown = sorted(set(replicas) - live)
-        if unknown:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
-            )
-
-
-def _start(name: str, brokers: dict) -> int:
-    """First broker of partition 0: spread by topic name (Kafka picks it at random)."""
-    import zlib
-
-    return zlib.crc32(name.encode()) % max(1, len(brokers))
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)

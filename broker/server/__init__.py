@@ -15,15 +15,19 @@
     tls.py         SSLContext from Kafka's ssl.* settings (PEM material), pure
     tls_accept.py  TlsAccept: the TLS handshake before a Connection, failures counted
     principal.py   User:<DN> of a client certificate, ssl.principal.mapping.rules
-    dispatch.py    handler table keyed by ApiKey (@handles), RequestContext,
-                   handler-module setup/teardown hooks
-    core.py        BrokerCore: metadata store, LogManager, ReplicaManager,
-                   purgatories, background duties (retention, cleaner, flush,
-                   recovery-point checkpoint)
+    dispatch.py    handler table keyed by ApiKey (@handles), RequestContext
+    core.py        BrokerCore, the composition root: metadata store, LogManager,
+                   ReplicaManager, cluster view, coordinators, authorizer, purgatories
+                   and background duties, built in one visible order
+    coordinators.py  wiring of the group and transaction coordinators, local
+                   transaction markers, the KIP-890 verifier
     purgatory.py   DelayedOperation / Purgatory (acks=all produce, long-poll fetch)
+    txn_verification.py  KIP-890 guards of a transactional produce
+    authz.py, api_acls.py  authorization checks of each request
     handlers/      one module per API area
 
-Partition state and topic lifecycle live in broker/cluster (partition.py,
-replica_manager.py, metadata_store.py); broker configuration in broker/config.py,
-listeners and their security protocols in broker/listeners.py.
+Partition state, topic lifecycle, replication and the cluster view live in
+broker/cluster (partition.py, replica_manager.py, delayed_produce.py, view.py);
+broker configuration in broker/config.py, listeners and their security protocols in
+broker/listeners.py.
 """

@@ -1,22 +1,36 @@
-"""The broker's state behind the network shell: logs, topics, partitions, purgatories.
+"""The broker's composition root: every service behind the network shell, built in
+one visible order.
 
-`BrokerCore` is what request handlers see as `ctx.core`. It owns:
+`BrokerCore` is what request handlers see as `ctx.core`. `start()` builds, in this
+order, each service as a typed attribute from those before it:
 
-- `store`: the local topic registry (`broker.cluster.metadata_store`),
-- `logs`: the `LogManager` over the data directory,
-- `replicas`: the `ReplicaManager` with every hosted `Partition`,
-- `metrics`: the `BrokerMetrics` every part bumps and Prometheus scrapes,
-- `produce_purgatory` / `fetch_purgatory`: delayed acks=all produces and long-poll
-  fetches, re-checked whenever a partition's log end or high watermark moves,
-- the background duties Kafka runs on timers: retention
-  (`log.retention.check.interval.ms`), the log cleaner (`log.cleaner.backoff.ms`),
-  time-based flushes (each log's `flush.ms`, checked every second or every
-  `log.flush.scheduler.interval.ms` if shorter) and the recovery-point checkpoint
-  (`log.flush.offset.checkpoint.interval.ms`).
+1. `store`: the local topic registry (`broker.cluster.metadata_store`),
+2. `logs`: the `LogManager` over the data directory,
+3. `replicas`: the `ReplicaManager` with every hosted `Partition`,
+4. `cluster`: the cluster view (`broker.cluster.view`), chosen here and only here:
+   `SingleNode` without `zookeeper.connect`, else `ClusterNode`. It brings the
+   producer-id allocator (`producer_ids`) and the SCRAM credential store (`scram`)
+   of its mode; `topic_admin` checks the topic writes clients ask for and hands them
+   to it;
+5. `groups`: the `GroupCoordinator` over `__consumer_offsets`,
+6. `markers` and `transactions`: transaction markers written here, and the
+   `TransactionCoordinator` over `__transaction_state`, with `txn_verifier` (KIP-890:
+   what a transactional produce awaits; tests may replace or clear it);
+7. the cluster joins (ZooKeeper: registration, watches, roles),
+8. `authorizer`, when `authorizer.class.name` is set (its ACL store is the
+   cluster view's: a local file or ZooKeeper),
+9. the background duties Kafka runs on timers: retention
+   (`log.retention.check.interval.ms`), the log cleaner (`log.cleaner.backoff.ms`),
+   time-based flushes (each log's `flush.ms`, checked every second or every
+   `log.flush.scheduler.interval.ms` if shorter), the recovery-point and log-start
+   checkpoints, and the two coordinators' timers.
 
-Handler modules may keep their own long-lived state on the core from their
-`setup(core)` hook (see `broker.server.dispatch`); `extensions` is the place for it
-(e.g. `core.extensions["groups"] = GroupCoordinator(...)`).
+`metrics` and the purgatories (`produce_purgatory`, `fetch_purgatory`: delayed acks=all
+produces and long-poll fetches, re-checked whenever a partition's log end or high
+watermark moves) exist from construction; each component adds its scrape-time
+collector to `metrics` as it is built. Each step of `start()` that needs undoing
+pushes its undo as it succeeds; `stop()` runs them last-pushed first, so a start that
+failed half-way (ZooKeeper unreachable, a port in use) is undone as far as it got.
 
 Everything runs on one event loop; the duties are synchronous calls into the log
 made between requests.
@@ -25,57 +39,63 @@ made between requests.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 
 from broker.cluster.metadata_store import LocalMetadataStore
 from broker.cluster.partition import Partition
+from broker.cluster.producer_ids import ProducerIdBlocks
 from broker.cluster.replica_manager import ReplicaManager, default_log_config
+from broker.cluster.replica_metrics import replica_metrics
+from broker.cluster.single_node import SingleNode
+from broker.cluster.topic_admin import TopicAdmin
+from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.metrics import group_metrics
 from broker.log import LogConfig, LogManager
 from broker.metrics import BrokerMetrics
-from broker.security.acl_store import LocalAclStore
+from broker.sasl.credentials import LocalCredentialStore, ZkCredentialStore
 from broker.security.authorizer import Authorizer, parse_super_users
-from broker.server.dispatch import load_handlers
-from broker.server.purgatory import Purgatory
+from broker.server import coordinators
+from broker.server.coordinators import LocalMarkers, TxnVerifier
+from broker.server.purgatory import Purgatory, purgatory_metrics
 from broker.tasks import cancel_and_wait
+from broker.transactions.channel import BrokerChannels
+from broker.transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
 
-def new_authorizer(config: BrokerConfig, store, acls) -> Authorizer:
-    return Authorizer(
-        store,
-        acls,
-        parse_super_users(config["super.users"]),
-        config["allow.everyone.if.no.acl.found"],
-    )
-
-
 class BrokerCore:
-    """Owned by the BrokerServer; event-loop only, not thread-safe."""
+    """Owned by the BrokerServer; event-loop only, not thread-safe. The services are
+    there once `start()` returned."""
+
+    store: LocalMetadataStore
+    logs: LogManager
+    replicas: ReplicaManager
+    cluster: ClusterView
+    topic_admin: TopicAdmin
+    producer_ids: ProducerIdBlocks
+    scram: LocalCredentialStore | ZkCredentialStore
+    groups: GroupCoordinator
+    markers: LocalMarkers
+    transactions: TransactionCoordinator
 
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.broker_id = config.broker_id
         self.data_dir = config.data_dir
-        self.extensions: dict[str, object] = {}
         self.bound_ports: dict[str, int] = {}  # listener name -> port bound (set by the server)
+        self.metrics = BrokerMetrics()
         self.produce_purgatory = Purgatory("produce")
         self.fetch_purgatory = Purgatory("fetch")
-        self.store: LocalMetadataStore | None = None
-        self.logs: LogManager | None = None
-        self.replicas: ReplicaManager | None = None
-        self.cluster = None  # broker.cluster.node.ClusterNode when zookeeper.connect is set
-        self.authorizer = None  # broker.security.authorizer.Authorizer when configured
-        # KIP-890: `await txn_verifier(transactional_id, producer_id, producer_epoch,
-        # [(topic, partition), ...]) -> {(topic, partition): ErrorCode}`, set by the
-        # transaction coordinator; None: transactional produces append unverified.
-        self.txn_verifier = None
+        self.authorizer: Authorizer | None = None
+        self.txn_verifier: TxnVerifier | None = None  # None: transactional writes unverified
+        self._channels: BrokerChannels | None = None
         self._tasks: list[asyncio.Task] = []
-        self._modules = load_handlers()
-        self.metrics = BrokerMetrics(self)
+        self._undo: list[tuple[str, Callable[[], Awaitable[None]]]] = []
 
     @property
     def cluster_id(self) -> str:
@@ -92,35 +112,99 @@ class BrokerCore:
         return {lst.name: self.advertised(lst.name) for lst in self.config.listeners.listeners}
 
     async def start(self) -> None:
+        config = self.config
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.store = LocalMetadataStore(self.data_dir)
-        defaults = default_log_config(self.config)
+        defaults = default_log_config(config)
 
         def stored_config(topic: str):
             meta = self.store.get(topic)
             return LogConfig.from_props(meta.configs, base=defaults) if meta else None
 
         self.logs = LogManager(self.data_dir, defaults, topic_config=stored_config)
+        self._undo.append(("closing the logs", self._close_logs))
         self.replicas = ReplicaManager(
-            self.config, self.store, self.logs, self._on_partition_change
+            config,
+            self.store,
+            self.logs,
+            self._on_partition_change,
+            on_leadership=self._leadership_changed,
+            on_isr_change=self.metrics.isr_changed,
         )
+        self.cluster = self._cluster_view()
+        self.replicas.cluster = self.cluster
         self.replicas.load()
-        if self.config["authorizer.class.name"] and self.config["zookeeper.connect"] is None:
-            store = LocalAclStore(self.data_dir)
-            self.authorizer = new_authorizer(self.config, store, store.load())
-        for module in self._modules:
-            await _maybe_await(getattr(module, "setup", None), self)
-        if self.config["zookeeper.connect"] is not None:
-            from broker.cluster.node import ClusterNode
+        self.topic_admin = TopicAdmin(config, self.replicas)
+        self.producer_ids = self.cluster.producer_ids
+        self.scram = self.cluster.credentials
 
-            self.cluster = ClusterNode(self)
-            self.replicas.cluster = self.cluster
-            await self.cluster.start()
-            if self.config["authorizer.class.name"]:
-                from broker.cluster.zk_acls import ZkAclStore
+        self.groups = coordinators.group_coordinator(config, self.replicas, self.produce_purgatory)
+        self.markers = LocalMarkers(self.replicas, self.produce_purgatory, self.groups)
+        self.transactions = coordinators.transaction_coordinator(
+            config, self.cluster, self.replicas, self.markers, self.channels
+        )
+        self.txn_verifier = coordinators.txn_verifier(
+            self.transactions, self.cluster, self.channels
+        )
+        self._undo.append(("closing the transaction coordinator", self._close_transactions))
+        coordinators.load_led_partitions(self.replicas, self.groups, self.transactions)
 
-                store = ZkAclStore(self.cluster.zk)
-                self.authorizer = new_authorizer(self.config, store, await store.load())
+        self._undo.append(("stopping the background tasks", self._stop_tasks))
+        self._undo.append(("leaving the cluster", self.cluster.stop))
+        await self.cluster.start()
+        if config["authorizer.class.name"]:
+            acl_store, acls = await self.cluster.open_acl_store()
+            self.authorizer = Authorizer(
+                acl_store,
+                acls,
+                parse_super_users(config["super.users"]),
+                config["allow.everyone.if.no.acl.found"],
+            )
+            self._undo.append(("closing the ACL store", acl_store.close))
+
+        self._start_duties()
+        self.metrics.add_collector(
+            lambda: purgatory_metrics((self.produce_purgatory, self.fetch_purgatory))
+        )
+        self.metrics.add_collector(lambda: replica_metrics(self.replicas, self.data_dir))
+        self.metrics.add_collector(self.cluster.collect_metrics)
+        self.metrics.add_collector(lambda: group_metrics(self.groups, self._high_watermark))
+        log.info(
+            "broker %d ready: %d topic(s), %d partition(s) in %s",
+            self.broker_id,
+            len(self.store.topics()),
+            len(self.replicas.partitions),
+            self.data_dir,
+        )
+
+    def _cluster_view(self) -> ClusterView:
+        """The one place that decides between a single node and a ZooKeeper cluster."""
+        if self.config["zookeeper.connect"] is None:
+            return SingleNode(
+                self.broker_id,
+                self.config["broker.rack"],
+                self.data_dir,
+                self.replicas,
+                self.endpoints,
+            )
+        from broker.cluster.node import ClusterNode  # kazoo and its threads: cluster only
+
+        return ClusterNode(self.config, self.store, self.replicas, self.metrics, self.endpoints)
+
+    def _leadership_changed(self, topic: str, index: int, leader: bool) -> None:
+        """A partition led here or no longer: the coordinators load or unload theirs."""
+        coordinators.leadership_changed(
+            self.replicas, self.groups, self.transactions, topic, index, leader
+        )
+
+    def channels(self) -> BrokerChannels:
+        """Connections to the other brokers (the transaction coordinator's), opened on
+        first use."""
+        if self._channels is None:
+            self._channels = self.cluster.open_channels()
+        return self._channels
+
+    def _start_duties(self) -> None:
         cfg = self.config
         flush_every = min(cfg["log.flush.scheduler.interval.ms"], 1000)
         duties: list[tuple[str, int, Callable[[], object]]] = [
@@ -141,13 +225,8 @@ class BrokerCore:
             duties.append(("cleaner", cfg["log.cleaner.backoff.ms"], self.logs.run_cleaner))
         for name, interval_ms, fn in duties:
             self._tasks.append(asyncio.create_task(self._every(name, interval_ms / 1000, fn)))
-        log.info(
-            "broker %d ready: %d topic(s), %d partition(s) in %s",
-            self.broker_id,
-            len(self.store.topics()),
-            len(self.replicas.partitions),
-            self.data_dir,
-        )
+        self._tasks.append(asyncio.create_task(self.groups.run()))
+        self._tasks.append(asyncio.create_task(self.transactions.run(time.time)))
 
     async def _every(self, name: str, interval_s: float, fn: Callable[[], object]) -> None:
         while True:
@@ -161,6 +240,10 @@ class BrokerCore:
         self.produce_purgatory.check_and_complete(partition.key)
         self.fetch_purgatory.check_and_complete(partition.key)
 
+    def _high_watermark(self, topic: str, index: int) -> int | None:
+        partition = self.replicas.get_partition(topic, index)
+        return None if partition is None else partition.high_watermark
+
     def complete_delayed(self) -> None:
         """Shutdown: answer every waiting produce and fetch with what is there now."""
         self.produce_purgatory.complete_all()
@@ -168,32 +251,31 @@ class BrokerCore:
 
     async def controlled_shutdown(self) -> None:
         """Before the listener closes: hand leadership to other brokers (cluster mode)."""
-        if self.cluster is not None and self.config["controlled.shutdown.enable"]:
+        if self.config["controlled.shutdown.enable"]:
             await self.cluster.controlled_shutdown(
                 self.config["controlled.shutdown.timeout.ms"] / 1000
             )
 
     async def stop(self) -> None:
-        """Stop duties, let handler areas shut down, flush and close logs cleanly."""
-        if self.authorizer is not None:
-            await self.authorizer.store.close()
-        if self.cluster is not None:
-            await self.cluster.stop()
+        """Undo what `start()` did, last step first: close the ACL store, leave the
+        cluster, stop the duties and the coordinators' timers, close the transaction
+        coordinator and the channels to other brokers, flush and close the logs."""
+        while self._undo:
+            what, undo = self._undo.pop()
+            try:
+                await undo()
+            except Exception:
+                log.exception("%s failed", what)
+
+    async def _stop_tasks(self) -> None:
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
-        for module in reversed(self._modules):
-            try:
-                await _maybe_await(getattr(module, "teardown", None), self)
-            except Exception:
-                log.exception("teardown of %s failed", module.__name__)
-        if self.logs is not None:
-            if self.logs.close():
-                log.info("logs flushed and closed cleanly")
 
+    async def _close_transactions(self) -> None:
+        await self.transactions.close()
+        if self._channels is not None:
+            self._channels.close()
 
-async def _maybe_await(fn, *args) -> None:
-    if fn is None:
-        return
-    result = fn(*args)
-    if inspect.isawaitable(result):
-        await result
+    async def _close_logs(self) -> None:
+        if self.logs.close():
+            log.info("logs flushed and closed cleanly")

@@ -1,7 +1,7 @@
 """Request dispatch: a table of handlers keyed by ApiKey, filled by handler modules.
 
-Every module in `broker/server/handlers/` is imported by `load_handlers()` and
-registers its functions with `@handles(ApiKey.X, ...)`. A handler is called as
+Every module in `broker/server/handlers/` is imported by `load_handlers()` (the
+server calls it once) and registers its functions with `@handles(ApiKey.X, ...)`. A handler is called as
 `handler(ctx, body)` with a `RequestContext` and the decoded request body (a dict
 with Kafka's snake_case field names) and returns:
 
@@ -12,15 +12,12 @@ with Kafka's snake_case field names) and returns:
 A handler raises `CloseConnection` to drop the client's connection (e.g. a failed
 acks=0 produce, which has no other way to report errors).
 
-Adding an area (consumer groups, InitProducerId, replication) = dropping a new module
-in `handlers/` that registers its keys, and giving each key its row of
-authorization checks in `broker/server/api_acls.py` (a test fails on a served key
-without one); two registrations of one key are a programming error.
-
-A handler module may also define `setup(core)` and `teardown(core)` (plain or async
-functions): `BrokerCore` calls every `setup` once the logs and partitions are loaded
-and every `teardown` before the logs close, in module-name order. That is where an
-area creates its long-lived state (e.g. the group coordinator) on the core.
+Adding an area = dropping a new module in `handlers/` that registers its keys, and
+giving each key its row of authorization checks in `broker/server/api_acls.py` (a
+test fails on a served key without one); two registrations of one key are a
+programming error. Handler modules hold no state: the services they use (the group
+coordinator, the cluster view, ...) are the typed attributes of `ctx.core`, built by
+the composition root (`broker.server.core`).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ The contract (Kafka's DelayedOperation, kept small):
 A `Purgatory` holds operations keyed by partition (`(topic, index)`); whoever changes
 a partition (an append moves the log end, a follower moves the high watermark) calls
 `check_and_complete(key)`. Acks=all produce waits on the high watermark, long-poll
-fetch on new data; replication will add follower-fetch progress as a trigger without
-changing this contract.
+fetch on new data, and follower fetches move the high watermark.
+`purgatory_metrics` reports how many requests wait in each.
 
 Everything runs on the broker's event loop: no locks, and callbacks never await.
 Operations hand their result to an `asyncio.Future` that the request handler awaits.
@@ -25,7 +25,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+
+from broker.metrics import PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +135,15 @@ class Purgatory:
                 if not watchers:
                     del self._watchers[key]
         op._purgatory = None
+
+
+def purgatory_metrics(purgatories: Iterable[Purgatory]) -> Iterator[GaugeMetricFamily]:
+    """A scrape's `purgatory_size` gauge: the requests waiting in each purgatory."""
+    family = GaugeMetricFamily(
+        PREFIX + "purgatory_size",
+        "Requests waiting: acks=all produces and long-poll fetches",
+        labels=["purgatory"],
+    )
+    for p in purgatories:
+        family.add_metric([p.name], p.watched())
+    yield family

@@ -27,6 +27,7 @@ from broker.sasl.settings import server_factories
 from broker.server import tls
 from broker.server.connection import Connection
 from broker.server.core import BrokerCore
+from broker.server.dispatch import load_handlers
 from broker.server.principal import parse_rules
 from broker.server.tls_accept import TlsListener
 from common.prometheus import MetricsServer
@@ -41,6 +42,7 @@ class BrokerServer:
 
     def __init__(self, config: BrokerConfig):
         self.config = config
+        load_handlers()
         self.core = BrokerCore(config)
         self.connections: set[Connection] = set()
         self.core.metrics.open_connections = self.connections
@@ -94,8 +96,7 @@ class BrokerServer:
                 adv_host,
                 adv_port,
             )
-        if self.core.cluster is not None:
-            self.core.cluster.fence_listeners.append(self._fenced)
+        self.core.cluster.fence_listeners.append(self._fenced)
         log.info(
             "serving: broker.id %d, cluster %s, %s loop, inter-broker listener %s",
             self.core.broker_id,
@@ -121,7 +122,8 @@ class BrokerServer:
                 out[listener.name] = (tls.server_context(settings, listener.name), rules)
         inter = self.config.listeners.inter_broker
         if self.config["zookeeper.connect"] is not None and inter in out:
-            tls.client_context(self.config.ssl_settings(inter))  # what replica fetchers use
+            # what replica fetchers will use: a configuration error, before anything starts
+            tls.client_context(self.config.ssl_settings(inter))
         return out
 
     async def _bind(self, listener) -> int:
@@ -141,7 +143,7 @@ class BrokerServer:
         return server.sockets[0].getsockname()[1]
 
     def _scram_lookup(self, user: str, mechanism: str):
-        return self.core.extensions["scram"].get(user, mechanism)
+        return self.core.scram.get(user, mechanism)
 
     def make_connection(self, listener: str, identify=None) -> Connection:
         return Connection(self, listener, identify)
@@ -149,10 +151,7 @@ class BrokerServer:
     def health(self) -> tuple[bool, dict]:
         """Ready when serving clients: listening, and in a cluster registered in
         ZooKeeper and not fenced from it."""
-        cluster = self.core.cluster
-        ready = bool(self.core.bound_ports) and not self.fenced
-        if cluster is not None:
-            ready = ready and cluster.registered
+        ready = bool(self.core.bound_ports) and not self.fenced and self.core.cluster.registered
         return ready, {
             "broker_id": self.core.broker_id,
             "partitions": len(self.core.replicas.partitions),
@@ -231,8 +230,7 @@ def run(config: BrokerConfig, event_loop: str = "asyncio") -> int:
             await server.start()
         except OSError as e:
             log.error("cannot start broker: %s", e)
-            if server.core.logs is not None:
-                await server.core.stop()
+            await server.core.stop()
             return 1
         await stop.wait()
         await server.shutdown()

@@ -1,8 +1,15 @@
 """Pure unit tests: replica assignment and the controller's election decisions."""
 
+import re
+
 import pytest
 
-from broker.cluster.assignment import AssignmentError, assign_replicas
+from broker.cluster.assignment import (
+    AssignmentError,
+    InvalidAssignment,
+    assign_replicas,
+    check_new_assignments,
+)
 from broker.cluster.controller import decide, elect, initial_state, preferred_moves
 from broker.cluster.zk import PartitionState
 from broker.protocol.errors import ErrorCode
@@ -91,3 +98,17 @@ def test_elect_leaders_preferred_and_unclean():
     code, new = elect([2, 3, 1], offline, {1, 3}, unclean=True)
     assert code == ErrorCode.NONE and (new.leader, new.leader_epoch, new.isr) == (3, 8, (3,))
     assert elect([2], offline, {1, 3}, True) == (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, None)
+
+
+def test_client_given_replica_lists_are_checked_with_kafkas_messages():
+    live = {0, 1, 2}
+    check_new_assignments([[0, 1], [1, 2]], 2, 2, live, first=3)
+    bad = [
+        ([[0, 1]], "Increasing the number of partitions by 2 but 1 assignments provided."),
+        ([[0, 1], [1, 1]], "Duplicate brokers not allowed in replica assignment: 1, 1"),
+        ([[0, 1], [2]], "partition 0 has 2 while partition 4 has 1."),
+        ([[0, 1], [1, 7]], "Unknown broker(s) in replica assignment: 7."),
+    ]
+    for assignments, message in bad:
+        with pytest.raises(InvalidAssignment, match=re.escape(message)):
+            check_new_assignments(assignments, 2, 2, live, first=3)

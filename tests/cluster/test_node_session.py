@@ -16,11 +16,12 @@ from types import SimpleNamespace
 from broker.cluster import zk
 from broker.cluster.node import ClusterNode
 from broker.cluster.partition import Partition
+from broker.cluster.replica_manager import ReplicaManager
 from broker.cluster.zk import PartitionState
 from broker.config import BrokerConfig
 from broker.log.config import LogConfig
 from broker.log.partition import PartitionLog
-from broker.server.handlers.metadata import controller_id, live_brokers
+from broker.server.handlers.metadata import live_brokers
 from common.aio import within
 
 
@@ -28,16 +29,12 @@ def _node(tmp_path):
     config = BrokerConfig(
         {"log.dirs": str(tmp_path), "zookeeper.connect": "127.0.0.1:9/x", "broker.id": "0"}
     )
-    partitions = {}
-    replicas = SimpleNamespace(
-        partitions=partitions, get_partition=lambda t, p: partitions.get((t, p))
-    )
-    core = SimpleNamespace(config=config, broker_id=0, extensions={}, replicas=replicas)
-    node = ClusterNode(core)
+    replicas = ReplicaManager(config, store=None, log_manager=None)
+    node = ClusterNode(config, store=None, replicas=replicas, metrics=None, endpoints=lambda: {})
     plog = PartitionLog(tmp_path / "t-0", LogConfig())
     part = Partition("t", 0, plog, 0, [0, 1, 2], min_insync_replicas=2)
     part.leader, part.isr = -1, set()
-    core.replicas.partitions[part.key] = part
+    replicas.partitions[part.key] = part
     node.topics["t"] = object()
     return node, part
 
@@ -101,16 +98,21 @@ def test_a_fenced_broker_leads_nothing_follows_nothing_and_says_so(tmp_path):
     node, part = _node(tmp_path)
     told = []
     node.fence_listeners.append(told.append)
-    node.brokers = {b: zk.BrokerInfo(b, {"PLAINTEXT": (f"h{b}", 9092)}) for b in (0, 1, 2)}
+    node.cache.brokers = {b: zk.BrokerInfo(b, {"PLAINTEXT": (f"h{b}", 9092)}) for b in (0, 1, 2)}
     node.on_state("t", 0, PartitionState(0, 3, (0, 1, 2), 1, version=7))
     assert part.is_leader and node.leader_of("t", 0) == 0
     _fence(node)
     assert node.fenced and told == [True]
     assert not part.is_leader and part.leader == -1 and part.leader_epoch == 3
     assert node.leader_of("t", 0) == -1
-    node.core.advertised, node.core.cluster = lambda listener: ("h0", 9092), node
-    assert [b["node_id"] for b in live_brokers(node.core, "PLAINTEXT")] == [1, 2]
-    assert controller_id(node.core) == -1
+    core = SimpleNamespace(
+        broker_id=0,
+        config=node.config,
+        advertised=lambda listener: ("h0", 9092),
+        cluster=node,
+    )
+    assert [b["node_id"] for b in live_brokers(core, "PLAINTEXT")] == [1, 2]
+    assert node.active_controller_id() == -1
 
 
 async def test_states_heard_while_fenced_apply_once_zookeeper_answers_again(tmp_path):

@@ -10,7 +10,7 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from broker.groups.offsets_topic import partition_for as group_partition
-from broker.transactions.tool import describe_transaction
+from logflume.commands.transactions.tool import describe_transaction
 from tests.cluster.util import create_topic, producer, wait_until
 
 TXN = {

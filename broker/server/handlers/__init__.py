@@ -1,15 +1,24 @@
 """Request handlers, one module per area; each registers itself with `dispatch.handles`.
 
-    api_versions.py  ApiVersions; SaslHandshake, SaslAuthenticate where no login is due
-                     (a SASL connection logging in is answered by the connection)
-    metadata.py      Metadata
-    produce.py       Produce (acks 0/1/all, DelayedProduce)
-    fetch.py         Fetch (long poll via DelayedFetch, sendfile slices)
-    offsets.py       ListOffsets, OffsetForLeaderEpoch
-    admin.py         CreateTopics, DeleteTopics, DescribeConfigs
-    groups.py        consumer-group APIs on the group coordinator (broker/groups)
-    producer_id.py   InitProducerId (idempotent producers)
-    scram_users.py   Describe/AlterUserScramCredentials and the SCRAM credential store
+    api_versions.py   ApiVersions; SaslHandshake, SaslAuthenticate where no login is due
+                      (a SASL connection logging in is answered by the connection)
+    metadata.py       Metadata
+    produce.py        Produce (acks 0/1/all, KIP-890 verification of transactional batches)
+    fetch.py          Fetch (long poll via DelayedFetch, sendfile slices, follower fetches)
+    offsets.py        ListOffsets, OffsetForLeaderEpoch
+    admin.py          CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords
+    configs.py        DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
+    cluster_admin.py  DescribeCluster, DescribeLogDirs, ElectLeaders
+    acls.py           DescribeAcls, CreateAcls, DeleteAcls
+    scram_users.py    Describe/AlterUserScramCredentials
+    groups.py         consumer-group APIs on the group coordinator (broker/groups)
+    producer_id.py    InitProducerId (idempotent producers; transactional ones go to
+                      transactions.py)
+    transactions.py   the transaction coordinator's APIs (broker/transactions),
+                      DescribeProducers
+    txn_markers.py    WriteTxnMarkers, TxnOffsetCommit
 
-See `broker.server.dispatch` for the handler contract and the setup/teardown hooks.
+Handler modules keep no state: the services they use are typed attributes of
+`ctx.core` (broker/server/core.py, the composition root). See `broker.server.dispatch`
+for the handler contract.
 """

@@ -21,7 +21,8 @@ so that a refusal discloses neither. Records of the internal topics are never
 deleted (INVALID_TOPIC_EXCEPTION), as in Kafka.
 
 CreatePartitions and DeleteRecords: see their handlers; the checks and the changes
-themselves are ReplicaManager's (with_partitions / alter_topic, delete_records).
+themselves are TopicAdmin's (with_partitions / alter_topic) and ReplicaManager's
+(delete_records).
 """
 
 from __future__ import annotations
@@ -47,31 +48,23 @@ def _require(ctx, op: Op, topic: str) -> None:
 
 @handles(ApiKey.CREATE_TOPICS)
 def create_topics(ctx, body):
-    """A single node creates at once; a cluster writes each topic to ZooKeeper and
-    answers when this broker serves it (bounded by the request's timeout_ms)."""
+    """The cluster view creates each topic: a single node at once, a cluster by writing
+    it to ZooKeeper and answering when this broker serves it (bounded by the request's
+    timeout_ms)."""
     counts = Counter(t["name"] for t in body["topics"])
     planned = [_plan(ctx, topic, counts[topic["name"]]) for topic in body["topics"]]
-    if ctx.core.cluster is not None and not body["validate_only"]:
-        return _create_in_cluster(ctx, body, planned)
-    if not body["validate_only"]:
-        for i, (meta, _) in enumerate(planned):
-            if meta is None:
-                continue
-            try:
-                ctx.core.replicas.create(meta)
-            except TopicError as e:  # e.g. no space left for its files
-                planned[i] = (None, e)
-    return _response(ctx, body, planned)
+    if body["validate_only"]:
+        return _response(ctx, body, planned)
+    return _create_all(ctx, body, planned)
 
 
-async def _create_in_cluster(ctx, body, planned):
-    node = ctx.core.cluster
+async def _create_all(ctx, body, planned):
     timeout_s = body["timeout_ms"] / 1000
     for i, (meta, _) in enumerate(planned):
         if meta is not None:
             try:
-                await node.create_and_wait(meta, timeout_s)
-            except TopicError as e:
+                await ctx.core.cluster.create_and_wait(meta, timeout_s)
+            except TopicError as e:  # e.g. no space left for its files, or a timeout
                 planned[i] = (None, e)
     return _response(ctx, body, planned)
 
@@ -90,7 +83,7 @@ def _plan(ctx, topic: dict, named: int):
         if topic["assignments"]:
             partitions, rf = _check_assignments(ctx.core.broker_id, topic)
         configs = {c["name"]: c["value"] for c in topic["configs"]}
-        return ctx.core.replicas.plan_topic(name, partitions, rf, configs), None
+        return ctx.core.topic_admin.plan_topic(name, partitions, rf, configs), None
     except TopicError as e:
         return None, e
 
@@ -207,7 +200,7 @@ def delete_topics(ctx, body):
             continue
         try:
             _require(ctx, Op.DELETE, name)
-            ctx.core.replicas.delete_topic(name)
+            ctx.core.topic_admin.delete_topic(name)
         except TopicError as e:
             result["error_code"], result["error_message"] = e.code, e.message
         results.append(result)
@@ -218,7 +211,7 @@ def delete_topics(ctx, body):
 async def create_partitions(ctx, body):
     """Grow topics to `count` partitions (never shrink: INVALID_PARTITIONS), with the
     given replica lists or assigned as for a new topic; `validate_only` checks only."""
-    replicas = ctx.core.replicas
+    topic_admin = ctx.core.topic_admin
     counts = Counter(t["name"] for t in body["topics"])
     results = []
     for topic in body["topics"]:
@@ -230,9 +223,9 @@ async def create_partitions(ctx, body):
             _require(ctx, Op.ALTER, name)
             given = topic["assignments"]
             assignments = None if given is None else [a["broker_ids"] for a in given]
-            meta = replicas.with_partitions(name, topic["count"], assignments)
+            meta = topic_admin.with_partitions(name, topic["count"], assignments)
             if not body["validate_only"]:
-                await replicas.alter_topic(meta)
+                await topic_admin.alter_topic(meta)
         except TopicError as e:
             code, message = e.code, e.message
         results.append({"name": name, "error_code": code, "error_message": message})

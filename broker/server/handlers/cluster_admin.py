@@ -27,7 +27,7 @@ import os
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import NOT_REQUESTED, RT, Op, allowed, authorized_operations
 from broker.server.dispatch import handles
-from broker.server.handlers.metadata import controller_id, live_brokers
+from broker.server.handlers.metadata import live_brokers
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
@@ -46,7 +46,7 @@ def describe_cluster(ctx, body):
         "error_message": None,
         "endpoint_type": 1,
         "cluster_id": core.cluster_id,
-        "controller_id": controller_id(core),
+        "controller_id": core.cluster.active_controller_id(),
         "brokers": [
             {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
             for b in live_brokers(core, ctx.listener)
@@ -104,23 +104,10 @@ async def elect_leaders(ctx, body):
     wanted = None
     if body["topic_partitions"] is not None:
         wanted = [(t["topic"], p) for t in body["topic_partitions"] for p in t["partitions"]]
-    node = core.cluster
     if not allowed(ctx, Op.ALTER, RT.CLUSTER):
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return _election_answer(refused, dict.fromkeys(wanted or (), refused), unclean)
-    if node is not None and node.controller is not None:
-        results = await node.controller.elect_leaders(wanted, unclean)
-    else:
-        topics = core.replicas.topics()
-        if wanted is None:
-            wanted = [(n, p) for n, meta in sorted(topics.items()) for p in range(meta.partitions)]
-        known = ErrorCode.NOT_CONTROLLER if node is not None else ErrorCode.ELECTION_NOT_NEEDED
-        results = {
-            (t, p): known
-            if t in topics and 0 <= p < topics[t].partitions
-            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            for t, p in wanted
-        }
+    results = await core.cluster.elect_leaders(wanted, unclean)
     return _election_answer(ErrorCode.NONE, results, unclean)
 
 

@@ -10,7 +10,7 @@ legacy AlterConfigs replaces the whole override set. Every resource is checked
 first (unknown topic: UNKNOWN_TOPIC_OR_PARTITION; unknown key or bad value:
 INVALID_CONFIG; a key twice, a null value to set, an unknown operation:
 INVALID_REQUEST) and nothing is written for `validate_only`. A cluster writes the
-new overrides to ZooKeeper and every broker applies them (replica_manager.py).
+new overrides to ZooKeeper and every broker applies them (topic_admin.py).
 Broker configs are static here (no dynamic broker config yet): altering one is
 refused with INVALID_REQUEST naming the keys, as Kafka refuses a read-only key.
 
@@ -124,7 +124,7 @@ def _entry(name, value, read_only, source, synonyms, config_type, doc) -> dict:
 
 def _topic_entries(core, name: str, result: dict) -> list[dict]:
     try:
-        meta = core.replicas.existing_topic(name)
+        meta = core.topic_admin.existing_topic(name)
     except ApiError as e:
         result["error_code"], result["error_message"] = e.code, str(e)
         return []
@@ -193,7 +193,7 @@ def alter_configs(ctx, body):
 
 
 async def _alter(ctx, body, incremental: bool) -> dict:
-    replicas = ctx.core.replicas
+    topic_admin = ctx.core.topic_admin
     responses = []
     for res in body["resources"]:
         rtype, rname = res["resource_type"], res["resource_name"]
@@ -206,11 +206,11 @@ async def _alter(ctx, body, incremental: bool) -> dict:
             if refused is not None:
                 raise ApiError(refused)
             if rtype == RESOURCE_TOPIC:
-                current = replicas.existing_topic(rname).configs
+                current = topic_admin.existing_topic(rname).configs
                 overrides = _new_overrides(ctx.core, rname, current, res["configs"], incremental)
-                meta = replicas.with_configs(rname, overrides)
+                meta = topic_admin.with_configs(rname, overrides)
                 if not body["validate_only"]:
-                    await replicas.alter_topic(meta)
+                    await topic_admin.alter_topic(meta)
             elif rtype == RESOURCE_BROKER:
                 raise ApiError(
                     ErrorCode.INVALID_REQUEST,

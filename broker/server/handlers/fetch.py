@@ -59,14 +59,6 @@ from broker.server.purgatory import DelayedOperation
 UNLIMITED = 0x7FFFFFFF
 
 
-def _check_epoch(partition, current_leader_epoch: int) -> ErrorCode:
-    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
-        return ErrorCode.NONE
-    if current_leader_epoch > partition.leader_epoch:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH
-    return ErrorCode.FENCED_LEADER_EPOCH
-
-
 def _empty(index: int, code: ErrorCode, partition=None, lso: int | None = None) -> dict:
     if lso is None:
         lso = partition.last_stable_offset if partition is not None else -1
@@ -125,7 +117,7 @@ def read_partitions(
                 parts.append(_empty(index, unknown))
                 errors = True
                 continue
-            code = _check_epoch(partition, req["current_leader_epoch"])
+            code = partition.check_leader_epoch(req["current_leader_epoch"])
             if code == ErrorCode.NONE and not partition.is_leader:
                 code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if code == ErrorCode.NONE and follower:
@@ -138,8 +130,8 @@ def read_partitions(
                     continue
                 elif req["fetch_offset"] <= partition.log_end_offset:
                     partition.update_follower_leo(replica_id, req["fetch_offset"])
-                    if core.cluster is not None and replica_id not in partition.isr:
-                        core.cluster.isr.maybe_expand(partition, replica_id)
+                    if replica_id not in partition.isr:
+                        core.cluster.follower_fetched(partition, replica_id)
                 # else: a follower past our log end (a tail it must truncate first) is
                 # not a position: the read below answers OFFSET_OUT_OF_RANGE.
             if code != ErrorCode.NONE:

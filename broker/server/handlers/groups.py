@@ -2,13 +2,16 @@
 OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete, all answered
 by `broker.groups`.
 
-The `GroupCoordinator` lives in `core.extensions["groups"]`. Its state is the
-compacted internal topic `__consumer_offsets`, created on the first FindCoordinator
-as Kafka does (so brokers that never see a group carry no such topic), with
-`offsets.topic.num.partitions` partitions; at start-up an existing one is loaded.
-This single-node broker leads every partition, so it coordinates every group.
-FindCoordinator for key type 1 (transactional ids) points at the leader of the id's
-`__transaction_state` partition (handlers/transactions.py creates that topic).
+The `GroupCoordinator` is `core.groups` (built by the composition root,
+broker/server/core.py). Its state is the compacted internal topic
+`__consumer_offsets`, created on the first FindCoordinator as Kafka does (so brokers
+that never see a group carry no such topic), with `offsets.topic.num.partitions`
+partitions. A broker coordinates the groups of the partitions it leads (a single
+node leads them all), loaded as it becomes their leader
+(broker/server/coordinators.py); FindCoordinator points at the leader of the
+group's partition. FindCoordinator for key type 1 (transactional ids) points at the
+leader of the id's `__transaction_state` partition (handlers/transactions.py creates
+that topic).
 OffsetFetch `require_stable` reports offsets still pending in a transaction
 (handlers/txn_markers.py, broker/groups/txn_offsets.py) as UNSTABLE_OFFSET_COMMIT.
 
@@ -31,19 +34,17 @@ else those the caller may DESCRIBE.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
-from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from broker.cluster.replica_manager import TopicError
+from broker.groups.coordinator import GroupCoordinator
 from broker.groups.offsets_topic import TOPIC
-from broker.groups.storage import PartitionOffsetsStore
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import NOT_REQUESTED, RT, Op, allowed, authorized_operations
+from broker.server.coordinators import load_offsets_partitions
 from broker.server.dispatch import handles
 from broker.server.handlers import transactions
-from broker.server.handlers.produce import wait_replicated
-from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -55,56 +56,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _wait_replicated(core):
-    timeout_s = core.config["offsets.commit.timeout.ms"] / 1000
-
-    async def wait(partition, end_offset: int) -> ErrorCode:
-        return await wait_replicated(core, partition, end_offset, timeout_s)
-
-    return wait
-
-
-def setup(core) -> None:
-    store = PartitionOffsetsStore(
-        lambda i: core.replicas.get_partition(TOPIC, i), _wait_replicated(core)
-    )
-    coordinator = GroupCoordinator(store, CoordinatorConfig.from_broker_config(core.config))
-    core.extensions["groups"] = coordinator
-    if core.replicas.topic(TOPIC) is not None:
-        _load_all(core, coordinator)
-    core.extensions["groups-timer"] = asyncio.get_running_loop().create_task(coordinator.run())
-
-
-async def teardown(core) -> None:
-    task = core.extensions.pop("groups-timer", None)
-    await cancel_and_wait([task])
-
-
-def _load_all(core, coordinator: GroupCoordinator) -> None:
-    meta = core.replicas.topic(TOPIC)
-    now = _now_ms()
-    before = len(coordinator.owned)
-    for index in range(meta.partitions):
-        p = core.replicas.get_partition(TOPIC, index)
-        if p is not None and p.is_leader and index not in coordinator.owned:
-            coordinator.load_partition(index, now)
-    if len(coordinator.owned) > before:
-        log.info(
-            "coordinating %d partition(s) of %s: %d group(s) loaded",
-            len(coordinator.owned),
-            TOPIC,
-            len(coordinator.groups),
-        )
-
-
 def _ensure_offsets_topic(core) -> ErrorCode:
-    coordinator: GroupCoordinator = core.extensions["groups"]
+    coordinator = core.groups
     if core.replicas.topic(TOPIC) is None:
         cfg = core.config
-        from broker.cluster.replica_manager import TopicError
-
         try:
-            core.replicas.create_topic(
+            core.topic_admin.create_topic(
                 TOPIC,
                 coordinator.config.num_partitions,
                 cfg["offsets.topic.replication.factor"],
@@ -119,12 +76,12 @@ def _ensure_offsets_topic(core) -> ErrorCode:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if core.replicas.topic(TOPIC) is None:  # cluster mode: created in the background
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    _load_all(core, coordinator)
+    load_offsets_partitions(core.replicas, coordinator)
     return ErrorCode.NONE
 
 
 def _coordinator(ctx) -> GroupCoordinator:
-    return ctx.core.extensions["groups"]
+    return ctx.core.groups
 
 
 def _group_denied(ctx, op: Op, group_id: str) -> bool:
@@ -167,21 +124,17 @@ def _coordinator_of(ctx, key: str, key_type: int) -> dict:
         topic, index = transactions.TOPIC, transactions.coordinator_partition(core, key)
     else:
         topic, index = TOPIC, _coordinator(ctx).partition_for(key)
+    leader = core.cluster.leader_of(topic, index)
+    info = core.cluster.brokers.get(leader)
+    address = info.endpoints.get(ctx.listener) if info is not None else None
+    if address is None:
+        why = "has no leader yet" if info is None else f"leader has no {ctx.listener} listener"
+        return {
+            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "error_message": f"the coordinator's partition {why}",
+        } | none
     found = {"error_code": ErrorCode.NONE, "error_message": None}
-    if core.cluster is not None:
-        leader = core.cluster.leader_of(topic, index)
-        info = core.cluster.brokers.get(leader)
-        address = info.endpoints.get(ctx.listener) if info is not None else None
-        if address is None:
-            why = "has no leader yet" if info is None else f"leader has no {ctx.listener} listener"
-            return {
-                "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "error_message": f"the coordinator's partition {why}",
-            } | none
-        return found | {"node_id": leader, "host": address[0], "port": address[1]}
-    partition = core.replicas.get_partition(topic, index)
-    host, port = core.advertised(ctx.listener)
-    return found | {"node_id": partition.leader, "host": host, "port": port}
+    return found | {"node_id": leader, "host": address[0], "port": address[1]}
 
 
 @handles(ApiKey.JOIN_GROUP)

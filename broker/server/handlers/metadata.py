@@ -3,9 +3,9 @@
 Version quirks (see reference/kafka-protocol.md): v0 sends an empty topic list to
 mean "all topics"; v1+ uses null for all and empty for none. Requested topics that
 do not exist are created when `auto.create.topics.enable` is on and (v4+) the client
-allows it; the single node creates them synchronously, so the answer already
-carries their partitions. A cluster creates them through ZooKeeper and the
-controller; the answer then waits (bounded by AUTO_CREATE_WAIT_S) until their
+allows it; a single node creates them synchronously, so the answer already carries
+their partitions. A cluster creates them through ZooKeeper and the controller; the
+answer then waits (bounded by AUTO_CREATE_WAIT_S) until their
 partitions have leaders, and says LEADER_NOT_AVAILABLE (retriable) only past that.
 Authorization: an all-topics answer lists only the topics the caller may DESCRIBE;
 a named topic it may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED whether it
@@ -90,20 +90,22 @@ def visible(ctx, names) -> list[str]:
     return sorted(n for n in names if allowed(ctx, Op.DESCRIBE, RT.TOPIC, n))
 
 
-def topic_entry(core, name: str) -> dict:
-    meta = core.replicas.topic(name)
+def topic_entry(core, name: str, meta) -> dict:
+    """A topic as the cluster view describes it: leaders, ISRs and offline replicas."""
     partitions = []
     for index in range(meta.partitions):
-        p = core.replicas.get_partition(name, index)
+        view = core.cluster.partition_view(name, index)
         partitions.append(
             {
-                "error_code": ErrorCode.NONE,
+                "error_code": ErrorCode.NONE
+                if view.leader >= 0
+                else ErrorCode.LEADER_NOT_AVAILABLE,
                 "partition_index": index,
-                "leader_id": p.leader,
-                "leader_epoch": p.leader_epoch,
-                "replica_nodes": list(p.replicas),
-                "isr_nodes": sorted(p.isr),
-                "offline_replicas": [],
+                "leader_id": view.leader,
+                "leader_epoch": view.leader_epoch,
+                "replica_nodes": view.replicas,
+                "isr_nodes": view.isr,
+                "offline_replicas": view.offline,
             }
         )
     return {
@@ -115,91 +117,64 @@ def topic_entry(core, name: str) -> dict:
     }
 
 
-def cluster_topic_entry(core, name: str) -> dict:
-    """A topic as the cluster sees it: leaders, ISRs and offline replicas from ZooKeeper."""
-    node = core.cluster
-    meta = node.topics[name]
-    partitions = []
-    for index in range(meta.partitions):
-        state = node.states.get((name, index))
-        replicas = list(meta.assignments[index])
-        leader = node.leader_of(name, index)
-        partitions.append(
-            {
-                "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-                "partition_index": index,
-                "leader_id": leader,
-                "leader_epoch": state.leader_epoch if state is not None else -1,
-                "replica_nodes": replicas,
-                "isr_nodes": list(state.isr) if state is not None else [],
-                "offline_replicas": [r for r in replicas if r not in node.brokers],
-            }
-        )
-    return {
-        "error_code": ErrorCode.NONE,
-        "name": name,
-        "topic_id": topic_uuid(meta),
-        "is_internal": is_internal(name),
-        "partitions": partitions,
-    }
-
-
-def _cluster_metadata(ctx, body):
-    """The cluster's answer; when this request auto-created topics, it waits (at most
+@handles(ApiKey.METADATA)
+def metadata(ctx, body):
+    """When this request auto-created topics in a cluster, the answer waits (at most
     AUTO_CREATE_WAIT_S) until the controller gave their partitions leaders, so the
     client gets a usable answer instead of LEADER_NOT_AVAILABLE for a topic that is
     an instant away from being ready."""
     created: list[str] = []
-    response = _cluster_response(ctx, body, created)
+    response = _response(ctx, body, created)
     if not created:
         return response
     return _when_led(ctx, body, created)
 
 
 async def _when_led(ctx, body, names: list[str]) -> dict:
-    node = ctx.core.cluster
+    cluster = ctx.core.cluster
     loop = asyncio.get_running_loop()
     deadline = loop.time() + AUTO_CREATE_WAIT_S
-    while loop.time() < deadline and not all(_led(node, n) for n in names):  # noqa: ASYNC110
+    while loop.time() < deadline and not all(_led(cluster, n) for n in names):  # noqa: ASYNC110
         await asyncio.sleep(0.02)
-    return _cluster_response(ctx, body, [])
+    return _response(ctx, body, [])
 
 
-def _led(node, name: str) -> bool:
-    meta = node.topics.get(name)
-    return meta is not None and all(node.leader_of(name, i) >= 0 for i in range(meta.partitions))
+def _led(cluster, name: str) -> bool:
+    meta = cluster.topics.get(name)
+    return meta is not None and all(cluster.leader_of(name, i) >= 0 for i in range(meta.partitions))
 
 
-def _cluster_response(ctx, body, created: list[str]) -> dict:
+def _response(ctx, body, created: list[str]) -> dict:
+    """The answer; the names of topics auto-created in the background (a cluster
+    writes them to ZooKeeper) go to `created`."""
     core = ctx.core
-    node = core.cluster
+    known = core.cluster.topics
     requested = body["topics"]
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [cluster_topic_entry(core, n) for n in visible(ctx, node.topics)]
+        topics = [topic_entry(core, n, known[n]) for n in visible(ctx, known)]
     else:
         allow_create = ctx.api_version < 4 or body["allow_auto_topic_creation"]
         topics = []
         for item in requested:
-            name = requested_topic(ctx, item, node.topics)
+            name = requested_topic(ctx, item, known)
             if isinstance(name, dict):
                 topics.append(name)
                 continue
-            if name in node.topics:
-                topics.append(cluster_topic_entry(core, name))
+            if name in known:
+                topics.append(topic_entry(core, name, known[name]))
                 continue
             refused = _may_create(ctx, name, allow_create)
             if refused == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                 topics.append(_denied_entry(name, None))
                 continue
-            code = core.replicas.auto_create(name) if refused is None else None
+            code = refused if refused is not None else core.topic_admin.auto_create(name)
             if code == ErrorCode.NONE:
+                meta = core.cluster.topics.get(name)
+                if meta is not None:  # created at once (a single node)
+                    topics.append(topic_entry(core, name, meta))
+                    continue
                 created.append(name)
-            if code in (None, ErrorCode.NONE):
-                code = (
-                    ErrorCode.LEADER_NOT_AVAILABLE
-                    if code is not None
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
+                code = ErrorCode.LEADER_NOT_AVAILABLE
             topics.append(
                 {"error_code": code, "name": name, "is_internal": False, "partitions": []}
             )
@@ -207,7 +182,7 @@ def _cluster_response(ctx, body, created: list[str]) -> dict:
         "throttle_time_ms": 0,
         "brokers": live_brokers(core, ctx.listener),
         "cluster_id": core.cluster_id,
-        "controller_id": controller_id(core),
+        "controller_id": core.cluster.active_controller_id(),
         "topics": topics,
     }
     return with_authorized_operations(ctx, body, response)
@@ -220,7 +195,7 @@ def live_brokers(core, listener: str) -> list[dict]:
     before its registration shows up (it serves already), and left out while it is
     fenced from ZooKeeper (broker.cluster.lease): clients forget brokers that a
     Metadata answer does not list and ask another one who leads now."""
-    fenced = core.cluster is not None and core.cluster.fenced
+    fenced = core.cluster.fenced
     brokers = {}
     if not fenced:
         host, port = core.advertised(listener)
@@ -230,7 +205,7 @@ def live_brokers(core, listener: str) -> list[dict]:
             "port": port,
             "rack": core.config["broker.rack"],
         }
-    for b in core.cluster.brokers.values() if core.cluster is not None else ():
+    for b in core.cluster.brokers.values():
         address = b.endpoints.get(listener)
         if address is not None and not (fenced and b.broker_id == core.broker_id):
             brokers[b.broker_id] = {
@@ -240,12 +215,6 @@ def live_brokers(core, listener: str) -> list[dict]:
                 "rack": b.rack,
             }
     return [brokers[b] for b in sorted(brokers)]
-
-
-def controller_id(core) -> int:
-    if core.cluster is None:
-        return core.broker_id
-    return -1 if core.cluster.fenced else core.cluster.controller_id
 
 
 def with_authorized_operations(ctx, body, response: dict) -> dict:
@@ -264,40 +233,3 @@ def with_authorized_operations(ctx, body, response: dict) -> dict:
             authorized_operations(ctx, RT.CLUSTER) if allowed(ctx, Op.DESCRIBE, RT.CLUSTER) else 0
         )
     return response
-
-
-@handles(ApiKey.METADATA)
-def metadata(ctx, body):
-    core = ctx.core
-    if core.cluster is not None:
-        return _cluster_metadata(ctx, body)
-    version = ctx.api_version
-    requested = body["topics"]
-    if requested is None or (version == 0 and not requested):
-        topics = [topic_entry(core, n) for n in visible(ctx, core.replicas.topics())]
-    else:
-        allow_create = version < 4 or body["allow_auto_topic_creation"]
-        topics = []
-        for item in requested:
-            name = requested_topic(ctx, item, core.replicas.topics())
-            if isinstance(name, dict):
-                topics.append(name)
-                continue
-            if core.replicas.topic(name) is None:
-                code = _may_create(ctx, name, allow_create)
-                if code is None:
-                    code = core.replicas.auto_create(name)
-                if code != ErrorCode.NONE:
-                    topics.append(
-                        {"error_code": code, "name": name, "is_internal": False, "partitions": []}
-                    )
-                    continue
-            topics.append(topic_entry(core, name))
-    response = {
-        "throttle_time_ms": 0,
-        "brokers": live_brokers(core, ctx.listener),
-        "cluster_id": core.cluster_id,
-        "controller_id": core.broker_id,
-        "topics": topics,
-    }
-    return with_authorized_operations(ctx, body, response)

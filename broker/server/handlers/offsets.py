@@ -19,7 +19,6 @@ TOPIC_AUTHORIZATION_FAILED, as Kafka answers.
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
-from broker.server.handlers.fetch import _check_epoch
 
 LATEST = -1
 EARLIEST = -2
@@ -31,7 +30,7 @@ def _lookup(core, topic: str, index: int, current_epoch: int, refused: ErrorCode
     partition = core.replicas.get_partition(topic, index)
     if partition is None:
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    code = _check_epoch(partition, current_epoch)
+    code = partition.check_leader_epoch(current_epoch)
     if code == ErrorCode.NONE and not partition.is_leader:
         code = ErrorCode.NOT_LEADER_OR_FOLLOWER
     return partition, code

@@ -29,10 +29,8 @@ batch first (protocol/legacy.py), and the log stores only v2.
 - acks=1: answer once the leader has appended.
 - acks=all (-1): `min.insync.replicas` is checked before the append
   (NOT_ENOUGH_REPLICAS); the answer waits in the produce purgatory as a
-  `DelayedProduce` until the high watermark covers every appended batch, or
-  `timeout_ms` passes (REQUEST_TIMED_OUT). On a single node the high watermark moves
-  with the append, so the operation completes at once; with replication, follower
-  fetches move it and wake the operation through `Partition.on_change`.
+  `DelayedProduce` (broker.cluster.delayed_produce) until the high watermark covers
+  every appended batch, or `timeout_ms` passes (REQUEST_TIMED_OUT).
 
 Unknown topics are created on first use when `auto.create.topics.enable` is on; a
 topic that cannot be gives its code to every partition of it (INVALID_TOPIC_EXCEPTION
@@ -61,6 +59,7 @@ import asyncio
 import logging
 import time
 
+from broker.cluster.delayed_produce import DelayedProduce
 from broker.cluster.names import is_internal
 from broker.log.common import RecordValidationError
 from broker.protocol import ApiKey, ErrorCode
@@ -75,7 +74,6 @@ from broker.protocol.records import (
 from broker.server import txn_verification
 from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import CloseConnection, handles
-from broker.server.purgatory import DelayedOperation
 
 log = logging.getLogger(__name__)
 _STORAGE_LOG_EVERY_S = 10.0
@@ -97,38 +95,6 @@ def _log_storage_error(what: str, answer: ErrorCode, e: OSError) -> None:
         e,
         f" ({more} more since the last report)" if more else "",
     )
-
-
-class DelayedProduce(DelayedOperation):
-    """An acks=all produce waiting for the high watermark; owned by the produce purgatory."""
-
-    def __init__(self, timeout_s: float, waiting: list, response: dict, future: asyncio.Future):
-        super().__init__(timeout_s)
-        self.waiting = waiting  # [(partition, required offset, partition response dict)]
-        self.response = response
-        self.future = future
-
-    def try_complete(self) -> bool:
-        still = []
-        for partition, required, resp in self.waiting:
-            done, error = partition.enough_replicas_for(required)
-            if not done:
-                still.append((partition, required, resp))
-            elif error != ErrorCode.NONE:
-                resp["error_code"] = error
-                resp["base_offset"] = -1
-        self.waiting = still
-        if still:
-            return False
-        return self.force_complete()
-
-    def on_complete(self) -> None:
-        for _, _, resp in self.waiting:
-            resp["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-            resp["base_offset"] = -1
-        self.waiting = []
-        if not self.future.done():
-            self.future.set_result(self.response)
 
 
 def _partition_response(index: int, code: ErrorCode, message: str | None = None) -> dict:
@@ -169,8 +135,7 @@ def produce(ctx, body):
         tid = body.get("transactional_id")
         if tid is None or not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
             return _answer_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if core.cluster is not None:
-        core.cluster.lease.poll()
+    core.cluster.check_lease()
     plan = _plan(ctx, body)
     guards = txn_verification.guards_for(core, body, plan)
     if guards is None or not guards.pending:
@@ -197,7 +162,7 @@ def _plan(ctx, body) -> list[tuple[str, list[list]]]:
         elif not may_auto_create(ctx, name):
             topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:
-            topic_error = replicas.auto_create(name)
+            topic_error = core.topic_admin.auto_create(name)
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]
@@ -331,18 +296,3 @@ def _append(partition, index: int, records, acks: int, guard=None) -> tuple[dict
     resp["log_append_time_ms"] = info.log_append_time
     resp["log_start_offset"] = partition.log_start_offset
     return resp, info.last_offset + 1
-
-
-async def wait_replicated(core, partition, end_offset: int, timeout_s: float) -> ErrorCode:
-    """Wait until `partition`'s high watermark reaches `end_offset` (acks=all).
-
-    For broker-internal writers (e.g. the group coordinator appending to
-    `__consumer_offsets` with `partition.append_as_leader(records, -1)`): returns
-    NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND or NOT_LEADER_OR_FOLLOWER.
-    """
-    resp = {"error_code": ErrorCode.NONE, "base_offset": 0}
-    future = asyncio.get_running_loop().create_future()
-    op = DelayedProduce(timeout_s, [(partition, end_offset, resp)], resp, future)
-    if not core.produce_purgatory.try_complete_else_watch(op, [partition.key]):
-        await future
-    return ErrorCode(resp["error_code"])

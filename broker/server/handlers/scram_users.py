@@ -1,6 +1,7 @@
 """DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), and the
-SCRAM credential store behind them (`core.extensions["scram"]`, which the SASL
-listeners' ScramServer reads through BrokerServer._scram_lookup).
+SCRAM credential store behind them (`core.scram`: a file on a single node, ZooKeeper
+in a cluster; the SASL listeners' ScramServer reads it through
+BrokerServer._scram_lookup).
 
 Kafka's rules: the client salts the password (AlterUserScramCredentials carries salt
 and SaltedPassword, never the password); iterations must be within
@@ -16,21 +17,12 @@ CLUSTER_AUTHORIZATION_FAILED: for the whole request, or for each user).
 from __future__ import annotations
 
 from broker.protocol import ApiKey, ErrorCode
-from broker.sasl.credentials import LocalCredentialStore, ZkCredentialStore
 from broker.sasl.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
 
 MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 MECHANISM_NUMBERS = {v: k for k, v in MECHANISM_IDS.items()}
-
-
-def setup(core) -> None:
-    """The store; a cluster's starts watching ZooKeeper when the node joins."""
-    if core.config["zookeeper.connect"] is not None:
-        core.extensions["scram"] = ZkCredentialStore()
-    else:
-        core.extensions["scram"] = LocalCredentialStore(core.data_dir)
 
 
 @handles(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
@@ -42,7 +34,7 @@ def describe_user_scram_credentials(ctx, body):
             "error_message": None,
             "results": [],
         }
-    store = ctx.core.extensions["scram"]
+    store = ctx.core.scram
     names = [u["name"] for u in body["users"] or []]
     results = []
     if not names:
@@ -105,7 +97,7 @@ def alter_user_scram_credentials(ctx, body):
                 for n in dict.fromkeys(names)
             ],
         }
-    store = ctx.core.extensions["scram"]
+    store = ctx.core.scram
     errors: dict[str, tuple[int, str]] = {}
     seen: set = set()
     users: list[str] = []

@@ -5,13 +5,12 @@ AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions, all answered
 (the producers a partition remembers, with the offset their open transaction began
 at: what `kafka-transactions.sh find-hanging` and `abort --start-offset` read).
 
-The `TransactionCoordinator` lives in `core.extensions["transactions"]`. Its state is
-the compacted internal topic `__transaction_state`, created on the first
-FindCoordinator for a transactional id as Kafka does, with
-`transaction.state.log.num.partitions` partitions; at start-up an existing one is
-loaded (single node), in a cluster partitions are loaded and unloaded as this broker
-gains and loses their leadership (broker.cluster.node). The coordinator epoch of a
-partition is its leader epoch.
+The `TransactionCoordinator` is `core.transactions` (built by the composition root,
+broker/server/core.py, wired in broker/server/coordinators.py). Its state is the
+compacted internal topic `__transaction_state`, created on the first FindCoordinator
+for a transactional id as Kafka does, with `transaction.state.log.num.partitions`
+partitions, which are loaded and unloaded as this broker gains and loses their
+leadership. The coordinator epoch of a partition is its leader epoch.
 
 `core.txn_verifier` answers KIP-890's produce-time check (a transactional batch on a
 partition where the producer has no ongoing transaction): locally when this broker
@@ -31,29 +30,22 @@ PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to versions that predate i
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
 from broker.cluster.names import is_internal
 from broker.cluster.replica_manager import TopicError
-from broker.groups.storage import PartitionOffsetsStore, StoreError
+from broker.groups.offsets_topic import TOPIC as OFFSETS_TOPIC
 from broker.protocol import ApiKey, ErrorCode
-from broker.protocol.errors import ApiError
 from broker.server.authz import RT, Op, allowed
+from broker.server.coordinators import load_txn_partitions
 from broker.server.dispatch import handles
-from broker.server.handlers.produce import wait_replicated
-from broker.tasks import cancel_and_wait
-from broker.transactions.channel import BrokerChannels
-from broker.transactions.config import TxnConfig
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.transactions.log_format import TOPIC
-from broker.transactions.markers import MarkerWriter
 from broker.transactions.state import by_topic
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 # The first version of each API that knows PRODUCER_FENCED.
 _FENCED_SINCE = {
     ApiKey.INIT_PRODUCER_ID: 4,
@@ -74,85 +66,11 @@ def client_error(ctx, code: ErrorCode) -> ErrorCode:
     return code
 
 
-# -- set-up ----------------------------------------------------------------------------
-
-
-def setup(core) -> None:
-    config = TxnConfig.from_broker_config(core.config)
-    timeout_s = config.marker_timeout_ms / 1000
-
-    async def wait(partition, end_offset: int) -> ErrorCode:
-        return await wait_replicated(core, partition, end_offset, timeout_s)
-
-    async def next_producer_id() -> int:
-        if core.cluster is None:
-            return core.extensions["producer_ids"].next_id()
-        try:
-            return await core.cluster.producer_ids.next_id()
-        except Exception as e:  # ZooKeeper unreachable: a retriable error for the client
-            log.warning("producer id block reservation failed: %s", e)
-            raise StoreError(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
-
-    def leader_of(tp) -> int | None:
-        if core.replicas.topic(tp[0]) is None:
-            return None
-        if core.cluster is not None:
-            return core.cluster.leader_of(*tp)
-        return core.broker_id
-
-    async def write_remote(broker_id, pid, epoch, commit, coordinator_epoch, tps):
-        return await _channels(core).write_markers(
-            broker_id, pid, epoch, commit, coordinator_epoch, tps
-        )
-
-    async def write_local(tp, pid, epoch, commit, coordinator_epoch) -> ErrorCode:
-        return await write_marker_here(core, tp, pid, epoch, commit, coordinator_epoch, timeout_s)
-
-    store = PartitionOffsetsStore(lambda i: core.replicas.get_partition(TOPIC, i), wait)
-    markers = MarkerWriter(core.broker_id, leader_of, write_local, write_remote)
-    coordinator = TransactionCoordinator(store, markers, next_producer_id, config)
-    core.extensions["transactions"] = coordinator
-    core.txn_verifier = _verifier(core)
-    if core.config["zookeeper.connect"] is None and core.replicas.topic(TOPIC) is not None:
-        load_all(core)  # in a cluster, leadership from ZooKeeper loads (broker.cluster.node)
-    core.extensions["transactions-timer"] = asyncio.get_running_loop().create_task(
-        coordinator.run(time.time)
-    )
-
-
-async def teardown(core) -> None:
-    await cancel_and_wait([core.extensions.pop("transactions-timer", None)])
-    coordinator: TransactionCoordinator = core.extensions["transactions"]
-    await coordinator.close()
-    channels = core.extensions.pop("txn-channels", None)
-    if channels is not None:
-        channels.close()
-
-
-def _channels(core) -> BrokerChannels:
-    channels = core.extensions.get("txn-channels")
-    if channels is None:
-        cluster = core.cluster
-        channels = BrokerChannels(cluster.fetchers, lambda: cluster.brokers, core.broker_id)
-        core.extensions["txn-channels"] = channels
-    return channels
-
-
-def load_all(core) -> None:
-    """Load every `__transaction_state` partition led here and not loaded yet."""
-    coordinator: TransactionCoordinator = core.extensions["transactions"]
-    meta = core.replicas.topic(TOPIC)
-    for index in range(meta.partitions):
-        p = core.replicas.get_partition(TOPIC, index)
-        if p is not None and p.is_leader and index not in coordinator.owned:
-            coordinator.load_partition(index, p.leader_epoch)
-
-
 def ensure_txn_topic(core) -> ErrorCode:
     if core.replicas.topic(TOPIC) is None:
         cfg = core.config
         try:
-            core.replicas.create_topic(
+            core.topic_admin.create_topic(
                 TOPIC,
                 cfg["transaction.state.log.num.partitions"],
                 cfg["transaction.state.log.replication.factor"],
@@ -167,73 +85,21 @@ def ensure_txn_topic(core) -> ErrorCode:
         except TopicError as e:
             log.error("cannot create %s: %s", TOPIC, e)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if core.replicas.topic(TOPIC) is None:  # cluster mode: created in the background
+        if core.replicas.topic(TOPIC) is None:  # a cluster: created in the background
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if core.cluster is None:
-        load_all(core)
+    load_txn_partitions(core.replicas, core.transactions)
     return ErrorCode.NONE
 
 
 def coordinator_partition(core, transactional_id: str) -> int:
-    return core.extensions["transactions"].partition_for(transactional_id)
-
-
-# -- markers on partitions led here (the coordinator's own, and WriteTxnMarkers) --------
-
-
-async def write_marker_here(
-    core, tp, pid: int, epoch: int, commit: bool, coordinator_epoch: int, timeout_s: float
-) -> ErrorCode:
-    """Append the marker to `tp` led here, wait for acks=all; for `__consumer_offsets`
-    the group coordinator then completes the producer's pending offsets."""
-    p = core.replicas.get_partition(*tp)
-    if p is None:
-        if core.replicas.topic(tp[0]) is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    try:
-        info = p.append_txn_marker(pid, epoch, commit, coordinator_epoch)
-    except ApiError as e:
-        return ErrorCode(e.code)
-    except OSError as e:
-        log.error("%s-%d: marker write failed: %s", tp[0], tp[1], e)
-        return ErrorCode.KAFKA_STORAGE_ERROR
-    err = await wait_replicated(core, p, info.last_offset + 1, timeout_s)
-    if err == ErrorCode.NONE and tp[0] == OFFSETS_TOPIC:
-        core.extensions["groups"].complete_txn(tp[1], pid, commit)
-    return err
-
-
-# -- KIP-890 verification ------------------------------------------------------------------
-
-
-def _verifier(core):
-    async def verify(tid: str, pid: int, epoch: int, tps) -> dict:
-        tps = list(tps)
-        coordinator: TransactionCoordinator = core.extensions["transactions"]
-        index = coordinator.partition_for(tid)
-        if index in coordinator.owned:
-            return coordinator.verify(tid, pid, epoch, tps)
-        if core.cluster is None:
-            return dict.fromkeys(tps, ErrorCode.NOT_COORDINATOR)
-        leader = core.cluster.leader_of(TOPIC, index)
-        if leader < 0:
-            return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        try:
-            answer = await _channels(core).verify(leader, tid, pid, epoch, tps)
-        except (OSError, EOFError, TimeoutError, LookupError, ValueError) as e:
-            log.debug("verification at broker %d: %s", leader, e)
-            return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        return {tp: answer.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in tps}
-
-    return verify
+    return core.transactions.partition_for(transactional_id)
 
 
 # -- requests ----------------------------------------------------------------------------
 
 
 def _coordinator(ctx) -> TransactionCoordinator:
-    return ctx.core.extensions["transactions"]
+    return ctx.core.transactions
 
 
 async def init_producer_id(ctx, body) -> dict:
@@ -329,7 +195,7 @@ async def add_offsets_to_txn(ctx, body):
     elif not allowed(ctx, Op.READ, RT.GROUP, group):
         err = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
-        offsets_partition = ctx.core.extensions["groups"].partition_for(group)
+        offsets_partition = ctx.core.groups.partition_for(group)
         err = await _coordinator(ctx).add_partitions(
             tid,
             body["producer_id"],

@@ -1,9 +1,9 @@
 """WriteTxnMarkers (inter-broker) and TxnOffsetCommit.
 
 WriteTxnMarkers comes from a transaction coordinator on another broker: each marker
-is appended to the partitions led here (`transactions.write_marker_here`: acks=all,
-and for `__consumer_offsets` the group coordinator completes the producer's pending
-offsets); it needs ALTER on the cluster (an admin aborting a hanging transaction,
+is appended to the partitions led here (`core.markers`, see
+broker/server/coordinators.py: acks=all, and for `__consumer_offsets` the group
+coordinator completes the producer's pending offsets); it needs ALTER on the cluster (an admin aborting a hanging transaction,
 KIP-664) or CLUSTER_ACTION (a broker).
 
 TxnOffsetCommit is answered by the group coordinator: the offsets go to the group's
@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+from broker.groups.offsets_topic import TOPIC as OFFSETS_TOPIC
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
-from broker.server.handlers.transactions import OFFSETS_TOPIC, client_error, write_marker_here
+from broker.server.handlers.transactions import client_error
 from common.aio import within
 
 
@@ -37,8 +38,7 @@ async def write_txn_markers(ctx, body):
         else:
             codes = await asyncio.gather(
                 *(
-                    write_marker_here(
-                        ctx.core,
+                    ctx.core.markers.write(
                         tp,
                         marker["producer_id"],
                         marker["producer_epoch"],
@@ -77,7 +77,7 @@ async def _verify(ctx, body) -> ErrorCode:
     verifier = ctx.core.txn_verifier
     if verifier is None:
         return ErrorCode.NONE
-    tp = (OFFSETS_TOPIC, ctx.core.extensions["groups"].partition_for(body["group_id"]))
+    tp = (OFFSETS_TOPIC, ctx.core.groups.partition_for(body["group_id"]))
     try:
         answer = await within(
             verifier(body["transactional_id"], body["producer_id"], body["producer_epoch"], [tp]),
@@ -113,7 +113,7 @@ async def txn_offset_commit(ctx, body):
         if err:
             results |= dict.fromkeys(wanted, err)
         elif wanted:
-            results |= await ctx.core.extensions["groups"].commit_txn_offsets(
+            results |= await ctx.core.groups.commit_txn_offsets(
                 group_id,
                 body["producer_id"],
                 body["producer_epoch"],

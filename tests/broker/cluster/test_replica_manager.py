@@ -1,4 +1,5 @@
-"""broker/cluster/replica_manager.py on a real data directory (single node)."""
+"""broker/cluster/replica_manager.py and topic_admin.py on a real data directory (single
+node)."""
 
 import errno
 import os
@@ -8,22 +9,26 @@ import pytest
 
 from broker.cluster.metadata_store import LocalMetadataStore
 from broker.cluster.replica_manager import ReplicaManager, TopicError, default_log_config
+from broker.cluster.single_node import SingleNode
+from broker.cluster.topic_admin import TopicAdmin
 from broker.config import BrokerConfig
 from broker.log.manager import FILE_HEADROOM, FILES_PER_PARTITION, LogManager
 from broker.protocol.errors import ErrorCode
 
 
-def single_node(tmp_path) -> ReplicaManager:
+def single_node(tmp_path) -> tuple[ReplicaManager, TopicAdmin]:
     config = BrokerConfig({"log.dirs": str(tmp_path)})
     logs = LogManager(tmp_path, default_log_config(config))
-    return ReplicaManager(config, LocalMetadataStore(tmp_path), logs)
+    replicas = ReplicaManager(config, LocalMetadataStore(tmp_path), logs)
+    replicas.cluster = SingleNode(0, None, tmp_path, replicas, dict)
+    return replicas, TopicAdmin(config, replicas)
 
 
 def test_a_create_that_cannot_open_its_files_fails_cleanly(tmp_path, monkeypatch):
     """EMFILE or ENOSPC while creating the third partition: the topic is refused with
     KAFKA_STORAGE_ERROR, the partitions already made are removed (their files
     closed), and the same create succeeds once the files can be opened."""
-    replicas = single_node(tmp_path)
+    replicas, admin = single_node(tmp_path)
     create = replicas.logs.create
 
     def third_fails(topic, partition, config=None):
@@ -33,56 +38,56 @@ def test_a_create_that_cannot_open_its_files_fails_cleanly(tmp_path, monkeypatch
 
     monkeypatch.setattr(replicas.logs, "create", third_fails)
     with pytest.raises(TopicError) as caught:
-        replicas.create_topic("t", 3)
+        admin.create_topic("t", 3)
     assert caught.value.code == ErrorCode.KAFKA_STORAGE_ERROR
     assert "Too many open files" in str(caught.value)
     assert replicas.store.get("t") is None
     assert list(replicas.logs.all_logs()) == []
     assert not [d for d in tmp_path.iterdir() if d.name.startswith("t-")]
     monkeypatch.setattr(replicas.logs, "create", create)
-    replicas.create_topic("t", 3)
+    admin.create_topic("t", 3)
     assert replicas.store.get("t").partitions == 3
     assert sorted(p.partition for p in replicas.logs.all_logs()) == [0, 1, 2]
 
 
 def test_a_create_whose_metadata_cannot_be_written_removes_its_partitions(tmp_path, monkeypatch):
-    replicas = single_node(tmp_path)
+    replicas, admin = single_node(tmp_path)
 
     def full(meta):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(replicas.store, "put", full)
     with pytest.raises(TopicError) as caught:
-        replicas.create_topic("t", 2)
+        admin.create_topic("t", 2)
     assert caught.value.code == ErrorCode.KAFKA_STORAGE_ERROR
     assert list(replicas.logs.all_logs()) == []
     assert not [d for d in tmp_path.iterdir() if d.name.startswith("t-")]
 
 
 def test_auto_create_answers_the_storage_error(tmp_path, monkeypatch):
-    replicas = single_node(tmp_path)
+    replicas, admin = single_node(tmp_path)
 
     def full(topic, partition, config=None):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(replicas.logs, "create", full)
-    assert replicas.auto_create("lines") == ErrorCode.KAFKA_STORAGE_ERROR
+    assert admin.auto_create("lines") == ErrorCode.KAFKA_STORAGE_ERROR
 
 
 def test_a_create_past_the_open_file_limit_is_refused_before_anything_is_made(
     tmp_path, monkeypatch
 ):
-    replicas = single_node(tmp_path)
+    replicas, admin = single_node(tmp_path)
     used = len(os.listdir("/proc/self/fd"))
     limit = used + FILE_HEADROOM + 10 * FILES_PER_PARTITION
     monkeypatch.setattr(resource, "getrlimit", lambda which: (limit, limit))
     with pytest.raises(TopicError) as caught:
-        replicas.create_topic("wide", 8194)
+        admin.create_topic("wide", 8194)
     assert caught.value.code == ErrorCode.KAFKA_STORAGE_ERROR
     assert "8194 partition(s) need about 40970 open files" in str(caught.value)
     assert "ulimit -n" in str(caught.value)
     assert list(replicas.logs.all_logs()) == [] and replicas.store.get("wide") is None
     before = len(os.listdir("/proc/self/fd"))
-    replicas.create_topic("narrow", 5)
+    admin.create_topic("narrow", 5)
     assert replicas.store.get("narrow").partitions == 5
     assert len(os.listdir("/proc/self/fd")) - before == 5 * FILES_PER_PARTITION

@@ -167,7 +167,7 @@ def _connection(sock):
     core = SimpleNamespace(
         config={"socket.request.max.bytes": 1 << 20, "sasl.server.max.receive.size": 1 << 19}
     )
-    core.metrics = BrokerMetrics(core)
+    core.metrics = BrokerMetrics()
     server = SimpleNamespace(
         core=core,
         connections=set(),

@@ -113,3 +113,20 @@ def test_health(broker):
     assert body["status"] == "ok"
     assert body["broker_id"] == 0
     assert body["fenced"] is False
+
+
+def test_a_scrape_collects_each_components_metrics_without_a_core():
+    """BrokerMetrics keeps the event counters; the state comes from the collectors the
+    composition root adds (here the purgatories')."""
+    from prometheus_client import generate_latest
+
+    from broker.metrics import BrokerMetrics
+    from broker.server.purgatory import Purgatory, purgatory_metrics
+
+    metrics = BrokerMetrics()
+    metrics.isr_changed(3, 2)
+    purgatories = (Purgatory("produce"), Purgatory("fetch"))
+    metrics.add_collector(lambda: purgatory_metrics(purgatories))
+    text = generate_latest(metrics.registry).decode()
+    assert "logflume_broker_isr_shrinks_total 1.0" in text
+    assert 'logflume_broker_purgatory_size{purgatory="fetch"} 0.0' in text

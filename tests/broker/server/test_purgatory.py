@@ -1,11 +1,12 @@
-"""broker/server/purgatory.py, and the produce handler's delayed operations built on it:
-DelayedProduce (acks=all) and wait_replicated (internal writers)."""
+"""broker/server/purgatory.py, and the delayed operations built on it
+(broker/cluster/delayed_produce.py): DelayedProduce (acks=all) and wait_replicated
+(internal writers)."""
 
 import asyncio
 
+from broker.cluster.delayed_produce import DelayedProduce, wait_replicated
 from broker.cluster.partition import Partition
 from broker.protocol import ErrorCode
-from broker.server.handlers.produce import DelayedProduce
 from broker.server.purgatory import DelayedOperation, Purgatory
 from tests.broker.cluster.fakes import FakeLog
 
@@ -120,21 +121,18 @@ def test_delayed_produce_waits_for_hw_then_times_out():
 
 
 def test_wait_replicated_for_internal_writers():
-    from broker.server.handlers.produce import wait_replicated
-
-    class Core:
-        produce_purgatory = Purgatory("produce")
+    purgatory = Purgatory("produce")
 
     async def main():
         p = Partition("__consumer_offsets", 0, FakeLog(), 0, [0, 1])
         p.isr = {0, 1}
-        p.on_change = lambda part: Core.produce_purgatory.check_and_complete(part.key)
+        p.on_change = lambda part: purgatory.check_and_complete(part.key)
         p.append_as_leader(b"abc", required_acks=-1)
-        waiter = asyncio.create_task(wait_replicated(Core, p, 3, 5.0))
+        waiter = asyncio.create_task(wait_replicated(purgatory, p, 3, 5.0))
         await asyncio.sleep(0)
         assert not waiter.done()
         p.update_follower_leo(1, 3)
         assert await waiter == ErrorCode.NONE
-        assert await wait_replicated(Core, p, 4, 0.01) == ErrorCode.REQUEST_TIMED_OUT
+        assert await wait_replicated(purgatory, p, 4, 0.01) == ErrorCode.REQUEST_TIMED_OUT
 
     asyncio.run(main())

@@ -1,8 +1,8 @@
 """`logflume transactions`: list and describe transactions, describe a partition's
 producers, find hanging transactions and abort one (like kafka-transactions.sh,
-with its subcommands and flags); the work is done by
-`broker.transactions.tool`, connecting as --command-config says
-(logflume/wire_config.py: TLS, SASL PLAIN/SCRAM)."""
+with its subcommands and flags): the parser and its checks here, the work in
+`tool.py`, connecting as --command-config says (logflume/wire_config.py: TLS, SASL
+PLAIN/SCRAM)."""
 
 import sys
 
@@ -59,8 +59,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from broker.transactions import tool
     from logflume import wire_config
+    from logflume.commands.transactions import tool
 
     problem = _missing(args)
     if problem:

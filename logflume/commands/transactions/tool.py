@@ -2,7 +2,7 @@
 `describe-producers`, `find-hanging` and `abort`), over the broker protocol with the
 broker's own codec, since confluent-kafka offers no transaction admin APIs. Every
 connection is made with the caller's `Security` (TLS, SASL login), built from
---command-config by the command (logflume/commands/transactions.py).
+--command-config by the command (logflume/commands/transactions/__init__.py).
 
 `list` asks every broker of the cluster (ListTransactions is answered by each
 coordinator for its own ids); `describe` finds the id's coordinator

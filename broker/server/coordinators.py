@@ -1,0 +1,227 @@
+"""Wiring of the two coordinators the broker hosts, for the composition root.
+
+`broker.groups.GroupCoordinator` and `broker.transactions.TransactionCoordinator`
+know nothing of partitions, purgatories or other brokers: they take small callables
+(read a partition of their internal topic, wait until a write is replicated, find a
+partition's leader, write a marker here or at another broker, reserve a producer id).
+This module builds those callables from the broker's services; `BrokerCore` calls
+it in its start-up order. Also here, because the core and request handlers share
+them:
+
+- loading the coordinator partitions this broker leads (`load_led_partitions`) and
+  following leadership changes of `__consumer_offsets` and `__transaction_state`
+  (`leadership_changed`, the replica manager's callback);
+- `LocalMarkers`: transaction markers appended to partitions led here (the
+  coordinator's own, and WriteTxnMarkers from coordinators elsewhere);
+- the KIP-890 verifier a transactional produce awaits (`txn_verifier`).
+
+Everything runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+
+from broker.cluster.delayed_produce import wait_replicated
+from broker.cluster.producer_ids import ProducerIdsUnavailable
+from broker.cluster.replica_manager import ReplicaManager
+from broker.cluster.view import ClusterView
+from broker.config import BrokerConfig
+from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from broker.groups.offsets_topic import TOPIC as OFFSETS_TOPIC
+from broker.groups.storage import PartitionOffsetsStore, StoreError
+from broker.protocol import ErrorCode
+from broker.protocol.errors import ApiError
+from broker.server.purgatory import Purgatory
+from broker.transactions.channel import BrokerChannels
+from broker.transactions.config import TxnConfig
+from broker.transactions.coordinator import TransactionCoordinator
+from broker.transactions.log_format import TOPIC as TXN_TOPIC
+from broker.transactions.markers import MarkerWriter
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+# KIP-890: `await verifier(transactional_id, producer_id, producer_epoch, [(topic,
+# partition), ...]) -> {(topic, partition): ErrorCode}`
+TxnVerifier = Callable[[str, int, int, Iterable[TopicPartition]], Awaitable[dict]]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def group_coordinator(
+    config: BrokerConfig, replicas: ReplicaManager, purgatory: Purgatory
+) -> GroupCoordinator:
+    """The group coordinator over `__consumer_offsets`; commits wait for acks=all
+    within `offsets.commit.timeout.ms`."""
+    timeout_s = config["offsets.commit.timeout.ms"] / 1000
+
+    async def wait(partition, end_offset: int) -> ErrorCode:
+        return await wait_replicated(purgatory, partition, end_offset, timeout_s)
+
+    store = PartitionOffsetsStore(lambda i: replicas.get_partition(OFFSETS_TOPIC, i), wait)
+    return GroupCoordinator(store, CoordinatorConfig.from_broker_config(config))
+
+
+class LocalMarkers:
+    """Appends transaction markers to partitions led here. Owned by the core."""
+
+    def __init__(self, replicas: ReplicaManager, purgatory: Purgatory, groups: GroupCoordinator):
+        self.replicas = replicas
+        self.purgatory = purgatory
+        self.groups = groups
+
+    async def write(
+        self, tp, pid: int, epoch: int, commit: bool, coordinator_epoch: int, timeout_s: float
+    ) -> ErrorCode:
+        """Append the marker to `tp` led here, wait for acks=all; for `__consumer_offsets`
+        the group coordinator then completes the producer's pending offsets."""
+        p = self.replicas.get_partition(*tp)
+        if p is None:
+            if self.replicas.topic(tp[0]) is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        try:
+            info = p.append_txn_marker(pid, epoch, commit, coordinator_epoch)
+        except ApiError as e:
+            return ErrorCode(e.code)
+        except OSError as e:
+            log.error("%s-%d: marker write failed: %s", tp[0], tp[1], e)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        err = await wait_replicated(self.purgatory, p, info.last_offset + 1, timeout_s)
+        if err == ErrorCode.NONE and tp[0] == OFFSETS_TOPIC:
+            self.groups.complete_txn(tp[1], pid, commit)
+        return err
+
+
+def transaction_coordinator(
+    config: BrokerConfig,
+    cluster: ClusterView,
+    replicas: ReplicaManager,
+    markers: LocalMarkers,
+    channels: Callable[[], BrokerChannels],
+) -> TransactionCoordinator:
+    """The transaction coordinator over `__transaction_state`: its writes and markers
+    wait for acks=all within `transaction.marker.timeout` (TxnConfig); markers for
+    partitions led elsewhere go out through `channels()`."""
+    txn_config = TxnConfig.from_broker_config(config)
+    timeout_s = txn_config.marker_timeout_ms / 1000
+
+    async def wait(partition, end_offset: int) -> ErrorCode:
+        return await wait_replicated(markers.purgatory, partition, end_offset, timeout_s)
+
+    async def next_producer_id() -> int:
+        try:
+            return await cluster.producer_ids.next_id()
+        except ProducerIdsUnavailable:  # a retriable error for the client
+            raise StoreError(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
+
+    def leader_of(tp: TopicPartition) -> int | None:
+        if replicas.topic(tp[0]) is None:
+            return None
+        return cluster.leader_of(*tp)
+
+    async def write_remote(broker_id, pid, epoch, commit, coordinator_epoch, tps):
+        return await channels().write_markers(broker_id, pid, epoch, commit, coordinator_epoch, tps)
+
+    async def write_local(tp, pid, epoch, commit, coordinator_epoch) -> ErrorCode:
+        return await markers.write(tp, pid, epoch, commit, coordinator_epoch, timeout_s)
+
+    store = PartitionOffsetsStore(lambda i: replicas.get_partition(TXN_TOPIC, i), wait)
+    writer = MarkerWriter(cluster.broker_id, leader_of, write_local, write_remote)
+    return TransactionCoordinator(store, writer, next_producer_id, txn_config)
+
+
+def txn_verifier(
+    coordinator: TransactionCoordinator,
+    cluster: ClusterView,
+    channels: Callable[[], BrokerChannels],
+) -> TxnVerifier:
+    """KIP-890's check of a transactional produce: answered here when this broker
+    coordinates the id, else by AddPartitionsToTxn v4 `verify_only` to the
+    coordinator (NOT_COORDINATOR while this broker leads the id's partition but has
+    not loaded it yet)."""
+
+    async def verify(tid: str, pid: int, epoch: int, tps: Iterable[TopicPartition]) -> dict:
+        tps = list(tps)
+        index = coordinator.partition_for(tid)
+        if index in coordinator.owned:
+            return coordinator.verify(tid, pid, epoch, tps)
+        leader = cluster.leader_of(TXN_TOPIC, index)
+        if leader == cluster.broker_id:
+            return dict.fromkeys(tps, ErrorCode.NOT_COORDINATOR)
+        if leader < 0:
+            return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            answer = await channels().verify(leader, tid, pid, epoch, tps)
+        except (OSError, EOFError, TimeoutError, LookupError, ValueError) as e:
+            log.debug("verification at broker %d: %s", leader, e)
+            return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return {tp: answer.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in tps}
+
+    return verify
+
+
+def load_led_partitions(
+    replicas: ReplicaManager, groups: GroupCoordinator, transactions: TransactionCoordinator
+) -> None:
+    """Load every coordinator partition led here and not loaded yet: at start-up, and
+    when FindCoordinator created an internal topic."""
+    load_offsets_partitions(replicas, groups)
+    load_txn_partitions(replicas, transactions)
+
+
+def load_offsets_partitions(replicas: ReplicaManager, groups: GroupCoordinator) -> None:
+    meta = replicas.topic(OFFSETS_TOPIC)
+    if meta is None:
+        return
+    now = _now_ms()
+    before = len(groups.owned)
+    for index in range(meta.partitions):
+        p = replicas.get_partition(OFFSETS_TOPIC, index)
+        if p is not None and p.is_leader and index not in groups.owned:
+            groups.load_partition(index, now)
+    if len(groups.owned) > before:
+        log.info(
+            "coordinating %d partition(s) of %s: %d group(s) loaded",
+            len(groups.owned),
+            OFFSETS_TOPIC,
+            len(groups.groups),
+        )
+
+
+def load_txn_partitions(replicas: ReplicaManager, transactions: TransactionCoordinator) -> None:
+    meta = replicas.topic(TXN_TOPIC)
+    if meta is None:
+        return
+    for index in range(meta.partitions):
+        p = replicas.get_partition(TXN_TOPIC, index)
+        if p is not None and p.is_leader and index not in transactions.owned:
+            transactions.load_partition(index, p.leader_epoch)
+
+
+def leadership_changed(
+    replicas: ReplicaManager,
+    groups: GroupCoordinator,
+    transactions: TransactionCoordinator,
+    topic: str,
+    index: int,
+    leader: bool,
+) -> None:
+    """Leading a coordinator partition makes this broker the coordinator of its
+    groups or transactional ids (for transactions, in the partition's leader epoch);
+    losing it unloads them. Called on every role change of a hosted partition."""
+    if topic == TXN_TOPIC:
+        transactions.unload_partition(index)
+        if leader:
+            part = replicas.get_partition(TXN_TOPIC, index)
+            transactions.load_partition(index, part.leader_epoch)
+    elif topic == OFFSETS_TOPIC:
+        if not leader:
+            groups.unload_partition(index)
+        elif index not in groups.owned:
+            groups.load_partition(index, _now_ms())

@@ -49,6 +49,7 @@ from typing import Literal
 
 from agent.api import Channel, Duration, Sink, Size, register
 from agent.delivery import Format, SinkCounters, encode_all
+from common.backoff import Backoff
 from common.hostname import this_host
 from sinks._kafka_records import RecordMaker, config_problems, with_headers
 from sinks._kafka_security import SaslConfig, TlsConfig, librdkafka_security, unreadable
@@ -339,7 +340,7 @@ class KafkaSink(Sink):
         """Produce `events` until each one is acknowledged or dead-lettered."""
         cfg = self.config
         out = self.records.make(events, encode_all(cfg.format, events))
-        backoff = float(cfg.retry_backoff)
+        backoff = Backoff(float(cfg.retry_backoff), float(cfg.max_retry_backoff))
         started = time.monotonic()
         retry = [self.dead_letter(*d, log=False) for d in out.dead]
         if retry:
@@ -359,14 +360,14 @@ class KafkaSink(Sink):
             retried = sum(1 for r in retry if r[0] != self.dlq_topic)
             if retried:
                 self.retried.inc(retried)
+                delay = backoff.next()
                 self.context.log.warning(
                     "%d records not acknowledged (%s); retrying in %.1fs",
                     retried,
                     failed[0][0],
-                    backoff,
+                    delay,
                 )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, float(cfg.max_retry_backoff))
+                await asyncio.sleep(delay)
             if not retry:
                 break
             topics, values, keys, headers = map(list, zip(*retry, strict=True))

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common.hostport import free_port
+from common.ports import free_port
 
 RECORD_SIZE = 100
 PARTITIONS = 6

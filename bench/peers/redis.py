@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common.hostport import free_port
+from common.ports import free_port
 
 
 class RedisServer:

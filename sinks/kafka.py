@@ -51,6 +51,7 @@ from agent.api import Channel, Duration, Sink, Size, register
 from agent.delivery import Format, SinkCounters, encode_all
 from common.backoff import Backoff
 from common.hostname import this_host
+from common.topic_names import POSITIONS_TOPIC, dead_letter_topic
 from sinks._kafka_records import RecordMaker, config_problems, with_headers
 from sinks._kafka_security import SaslConfig, TlsConfig, librdkafka_security, unreadable
 from sinks._kafka_stats import ProducerStats
@@ -136,7 +137,7 @@ class KafkaSink(Sink):
             "at_least_once"  # exactly_once: transactions
         )
         transactional_id: str | None = None  # exactly_once: null: logflume-<host>-<agent>-<sink>
-        positions_topic: str = "logflume-positions"  # exactly_once: topic of committed positions
+        positions_topic: str = POSITIONS_TOPIC  # exactly_once: topic of committed positions
         transaction_timeout: Duration = Duration(60)  # exactly_once: broker aborts older ones
 
     @classmethod
@@ -198,7 +199,7 @@ class KafkaSink(Sink):
         )
         self._auth_logged = -AUTH_LOG_INTERVAL_S  # monotonic time of the last such line
         self.stats = ProducerStats(m, c, context.log)
-        self.dlq_topic = config.dead_letter_topic or f"{config.topic}.dlq"
+        self.dlq_topic = config.dead_letter_topic or dead_letter_topic(config.topic)
         key = parse(config.key) if config.key is not None else None
         self.records = RecordMaker(parse(config.topic), key, config.headers)
         self.producer = None

@@ -69,11 +69,9 @@ from broker.cluster.replica_manager import TopicError
 from broker.cluster.zk import BrokerInfo, PartitionState, ZkSession
 from broker.protocol.errors import ErrorCode
 from broker.tasks import cancel_and_wait
+from common.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
-TXN_TOPIC = "__transaction_state"
 
 
 class ClusterNode:
@@ -466,10 +464,10 @@ class ClusterNode:
         self._coordinator_hook(part.topic, part.index, False)
 
     def _coordinator_hook(self, topic: str, p: int, leader: bool) -> None:
-        if topic == TXN_TOPIC:
+        if topic == TRANSACTION_STATE:
             self._txn_coordinator_hook(p, leader)
             return
-        if topic != OFFSETS_TOPIC:
+        if topic != CONSUMER_OFFSETS:
             return
         coordinator = self.core.extensions.get("groups")
         if coordinator is None:
@@ -488,7 +486,7 @@ class ClusterNode:
             return
         coordinator.unload_partition(p)
         if leader:
-            part = self.core.replicas.get_partition(TXN_TOPIC, p)
+            part = self.core.replicas.get_partition(TRANSACTION_STATE, p)
             coordinator.load_partition(p, part.leader_epoch)
 
     # -- views for request handlers -------------------------------------------------------

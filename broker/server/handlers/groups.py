@@ -36,7 +36,6 @@ import logging
 import time
 
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.groups.offsets_topic import TOPIC
 from broker.groups.storage import PartitionOffsetsStore
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import NOT_REQUESTED, RT, Op, allowed, authorized_operations
@@ -44,6 +43,7 @@ from broker.server.dispatch import handles
 from broker.server.handlers import transactions
 from broker.server.handlers.produce import wait_replicated
 from broker.tasks import cancel_and_wait
+from common.topic_names import CONSUMER_OFFSETS as TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -47,13 +47,13 @@ from broker.tasks import cancel_and_wait
 from broker.transactions.channel import BrokerChannels
 from broker.transactions.config import TxnConfig
 from broker.transactions.coordinator import TransactionCoordinator
-from broker.transactions.log_format import TOPIC
 from broker.transactions.markers import MarkerWriter
 from broker.transactions.state import by_topic
+from common.topic_names import CONSUMER_OFFSETS
+from common.topic_names import TRANSACTION_STATE as TOPIC
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 # The first version of each API that knows PRODUCER_FENCED.
 _FENCED_SINCE = {
     ApiKey.INIT_PRODUCER_ID: 4,
@@ -199,7 +199,7 @@ async def write_marker_here(
         log.error("%s-%d: marker write failed: %s", tp[0], tp[1], e)
         return ErrorCode.KAFKA_STORAGE_ERROR
     err = await wait_replicated(core, p, info.last_offset + 1, timeout_s)
-    if err == ErrorCode.NONE and tp[0] == OFFSETS_TOPIC:
+    if err == ErrorCode.NONE and tp[0] == CONSUMER_OFFSETS:
         core.extensions["groups"].complete_txn(tp[1], pid, commit)
     return err
 
@@ -334,7 +334,7 @@ async def add_offsets_to_txn(ctx, body):
             tid,
             body["producer_id"],
             body["producer_epoch"],
-            {(OFFSETS_TOPIC, offsets_partition)},
+            {(CONSUMER_OFFSETS, offsets_partition)},
             _now_ms(),
         )
     return {"throttle_time_ms": 0, "error_code": client_error(ctx, err)}

@@ -77,7 +77,8 @@ class BrokerProcess(ManagedProcess):
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        listen = None if "listeners" in self.settings else self.bootstrap  # first listener's
+        # with `listeners` in the settings, `port` is the first listener's
+        listen = None if "listeners" in self.settings else self.bootstrap
         cmd = broker_command(self.data_dir, listen, settings=self.settings, extra_args=self.args)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(

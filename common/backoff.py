@@ -4,8 +4,8 @@ jitter, as Kafka's clients compute them from `retry.backoff.ms` and
 
 The n-th retry (n = 0, 1, ...) waits `initial * multiplier**n`, at most `maximum`,
 times a random factor drawn from [1 - jitter, 1 + jitter], and never more than
-`maximum`. An `initial` above `maximum` waits `maximum` from the first retry on, as
-in Kafka; `multiplier` is above 1. With `jitter` 0 (the default) the waits are
+`maximum`. An `initial` above `maximum` waits exactly `maximum` from the first retry
+on, as in Kafka; `multiplier` is above 1. With `jitter` 0 (the default) the waits are
 exact: 0.5, 1, 2, ... 16, 30.
 
 `Backoff` keeps the count of one retry loop. A loop that restarts something long
@@ -30,12 +30,11 @@ def backoff_delay(
 ) -> float:
     """The wait in seconds before retry number `attempt` (0 for the first retry)."""
     if maximum <= initial:
-        delay = maximum
-    elif initial <= 0:
-        delay = 0.0
-    else:  # the exponent stops past the cap, so a long outage cannot overflow a float
-        top = math.ceil(math.log(maximum / initial, multiplier)) + 1
-        delay = min(initial * multiplier ** min(attempt, top), maximum)
+        return maximum
+    if initial <= 0:
+        return 0.0
+    top = math.ceil(math.log(maximum / initial, multiplier)) + 1  # past the cap: no overflow
+    delay = min(initial * multiplier ** min(attempt, top), maximum)
     if jitter:
         delay *= (rng or random).uniform(1 - jitter, 1 + jitter)
     return min(delay, maximum)

@@ -29,7 +29,7 @@ def test_reset_starts_over():
 
 
 def test_a_first_wait_above_the_cap_waits_the_cap_as_kafka_does():
-    assert [backoff_delay(n, 5, 2) for n in range(3)] == [2, 2, 2]
+    assert [backoff_delay(n, 5, 2, jitter=0.2) for n in range(3)] == [2, 2, 2]
 
 
 def test_no_first_wait_means_no_wait():

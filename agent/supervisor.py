@@ -17,6 +17,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from common.backoff import Backoff
+
 MIN_BACKOFF, MAX_BACKOFF, HEALTHY_AFTER = 0.5, 30.0, 60.0
 
 
@@ -44,7 +46,7 @@ class Supervised:
         self.task = asyncio.create_task(self._loop(), name=self.name)
 
     async def _loop(self) -> None:
-        backoff = MIN_BACKOFF
+        backoff = Backoff(MIN_BACKOFF, MAX_BACKOFF, stable_after=HEALTHY_AFTER)
         while True:
             started = time.monotonic()
             self._health[self.name] = "starting" if self._needs_ready else "running"
@@ -53,18 +55,16 @@ class Supervised:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                self._log.exception("%s crashed; restarting in %.1fs", self.name, backoff)
+                delay = backoff.after_run(time.monotonic() - started)
+                self._log.exception("%s crashed; restarting in %.1fs", self.name, delay)
                 if self._on_crash is not None:
                     self._on_crash()
             else:
                 self._log.info("%s finished", self.name)
                 self._health[self.name] = "stopped"
                 return
-            if time.monotonic() - started > HEALTHY_AFTER:
-                backoff = MIN_BACKOFF
             self._health[self.name] = "restarting"
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF)
+            await asyncio.sleep(delay)
 
     def ready(self) -> None:
         """The component accepts input now: "starting" turns "running"."""

@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.peers.syslog_ng import SyslogNg, high_watermark  # noqa: E402
-from common.hostport import free_port  # noqa: E402
+from common.ports import free_port  # noqa: E402
 from testkit.agent import AgentProcess  # noqa: E402
 from testkit.procs import BrokerProcess  # noqa: E402
 

@@ -26,7 +26,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import struct
 import subprocess
@@ -35,7 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common.hostport import free_port
+from broker.cluster.launcher import broker_command
+from common.ports import free_port, wait_for_port
 
 RECORD_SIZE = 100
 PARTITIONS = 6
@@ -234,30 +234,17 @@ class Broker:
         self.dir = Path(tempfile.mkdtemp(prefix="bench-broker-"))
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        cmd = [sys.executable]
-        if profile is not None:
-            cmd += ["-m", "cProfile", "-o", str(profile)]
-        cmd += [
-            "-m",
-            "logflume",
-            "--log-level",
-            "WARNING",
-            "broker",
-            "--data-dir",
-            str(self.dir / "data"),
-        ]
-        cmd += ["--listen", self.bootstrap, "--event-loop", event_loop]
-        for key, value in (settings or {}).items():
-            cmd += ["--set", f"{key}={value}"]
+        cmd = broker_command(
+            self.dir / "data",
+            self.bootstrap,
+            settings=settings,
+            log_flags=["--log-level", "WARNING"],
+            extra_args=["--event-loop", event_loop],
+        )
+        if profile is not None:  # python -m cProfile -o FILE -m logflume ...
+            cmd[1:1] = ["-m", "cProfile", "-o", str(profile)]
         self.proc = subprocess.Popen(cmd)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("broker did not start")
+        wait_for_port(self.port, 20, self.proc)
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()

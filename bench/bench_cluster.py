@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.bench_cluster --soak            # 100 leader kills under load
 
 One ZooKeeper and three `logflume broker` processes on this machine
-(`broker.cluster.launcher.LocalCluster`), every topic with replication factor 3 and
+(`testkit.procs.BrokerCluster`), every topic with replication factor 3 and
 `min.insync.replicas=2`; records are 100-byte log lines, lz4-compressed by
 confluent-kafka producers (the producer role of `bench.bench_broker`, in their own
 processes).
@@ -66,18 +66,18 @@ def settings(session_ms: int) -> dict:
 
 
 class Cluster:
-    """A LocalCluster plus a ZooKeeper reader for partition states."""
+    """A ZooKeeper, a BrokerCluster on it and a ZooKeeper reader for partition states."""
 
     def __init__(self, session_ms: int):
         from kazoo.client import KazooClient
 
-        from broker.cluster.launcher import LocalCluster
+        from testkit.procs import BrokerCluster, zookeeper_process
 
         self.dir = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
-        self.local = LocalCluster(
-            self.dir, RF, None, settings(session_ms), zk_tick_ms=ZK_TICK_MS
-        ).start()
-        self.zk = KazooClient(hosts=self.local.zookeeper.connect)
+        self.zookeeper = zookeeper_process(self.dir / "zookeeper", tick_ms=ZK_TICK_MS)
+        self.local = BrokerCluster(self.dir, self.zookeeper.connect, RF, settings(session_ms))
+        self.local.start().wait_joined()
+        self.zk = KazooClient(hosts=self.zookeeper.connect)
         self.zk.start(timeout=30)
         self._wait(lambda: self._live() == RF, 60, "every broker to register")
 
@@ -118,7 +118,7 @@ class Cluster:
 
     def cpu_seconds(self) -> float:
         total = 0.0
-        for proc in self.local.procs.values():
+        for proc in (b.proc for b in self.local.brokers.values()):
             try:
                 stat = Path(f"/proc/{proc.pid}/stat").read_text()
             except FileNotFoundError:
@@ -131,6 +131,7 @@ class Cluster:
         self.zk.stop()
         self.zk.close()
         self.local.stop()
+        self.zookeeper.stop()
         if keep:
             print(f"cluster data and logs kept in {self.dir}", flush=True)
         else:
@@ -292,13 +293,13 @@ def failover(cluster: Cluster, kills: int, load_rate: int, label: str) -> dict:
         for k in range(kills):
             leader = cluster.state(topic)["leader"]
             print(f"  kill {k + 1}: broker {leader} at {time.time():.3f}", flush=True)
-            cluster.local.kill_broker(leader)
+            cluster.local.brokers[leader].kill()
             load.mark()
             cluster._wait(
                 lambda: load.first_ack_after_mark is not None, 120, "an ack after the kill"
             )
             times.append(load.first_ack_after_mark)
-            cluster.local.start_broker(leader)
+            cluster.local.brokers[leader].start()
             cluster._wait(
                 lambda: len(cluster.state(topic)["isr"]) == RF, 120, "the ISR to be full again"
             )

@@ -28,7 +28,7 @@ import threading
 import urllib.request
 
 from bench.bench_broker import PARTITIONS, Broker, produce_run
-from common.hostport import free_port
+from common.ports import free_port
 from testkit.scrape import scrape
 
 WORKLOADS = {"large batches": 100_000, "small batches": 100}

@@ -43,7 +43,6 @@ import collections
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -68,6 +67,8 @@ from bench.scale_clients import (
     _raise_nofile,
     partition_layout,
 )
+from broker.cluster.launcher import broker_command
+from common.ports import free_port
 
 
 @dataclass(frozen=True)
@@ -151,16 +152,15 @@ class Broker:
     def __init__(self, root: Path):
         self.root = root
         self.data = root / "data"
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self.log = open(root / "broker.log", "ab")
 
     def start(self) -> float:
         """Start the process; returns time.monotonic() just before the fork."""
-        cmd = [sys.executable, "-m", "logflume", "--log-level", "WARNING", "broker"]
-        cmd += ["--data-dir", str(self.data), "--listen", f"127.0.0.1:{self.port}"]
+        cmd = broker_command(
+            self.data, f"127.0.0.1:{self.port}", log_flags=["--log-level", "WARNING"]
+        )
         t0 = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         return t0

@@ -38,7 +38,7 @@ import orjson  # noqa: E402
 from agent.api import Context, Event  # noqa: E402
 from agent.interceptors.nginx import NginxParser  # noqa: E402
 from agent.metrics import Registry  # noqa: E402
-from common.hostport import free_port  # noqa: E402
+from common.ports import free_port  # noqa: E402
 from sources.tail import TailSource  # noqa: E402
 from sources.udp import UdpSource  # noqa: E402
 from spark_etl.loggen import lines as loggen_lines  # noqa: E402

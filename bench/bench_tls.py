@@ -27,8 +27,8 @@ from pathlib import Path
 
 from bench.bench_broker import CLK_TCK, RECORD_SIZE, record_pool
 from common import certs
-from common.hostport import free_port
-from testkit.procs import BrokerProcess, wait_for_port
+from common.ports import free_port, wait_for_port
+from testkit.procs import BrokerProcess
 
 PARTITIONS = 6
 

@@ -2,11 +2,9 @@
 the agent's metrics endpoint and the demo launcher.
 
 An empty host (`:8285`) means every IPv4 interface, `0.0.0.0`; an IPv6 host is written
-in brackets (`[::1]:9092`); port 0 asks the OS for a free port, and `free_port` asks it ahead of time, for a child
-process that must be told its port on its command line.
+in brackets (`[::1]:9092`); port 0 asks the OS for a free port (a port to pass to a
+child process on its command line comes from `common.ports.free_port`).
 """
-
-import socket
 
 ANY_HOST = "0.0.0.0"
 
@@ -23,11 +21,3 @@ def connect_address(host: str, port: int) -> tuple[str, int]:
     """Where a client on this host reaches a server bound to (host, port): a wildcard
     bind address is reached on loopback."""
     return ("127.0.0.1" if host in ("", ANY_HOST, "::") else host), port
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that the OS reports free right now (bound to port 0, then
-    released): free for whoever binds it next, usually the child process it is passed to."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -21,8 +21,9 @@ Theory of operation (used by `logflume up` and `logflume cluster up`):
 - The control thread calls `poll()` regularly. Before `supervising` is switched on
   (the startup phase), a child that exits raises `ChildExited`: a demo that cannot
   start should say so rather than loop. Afterwards an exit is reported and the child
-  restarted after a `Backoff` delay. `run()` is that whole life: the caller's start
-  function (which waits for each child with `wait_for()`), then polling until a
+  restarted after a `common.backoff.Backoff` delay (1 s doubling to 30 s, from 1 s
+  again once the child had stayed up 30 s). `run()` is that whole life: the caller's
+  start function (which waits for each child with `wait_for()`), then polling until a
   stop is asked, then `stop()`.
 - `stop()` signals the children in reverse start order: SIGTERM to the process
   group (or to the child alone, see `ChildSpec.term_group`), up to `grace` seconds
@@ -43,6 +44,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+from common.backoff import Backoff
 from common.fsutil import atomic_write
 from common.logformat import JsonFormatter, json_line
 
@@ -105,27 +107,6 @@ def describe_exit(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"
-
-
-class Backoff:
-    """Restart delays for one child: `first` seconds after a crash, doubling after
-    each crash that follows quickly (a child that dies right after start must not
-    spin), at most `cap`; back to `first` once the child had stayed up
-    `stable_after` seconds. Pure: the caller says how long the child ran."""
-
-    def __init__(self, first=BACKOFF_FIRST, cap=BACKOFF_MAX, stable_after=STABLE_AFTER):
-        self.first = first
-        self.cap = cap
-        self.stable_after = stable_after
-        self.next = first
-
-    def delay(self, uptime: float) -> float:
-        """The wait before restarting a child that exited after `uptime` seconds."""
-        if uptime >= self.stable_after:
-            self.next = self.first
-        delay = self.next
-        self.next = min(delay * 2, self.cap)
-        return delay
 
 
 def want_color(stream) -> bool:
@@ -225,7 +206,7 @@ class Child:
         self.reader: threading.Thread | None = None
         self.started_at = 0.0
         self.restarts = 0
-        self.backoff = Backoff()
+        self.backoff = Backoff(BACKOFF_FIRST, BACKOFF_MAX, stable_after=STABLE_AFTER)
         self.restart_at: float | None = None
 
     @property
@@ -329,7 +310,7 @@ class Supervisor:
                 )
                 child.proc = None
                 continue
-            delay = child.backoff.delay(now - child.started_at)
+            delay = child.backoff.after_run(now - child.started_at)
             child.restart_at = now + delay
             self.say(
                 f"{child.spec.name} {describe_exit(code)}; restarting in {delay:.0f}s",

@@ -52,6 +52,7 @@ import orjson
 
 from agent.api import Channel, Event, TakeBatch
 from agent.delivery import encode_all
+from common.backoff import Backoff
 from sinks._kafka_records import Records
 
 POSITIONS_PARTITIONS = 1
@@ -272,7 +273,7 @@ async def _deliver(sink, events: list[Event], records: list[tuple[bytes, bytes]]
             "%d records to %s: %s", len(dead), sink.dlq_topic, out.dead[0].reason
         )
     rejected: dict[bytes, object] = {}  # value -> the error that refused it for good
-    backoff = float(cfg.retry_backoff)
+    backoff = Backoff(float(cfg.retry_backoff), float(cfg.max_retry_backoff))
     started = time.monotonic()
     while True:
         failed: list[tuple] = []  # (error, value), appended by the poll thread
@@ -305,11 +306,11 @@ async def _deliver(sink, events: list[Event], records: list[tuple[bytes, bytes]]
             if is_permanent(error) and value not in rejected:
                 rejected[value] = error
         sink.retried.inc(len(values) - len(rejected))
+        delay = backoff.next()
         sink.context.log.warning(
-            "transaction of %d records aborted (%s); retrying in %.1fs", len(values), err, backoff
+            "transaction of %d records aborted (%s); retrying in %.1fs", len(values), err, delay
         )
-        await asyncio.sleep(backoff)
-        backoff = min(backoff * 2, float(cfg.max_retry_backoff))
+        await asyncio.sleep(delay)
 
 
 async def _commit(sink) -> None:

@@ -49,7 +49,9 @@ from typing import Literal
 
 from agent.api import Channel, Duration, Sink, Size, register
 from agent.delivery import Format, SinkCounters, encode_all
+from common.backoff import Backoff
 from common.hostname import this_host
+from common.topic_names import POSITIONS_TOPIC, dead_letter_topic
 from sinks._kafka_records import RecordMaker, config_problems, with_headers
 from sinks._kafka_security import SaslConfig, TlsConfig, librdkafka_security, unreadable
 from sinks._kafka_stats import ProducerStats
@@ -135,7 +137,7 @@ class KafkaSink(Sink):
             "at_least_once"  # exactly_once: transactions
         )
         transactional_id: str | None = None  # exactly_once: null: logflume-<host>-<agent>-<sink>
-        positions_topic: str = "logflume-positions"  # exactly_once: topic of committed positions
+        positions_topic: str = POSITIONS_TOPIC  # exactly_once: topic of committed positions
         transaction_timeout: Duration = Duration(60)  # exactly_once: broker aborts older ones
         commit_interval: Duration = Duration(0.5)  # exactly_once: most one transaction per this
 
@@ -198,7 +200,7 @@ class KafkaSink(Sink):
         )
         self._auth_logged = -AUTH_LOG_INTERVAL_S  # monotonic time of the last such line
         self.stats = ProducerStats(m, c, context.log)
-        self.dlq_topic = config.dead_letter_topic or f"{config.topic}.dlq"
+        self.dlq_topic = config.dead_letter_topic or dead_letter_topic(config.topic)
         key = parse(config.key) if config.key is not None else None
         self.records = RecordMaker(parse(config.topic), key, config.headers)
         self.producer = None
@@ -340,7 +342,7 @@ class KafkaSink(Sink):
         """Produce `events` until each one is acknowledged or dead-lettered."""
         cfg = self.config
         out = self.records.make(events, encode_all(cfg.format, events))
-        backoff = float(cfg.retry_backoff)
+        backoff = Backoff(float(cfg.retry_backoff), float(cfg.max_retry_backoff))
         started = time.monotonic()
         retry = [self.dead_letter(*d, log=False) for d in out.dead]
         if retry:
@@ -360,14 +362,14 @@ class KafkaSink(Sink):
             retried = sum(1 for r in retry if r[0] != self.dlq_topic)
             if retried:
                 self.retried.inc(retried)
+                delay = backoff.next()
                 self.context.log.warning(
                     "%d records not acknowledged (%s); retrying in %.1fs",
                     retried,
                     failed[0][0],
-                    backoff,
+                    delay,
                 )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, float(cfg.max_retry_backoff))
+                await asyncio.sleep(delay)
             if not retry:
                 break
             topics, values, keys, headers = map(list, zip(*retry, strict=True))

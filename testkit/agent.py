@@ -10,8 +10,8 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from testkit.ports import free_port
-from testkit.procs import ManagedProcess, wait_for_port
+from common.ports import free_port, wait_for_port
+from testkit.procs import ManagedProcess
 
 
 class AgentProcess(ManagedProcess):

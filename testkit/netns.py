@@ -40,7 +40,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from testkit.procs import wait_until
+from broker.cluster.launcher import ZooKeeperProcess, broker_command
+from common.ports import wait_for_port
 
 PREFIX = "lfnt"
 SBIN_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
@@ -288,27 +289,6 @@ BROKER_PORT = 9092
 CHROOT = "logflume"
 
 
-def _connects(ip: str, port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection((ip, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _zk_ok(ip: str, port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection((ip, port), timeout=1) as s:
-            s.sendall(b"ruok")
-            return s.recv(4) == b"imok"
-    except OSError:
-        return False
-
-
 class NetnsCluster:
     """ZooKeeper in namespace `zk`, broker i in `b<i>`, a `client` namespace; every
     one of them on the lab's bridge. Readiness checks connect from the calling thread,
@@ -360,57 +340,23 @@ class NetnsCluster:
         return self.root / f"broker-{broker_id}"
 
     def start(self) -> NetnsCluster:
-        from broker.cluster.launcher import ZK_MAIN, zookeeper_classpath
-
         self.root.mkdir(parents=True, exist_ok=True)
-        zk_dir = self.root / "zookeeper"
-        zk_dir.mkdir(exist_ok=True)
-        cfg = zk_dir / "zoo.cfg"
-        cfg.write_text(
-            "tickTime=500\n"
-            f"dataDir={zk_dir / 'data'}\n"
-            f"clientPort={ZK_PORT}\n"
-            f"clientPortAddress={self.lab.ip('zk')}\n"
-            "admin.enableServer=false\n"
-            "minSessionTimeout=1000\n"
-            "maxSessionTimeout=60000\n"
-            "maxClientCnxns=0\n"
-            "4lw.commands.whitelist=*\n"
-        )
-        cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", zookeeper_classpath()]
-        cmd += ["-Dzookeeper.jmx.log4j.disable=true", ZK_MAIN, str(cfg)]
-        self.zk_proc = self.lab.popen("zk", cmd, zk_dir / "zookeeper.log")
-        wait_until(
-            lambda: self._alive(self.zk_proc, "ZooKeeper") and _zk_ok(self.lab.ip("zk"), ZK_PORT),
-            timeout=60,
-            what="ZooKeeper to answer ruok",
-            every=0.1,
-        )
+        zk = ZooKeeperProcess(self.root / "zookeeper", ZK_PORT, host=self.lab.ip("zk"))
+        self.zk_proc = self.lab.popen("zk", zk.command(), zk.log_path)
+        zk.wait_serving(self.zk_proc, timeout_s=60)
         for i in range(self.count):
             self.start_broker(i)
         return self
 
-    def _alive(self, proc: subprocess.Popen, what: str) -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}; see its log")
-        return True
-
     def start_broker(self, i: int) -> None:
-        import sys
-
         ip = self.lab.ip(self.node(i))
-        cmd = [sys.executable, "-m", "logflume", "broker", "--data-dir", str(self.data_dir(i))]
         listeners = ",".join(f"{name}://{ip}:{port}" for name, port in self.listeners.items())
-        cmd += ["--set", f"listeners={listeners}"]
-        cmd += ["--zookeeper", self.zk_connect, "--broker-id", str(i)]
-        for key, value in self.settings.items():
-            cmd += ["--set", f"{key}={value}"]
-        proc = self.procs[i] = self.lab.popen(self.node(i), cmd, self.log_path(i))
-        wait_until(
-            lambda: self._alive(proc, f"broker {i}") and _connects(ip, BROKER_PORT),
-            timeout=60,
-            what=f"broker {i} to listen on {ip}:{BROKER_PORT}",
+        settings = {"listeners": listeners, **self.settings}
+        cmd = broker_command(
+            self.data_dir(i), zookeeper=self.zk_connect, broker_id=i, settings=settings
         )
+        proc = self.procs[i] = self.lab.popen(self.node(i), cmd, self.log_path(i))
+        wait_for_port(BROKER_PORT, 60, proc, host=ip)
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM every broker (then ZooKeeper) and wait; the lab kills stragglers."""

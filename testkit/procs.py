@@ -1,31 +1,18 @@
-"""Real processes for tests and benchmarks: a broker subprocess on loopback.
+"""Real processes for tests and benchmarks: brokers as subprocesses on loopback.
 
-Tests start the broker exactly as a user would (`python -m logflume broker ...`) and
-talk to it over TCP on 127.0.0.1, so what passes here passes for real clients.
+Tests start the broker exactly as a user would (`python -m logflume broker ...`, its
+command line from `broker.cluster.launcher`) and talk to it over TCP on 127.0.0.1,
+so what passes here passes for real clients.
 """
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from testkit.ports import free_port
-
-
-def wait_for_port(port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+from broker.cluster.launcher import ZooKeeperProcess, broker_command, brokers_seen, stop_process
+from common.ports import free_port, wait_for_port
 
 
 def wait_until(check, timeout: float = 30.0, what="condition", every: float = 0.05):
@@ -57,13 +44,7 @@ class ManagedProcess:
 
     def stop(self, timeout: float | None = None) -> int | None:
         """SIGTERM and wait (SIGKILL after `timeout`): the graceful shutdown path."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(self.stop_timeout if timeout is None else timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc, self.stop_timeout if timeout is None else timeout)
         return self.proc.returncode if self.proc else None
 
     def log_text(self) -> str:
@@ -96,12 +77,9 @@ class BrokerProcess(ManagedProcess):
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        cmd = [sys.executable, "-m", "logflume", "broker", "--data-dir", str(self.data_dir)]
-        if "listeners" not in self.settings:  # else `port` is its first listener's
-            cmd += ["--listen", self.bootstrap]
-        for key, value in self.settings.items():
-            cmd += ["--set", f"{key}={value}"]
-        cmd += self.args
+        # with `listeners` in the settings, `port` is the first listener's
+        listen = None if "listeners" in self.settings else self.bootstrap
+        cmd = broker_command(self.data_dir, listen, settings=self.settings, extra_args=self.args)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy()
@@ -120,11 +98,9 @@ class BrokerProcess(ManagedProcess):
         return self.start()
 
 
-def zookeeper_process(data_dir: Path):
+def zookeeper_process(data_dir: Path, tick_ms: int = 500) -> ZooKeeperProcess:
     """A standalone ZooKeeper (Debian's package) on a free loopback port; `.stop()` it."""
-    from broker.cluster.launcher import ZooKeeperProcess
-
-    return ZooKeeperProcess(Path(data_dir)).start()
+    return ZooKeeperProcess(Path(data_dir), tick_ms=tick_ms).start()
 
 
 class BrokerCluster:
@@ -158,6 +134,16 @@ class BrokerCluster:
         for b in self.brokers.values():
             b.start()
         return self
+
+    def wait_joined(self, timeout: float = 60.0) -> None:
+        """Wait until every broker lists every broker in its Metadata: only then does
+        each accept a topic with replication factor `count`."""
+        deadline = time.monotonic() + timeout
+        for b in self.brokers.values():
+            left = max(0.1, deadline - time.monotonic())
+            wait_for_port(
+                b.port, left, b.proc, ready=lambda b=b: brokers_seen(b.port) >= len(self.brokers)
+            )
 
     def stop(self) -> None:
         for b in self.brokers.values():

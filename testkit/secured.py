@@ -15,8 +15,8 @@ from confluent_kafka.admin import (
 )
 
 from common import certs
-from testkit.ports import free_port
-from testkit.procs import BrokerProcess, wait_for_port
+from common.ports import free_port, wait_for_port
+from testkit.procs import BrokerProcess
 
 
 @dataclasses.dataclass

@@ -53,7 +53,7 @@ The daemons and executors all run on this machine, so a local `--output` or
 `--checkpoint` of a driver on it is a path the driver and every executor share; a
 cluster of several machines needs shared storage instead (deploy/README.md).
 
-Ports: on a loopback `host`, every listener gets a free port (testkit.ports), and the
+Ports: on a loopback `host`, every listener gets a free port (common.ports), and the
 workers' RPC ports are chosen by the OS. On any other address (a network namespace of
 the fleet lab, which has ports of its own) Spark's defaults are used unless given:
 master 7077, its UI 8080, worker i's UI 8081 + i.
@@ -86,7 +86,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from testkit.ports import free_port
+from common.ports import free_port
 from testkit.procs import wait_until
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"

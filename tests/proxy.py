@@ -35,7 +35,7 @@ import struct
 import threading
 
 from common.aio import within
-from testkit.ports import free_port
+from common.ports import free_port
 
 _LINGER_RST = struct.pack("ii", 1, 0)
 _IDLE_S = 600.0  # an idle connection is closed after this long

@@ -59,6 +59,7 @@ from agent.api import Channel, Context, Duration, Event, Size, TakeBatch, regist
 from agent.channels import wal
 from agent.channels.memory import ChannelMetrics
 from common.aio import within
+from common.backoff import Backoff
 from common.fsutil import atomic_write
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -343,7 +344,7 @@ class FileChannel(Channel):
             return
         marks = wal.record_marks(events)
         record = wal.encode_record(self._next_seq, events, marks)
-        retry = _RETRY_MIN_S
+        retry = Backoff(_RETRY_MIN_S, _RETRY_MAX_S)
         while True:
             while not self._fits(len(events), len(record)):
                 self._space.clear()
@@ -355,10 +356,9 @@ class FileChannel(Channel):
             if not self._try_append(events, record, marks):
                 self._space.clear()
                 try:  # a commit may free segments; else the space comes back from outside
-                    await within(self._space.wait(), retry)
+                    await within(self._space.wait(), retry.next())
                 except TimeoutError:
                     pass
-                retry = min(retry * 2, _RETRY_MAX_S)
                 continue
             if self._disk_full:
                 self._disk_full = False

@@ -8,13 +8,11 @@ log broker's page-cache writes) in a temporary directory, and is stopped afterwa
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from common.hostport import free_port
+from common.ports import free_port, wait_for_port
 
 
 class RedisServer:
@@ -47,14 +45,8 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
+        wait_for_port(self.port, 10, self.proc)
+        return self
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None:

@@ -1,15 +1,23 @@
-"""Local cluster launcher: one ZooKeeper and N brokers on loopback.
+"""Local cluster launcher: how ZooKeeper and brokers are started, and how to tell
+that they serve. The one place that knows their command lines; three runners use it:
+
+- `logflume cluster up` and `logflume up --cluster` (`logflume.commands.cluster.
+  start_cluster`) run the commands as children of a `logflume.supervisor.Supervisor`,
+  restarted when they die;
+- the test harness (`testkit.procs.BrokerProcess`, `BrokerCluster`) and the benchmarks
+  run them as plain subprocesses on loopback, to kill and restart brokers on purpose;
+- the fleet lab (`testkit.netns.NetnsCluster`) runs them inside network namespaces,
+  each on its namespace's own address.
 
 ZooKeeper comes from Debian's `zookeeper` package (jars under /usr/share/java) and
 is started directly as `java -cp <jars> org.apache.zookeeper.server.quorum.QuorumPeerMain
-<zoo.cfg>` with a generated standalone config (dataDir under the cluster's data
-directory, client port on 127.0.0.1, admin server off). Brokers are
-`python -m logflume broker --zookeeper ... --broker-id N` subprocesses, each with
-its own data directory. `logflume cluster up` and `logflume up --cluster` run these
-commands as supervised children (restarted when they die); `LocalCluster` runs them
-itself, unsupervised, for benchmarks and tests that kill and restart brokers on
-purpose. `logflume cluster up` writes pid files (`pid_file`) so that `logflume
-cluster down` can stop a cluster started elsewhere (`stop_from_pid_files`).
+<zoo.cfg>` with a generated standalone config (dataDir under the given directory,
+client port on the given address, admin server off). A broker is `python -m logflume
+broker --data-dir ... [--listen ...] [--zookeeper ... --broker-id N] [--set k=v ...]`.
+Readiness: ZooKeeper answers `ruok` with `imok`; a broker of a cluster lists every
+broker in its Metadata (it listens before ZooKeeper has told it about its peers).
+`logflume cluster up` writes pid files (`pid_file`) so that `logflume cluster down`
+can stop a cluster started elsewhere (`stop_from_pid_files`).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from common.hostport import free_port
+from common.ports import LOOPBACK, free_port, wait_for_port
 
 JAR_DIRS = (Path("/usr/share/java"), Path("/usr/share/zookeeper/lib"))
 ZK_JARS = ("zookeeper.jar", "zookeeper-jute.jar")
@@ -30,7 +38,7 @@ ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
 class LauncherError(RuntimeError):
-    """ZooKeeper or a broker could not be started."""
+    """ZooKeeper cannot be started here: its jars are missing."""
 
 
 # What `logflume cluster up` and `logflume up --cluster` give every broker unless
@@ -52,49 +60,22 @@ def zookeeper_classpath() -> str:
     )
 
 
-def port_open(port: int) -> bool:
-    """Whether something accepts connections on 127.0.0.1:`port`."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def brokers_seen(port: int) -> int:
-    """How many live brokers the broker on 127.0.0.1:`port` lists in its Metadata
-    (0 when it does not answer). A broker listens before ZooKeeper has told it about
-    its peers; a cluster is ready for RF > 1 topics only once every broker sees all."""
+def brokers_seen(port: int, host: str = LOOPBACK) -> int:
+    """How many live brokers the broker on `host`:`port` lists in its Metadata (0 when
+    it does not answer). A broker listens before ZooKeeper has told it about its
+    peers; a cluster is ready for RF > 1 topics only once every broker sees all."""
     from broker.protocol import ApiKey
     from broker.protocol.client import BlockingClient
 
     try:
-        with BlockingClient("127.0.0.1", port, timeout=2, client_id="logflume-launcher") as c:
+        with BlockingClient(host, port, timeout=2, client_id="logflume-launcher") as c:
             return len(c.request(ApiKey.METADATA, 1, {"topics": []})["brokers"])
     except OSError:
         return 0
 
 
-def wait_for_port(
-    port: int, timeout_s: float, proc: subprocess.Popen | None = None, brokers: int = 0
-) -> None:
-    """Wait until 127.0.0.1:`port` accepts connections and, when `brokers` is given,
-    its broker sees that many live brokers."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise LauncherError(f"process exited with {proc.returncode} before listening")
-        if port_open(port) and (not brokers or brokers_seen(port) >= brokers):
-            return
-        time.sleep(0.05)
-    raise LauncherError(
-        f"127.0.0.1:{port} not serving"
-        + (f" with {brokers} live brokers" if brokers else "")
-        + f" after {timeout_s}s"
-    )
-
-
-def _stop(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
+def stop_process(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
+    """SIGTERM `proc` and wait for it, SIGKILL after `timeout_s`: the graceful path."""
     if proc is None or proc.poll() is not None:
         return
     proc.send_signal(signal.SIGTERM)
@@ -106,10 +87,20 @@ def _stop(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
 
 
 class ZooKeeperProcess:
-    """A standalone ZooKeeper server subprocess; owned by one thread."""
+    """A standalone ZooKeeper server on `host`:`port` (loopback and a free port unless
+    given) with its config, data and log under `data_dir`. `start()` runs it as this
+    process's child; `command()` is for callers that run it themselves. Owned by one
+    thread."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, tick_ms: int = 500):
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        tick_ms: int = 500,
+        host: str = LOOPBACK,
+    ):
         self.data_dir = Path(data_dir)
+        self.host = host
         self.port = port or free_port()
         self.tick_ms = tick_ms
         self.proc: subprocess.Popen | None = None
@@ -117,18 +108,17 @@ class ZooKeeperProcess:
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        """Write the standalone config and return the server's command line (for
-        callers that run it themselves, e.g. `logflume up --cluster`)."""
+        """Write the standalone config and return the server's command line."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cfg = self.data_dir / "zoo.cfg"
         cfg.write_text(
             f"tickTime={self.tick_ms}\n"
             f"dataDir={self.data_dir / 'data'}\n"
             f"clientPort={self.port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={self.host}\n"
             "admin.enableServer=false\n"
             f"minSessionTimeout={2 * self.tick_ms}\n"
             "maxSessionTimeout=60000\n"
@@ -139,123 +129,60 @@ class ZooKeeperProcess:
         cmd += ["-Dzookeeper.jmx.log4j.disable=true", ZK_MAIN, str(cfg)]
         return cmd
 
+    def wait_serving(self, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+        """Wait until the server (run as `proc`) answers `ruok`."""
+        wait_for_port(self.port, timeout_s, proc, self.host, ready=self.is_serving)
+
     def start(self, timeout_s: float = 30.0) -> ZooKeeperProcess:
         cmd = self.command()
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        wait_for_port(self.port, timeout_s, self.proc)
-        deadline = time.monotonic() + timeout_s
-        while not self.is_serving():
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise LauncherError(f"ZooKeeper on port {self.port} does not answer ruok")
-            time.sleep(0.1)
+        self.wait_serving(self.proc, timeout_s)
         return self
 
     def is_serving(self) -> bool:
         """True once the server answers the `ruok` four-letter word with `imok`."""
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+            with socket.create_connection((self.host, self.port), timeout=2) as s:
                 s.sendall(b"ruok")
                 return s.recv(4) == b"imok"
         except OSError:
             return False
 
     def stop(self) -> None:
-        _stop(self.proc)
+        stop_process(self.proc)
         if getattr(self, "_log", None):
             self._log.close()
 
 
 def broker_command(
     data_dir: Path,
-    port: int,
-    zookeeper: str,
-    broker_id: int,
+    listen: str | None = None,
+    zookeeper: str | None = None,
+    broker_id: int | None = None,
     settings: dict | None = None,
     log_flags: list[str] | None = None,
+    extra_args: list[str] | None = None,
 ) -> list[str]:
-    """The broker's command line; `log_flags` are global `logflume` flags such as
-    `--log-format json`, which go before the subcommand."""
+    """The command line of a `logflume broker` with its data in `data_dir`.
+    `listen`: its `--listen` address (none: the `listeners` setting or the default);
+    `zookeeper` and `broker_id`: join that cluster as that broker; `settings`: broker
+    config, each as `--set key=value`; `log_flags`: global `logflume` flags such as
+    `--log-format json`, which go before the subcommand; `extra_args`: further
+    `logflume broker` options, e.g. `--event-loop`."""
     cmd = [sys.executable, "-m", "logflume", *(log_flags or []), "broker"]
     cmd += ["--data-dir", str(data_dir)]
-    cmd += ["--listen", f"127.0.0.1:{port}", "--zookeeper", zookeeper]
-    cmd += ["--broker-id", str(broker_id)]
+    if listen is not None:
+        cmd += ["--listen", listen]
+    if zookeeper is not None:
+        cmd += ["--zookeeper", zookeeper]
+    if broker_id is not None:
+        cmd += ["--broker-id", str(broker_id)]
     for key, value in (settings or {}).items():
         cmd += ["--set", f"{key}={value}"]
-    return cmd
-
-
-class LocalCluster:
-    """ZooKeeper plus `brokers` broker processes under `data_dir`; one owner thread."""
-
-    def __init__(
-        self,
-        data_dir: Path,
-        brokers: int = 3,
-        base_port: int | None = None,
-        settings: dict | None = None,
-        zk_tick_ms: int = 500,
-    ):
-        self.data_dir = Path(data_dir)
-        self.count = brokers
-        self.base_port = base_port
-        self.settings = dict(settings or {})
-        self.zookeeper = ZooKeeperProcess(self.data_dir / "zookeeper", tick_ms=zk_tick_ms)
-        self.procs: dict[int, subprocess.Popen] = {}
-        self.ports: dict[int, int] = {}
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{self.ports[i]}" for i in sorted(self.ports))
-
-    def start(self) -> LocalCluster:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.zookeeper.start()
-        for i in range(self.count):
-            self.ports[i] = self.base_port + i if self.base_port else free_port()
-            self._spawn(i)
-        for i, proc in self.procs.items():
-            wait_for_port(self.ports[i], 30, proc, brokers=self.count)
-        return self
-
-    def _spawn(self, i: int) -> None:
-        log = open(self.data_dir / f"broker-{i}.log", "ab")
-        proc = subprocess.Popen(
-            broker_command(
-                self.data_dir / f"broker-{i}",
-                self.ports[i],
-                self.zookeeper.connect,
-                i,
-                self.settings,
-            ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
-        self.procs[i] = proc
-
-    def kill_broker(self, i: int) -> None:
-        """SIGKILL broker `i` (no clean shutdown), for failover benchmarks."""
-        proc = self.procs[i]
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
-    def start_broker(self, i: int, timeout_s: float = 30.0) -> None:
-        """Start broker `i` again (same id, port and data) after it stopped."""
-        self._spawn(i)
-        wait_for_port(self.ports[i], timeout_s, self.procs[i])
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            _stop(proc, 30)
-        self.zookeeper.stop()
+    return cmd + list(extra_args or [])
 
 
 def pid_file(data_dir: Path, name: str) -> Path:

@@ -30,7 +30,6 @@ from broker.protocol.primitives import (
 )
 from broker.protocol.records import BatchBuilder
 
-TOPIC = "__consumer_offsets"
 DEFAULT_NUM_PARTITIONS = 50
 
 OFFSET_KEY_VERSION = 1

@@ -30,7 +30,6 @@ from broker.cluster.replica_manager import ReplicaManager
 from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.groups.offsets_topic import TOPIC as OFFSETS_TOPIC
 from broker.groups.storage import PartitionOffsetsStore, StoreError
 from broker.protocol import ErrorCode
 from broker.protocol.errors import ApiError
@@ -38,8 +37,8 @@ from broker.server.purgatory import Purgatory
 from broker.transactions.channel import BrokerChannels
 from broker.transactions.config import TxnConfig
 from broker.transactions.coordinator import TransactionCoordinator
-from broker.transactions.log_format import TOPIC as TXN_TOPIC
 from broker.transactions.markers import MarkerWriter
+from common.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +62,7 @@ def group_coordinator(
     async def wait(partition, end_offset: int) -> ErrorCode:
         return await wait_replicated(purgatory, partition, end_offset, timeout_s)
 
-    store = PartitionOffsetsStore(lambda i: replicas.get_partition(OFFSETS_TOPIC, i), wait)
+    store = PartitionOffsetsStore(lambda i: replicas.get_partition(CONSUMER_OFFSETS, i), wait)
     return GroupCoordinator(store, CoordinatorConfig.from_broker_config(config))
 
 
@@ -93,7 +92,7 @@ class LocalMarkers:
             log.error("%s-%d: marker write failed: %s", tp[0], tp[1], e)
             return ErrorCode.KAFKA_STORAGE_ERROR
         err = await wait_replicated(self.purgatory, p, info.last_offset + 1, timeout_s)
-        if err == ErrorCode.NONE and tp[0] == OFFSETS_TOPIC:
+        if err == ErrorCode.NONE and tp[0] == CONSUMER_OFFSETS:
             self.groups.complete_txn(tp[1], pid, commit)
         return err
 
@@ -131,7 +130,7 @@ def transaction_coordinator(
     async def write_local(tp, pid, epoch, commit, coordinator_epoch) -> ErrorCode:
         return await markers.write(tp, pid, epoch, commit, coordinator_epoch, timeout_s)
 
-    store = PartitionOffsetsStore(lambda i: replicas.get_partition(TXN_TOPIC, i), wait)
+    store = PartitionOffsetsStore(lambda i: replicas.get_partition(TRANSACTION_STATE, i), wait)
     writer = MarkerWriter(cluster.broker_id, leader_of, write_local, write_remote)
     return TransactionCoordinator(store, writer, next_producer_id, txn_config)
 
@@ -151,7 +150,7 @@ def txn_verifier(
         index = coordinator.partition_for(tid)
         if index in coordinator.owned:
             return coordinator.verify(tid, pid, epoch, tps)
-        leader = cluster.leader_of(TXN_TOPIC, index)
+        leader = cluster.leader_of(TRANSACTION_STATE, index)
         if leader == cluster.broker_id:
             return dict.fromkeys(tps, ErrorCode.NOT_COORDINATOR)
         if leader < 0:
@@ -176,30 +175,30 @@ def load_led_partitions(
 
 
 def load_offsets_partitions(replicas: ReplicaManager, groups: GroupCoordinator) -> None:
-    meta = replicas.topic(OFFSETS_TOPIC)
+    meta = replicas.topic(CONSUMER_OFFSETS)
     if meta is None:
         return
     now = _now_ms()
     before = len(groups.owned)
     for index in range(meta.partitions):
-        p = replicas.get_partition(OFFSETS_TOPIC, index)
+        p = replicas.get_partition(CONSUMER_OFFSETS, index)
         if p is not None and p.is_leader and index not in groups.owned:
             groups.load_partition(index, now)
     if len(groups.owned) > before:
         log.info(
             "coordinating %d partition(s) of %s: %d group(s) loaded",
             len(groups.owned),
-            OFFSETS_TOPIC,
+            CONSUMER_OFFSETS,
             len(groups.groups),
         )
 
 
 def load_txn_partitions(replicas: ReplicaManager, transactions: TransactionCoordinator) -> None:
-    meta = replicas.topic(TXN_TOPIC)
+    meta = replicas.topic(TRANSACTION_STATE)
     if meta is None:
         return
     for index in range(meta.partitions):
-        p = replicas.get_partition(TXN_TOPIC, index)
+        p = replicas.get_partition(TRANSACTION_STATE, index)
         if p is not None and p.is_leader and index not in transactions.owned:
             transactions.load_partition(index, p.leader_epoch)
 
@@ -215,12 +214,12 @@ def leadership_changed(
     """Leading a coordinator partition makes this broker the coordinator of its
     groups or transactional ids (for transactions, in the partition's leader epoch);
     losing it unloads them. Called on every role change of a hosted partition."""
-    if topic == TXN_TOPIC:
+    if topic == TRANSACTION_STATE:
         transactions.unload_partition(index)
         if leader:
-            part = replicas.get_partition(TXN_TOPIC, index)
+            part = replicas.get_partition(TRANSACTION_STATE, index)
             transactions.load_partition(index, part.leader_epoch)
-    elif topic == OFFSETS_TOPIC:
+    elif topic == CONSUMER_OFFSETS:
         if not leader:
             groups.unload_partition(index)
         elif index not in groups.owned:

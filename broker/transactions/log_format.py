@@ -28,7 +28,6 @@ from broker.protocol.schema import INT8, INT32, INT64, STRING, Array, F, compile
 from broker.protocol.schema import INT16 as I16
 from broker.transactions.state import TxnMetadata, TxnState, by_topic
 
-TOPIC = "__transaction_state"
 DEFAULT_NUM_PARTITIONS = 50
 KEY_VERSION = 0
 VALUE_VERSION = 0

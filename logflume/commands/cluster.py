@@ -85,7 +85,9 @@ def start_cluster(
     sup.start(spec("zookeeper", zk.command(), zk.log_path))
     sup.wait_for("zookeeper", zk.is_serving, timeout, stop)
     for i, port in enumerate(ports):
-        argv = broker_command(root / f"broker-{i}", port, zk.connect, i, settings, log_flags)
+        argv = broker_command(
+            root / f"broker-{i}", f"127.0.0.1:{port}", zk.connect, i, settings, log_flags
+        )
         sup.start(spec(f"broker-{i}", argv, root / f"broker-{i}.log"))
     for i, port in enumerate(ports):
         sup.wait_for(f"broker-{i}", lambda p=port: brokers_seen(p) >= len(ports), timeout, stop)
@@ -94,7 +96,7 @@ def start_cluster(
 
 def run(args) -> int:
     from broker.cluster.launcher import LOCAL_CLUSTER_DEFAULTS, pid_file, stop_from_pid_files
-    from common.hostport import free_port
+    from common.ports import free_port
     from logflume.cli import logging_flags
     from logflume.supervisor import Supervisor
 

@@ -296,7 +296,7 @@ class Demo:
         self.sup.wait_for(what, ready, timeout, self.stop)
 
     def start(self, config: DemoConfig, config_path: Path) -> None:
-        from broker.cluster.launcher import port_open
+        from common.ports import port_open
         from logflume.supervisor import ChildSpec
 
         args, sup, data = self.args, self.sup, self.data_dir

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from common.ports import free_port
 from testkit.agent import AgentProcess, read_topic
-from testkit.ports import free_port
 
 PIPELINE = """
 agents:

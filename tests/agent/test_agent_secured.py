@@ -9,9 +9,9 @@ import socket
 
 import pytest
 
+from common.ports import free_port
 from testkit.agent import AgentProcess, read_topic
 from testkit.kafka import create_topic
-from testkit.ports import free_port
 from testkit.procs import wait_until
 from testkit.secured import start_secured_broker
 

@@ -2,9 +2,7 @@ import uuid
 
 import pytest
 
-from broker.protocol import ApiKey
 from testkit.procs import BrokerCluster, zookeeper_process
-from tests.broker.server.wire import WireClient
 from tests.cluster.util import ZkView, wait_until
 
 # Short timeouts so failures are detected within seconds (production uses Kafka's).
@@ -52,19 +50,10 @@ def cluster_factory(zookeeper, tmp_path):
         wait_until(lambda: len(cluster.zk.live()) == count, what="every broker to register")
         # Each broker learns the live set from its own watch: wait until all of them
         # know all brokers (CreateTopics checks the replication factor against it).
-        for b in cluster.brokers.values():
-            wait_until(
-                lambda b=b: len(_metadata(b.port)["brokers"]) == count,
-                what=f"broker on port {b.port} to see every broker",
-            )
+        cluster.wait_joined()
         return cluster
 
     yield make
     for c in made:
         c.stop()
         c.zk.close()
-
-
-def _metadata(port: int) -> dict:
-    with WireClient(port) as client:
-        return client.request(ApiKey.METADATA, 1, {"topics": []})

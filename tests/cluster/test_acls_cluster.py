@@ -13,7 +13,7 @@ import orjson
 
 from broker.protocol import ApiKey, ErrorCode
 from common import certs
-from testkit.ports import free_port
+from common.ports import free_port
 from tests.broker.server.wire import WireClient
 from tests.cluster.util import create_topic, mutual_tls_settings, producer, wait_until
 

@@ -4,7 +4,7 @@ when min.insync.replicas is 3); after SIGCONT it catches up and both go back to 
 
 import signal
 
-from testkit.ports import free_port
+from common.ports import free_port
 from testkit.scrape import scrape
 from tests.cluster.util import create_topic, producer, wait_until
 

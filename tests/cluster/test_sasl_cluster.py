@@ -15,7 +15,7 @@ from confluent_kafka.admin import (
 )
 
 from common import certs
-from testkit.ports import free_port
+from common.ports import free_port
 from testkit.scrape import scrape
 from tests.cluster.util import create_topic, replicate_through_a_leader_kill, wait_until
 

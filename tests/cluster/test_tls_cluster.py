@@ -5,7 +5,7 @@ certificates). Real ZooKeeper, three broker processes."""
 import orjson
 
 from common import certs
-from testkit.ports import free_port
+from common.ports import free_port
 from tests.cluster.util import create_topic, mutual_tls_settings, replicate_through_a_leader_kill
 
 

@@ -1,8 +1,6 @@
-import socket
-
 import pytest
 
-from common.hostport import connect_address, free_port, parse_hostport
+from common.hostport import connect_address, parse_hostport
 
 
 @pytest.mark.parametrize(
@@ -29,10 +27,3 @@ def test_wildcard_binds_are_reached_on_loopback():
     assert connect_address("0.0.0.0", 9092) == ("127.0.0.1", 9092)
     assert connect_address("::", 9092) == ("127.0.0.1", 9092)
     assert connect_address("10.0.0.5", 9092) == ("10.0.0.5", 9092)
-
-
-def test_free_port_can_be_bound_on_loopback():
-    port = free_port()
-    assert 0 < port <= 65535
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", port))

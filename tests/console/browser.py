@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from testkit.ports import free_port
+from common.ports import free_port
 from testkit.procs import ManagedProcess, wait_until
 
 REPO = Path(__file__).resolve().parents[2]

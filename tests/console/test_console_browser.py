@@ -9,8 +9,8 @@ import json
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from common.ports import free_port
 from testkit.agent import AgentProcess
-from testkit.ports import free_port
 from testkit.procs import wait_until
 from tests.console.browser import (
     ConsoleProcess,

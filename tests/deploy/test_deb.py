@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.ports import free_port
+from common.ports import free_port
 from tests.deploy import udp_agent
 from tests.deploy.template import AGENT_ENV, PIPELINES
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from common.ports import free_port
 from testkit.agent import AgentProcess
 from testkit.kafka import consume_and_commit
-from testkit.ports import free_port
 from testkit.procs import wait_until
 from testkit.scrape import scrape
 

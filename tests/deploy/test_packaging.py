@@ -14,7 +14,7 @@ import zipfile
 from email.parser import Parser
 from pathlib import Path
 
-from testkit.ports import free_port
+from common.ports import free_port
 from tests.deploy import udp_agent
 from tests.deploy.template import filled, relocated, settings
 

@@ -21,8 +21,8 @@ from confluent_kafka.admin import (
 
 from broker.protocol import ApiKey
 from common import certs
-from testkit.ports import free_port
-from testkit.procs import BrokerProcess, wait_for_port
+from common.ports import free_port, wait_for_port
+from testkit.procs import BrokerProcess
 from tests.broker.server.wire import WireClient
 
 USERS = ("admin", "agent", "spark", "operator", "nobody")

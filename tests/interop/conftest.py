@@ -6,8 +6,7 @@ import types
 
 import pytest
 
-from broker.cluster.launcher import brokers_seen
-from testkit.procs import BrokerCluster, BrokerProcess, wait_until, zookeeper_process
+from testkit.procs import BrokerCluster, BrokerProcess, zookeeper_process
 from tests.interop.acl_env import acl  # noqa: F401 - the ACL tests' broker, one per module
 
 CLUSTER = {
@@ -30,8 +29,7 @@ def target(request, tmp_path_factory):
     zookeeper = zookeeper_process(root / "zookeeper")
     cluster = BrokerCluster(root / "cluster", zookeeper.connect + "/matrix", 3, CLUSTER).start()
     try:
-        for b in cluster.brokers.values():
-            wait_until(lambda b=b: brokers_seen(b.port) == 3, what="every broker to see the others")
+        cluster.wait_joined()
         yield types.SimpleNamespace(bootstrap=cluster.bootstrap, replication=3)
     finally:
         cluster.stop()

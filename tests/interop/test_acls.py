@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
 )
 
 from broker.protocol import ApiKey, ErrorCode
-from testkit.procs import wait_for_port
+from common.ports import wait_for_port
 from tests.broker.server.wire import MATCH_ALL_ACLS, WireClient, batch, fetch_body, produce_body
 from tests.interop.acl_env import conf, end_offset, produce_errors, wire
 from tests.logflume.test_commands_clients import lf

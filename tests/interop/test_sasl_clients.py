@@ -24,8 +24,8 @@ from confluent_kafka.admin import (
 
 from broker.protocol import ApiKey, ErrorCode
 from common import certs
-from testkit.ports import free_port
-from testkit.procs import BrokerProcess, wait_for_port, wait_until
+from common.ports import free_port, wait_for_port
+from testkit.procs import BrokerProcess, wait_until
 from testkit.scrape import scrape
 from tests.broker.server.wire import WireClient, batch, produce_body
 from tests.interop.secure_clients import (

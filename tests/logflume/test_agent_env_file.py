@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 
-from testkit.ports import free_port
+from common.ports import free_port
 
 PIPELINES = (
     "agents:\n  solo:\n    sources:\n"

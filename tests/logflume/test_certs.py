@@ -9,7 +9,7 @@ import sys
 from confluent_kafka import Consumer, Producer, TopicPartition
 from cryptography import x509
 
-from testkit.ports import free_port
+from common.ports import free_port
 from testkit.procs import BrokerProcess
 
 

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from testkit.ports import free_port
+from common.ports import free_port
 
 LF = [sys.executable, "-m", "logflume"]
 

@@ -159,7 +159,7 @@ def test_children_get_the_logging_flags():
     )
     flags = ["--log-level", "DEBUG", "--log-format", "json"]
     assert Demo(args).py == [sys.executable, "-m", "logflume", *flags]
-    argv = broker_command(Path("/d"), 9092, "127.0.0.1:2181", 0, {}, flags)
+    argv = broker_command(Path("/d"), "127.0.0.1:9092", "127.0.0.1:2181", 0, log_flags=flags)
     parsed = build_parser().parse_args(argv[3:])
     assert (parsed.command, parsed.log_level, parsed.log_format) == ("broker", "DEBUG", "json")
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from logflume.supervisor import ChildExited, ChildSpec, Supervisor
+from logflume.supervisor import Child, ChildExited, ChildSpec, Supervisor
 from tests.logflume.proc_scan import alive, descendants, wait_gone
 
 
@@ -79,6 +79,12 @@ def test_json_output_is_one_object_per_line():
     (own,) = [r for r in rows if r["message"] == "banner\nsecond line"]
     assert (own["level"], own["logger"], own["pid"]) == ("WARNING", "up", os.getpid())
     assert "child" not in own and "\x1b[" not in text(s)
+
+
+def test_restart_delays_are_one_second_doubling_to_thirty_reset_after_thirty_up():
+    backoff = Child(ChildSpec("child", ["true"])).backoff
+    assert [backoff.after_run(uptime=0) for _ in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    assert backoff.after_run(uptime=30) == 1
 
 
 def test_exit_during_startup_is_fatal(sup):

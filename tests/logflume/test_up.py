@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pytest
 
+from common.ports import free_port
 from logflume.commands.up import DemoConfig, port_free
 from spark_etl.loggen import MONTHS
-from testkit.ports import free_port
 from testkit.procs import wait_until
 from tests.logflume.proc_scan import alive, all_pids, descendants, in_groups, pgid, wait_gone
 

@@ -9,8 +9,8 @@ import aiohttp
 import orjson
 
 from common.aio import within
+from common.ports import free_port
 from sources.tcp import OctetCounter
-from testkit.ports import free_port
 from tests.sources.harness import FakeMetrics, Harness, build
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from common import certs
 from common.aio import within
+from common.ports import free_port
 from sources._tls import ServerTlsConfig
 from sources.http import HttpAuth, HttpSource
-from testkit.ports import free_port
 from tests.sources.harness import FakeMetrics, Harness, build
 from tests.sources.test_network import started
 

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
+from common.ports import free_port
 from testkit.kafka import create_topic
-from testkit.ports import free_port
 from testkit.procs import BrokerProcess, wait_until
 
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1"}

@@ -39,12 +39,12 @@ import time
 
 from broker.cluster.replica_manager import TopicError
 from broker.groups.coordinator import GroupCoordinator
-from broker.groups.offsets_topic import TOPIC
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import NOT_REQUESTED, RT, Op, allowed, authorized_operations
 from broker.server.coordinators import load_offsets_partitions
 from broker.server.dispatch import handles
 from broker.server.handlers import transactions
+from common.topic_names import CONSUMER_OFFSETS
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +58,11 @@ def _now_ms() -> int:
 
 def _ensure_offsets_topic(core) -> ErrorCode:
     coordinator = core.groups
-    if core.replicas.topic(TOPIC) is None:
+    if core.replicas.topic(CONSUMER_OFFSETS) is None:
         cfg = core.config
         try:
             core.topic_admin.create_topic(
-                TOPIC,
+                CONSUMER_OFFSETS,
                 coordinator.config.num_partitions,
                 cfg["offsets.topic.replication.factor"],
                 {
@@ -72,9 +72,9 @@ def _ensure_offsets_topic(core) -> ErrorCode:
                 },
             )
         except TopicError as e:
-            log.error("cannot create %s: %s", TOPIC, e)
+            log.error("cannot create %s: %s", CONSUMER_OFFSETS, e)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if core.replicas.topic(TOPIC) is None:  # cluster mode: created in the background
+        if core.replicas.topic(CONSUMER_OFFSETS) is None:  # cluster mode: created in the background
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
     load_offsets_partitions(core.replicas, coordinator)
     return ErrorCode.NONE
@@ -121,9 +121,9 @@ def _coordinator_of(ctx, key: str, key_type: int) -> dict:
     if code != ErrorCode.NONE:
         return {"error_code": code, "error_message": message} | none
     if key_type == _TXN_KEY_TYPE:
-        topic, index = transactions.TOPIC, transactions.coordinator_partition(core, key)
+        topic, index = transactions.CONSUMER_OFFSETS, transactions.coordinator_partition(core, key)
     else:
-        topic, index = TOPIC, _coordinator(ctx).partition_for(key)
+        topic, index = CONSUMER_OFFSETS, _coordinator(ctx).partition_for(key)
     leader = core.cluster.leader_of(topic, index)
     info = core.cluster.brokers.get(leader)
     address = info.endpoints.get(ctx.listener) if info is not None else None
@@ -247,7 +247,9 @@ async def offset_commit(ctx, body):
     unknown = {}
     group_denied = _group_denied(ctx, Op.READ, body["group_id"])
     for t in body["topics"]:
-        topic_denied = not group_denied and not allowed(ctx, Op.READ, RT.TOPIC, t["name"])
+        topic_denied = not group_denied and not allowed(
+            ctx, Op.READ, RT.CONSUMER_OFFSETS, t["name"]
+        )
         for p in t["partitions"]:
             tp = (t["name"], p["partition_index"])
             if group_denied or topic_denied:
@@ -325,7 +327,7 @@ def _group_offsets(
     may: dict[str, bool] = {}
     for tp in wanted if wanted is not None else sorted(offsets):
         if tp[0] not in may:
-            may[tp[0]] = allowed(ctx, Op.DESCRIBE, RT.TOPIC, tp[0])
+            may[tp[0]] = allowed(ctx, Op.DESCRIBE, RT.CONSUMER_OFFSETS, tp[0])
         if not may[tp[0]]:
             if wanted is not None:
                 topics.setdefault(tp[0], []).append(
@@ -431,7 +433,7 @@ async def offset_delete(ctx, body):
         return {"error_code": _GROUP_DENIED, "throttle_time_ms": 0, "topics": []}
     known, unknown = [], {}
     for t in body["topics"]:
-        topic_ok = allowed(ctx, Op.READ, RT.TOPIC, t["name"])
+        topic_ok = allowed(ctx, Op.READ, RT.CONSUMER_OFFSETS, t["name"])
         for p in t["partitions"]:
             tp = (t["name"], p["partition_index"])
             if not topic_ok:

@@ -35,14 +35,13 @@ import time
 
 from broker.cluster.names import is_internal
 from broker.cluster.replica_manager import TopicError
-from broker.groups.offsets_topic import TOPIC as OFFSETS_TOPIC
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import RT, Op, allowed
 from broker.server.coordinators import load_txn_partitions
 from broker.server.dispatch import handles
 from broker.transactions.coordinator import TransactionCoordinator
-from broker.transactions.log_format import TOPIC
 from broker.transactions.state import by_topic
+from common.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +66,11 @@ def client_error(ctx, code: ErrorCode) -> ErrorCode:
 
 
 def ensure_txn_topic(core) -> ErrorCode:
-    if core.replicas.topic(TOPIC) is None:
+    if core.replicas.topic(TRANSACTION_STATE) is None:
         cfg = core.config
         try:
             core.topic_admin.create_topic(
-                TOPIC,
+                TRANSACTION_STATE,
                 cfg["transaction.state.log.num.partitions"],
                 cfg["transaction.state.log.replication.factor"],
                 {
@@ -83,9 +82,9 @@ def ensure_txn_topic(core) -> ErrorCode:
                 },
             )
         except TopicError as e:
-            log.error("cannot create %s: %s", TOPIC, e)
+            log.error("cannot create %s: %s", TRANSACTION_STATE, e)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if core.replicas.topic(TOPIC) is None:  # a cluster: created in the background
+        if core.replicas.topic(TRANSACTION_STATE) is None:  # a cluster: created in the background
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
     load_txn_partitions(core.replicas, core.transactions)
     return ErrorCode.NONE
@@ -175,7 +174,9 @@ async def _add_partitions(ctx, tid, pid, epoch, topics, verify_only, from_broker
         return _coordinator(ctx).verify(tid, pid, epoch, tps)
     refused = {}
     for topic, p in tps:
-        if not from_broker and (is_internal(topic) or not allowed(ctx, Op.WRITE, RT.TOPIC, topic)):
+        if not from_broker and (
+            is_internal(topic) or not allowed(ctx, Op.WRITE, RT.TRANSACTION_STATE, topic)
+        ):
             refused[(topic, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:
             meta = ctx.core.replicas.topic(topic)
@@ -200,7 +201,7 @@ async def add_offsets_to_txn(ctx, body):
             tid,
             body["producer_id"],
             body["producer_epoch"],
-            {(OFFSETS_TOPIC, offsets_partition)},
+            {(CONSUMER_OFFSETS, offsets_partition)},
             _now_ms(),
         )
     return {"throttle_time_ms": 0, "error_code": client_error(ctx, err)}
@@ -242,7 +243,11 @@ def describe_transactions(ctx, body):
             states.append(entry)
             continue
         grouped = by_topic(
-            sorted(tp for tp in meta.partitions if allowed(ctx, Op.DESCRIBE, RT.TOPIC, tp[0]))
+            sorted(
+                tp
+                for tp in meta.partitions
+                if allowed(ctx, Op.DESCRIBE, RT.TRANSACTION_STATE, tp[0])
+            )
         )
         entry |= {
             "transaction_state": meta.state.display,
@@ -289,7 +294,7 @@ def describe_producers(ctx, body):
     topics = []
     for topic in body["topics"]:
         name = topic["name"]
-        if not allowed(ctx, Op.READ, RT.TOPIC, name):
+        if not allowed(ctx, Op.READ, RT.TRANSACTION_STATE, name):
             topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif replicas.topic(name) is None:
             topic_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.groups.offsets_topic import TOPIC as OFFSETS_TOPIC
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
 from broker.server.handlers.transactions import client_error
 from common.aio import within
+from common.topic_names import CONSUMER_OFFSETS
 
 
 @handles(ApiKey.WRITE_TXN_MARKERS)
@@ -77,7 +77,7 @@ async def _verify(ctx, body) -> ErrorCode:
     verifier = ctx.core.txn_verifier
     if verifier is None:
         return ErrorCode.NONE
-    tp = (OFFSETS_TOPIC, ctx.core.groups.partition_for(body["group_id"]))
+    tp = (CONSUMER_OFFSETS, ctx.core.groups.partition_for(body["group_id"]))
     try:
         answer = await within(
             verifier(body["transactional_id"], body["producer_id"], body["producer_epoch"], [tp]),

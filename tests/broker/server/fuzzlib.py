@@ -59,7 +59,7 @@ from broker.protocol.records import (
     iter_batches,
 )
 from broker.protocol.registry import SCHEMAS, is_flexible
-from testkit.ports import free_port
+from common.ports import free_port
 
 CANARY_CORRELATION = 0x7ABC0DE5
 MAX_REQUEST = 1 << 20  # socket.request.max.bytes of the fuzzed broker

@@ -7,7 +7,7 @@ import threading
 
 from broker.config import BrokerConfig
 from broker.server.server import BrokerServer
-from testkit.ports import free_port
+from common.ports import free_port
 
 
 class InProcessBroker:

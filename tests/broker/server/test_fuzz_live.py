@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol import ApiKey
 from broker.protocol.records import iter_batches
-from testkit.ports import free_port
+from common.ports import free_port
 from tests.broker.server import fuzzlib
 from tests.broker.server.wire import WireClient, fetch_body
 

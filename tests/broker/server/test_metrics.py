@@ -10,8 +10,8 @@ from confluent_kafka import Producer
 
 import logflume
 from broker.protocol import ApiKey
+from common.ports import free_port
 from testkit.kafka import consume_and_commit
-from testkit.ports import free_port
 from testkit.procs import BrokerProcess, wait_until
 from testkit.scrape import scrape
 from tests.broker.server.test_bad_input import still_serving

@@ -193,7 +193,7 @@ def component_types() -> list[ComponentType]:
         raise MissingPlugins(f"plugin modules failed to import: {detail}")
     names: dict[type, list[str]] = {}
     for (_kind, name), cls in REGISTRY.items():
-        if cls.__module__.rpartition(".")[0] in PLUGIN_PACKAGES:
+        if cls.__module__.startswith(tuple(f"{p}." for p in PLUGIN_PACKAGES)):
             names.setdefault(cls, []).append(name)
     found = []
     for cls, registered in names.items():

@@ -15,9 +15,20 @@ from __future__ import annotations
 
 import re
 
+import javaproperties
+
 
 class PropertiesError(ValueError):
     """Client properties that cannot be used; the message names the key."""
+
+
+def read(path: str) -> dict[str, str]:
+    """The properties of a --command-config file (a Java properties file)."""
+    try:
+        with open(path, "rb") as f:
+            return javaproperties.load(f)
+    except OSError as e:
+        raise PropertiesError(f"--command-config {path}: {e.strerror}") from None
 
 
 _JAAS_MODULES = ("PlainLoginModule", "ScramLoginModule")

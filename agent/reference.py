@@ -30,13 +30,25 @@ import math
 import sys
 import textwrap
 import tokenize
-import types
-import typing
 from dataclasses import field
-from typing import Any, Literal, Union
+from typing import Any
 
 import yaml
 
+from agent.annotations import (
+    Anything,
+    Choice,
+    ListOf,
+    MappingOf,
+    Nested,
+    Null,
+    OneOf,
+    Scalar,
+    Shape,
+    config_fields,
+    nested_block,
+    shape_of,
+)
 from agent.api import REGISTRY, Duration, Interceptor, Size
 from agent.config import SECTIONS, AgentSettings, SelectorConfig
 from agent.plugins import PLUGIN_PACKAGES, load_plugins
@@ -155,34 +167,22 @@ def field_comments(cls: type) -> dict[str, str]:
 
 def keys_of(cls: type) -> tuple[Key, ...]:
     """The keys of a Config dataclass, in declaration order, nested ones included."""
-    hints = typing.get_type_hints(cls)
     comments: dict[str, str] = {}
     for base in reversed(cls.__mro__):
         if dataclasses.is_dataclass(base) and "__annotations__" in vars(base):
             comments.update(field_comments(base))
     keys = []
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        tp = hints[f.name]
+    for f in config_fields(cls):
         if f.default is not dataclasses.MISSING:
-            required, default = False, f.default
+            default = f.default
         elif f.default_factory is not dataclasses.MISSING:
-            required, default = False, f.default_factory()
+            default = f.default_factory()
         else:
-            required, default = True, None
-        nested = _nested_dataclass(tp)
+            default = None
+        nested = nested_block(shape_of(f.annotation))
         sub = keys_of(nested) if nested is not None else ()
-        keys.append(Key(f.name, tp, required, default, comments.get(f.name, ""), sub))
+        keys.append(Key(f.name, f.annotation, f.required, default, comments.get(f.name, ""), sub))
     return tuple(keys)
-
-
-def _nested_dataclass(tp: Any) -> type | None:
-    """The dataclass of a key holding a mapping (`X` or `X | None`), else None."""
-    if typing.get_origin(tp) in (Union, types.UnionType):
-        options = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _nested_dataclass(options[0]) if len(options) == 1 else None
-    return tp if isinstance(tp, type) and dataclasses.is_dataclass(tp) else None
 
 
 def component_types() -> list[ComponentType]:
@@ -240,28 +240,33 @@ _TYPE_NAMES = {
     bool: "boolean",
     Size: "size",
     Duration: "duration",
-    Any: "any",
     Interceptor: "interceptor",
 }
 
 
 def yaml_type(tp: Any) -> str:
     """The YAML type of an annotation in words: "list of string", "duration"..."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (Union, types.UnionType):
-        options = " or ".join(yaml_type(a) for a in args if a is not type(None))
-        return f"{options} or null" if type(None) in args else options
-    if origin is Literal:
-        return "one of: " + ", ".join(yaml_text(a) for a in args)
-    if origin is list:
-        return f"list of {yaml_type(args[0])}"
-    if origin is dict:
-        return f"mapping of {yaml_type(args[0])} to {yaml_type(args[1])}"
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return "mapping"
-    if tp in _TYPE_NAMES:
-        return _TYPE_NAMES[tp]
-    raise TypeError(f"the reference has no YAML type for {tp!r}: add it to agent/reference.py")
+    return _yaml_type(shape_of(tp))
+
+
+def _yaml_type(shape: Shape) -> str:
+    match shape:
+        case OneOf(options):
+            words = " or ".join(_yaml_type(o) for o in options if o != Null())
+            return f"{words} or null" if Null() in options else words
+        case Choice(values):
+            return "one of: " + ", ".join(yaml_text(v) for v in values)
+        case ListOf(item):
+            return f"list of {_yaml_type(item)}"
+        case MappingOf(key, value):
+            return f"mapping of {_yaml_type(key)} to {_yaml_type(value)}"
+        case Nested():
+            return "mapping"
+        case Anything():
+            return "any"
+        case Scalar(tp) if tp in _TYPE_NAMES:
+            return _TYPE_NAMES[tp]
+    raise TypeError(f"the reference has no YAML type for {shape!r}: add it to agent/reference.py")
 
 
 def plain(value: Any) -> Any:
@@ -618,8 +623,9 @@ def _object_schema(keys: tuple[Key, ...]) -> dict:
 
 
 def _key_schema(key: Key) -> dict:
-    if _nested_dataclass(key.annotation) is not None:
-        optional = typing.get_origin(key.annotation) in (Union, types.UnionType)
+    shape = shape_of(key.annotation)
+    if nested_block(shape) is not None:
+        optional = isinstance(shape, OneOf)
         mapping = _object_schema(key.keys)
         schema = {"anyOf": [{"type": "null"}, mapping]} if optional else mapping
     else:
@@ -633,28 +639,36 @@ def _key_schema(key: Key) -> dict:
 def value_schema(tp: Any) -> dict:
     """The JSON Schema of one value of type `tp` (a nested dataclass excepted: its
     keys are in `Key.keys`)."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (Union, types.UnionType):
-        options = [{"type": "null"} if a is type(None) else value_schema(a) for a in args]
-        flat = [o for option in options for o in option.get("anyOf", [option])]
-        return {"anyOf": [o for i, o in enumerate(flat) if o not in flat[:i]]}
-    if origin is Literal:
-        return {"anyOf": [{"enum": list(args)}, ENV]}
-    if origin is list:
-        return {"type": "array", "items": value_schema(args[0])}
-    if origin is dict:
-        return {"type": "object", "additionalProperties": value_schema(args[1])}
-    scalars = {bool: "boolean", int: "integer", float: "number"}
-    if tp in scalars:
-        return {"anyOf": [{"type": scalars[tp]}, ENV]}
-    refs = {Size: "size", Duration: "duration", Interceptor: "interceptor"}
-    if tp in refs:
-        return {"$ref": f"#/$defs/{refs[tp]}"}
-    if tp is str:
-        return {"type": "string"}
-    if tp is Any:
-        return {}
-    raise TypeError(f"the reference has no JSON schema for {tp!r}: add it to agent/reference.py")
+    return _value_schema(shape_of(tp))
+
+
+_JSON_SCALARS = {bool: "boolean", int: "integer", float: "number"}
+_REFS = {Size: "size", Duration: "duration", Interceptor: "interceptor"}
+
+
+def _value_schema(shape: Shape) -> dict:
+    match shape:
+        case OneOf(options):
+            schemas = [_value_schema(o) for o in options]
+            flat = [s for schema in schemas for s in schema.get("anyOf", [schema])]
+            return {"anyOf": [s for i, s in enumerate(flat) if s not in flat[:i]]}
+        case Null():
+            return {"type": "null"}
+        case Choice(values):
+            return {"anyOf": [{"enum": list(values)}, ENV]}
+        case ListOf(item):
+            return {"type": "array", "items": _value_schema(item)}
+        case MappingOf(_, value):
+            return {"type": "object", "additionalProperties": _value_schema(value)}
+        case Anything():
+            return {}
+        case Scalar(tp) if tp in _JSON_SCALARS:
+            return {"anyOf": [{"type": _JSON_SCALARS[tp]}, ENV]}
+        case Scalar(tp) if tp in _REFS:
+            return {"$ref": f"#/$defs/{_REFS[tp]}"}
+        case Scalar(tp) if tp is str:
+            return {"type": "string"}
+    raise TypeError(f"the reference has no JSON schema for {shape!r}: add it to agent/reference.py")
 
 
 def render(fmt: str) -> str:

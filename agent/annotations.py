@@ -111,6 +111,14 @@ class ConfigField:
     def required(self) -> bool:
         return self.default is dataclasses.MISSING and self.default_factory is dataclasses.MISSING
 
+    def default_value(self) -> Any:
+        """The default (a new one when made by a call); None when the key is required."""
+        if self.default is not dataclasses.MISSING:
+            return self.default
+        if self.default_factory is not dataclasses.MISSING:
+            return self.default_factory()
+        return None
+
 
 def config_fields(cls: type) -> list[ConfigField]:
     """The keys of a Config dataclass (its init fields), in declaration order."""

@@ -26,7 +26,6 @@ import dataclasses
 import inspect
 import io
 import json
-import math
 import sys
 import textwrap
 import tokenize
@@ -52,7 +51,8 @@ from agent.annotations import (
 from agent.api import REGISTRY, Duration, Interceptor, Size
 from agent.config import SECTIONS, AgentSettings, SelectorConfig
 from agent.plugins import PLUGIN_PACKAGES, load_plugins
-from agent.schema import DURATION_RE, DURATION_UNITS
+from agent.schema import DURATION_RE
+from agent.writer import yaml_value
 
 FORMATS = ("markdown", "json-schema")
 ORDER = ("source", "interceptor", "channel", "sink")  # the order of the Markdown sections
@@ -173,12 +173,7 @@ def keys_of(cls: type) -> tuple[Key, ...]:
             comments.update(field_comments(base))
     keys = []
     for f in config_fields(cls):
-        if f.default is not dataclasses.MISSING:
-            default = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        else:
-            default = None
+        default = f.default_value()
         nested = nested_block(shape_of(f.annotation))
         sub = keys_of(nested) if nested is not None else ()
         keys.append(Key(f.name, f.annotation, f.required, default, comments.get(f.name, ""), sub))
@@ -222,17 +217,6 @@ def wiring_keys(kind: str) -> tuple[Key, ...]:
 
 # ---------------------------------------------------------------- YAML text
 
-_SIZE_UNITS = (
-    ("TiB", 1 << 40),
-    ("GiB", 1 << 30),
-    ("MiB", 1 << 20),
-    ("KiB", 1 << 10),
-    ("TB", 10**12),
-    ("GB", 10**9),
-    ("MB", 10**6),
-    ("kB", 10**3),
-)
-_DURATION_UNITS = sorted(DURATION_UNITS.items(), key=lambda unit: -unit[1])  # largest first
 _TYPE_NAMES = {
     str: "string",
     int: "integer",
@@ -269,37 +253,9 @@ def _yaml_type(shape: Shape) -> str:
     raise TypeError(f"the reference has no YAML type for {shape!r}: add it to agent/reference.py")
 
 
-def plain(value: Any) -> Any:
-    """`value` as a user writes it, made of YAML's (and JSON's) own types: a Size or
-    a Duration with its unit ("64MiB", "250ms"), a nested dataclass as the mapping of
-    the keys that differ from their defaults."""
-    if isinstance(value, Size):
-        for unit, factor in _SIZE_UNITS:
-            if value and value % factor == 0:
-                return f"{value // factor}{unit}"
-        return int(value)
-    if isinstance(value, Duration):
-        for unit, factor in _DURATION_UNITS:
-            count = value / factor
-            if count >= 1 and math.isclose(count, round(count)):
-                return f"{round(count)}{unit}"
-        return f"{float(value):g}s"
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            key.name: plain(getattr(value, key.name))
-            for key in keys_of(type(value))
-            if key.required or getattr(value, key.name) != key.default
-        }
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    return value
-
-
 def yaml_text(value: Any) -> str:
     """`value` in YAML flow style, quoted only where YAML needs it."""
-    text = yaml.safe_dump(plain(value), default_flow_style=True, width=sys.maxsize)
+    text = yaml.safe_dump(yaml_value(value), default_flow_style=True, width=sys.maxsize)
     return text.removesuffix("...\n").strip()
 
 
@@ -632,7 +588,7 @@ def _key_schema(key: Key) -> dict:
         schema = value_schema(key.annotation)
     schema = {"description": key.meaning, **schema}
     if not key.required:
-        schema["default"] = plain(key.default)
+        schema["default"] = yaml_value(key.default)
     return schema
 
 

@@ -5,7 +5,7 @@ Theory of operation:
 1. The agents' pipelines file is not run as is: it is compiled with the agent's
    compiler (agent/config.py; a file with errors stops `up` before anything starts,
    each error named as `logflume agent validate` names it), and a derived copy goes
-   to `<data-dir>/run/pipelines.yaml` (agent/writer.py), because the repository's
+   to `<data-dir>/run/pipelines.yaml` (logflume/demo_pipeline.py), because the repository's
    file names the demo's fixed addresses (broker 127.0.0.1:9092, UDP 8285, metrics
    port) and files under `data/`. The copy points every `kafka` sink at our broker
    (`--broker-port`), re-roots relative `tail` paths under `data/` into
@@ -38,8 +38,6 @@ Theory of operation:
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import os
 import shutil
 import signal
 import socket
@@ -51,10 +49,8 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from common.hostport import connect_address, parse_hostport
-
 if TYPE_CHECKING:
-    from agent.config import AgentSpec, SourceSpec
+    from logflume.demo_pipeline import DemoConfig
 
 TOPICS = {"nginx-access": 3, "netcat": 1, "nginx-stats": 1}
 # A demo left running should not fill the disk: small segments, ~256 MiB per partition.
@@ -107,118 +103,6 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--grace", type=float, default=15.0, help="seconds each child gets to stop")
     p.set_defaults(func=run)
-
-
-class DemoConfig:
-    """The demo's agents, compiled from the pipelines file by the agent's compiler
-    (agent/config.py) and pointed at this demo's broker, ports and data directory;
-    what the banner needs from them. Pure data."""
-
-    def __init__(
-        self,
-        agents: dict[str, AgentSpec],
-        data_dir: Path,
-        bootstrap: str,
-        udp_port: int | None,
-        metrics_port: int | None,
-    ):
-        self.data_dir = data_dir
-        self.bootstrap = bootstrap
-        self.specs = {
-            name: self._derive(spec, udp_port, metrics_port) for name, spec in agents.items()
-        }
-
-    def _derive(self, spec: AgentSpec, udp_port, metrics_port) -> AgentSpec:
-        from agent.config import MetricsSettings
-        from sinks.kafka import KafkaSink
-        from sources.tail import TailSource
-        from sources.udp import UdpSource
-
-        settings = spec.settings
-        if metrics_port is not None:
-            listen = settings.metrics.listen if settings.metrics else "127.0.0.1:0"
-            host = listen.rpartition(":")[0] or "127.0.0.1"
-            metrics = MetricsSettings(listen=f"{host}:{metrics_port}")
-            settings = dataclasses.replace(settings, metrics=metrics)
-        sources = {}
-        for name, source in spec.sources.items():
-            config = source.config
-            if issubclass(source.cls, TailSource):
-                config = dataclasses.replace(config, paths=[self._rehome(p) for p in config.paths])
-            if issubclass(source.cls, UdpSource) and udp_port is not None:
-                host = config.listen.rpartition(":")[0] or "127.0.0.1"
-                config = dataclasses.replace(config, listen=f"{host}:{udp_port}")
-            sources[name] = dataclasses.replace(source, config=config)
-        sinks = {}
-        for name, sink in spec.sinks.items():
-            if issubclass(sink.cls, KafkaSink):
-                config = dataclasses.replace(sink.config, bootstrap_servers=self.bootstrap)
-                sink = dataclasses.replace(sink, config=config)
-            sinks[name] = sink
-        return dataclasses.replace(spec, settings=settings, sources=sources, sinks=sinks)
-
-    def _rehome(self, path: str) -> str:
-        parts = Path(path).parts
-        if not Path(path).is_absolute() and parts and parts[0] == "data":
-            return str(self.data_dir.joinpath(*parts[1:]))
-        return path
-
-    def agents(self) -> list[str]:
-        return list(self.specs)
-
-    def metrics_address(self, agent: str) -> tuple[str, int] | None:
-        metrics = self.specs[agent].settings.metrics
-        return _connect_to(metrics.listen) if metrics is not None else None
-
-    def routes(self, agent: str) -> list[tuple[SourceSpec, list[str]]]:
-        """(source, topics it reaches) for each source of `agent`."""
-        from sinks.kafka import KafkaSink
-
-        spec = self.specs[agent]
-        sinks = [s for s in spec.sinks.values() if issubclass(s.cls, KafkaSink)]
-        return [
-            (source, [s.config.topic for s in sinks if s.channel in source.channels])
-            for source in spec.sources.values()
-        ]
-
-    def listeners(self, agent: str) -> list[tuple[str, int]]:
-        """(udp|tcp, port) of the sources of `agent` that listen on a port."""
-        return [
-            (proto, port)
-            for source in self.specs[agent].sources.values()
-            for proto, port in source.cls.listen_ports(source.config)
-        ]
-
-    def udp_address(self) -> tuple[str, int] | None:
-        from sources.udp import UdpSource
-
-        for agent in self.agents():
-            for source, _ in self.routes(agent):
-                if issubclass(source.cls, UdpSource):
-                    return _connect_to(source.config.listen)
-        return None
-
-    def write(self, path: Path, origin: Path) -> None:
-        """The derived pipelines file, readable by this user only: the compiler
-        expanded `${VAR}` references, so it may hold secrets."""
-        import yaml
-
-        from agent.writer import document
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        header = f"# Generated by `logflume up` from {origin}; edit that file instead.\n"
-        text = header + yaml.safe_dump(document(self.specs), sort_keys=False)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-
-
-def _connect_to(listen) -> tuple[str, int] | None:
-    """Where a local client reaches a `listen: host:port` address (0.0.0.0 -> loopback)."""
-    try:
-        return connect_address(*parse_hostport(listen))
-    except ValueError:
-        return None
 
 
 def port_free(port: int) -> bool:
@@ -490,6 +374,7 @@ def _relative(path: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from agent.config import compile_file
+    from logflume.demo_pipeline import DemoConfig
 
     config_file = Path(args.config)
     agents, errors = compile_file(config_file)

@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 
 from agent.config import compile_file
-from logflume.commands.up import DemoConfig, port_free
+from logflume.commands.up import port_free
+from logflume.demo_pipeline import DemoConfig
 from spark_etl.loggen import MONTHS
 from testkit.ports import free_port
 from testkit.procs import wait_until

@@ -2,7 +2,7 @@
 
 Two readers need to know what a field's annotation allows: the compiler
 (agent/schema.py turns YAML nodes into values and names the expected type in its
-errors) and the reference (agent/reference.py: each key's YAML type in
+errors) and the reference (agent/reference/: each key's YAML type in
 CONFIGURATION.md, its JSON Schema). Both used to take the annotation apart with
 `typing.get_origin` / `get_args` on their own. `shape_of` does it once, into a small
 tree of `Shape`s the readers match on:

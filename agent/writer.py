@@ -8,7 +8,7 @@ from their defaults, so that compiling the text again gives equal specs.
 
 Values are written as a user writes them (`yaml_value`): a Size or a Duration with
 its unit when one fits exactly ("64MiB", "250ms"), a nested block as the mapping of
-its keys that differ from their defaults. The reference (agent/reference.py) writes
+its keys that differ from their defaults. The reference (agent/reference/) writes
 defaults the same way. `${VAR}` references were expanded by the compiler: the text
 holds their values (a secret too), so write it where only the agent's user reads.
 """

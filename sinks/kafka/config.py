@@ -1,5 +1,5 @@
 """The kafka sink's keys in pipelines.yaml (`KafkaSinkConfig`, documented by the
-comment on each field: agent/reference.py reads them), their cross-key checks, and
+comment on each field: agent/reference/ reads them), their cross-key checks, and
 the librdkafka settings they make."""
 
 from __future__ import annotations

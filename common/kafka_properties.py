@@ -8,7 +8,8 @@ sasl.password; PEM trust and key stores become ssl.ca.location and the certifica
 and key locations; PKCS12 key stores pass through; JKS stores, which librdkafka
 cannot read, are refused with the way out; `ssl.endpoint.identification.algorithm=`
 (empty, Java's "no host name check") is librdkafka's `none`. Every other key goes to
-librdkafka as it is.
+librdkafka as it is. `read` loads a --command-config file (Java's properties rules),
+for the commands and for the Spark jobs (spark_etl/command.py).
 """
 
 from __future__ import annotations

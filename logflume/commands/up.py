@@ -5,12 +5,12 @@ Theory of operation:
 1. The agents' pipelines file is not run as is: it is compiled with the agent's
    compiler (agent/config.py; a file with errors stops `up` before anything starts,
    each error named as `logflume agent validate` names it), and a derived copy goes
-   to `<data-dir>/run/pipelines.yaml` (logflume/demo_pipeline.py), because the repository's
-   file names the demo's fixed addresses (broker 127.0.0.1:9092, UDP 8285, metrics
-   port) and files under `data/`. The copy points every `kafka` sink at our broker
-   (`--broker-port`), re-roots relative `tail` paths under `data/` into
-   `--data-dir`, and applies `--udp-port` / `--metrics-port` when given, so that
-   tests (and a second demo) can run beside a first one on free ports. The
+   to `<data-dir>/run/pipelines.yaml` (logflume/demo_pipeline.py), because the
+   repository's file names the demo's fixed addresses (broker 127.0.0.1:9092, UDP
+   8285, metrics port) and files under `data/`. The copy points every `kafka` sink
+   at our broker (`--broker-port`), re-roots relative `tail` paths under `data/`
+   into `--data-dir`, and applies `--udp-port` / `--metrics-port` when given, so
+   that tests (and a second demo) can run beside a first one on free ports. The
    repository file stays the one to edit.
 2. Children start in order under `logflume.supervisor`: the broker (waited for on its
    port), then the topics are created (so consumers do not race auto-creation with

@@ -137,7 +137,7 @@ def _shape_name(shape: Shape) -> str:
             return "duration (e.g. 5s)"
         case Scalar(tp) | Nested(tp):
             return getattr(tp, "__name__", str(tp))
-    return "any"
+    return "Any"
 
 
 def convert(node: yaml.Node, tp: Any, path: str, errors: Errors) -> Any:

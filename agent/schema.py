@@ -2,7 +2,8 @@
 
 The compiler works on PyYAML's composer nodes (`yaml.compose`), not on loaded
 Python values, so that every error can name its file, line and column. `build`
-turns a mapping node into a dataclass instance according to the field annotations:
+turns a mapping node into a dataclass instance according to the field annotations
+(as agent/annotations.py reads them):
 
     str, int, float, bool           scalars of that YAML type (an int is a fine float)
     Size, Duration (agent/api.py)   64MiB / 512k / 1.5GB;  5s / 250ms / 2m / 1h
@@ -21,16 +22,27 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-import types
-import typing
-from typing import Any, Literal, Union
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 
+from agent.annotations import (
+    Anything,
+    Choice,
+    ListOf,
+    MappingOf,
+    Nested,
+    Null,
+    OneOf,
+    Scalar,
+    Shape,
+    config_fields,
+    shape_of,
+)
 from agent.api import Duration, Size
 
 _INVALID = object()
-_MISSING = dataclasses.MISSING
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,72 +115,84 @@ def parse_duration(value: Any) -> Duration | None:
 
 
 def type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return " | ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (Union, types.UnionType):
-        return " | ".join(type_name(a) for a in typing.get_args(tp))
-    if origin is list:
-        return f"list[{type_name(typing.get_args(tp)[0])}]"
-    if origin is dict:
-        return f"mapping of {type_name(typing.get_args(tp)[1])}"
-    if tp is type(None):
-        return "null"
-    if tp is Size:
-        return "size (e.g. 64MiB)"
-    if tp is Duration:
-        return "duration (e.g. 5s)"
-    return getattr(tp, "__name__", str(tp))
+    """How an error message names what a key of annotation `tp` expects."""
+    return _shape_name(shape_of(tp))
+
+
+def _shape_name(shape: Shape) -> str:
+    match shape:
+        case Choice(values):
+            return " | ".join(repr(v) for v in values)
+        case OneOf(options):
+            return " | ".join(_shape_name(o) for o in options)
+        case ListOf(item):
+            return f"list[{_shape_name(item)}]"
+        case MappingOf(_, value):
+            return f"mapping of {_shape_name(value)}"
+        case Null():
+            return "null"
+        case Scalar(tp) if tp is Size:
+            return "size (e.g. 64MiB)"
+        case Scalar(tp) if tp is Duration:
+            return "duration (e.g. 5s)"
+        case Scalar(tp) | Nested(tp):
+            return getattr(tp, "__name__", str(tp))
+    return "Any"
 
 
 def convert(node: yaml.Node, tp: Any, path: str, errors: Errors) -> Any:
     """Convert `node` to type `tp`; on failure record an error and return _INVALID."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
+    return _convert(node, shape_of(tp), path, errors)
 
+
+def _convert(node: yaml.Node, shape: Shape, path: str, errors: Errors) -> Any:
     def fail() -> Any:
-        errors.add(node, path, f"expected {type_name(tp)}, got {describe(node)}")
+        errors.add(node, path, f"expected {_shape_name(shape)}, got {describe(node)}")
         return _INVALID
 
     if getattr(node, "unexpanded", False):  # a ${VAR} not set: reported already
         return _INVALID
-    if tp is Any:
-        return plain(node)
-    if origin in (Union, types.UnionType):
-        if isinstance(node, yaml.ScalarNode) and plain(node) is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        if len(options) == 1:
-            return convert(node, options[0], path, errors)
-        for option in options:
-            trial = Errors(errors.file)
-            value = convert(node, option, path, trial)
-            if not trial.items:
-                return value
-        return fail()
-    if origin is Literal:
-        if isinstance(node, yaml.ScalarNode) and plain(node) in args:
+    match shape:
+        case Anything():
             return plain(node)
-        return fail()
-    if origin is list:
-        if not isinstance(node, yaml.SequenceNode):
+        case OneOf(options):
+            if isinstance(node, yaml.ScalarNode) and plain(node) is None and Null() in options:
+                return None
+            others = [o for o in options if o != Null()]
+            if len(others) == 1:
+                return _convert(node, others[0], path, errors)
+            for option in others:
+                trial = Errors(errors.file)
+                value = _convert(node, option, path, trial)
+                if not trial.items:
+                    return value
             return fail()
-        items = [convert(n, args[0], f"{path}[{i}]", errors) for i, n in enumerate(node.value)]
-        return _INVALID if any(v is _INVALID for v in items) else items
-    if origin is dict:
-        if not isinstance(node, yaml.MappingNode):
+        case Choice(values):
+            if isinstance(node, yaml.ScalarNode) and plain(node) in values:
+                return plain(node)
             return fail()
-        out = {}
-        for key_node, value_node in node.value:
-            key = plain(key_node)
-            value = convert(value_node, args[1], f"{path}.{key}", errors)
-            out[str(key)] = value
-        return _INVALID if any(v is _INVALID for v in out.values()) else out
-    if dataclasses.is_dataclass(tp):
-        built = build(tp, node, path, errors)
-        return _INVALID if built is None else built
-    if not isinstance(node, yaml.ScalarNode):
-        return fail()
+        case ListOf(item):
+            if not isinstance(node, yaml.SequenceNode):
+                return fail()
+            items = [_convert(n, item, f"{path}[{i}]", errors) for i, n in enumerate(node.value)]
+            return _INVALID if any(v is _INVALID for v in items) else items
+        case MappingOf(_, value_shape):
+            if not isinstance(node, yaml.MappingNode):
+                return fail()
+            out = {}
+            for key_node, value_node in node.value:
+                key = plain(key_node)
+                out[str(key)] = _convert(value_node, value_shape, f"{path}.{key}", errors)
+            return _INVALID if any(v is _INVALID for v in out.values()) else out
+        case Nested(cls):
+            built = build(cls, node, path, errors)
+            return _INVALID if built is None else built
+        case Scalar(tp) if isinstance(node, yaml.ScalarNode):
+            return _scalar(node, tp, fail)
+    return fail()
+
+
+def _scalar(node: yaml.ScalarNode, tp: type, fail: Callable[[], Any]) -> Any:
     value = plain(node)
     if tp is Size:
         size = parse_size(value)
@@ -211,8 +235,7 @@ def build_partial(
     if not isinstance(node, yaml.MappingNode):
         errors.add(node, path, f"expected a mapping, got {describe(node)}")
         return None, frozenset()
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    fields = {f.name: f for f in config_fields(cls)}
     before = len(errors)
     values: dict[str, Any] = {}
     broken: set[str] = set()
@@ -229,14 +252,14 @@ def build_partial(
         if key not in fields:
             errors.add(key_node, key_path, unknown_key_message(key, list(fields) + list(skip)))
             continue
-        value = convert(value_node, hints[key], key_path, errors)
+        value = convert(value_node, fields[key].annotation, key_path, errors)
         if value is _INVALID:
             broken.add(key)
         else:
             values[key] = value
     missing = False
     for name, f in fields.items():
-        if name not in values and f.default is _MISSING and f.default_factory is _MISSING:
+        if name not in values and f.required:
             missing = True
             if name not in seen:
                 errors.add(node, f"{path}.{name}" if path else name, "missing required key")

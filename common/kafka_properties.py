@@ -8,16 +8,28 @@ sasl.password; PEM trust and key stores become ssl.ca.location and the certifica
 and key locations; PKCS12 key stores pass through; JKS stores, which librdkafka
 cannot read, are refused with the way out; `ssl.endpoint.identification.algorithm=`
 (empty, Java's "no host name check") is librdkafka's `none`. Every other key goes to
-librdkafka as it is.
+librdkafka as it is. `read` loads a --command-config file (Java's properties rules),
+for the commands and for the Spark jobs (spark_etl/command.py).
 """
 
 from __future__ import annotations
 
 import re
 
+import javaproperties
+
 
 class PropertiesError(ValueError):
     """Client properties that cannot be used; the message names the key."""
+
+
+def read(path: str) -> dict[str, str]:
+    """The properties of a --command-config file (a Java properties file)."""
+    try:
+        with open(path, "rb") as f:
+            return javaproperties.load(f)
+    except OSError as e:
+        raise PropertiesError(f"--command-config {path}: {e.strerror}") from None
 
 
 _JAAS_MODULES = ("PlainLoginModule", "ScramLoginModule")

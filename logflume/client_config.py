@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import re
 
-import javaproperties
-
 from common.kafka_properties import PropertiesError as CommandConfigError
-from common.kafka_properties import translate
+from common.kafka_properties import read, translate
 
 _SASL_ERROR = re.compile(
     r"SASL authentication error: (?P<message>.*?)(?: \(after \d+ms in state .*\))?$", re.S
@@ -98,15 +96,6 @@ __all__ = [
     "read",
     "translate",
 ]
-
-
-def read(path: str) -> dict[str, str]:
-    """The properties of a --command-config file. Raises CommandConfigError."""
-    try:
-        with open(path, "rb") as f:
-            return javaproperties.load(f)
-    except OSError as e:
-        raise CommandConfigError(f"--command-config {path}: {e.strerror}") from None
 
 
 def client_config(args, **settings) -> dict:

@@ -3,10 +3,10 @@
     spark-submit [--master URL] [--conf k=v ...] spark_etl/submit.py offline|realtime [job options]
 
 The job options are those of `logflume etl offline|realtime` (`--bootstrap-server`,
-`--topic`, `--output`, `--checkpoint`, ...). spark-submit owns the Spark settings: the
-session is created first from what spark-submit passed (master, deploy settings,
-`--conf`), and the job then runs on that session, so its own `--master` default
-never overrides the one given to spark-submit.
+`--topic`, `--output`, `--checkpoint`, ...: spark_etl/command.py). spark-submit owns
+the Spark settings: the session is created first from what spark-submit passed
+(master, deploy settings, `--conf`), and the job then runs on that session, so its
+own `--master` default never overrides the one given to spark-submit.
 
 The driver and every executor need a Python with logflume installed (set
 `PYSPARK_PYTHON`, or ship a packed virtualenv with `--archives`); see deploy/README.md.
@@ -14,9 +14,11 @@ The driver and every executor need a Python with logflume installed (set
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-JOBS = ("offline", "realtime")
+from common.logformat import configure_logging
+from spark_etl.command import JOBS, add_job_parsers
 
 
 def main(argv: list[str]) -> int:
@@ -25,11 +27,13 @@ def main(argv: list[str]) -> int:
         return 2
     from pyspark.sql import SparkSession
 
-    from logflume import cli
-
     master = SparkSession.builder.getOrCreate().sparkContext.master
     print(f"submit: {argv[0]} job on master {master}", flush=True)
-    return cli.main(["etl", argv[0], *argv[1:], "--master", master])
+    parser = argparse.ArgumentParser(prog="submit.py")
+    add_job_parsers(parser)
+    args = parser.parse_args([*argv, "--master", master])
+    configure_logging("INFO", "text")
+    return args.func(args) or 0
 
 
 if __name__ == "__main__":

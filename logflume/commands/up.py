@@ -2,13 +2,16 @@
 
 Theory of operation:
 
-1. The agents' pipelines file is not run as is: a derived copy goes to
-   `<data-dir>/run/pipelines.yaml`, because the repository's file names the demo's
-   fixed addresses (broker 127.0.0.1:9092, UDP 8285, metrics port) and files under
-   `data/`. The copy points every `kafka` sink at our broker (`--broker-port`),
-   re-roots relative `tail` paths under `data/` into `--data-dir`, and applies
-   `--udp-port` / `--metrics-port` when given, so that tests (and a second demo) can
-   run beside a first one on free ports. The repository file stays the one to edit.
+1. The agents' pipelines file is not run as is: it is compiled with the agent's
+   compiler (agent/config.py; a file with errors stops `up` before anything starts,
+   each error named as `logflume agent validate` names it), and a derived copy goes
+   to `<data-dir>/run/pipelines.yaml` (logflume/demo_pipeline.py), because the
+   repository's file names the demo's fixed addresses (broker 127.0.0.1:9092, UDP
+   8285, metrics port) and files under `data/`. The copy points every `kafka` sink
+   at our broker (`--broker-port`), re-roots relative `tail` paths under `data/`
+   into `--data-dir`, and applies `--udp-port` / `--metrics-port` when given, so
+   that tests (and a second demo) can run beside a first one on free ports. The
+   repository file stays the one to edit.
 2. Children start in order under `logflume.supervisor`: the broker (waited for on its
    port), then the topics are created (so consumers do not race auto-creation with
    default settings), the agents (waited for on /health), the traffic generator,
@@ -35,7 +38,6 @@ Theory of operation:
 from __future__ import annotations
 
 import argparse
-import copy
 import shutil
 import signal
 import socket
@@ -45,14 +47,15 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from common.hostport import connect_address, parse_hostport
+if TYPE_CHECKING:
+    from logflume.demo_pipeline import DemoConfig
 
 TOPICS = {"nginx-access": 3, "netcat": 1, "nginx-stats": 1}
 # A demo left running should not fill the disk: small segments, ~256 MiB per partition.
 BROKER_SETTINGS = {"log.segment.bytes": 64 << 20, "log.retention.bytes": 256 << 20}
 STARTUP_TIMEOUT = 90.0
-KAFKA_SINK_TYPES = ("kafka", "broker")  # sinks/kafka.py: its name and its old alias
 
 
 def add_parser(subparsers) -> None:
@@ -100,99 +103,6 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--grace", type=float, default=15.0, help="seconds each child gets to stop")
     p.set_defaults(func=run)
-
-
-class DemoConfig:
-    """The derived pipelines file and what the banner needs from it. Pure data."""
-
-    def __init__(self, raw: dict, data_dir: Path, bootstrap: str, udp_port, metrics_port):
-        self.raw = copy.deepcopy(raw)
-        self.data_dir = data_dir
-        self.bootstrap = bootstrap
-        for agent in (self.raw.get("agents") or {}).values():
-            self._rewrite_agent(agent, udp_port, metrics_port)
-
-    def _rewrite_agent(self, agent, udp_port, metrics_port) -> None:
-        """Rewrite what we recognise; anything malformed is left for the agent to report."""
-        if not isinstance(agent, dict):
-            return
-        metrics = agent.get("metrics")
-        if metrics_port is not None:
-            if not isinstance(metrics, dict):
-                metrics = agent["metrics"] = {}
-            host = str(metrics.get("listen", "127.0.0.1:0")).rpartition(":")[0] or "127.0.0.1"
-            metrics["listen"] = f"{host}:{metrics_port}"
-        for source in _mappings(agent.get("sources")):
-            if source.get("type") == "tail" and isinstance(source.get("paths"), list):
-                source["paths"] = [self._rehome(str(p)) for p in source["paths"]]
-            if source.get("type") == "udp" and udp_port is not None:
-                host = str(source.get("listen", "")).rpartition(":")[0] or "127.0.0.1"
-                source["listen"] = f"{host}:{udp_port}"
-        for sink in _mappings(agent.get("sinks")):
-            if sink.get("type") in KAFKA_SINK_TYPES:
-                sink["bootstrap_servers"] = self.bootstrap
-
-    def _rehome(self, path: str) -> str:
-        parts = Path(path).parts
-        if not Path(path).is_absolute() and parts and parts[0] == "data":
-            return str(self.data_dir.joinpath(*parts[1:]))
-        return path
-
-    def agents(self) -> list[str]:
-        return list(self.raw.get("agents") or {})
-
-    def metrics_address(self, agent: str) -> tuple[str, int] | None:
-        return _connect_to((self.raw["agents"][agent].get("metrics") or {}).get("listen"))
-
-    def routes(self, agent: str) -> list[tuple[dict, list[str]]]:
-        """(source config, topics it reaches) for each source of `agent`."""
-        spec = self.raw["agents"][agent]
-        sinks = [s for s in _mappings(spec.get("sinks")) if s.get("type") in KAFKA_SINK_TYPES]
-        out = []
-        for source in _mappings(spec.get("sources")):
-            channels = set(source.get("channels") or [])
-            out.append(
-                (source, [str(s.get("topic")) for s in sinks if s.get("channel") in channels])
-            )
-        return out
-
-    def listeners(self, agent: str) -> list[tuple[str, int]]:
-        """(udp|tcp, port) of the sources of `agent` that listen on a port."""
-        out = []
-        for source in _mappings(self.raw["agents"][agent].get("sources")):
-            address = _connect_to(source.get("listen"))
-            if address is not None:
-                out.append(("udp" if source.get("type") == "udp" else "tcp", address[1]))
-        return out
-
-    def udp_address(self) -> tuple[str, int] | None:
-        for agent in self.agents():
-            for source, _ in self.routes(agent):
-                if source.get("type") == "udp":
-                    return _connect_to(source.get("listen"))
-        return None
-
-    def write(self, path: Path, origin: Path) -> None:
-        import yaml
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        header = f"# Generated by `logflume up` from {origin}; edit that file instead.\n"
-        path.write_text(header + yaml.safe_dump(self.raw, sort_keys=False))
-
-
-def _mappings(section) -> list[dict]:
-    """The component configs of a `sources:`/`sinks:` section that are mappings."""
-    if not isinstance(section, dict):
-        return []
-    return [c for c in section.values() if isinstance(c, dict)]
-
-
-def _connect_to(listen) -> tuple[str, int] | None:
-    """Where a local client reaches a `listen: host:port` address (0.0.0.0 -> loopback)."""
-    try:
-        return connect_address(*parse_hostport(listen))
-    except ValueError:
-        return None
 
 
 def port_free(port: int) -> bool:
@@ -403,9 +313,9 @@ class Demo:
             lines.append(f"           metrics http://{self.broker_metrics}/metrics")
         for name in config.agents():
             for source, topics in config.routes(name):
-                what = source.get("type", "?")
+                what = source.cls.type_name
                 if what == "tail":
-                    what += " " + ", ".join(rel(Path(p)) for p in source.get("paths", []))
+                    what += " " + ", ".join(rel(Path(p)) for p in source.config.paths)
                 lines.append(f"  agent    {name}: {what} -> topic {', '.join(topics) or '-'}")
             address = config.metrics_address(name)
             if address:
@@ -463,16 +373,15 @@ def _relative(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
+    from agent.config import compile_file
+    from logflume.demo_pipeline import DemoConfig
 
     config_file = Path(args.config)
-    try:
-        raw = yaml.safe_load(config_file.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        print(f"logflume up: cannot read {config_file}: {exc}", file=sys.stderr)
-        return 2
-    if not isinstance(raw, dict) or not isinstance(raw.get("agents"), dict):
-        print(f"logflume up: {config_file} has no 'agents:' mapping", file=sys.stderr)
+    agents, errors = compile_file(config_file)
+    if errors:
+        for error in errors:
+            print(error, file=sys.stderr)
+        print(f"logflume up: {len(errors)} error(s) in {config_file}", file=sys.stderr)
         return 2
     if args.cluster < 0:
         print("logflume up: --cluster takes a number of brokers (e.g. 3)", file=sys.stderr)
@@ -493,7 +402,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"logflume up: port {port} is in use; pick another with {flag}", file=sys.stderr)
             return 2
     demo = Demo(args)
-    config = DemoConfig(raw, demo.data_dir, demo.bootstrap, args.udp_port, args.metrics_port)
+    config = DemoConfig(agents, demo.data_dir, demo.bootstrap, args.udp_port, args.metrics_port)
     config_path = demo.data_dir / "run" / "pipelines.yaml"
     config.write(config_path, config_file.resolve())
 

@@ -382,7 +382,7 @@ SECURED = GOOD.replace(
 
 
 def test_sasl_and_tls_blocks_map_to_librdkafka_and_hide_the_password(tmp_path, monkeypatch):
-    from sinks._kafka_security import librdkafka_security
+    from sinks.kafka.security import librdkafka_security
 
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")

@@ -1,4 +1,4 @@
-"""The configuration reference (agent/reference.py): every key documented, the
+"""The configuration reference (agent/reference/): every key documented, the
 checked-in CONFIGURATION.md and pipelines.schema.json current, and a schema that
 accepts the repository's pipelines.yaml and rejects what the compiler rejects."""
 
@@ -19,6 +19,7 @@ from agent import reference
 from agent.api import REGISTRY
 from agent.config import WIRING_KEYS, compile_text
 from agent.plugins import PLUGIN_PACKAGES
+from agent.reference import json_schema, markdown, model
 from agent.schema import Errors, convert, parse_duration, parse_size
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,22 +44,22 @@ def every_key():
             yield f"{where}.{key.name}", key
             yield from walk(key.keys, f"{where}.{key.name}")
 
-    yield from walk(reference.agent_keys(), "agent")
-    for kind in reference.WIRING:
-        yield from walk(reference.wiring_keys(kind), f"{kind} wiring")
-    for t in reference.component_types():
+    yield from walk(model.agent_keys(), "agent")
+    for kind in model.WIRING:
+        yield from walk(model.wiring_keys(kind), f"{kind} wiring")
+    for t in model.component_types():
         yield from walk(t.keys, f"{t.kind} {t.name}")
 
 
 def shipped(cls) -> bool:
-    return cls.__module__.rpartition(".")[0] in PLUGIN_PACKAGES
+    return cls.__module__.startswith(tuple(f"{p}." for p in PLUGIN_PACKAGES))
 
 
 # ---------------------------------------------------------------- (a) meanings
 
 
 def test_every_key_of_every_type_has_a_meaning():
-    types = {(t.kind, t.name): t for t in reference.component_types()}  # loads the plugins
+    types = {(t.kind, t.name): t for t in model.component_types()}  # loads the plugins
     missing = []
     for (kind, name), cls in sorted(REGISTRY.items()):
         if not shipped(cls):
@@ -66,9 +67,9 @@ def test_every_key_of_every_type_has_a_meaning():
         t = types[(kind, cls.type_name)]
         assert [k.name for k in t.keys] == [f.name for f in dataclasses.fields(cls.Config)]
         missing += undocumented(t.keys, f"{kind} {name}")
-    missing += undocumented(reference.agent_keys(), "agent")
-    for kind in reference.WIRING:
-        missing += undocumented(reference.wiring_keys(kind), f"{kind} wiring")
+    missing += undocumented(model.agent_keys(), "agent")
+    for kind in model.WIRING:
+        missing += undocumented(model.wiring_keys(kind), f"{kind} wiring")
     assert not missing, (
         "keys without a meaning (write it as a `# comment` at the end of the field's line): "
         + ", ".join(missing)
@@ -76,19 +77,19 @@ def test_every_key_of_every_type_has_a_meaning():
 
 
 def test_the_reference_has_every_shipped_type_and_no_other():
-    found = reference.component_types()
+    found = model.component_types()
     names = {(t.kind, n) for t in found for n in (t.name, *t.aliases)}
     assert names == {key for key, cls in REGISTRY.items() if shipped(cls)}
     assert ("sink", "broker") in names  # an alias
     assert not any(t.name.startswith("test-") for t in found)
     kafka = next(t for t in found if (t.kind, t.name) == ("sink", "kafka"))
     assert kafka.aliases == ("broker",)
-    assert kafka.module == "sinks/kafka.py"
+    assert kafka.module == "sinks/kafka/sink.py"
 
 
 def test_wiring_declares_the_compilers_wiring_keys():
     for kind, keys in WIRING_KEYS.items():
-        assert [f.name for f in dataclasses.fields(reference.WIRING[kind])] == list(keys)
+        assert [f.name for f in dataclasses.fields(model.WIRING[kind])] == list(keys)
 
 
 @dataclasses.dataclass
@@ -103,7 +104,7 @@ class Sample:
 
 
 def test_meaning_is_the_comment_on_the_fields_line():
-    keys = reference.keys_of(Sample)
+    keys = model.keys_of(Sample)
     assert {k.name: k.meaning for k in keys} == {
         "count": "counted",
         "text": "the comment, not the hash in the string",
@@ -120,15 +121,15 @@ def test_meaning_is_the_comment_on_the_fields_line():
 
 
 def test_types_and_defaults_are_written_as_in_yaml():
-    tail = {k.name: k for t in reference.component_types() if t.name == "tail" for k in t.keys}
-    assert reference.yaml_type(tail["start_at"].annotation) == "one of: end, beginning"
-    assert reference.yaml_type(tail["paths"].annotation) == "list of string"
-    assert reference.yaml_type(tail["multiline"].annotation) == "mapping or null"
-    assert reference.yaml_type(tail["poll_interval"].annotation) == "duration"
-    assert reference.yaml_text(tail["poll_interval"].default) == "100ms"
-    assert reference.yaml_text(tail["forget_after"].default) == "1d"
-    assert reference.yaml_text(tail["read_chunk_bytes"].default) == "256KiB"
-    assert reference.yaml_text(tail["exclude"].default) == "[]"
+    tail = {k.name: k for t in model.component_types() if t.name == "tail" for k in t.keys}
+    assert markdown.yaml_type(tail["start_at"].annotation) == "one of: end, beginning"
+    assert markdown.yaml_type(tail["paths"].annotation) == "list of string"
+    assert markdown.yaml_type(tail["multiline"].annotation) == "mapping or null"
+    assert markdown.yaml_type(tail["poll_interval"].annotation) == "duration"
+    assert markdown.yaml_text(tail["poll_interval"].default) == "100ms"
+    assert markdown.yaml_text(tail["forget_after"].default) == "1d"
+    assert markdown.yaml_text(tail["read_chunk_bytes"].default) == "256KiB"
+    assert markdown.yaml_text(tail["exclude"].default) == "[]"
     assert tail["paths"].required
 
 
@@ -138,7 +139,7 @@ def test_every_default_reads_back_as_the_default():
     for where, key in every_key():
         if key.required:
             continue
-        text = reference.yaml_text(key.default)
+        text = markdown.yaml_text(key.default)
         errors = Errors("reference")
         value = convert(yaml.compose(text), key.annotation, where, errors)
         assert errors.items == [] and value == key.default, f"{where}: default shown as {text!r}"
@@ -149,7 +150,7 @@ def test_every_default_reads_back_as_the_default():
     ["64MiB", "512k", "1.5GB", "10", " 2 mb ", "1KiB", "7b", "1t", "64XB", "MiB", "-1k", "5s", ""],
 )
 def test_size_pattern_accepts_what_the_compiler_accepts(text):
-    matches = re.search(reference.SIZE_PATTERN, text) is not None
+    matches = re.search(json_schema.SIZE_PATTERN, text) is not None
     assert matches == (parse_size(text) is not None)
 
 
@@ -157,7 +158,7 @@ def test_size_pattern_accepts_what_the_compiler_accepts(text):
     "text", ["5s", "250ms", "2m", "1h", "1d", "1.5s", " 5 s ", "5", "5S", "ms", "5sec", "-1s"]
 )
 def test_duration_pattern_accepts_what_the_compiler_accepts(text):
-    matches = re.search(reference.DURATION_PATTERN, text) is not None
+    matches = re.search(json_schema.DURATION_PATTERN, text) is not None
     assert matches == (parse_duration(text) is not None)
 
 
@@ -180,7 +181,7 @@ def test_checked_in_reference_is_current(fmt):
 
 @pytest.fixture(scope="module")
 def validator():
-    schema = reference.json_schema()
+    schema = json_schema.json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 
@@ -323,7 +324,7 @@ def test_command_prints_the_json_schema():
     assert done.returncode == 0, done.stderr
     schema = json.loads(done.stdout)
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert schema == reference.json_schema()
+    assert schema == json_schema.json_schema()
 
 
 def test_command_writes_markdown_to_a_file(tmp_path):
@@ -331,5 +332,5 @@ def test_command_writes_markdown_to_a_file(tmp_path):
     done = logflume("agent", "reference", "--output", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    assert out.read_text() == reference.markdown()
+    assert out.read_text() == markdown.markdown()
     assert out.read_text().startswith("# pipelines.yaml reference\n")

@@ -30,8 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import compile_file
 from common.ports import free_port
-from logflume.commands.up import DemoConfig, port_free
+from logflume.commands.up import port_free
+from logflume.demo_pipeline import DemoConfig
 from spark_etl.loggen import MONTHS
 from testkit.procs import wait_until
 from tests.logflume.proc_scan import alive, all_pids, descendants, in_groups, pgid, wait_gone
@@ -469,14 +471,41 @@ def test_killed_supervisor_takes_its_children_along(up_factory):
 
 
 def test_startup_failure_is_reported_and_cleaned_up(up_factory, tmp_path):
+    """The file compiles where `up` runs (a relative directory that does not exist is
+    fine), but not for the agent: re-rooted into the data directory, the path is
+    absolute, and its directory is missing."""
     bad = tmp_path / "bad.yaml"
-    bad.write_text("agents:\n  web:\n    sources:\n      x: {type: no-such-source}\n")
+    bad.write_text(
+        "agents:\n  web:\n"
+        "    sources: {x: {type: tail, paths: [data/missing/a.log], channels: [c]}}\n"
+        "    channels: {c: {type: memory}}\n"
+        "    sinks: {k: {type: kafka, channel: c, topic: t}}\n"
+    )
     up = up_factory(config=str(bad))
     assert up.proc.wait(60) == 1, up.output
     up.reader.join(5)
     assert "startup failed: web exited with code 1" in up.output
-    assert "unknown source type 'no-such-source'" in up.output
+    assert "/data/missing/a.log': directory" in up.output
     assert descendants(up.proc.pid) == set()
+
+
+def test_a_pipelines_file_with_errors_is_refused_before_starting_anything(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents:\n  web:\n    sources:\n      x: {type: no-such-source}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "logflume", "up", "--no-spark", "--config", str(bad)]
+        + ["--data-dir", str(tmp_path / "data")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert f"{bad}:4:17: agents.web.sources.x.type: unknown source type 'no-such-source'" in (
+        result.stderr
+    )
+    assert f"error(s) in {bad}" in result.stderr
+    assert not (tmp_path / "data").exists()
 
 
 def test_busy_broker_port_is_refused_before_starting_anything(tmp_path):
@@ -496,16 +525,27 @@ def test_busy_broker_port_is_refused_before_starting_anything(tmp_path):
 
 
 def test_derived_config_points_the_demo_at_its_own_ports_and_data_dir(tmp_path):
-    import yaml
-
-    raw = yaml.safe_load((REPO / "pipelines.yaml").read_text())
+    agents, errors = compile_file(REPO / "pipelines.yaml")
+    assert errors == []
     data = tmp_path / "d"
-    config = DemoConfig(raw, data, "127.0.0.1:4567", udp_port=5678, metrics_port=6789)
-    web = config.raw["agents"]["web"]
-    assert web["sources"]["nginx"]["paths"] == [str(data / "demo" / "access.log")]
-    assert all(s["bootstrap_servers"] == "127.0.0.1:4567" for s in web["sinks"].values())
+    config = DemoConfig(agents, data, "127.0.0.1:4567", udp_port=5678, metrics_port=6789)
+    web = config.specs["web"]
+    assert web.sources["nginx"].config.paths == [str(data / "demo" / "access.log")]
+    assert all(s.config.bootstrap_servers == "127.0.0.1:4567" for s in web.sinks.values())
     assert config.udp_address() == ("127.0.0.1", 5678)
     assert config.metrics_address("web") == ("127.0.0.1", 6789)
-    routes = {s["type"]: topics for s, topics in config.routes("web")}
+    assert config.listeners("web") == [("udp", 5678)]
+    routes = {s.cls.type_name: topics for s, topics in config.routes("web")}
     assert routes == {"tail": ["nginx-access"], "udp": ["netcat"]}
-    assert raw["agents"]["web"]["sources"]["nginx"]["paths"] == ["data/demo/access.log"]
+    assert agents["web"].sources["nginx"].config.paths == ["data/demo/access.log"]
+
+
+def test_the_derived_file_compiles_to_the_derived_agents(tmp_path):
+    agents, _ = compile_file(REPO / "pipelines.yaml")
+    data = tmp_path / "d"
+    (data / "demo").mkdir(parents=True)
+    config = DemoConfig(agents, data, "127.0.0.1:4567", udp_port=5678, metrics_port=6789)
+    path = data / "run" / "pipelines.yaml"
+    config.write(path, REPO / "pipelines.yaml")
+    assert compile_file(path) == (config.specs, [])
+    assert path.stat().st_mode & 0o777 == 0o600

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from agent.channels.memory import MemoryChannel
-from sinks import _kafka_txn
 from sinks.kafka import KafkaSink
+from sinks.kafka.exactly_once import ExactlyOnce
 from testkit.agent import read_topic
 from tests.agent.helpers import context, events
 
@@ -22,20 +22,20 @@ async def test_a_take_the_broker_committed_is_not_sent_again_by_the_next_sink(
     config = KafkaSink.Config(
         topic="lines", bootstrap_servers=broker.bootstrap, delivery="exactly_once"
     )
-    commit = _kafka_txn._commit
+    commit = ExactlyOnce._commit
 
-    async def committed_then_cancelled(sink):
-        await commit(sink)
+    async def committed_then_cancelled(strategy):
+        await commit(strategy)
         raise asyncio.CancelledError  # the reload came right after the broker's commit
 
-    monkeypatch.setattr(_kafka_txn, "_commit", committed_then_cancelled)
+    monkeypatch.setattr(ExactlyOnce, "_commit", committed_then_cancelled)
     sent = events(5)
     await channel.put(sent)
     with pytest.raises(asyncio.CancelledError):
         await KafkaSink(config, context(tmp_path, "k")).run(channel)
     assert channel.pending() == 5  # the take went back to the channel
 
-    monkeypatch.setattr(_kafka_txn, "_commit", commit)
+    monkeypatch.setattr(ExactlyOnce, "_commit", commit)
     restarted = asyncio.create_task(KafkaSink(config, context(tmp_path, "k")).run(channel))
     try:
         await channel.put(events(1, "after"))

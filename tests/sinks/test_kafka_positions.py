@@ -1,11 +1,11 @@
 """The exactly-once sink's positions: what a transaction records with its records,
-and how the committed ones are read back (pure parts of sinks/_kafka_txn.py)."""
+and how the committed ones are read back (sinks/kafka/positions.py, pure parts)."""
 
 import orjson
 
 from agent.api import Ack, Event
-from sinks._kafka_txn import CommittedPositions, last_marks, position_key
 from sinks.kafka import KafkaSink
+from sinks.kafka.positions import CommittedPositions, last_marks, position_key
 from tests.agent.helpers import context
 
 

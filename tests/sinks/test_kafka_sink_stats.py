@@ -7,7 +7,7 @@ import logging
 import orjson
 
 from agent.metrics import Registry
-from sinks._kafka_stats import ProducerStats
+from sinks.kafka.stats import ProducerStats
 
 
 def broker(nodeid, source, state, rtt_avg=0, rtt_cnt=0, outbuf=0):

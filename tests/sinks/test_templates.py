@@ -1,11 +1,11 @@
-"""Topic and key templates (sinks/templates.py) and how the kafka sink turns events
-into records with them (sinks/_kafka_records.py): pure parts, no broker."""
+"""Topic and key templates (sinks/kafka/templates.py) and how the kafka sink turns events
+into records with them (sinks/kafka/records.py): pure parts, no broker."""
 
 import pytest
 
 from agent.api import Event
-from sinks._kafka_records import RecordMaker, config_problems, with_headers
-from sinks.templates import TemplateError, parse
+from sinks.kafka.records import RecordMaker, config_problems, with_headers
+from sinks.kafka.templates import TemplateError, parse
 
 
 @pytest.mark.parametrize(

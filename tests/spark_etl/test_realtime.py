@@ -178,13 +178,14 @@ def test_realtime_cli_defaults_and_conf_wins():
     import argparse
 
     from logflume.commands import etl
+    from spark_etl.command import session_conf
 
     parser = argparse.ArgumentParser()
     etl.add_parser(parser.add_subparsers())
     args = parser.parse_args(["etl", "realtime", "--conf", "a=c"])
     assert args.trigger_seconds == 0.5 and args.provisional
     assert parser.parse_args(["etl", "realtime", "--no-provisional"]).provisional is False
-    assert etl.session_conf(args, {"a": "b", "d": "e"}) == {"a": "c", "d": "e"}
+    assert session_conf(args, {"a": "b", "d": "e"}) == {"a": "c", "d": "e"}
 
 
 def test_stats_rows_are_keyed_by_window_and_host():

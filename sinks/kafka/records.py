@@ -1,7 +1,7 @@
 """From events to Kafka records, for the kafka sink: each record's topic, key and
 headers (its value is the sink's `format`, agent/delivery.py).
 
-- topic and key are templates (sinks/templates.py); a constant topic is one string
+- topic and key are templates (templates.py); a constant topic is one string
   for the whole batch, and no key is None, so the sink keeps its lean produce call.
 - headers: of the event headers named by the sink's `headers` option, those an
   event has become its record headers, values UTF-8. Events that share a headers
@@ -18,7 +18,7 @@ import re
 from typing import NamedTuple
 
 from agent.api import Event
-from sinks.templates import Template, TemplateError, parse
+from sinks.kafka.templates import Template, TemplateError, parse
 
 # Kafka's rule for topic names (its Topic.validate): these characters, 1-249 of them
 TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")

@@ -1,0 +1,124 @@
+"""The `kafka` sink: take batches from a channel and produce them to a Kafka topic.
+
+Works against the bundled broker or any Kafka-compatible cluster, through
+confluent-kafka (librdkafka); `type: broker`, its first name, is kept as an alias.
+This module is the plugin: it builds, for each run, a producer (producer.py) and
+the delivery strategy the config asks for, at_least_once.py (the default) or
+exactly_once.py (`delivery: exactly_once`: transactions), and hands the strategy
+only what it uses.
+
+Security follows Kafka's listeners: a `tls:` block makes the connection SSL, a
+`sasl:` block SASL_PLAINTEXT, both SASL_SSL. The SASL password is kept out of the
+config's repr, so neither logs nor `agent validate` ever show it; give it as
+`${LOGFLUME_SASL_PASSWORD}` or `${file:/etc/logflume/sasl-password}` (agent/config.py).
+A wrong password is an authentication error librdkafka reports through `error_cb`:
+logged and counted in logflume_agent_kafka_auth_failures_total; the records stay in
+the channel and are delivered once the credentials are fixed (reload or restart).
+
+What explains a stalled sink is exported as gauges: librdkafka's statistics (every
+`statistics.interval.ms`, 5 s unless `producer:` says otherwise; 0 turns them off)
+give the producer queue's depth and, per broker, connection state, round-trip time
+and requests waiting to be sent (stats.py); the strategy gives the age of its oldest
+in-flight take batch (metrics.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+from agent.api import Channel, Sink, register
+from common.hostname import this_host
+from common.topic_names import dead_letter_topic
+from sinks.kafka.at_least_once import AtLeastOnce
+from sinks.kafka.config import KafkaSinkConfig, client_settings, problems, producer_settings
+from sinks.kafka.dead_letters import DeadLetterTopic
+from sinks.kafka.exactly_once import ExactlyOnce
+from sinks.kafka.metrics import KafkaSinkMetrics
+from sinks.kafka.producer import SinkProducer
+from sinks.kafka.records import RecordMaker
+from sinks.kafka.stats import ProducerStats
+from sinks.kafka.templates import parse
+
+AUTH_LOG_INTERVAL_S = 30.0  # most one "authentication failed" line per this
+
+
+@register("sink", "kafka", aliases=("broker",))
+class KafkaSink(Sink):
+    """Owns the sink's metrics, record maker and dead-letter topic; each `run` owns
+    one producer and one delivery strategy."""
+
+    Config = KafkaSinkConfig
+
+    @classmethod
+    def validate(cls, config) -> list[str]:
+        return problems(config)
+
+    @classmethod
+    def records_positions(cls, config) -> bool:
+        return config.delivery == "exactly_once"
+
+    def __init__(self, config, context):
+        super().__init__(config, context)
+        self.metrics = KafkaSinkMetrics(context)
+        self._auth_logged = -AUTH_LOG_INTERVAL_S  # monotonic time of the last such line
+        self.stats = ProducerStats(context.metrics, context.name, context.log)
+        dlq_topic = config.dead_letter_topic or dead_letter_topic(config.topic)
+        self.dead_letters = DeadLetterTopic(
+            dlq_topic, config.dead_letter_max_bytes, self.metrics, context.log
+        )
+        key = parse(config.key) if config.key is not None else None
+        self.records = RecordMaker(parse(config.topic), key, config.headers)
+
+    @property
+    def transactional_id(self) -> str:
+        """With the host name by default: agents installed on many hosts from one
+        pipelines.yaml must neither fence each other nor share positions."""
+        default = f"logflume-{this_host()}-{self.context.agent}-{self.context.name}"
+        return self.config.transactional_id or default
+
+    @property
+    def client_id(self) -> str:
+        return f"logflume-{self.context.agent}-{self.context.name}"
+
+    def _on_error(self, err) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            # librdkafka reconnects at once after a refused login, many times a second:
+            # every failure is counted, one is logged per AUTH_LOG_INTERVAL_S
+            self.metrics.auth_failures.inc()
+            now = time.monotonic()
+            if now - self._auth_logged >= AUTH_LOG_INTERVAL_S:
+                self._auth_logged = now
+                self.context.log.error("producer: authentication failed: %s", err.str())
+            return
+        self.context.log.warning("producer: %s", err)
+
+    async def run(self, channel: Channel) -> None:
+        cfg, log = self.config, self.context.log
+        transactional_id = self.transactional_id
+        producer = SinkProducer(
+            producer_settings(
+                cfg, self.client_id, transactional_id, self._on_error, self.stats.on_stats
+            )
+        )
+        try:
+            if cfg.delivery == "exactly_once":
+                strategy = ExactlyOnce(
+                    cfg,
+                    producer,
+                    client_settings(cfg, self.client_id),
+                    transactional_id,
+                    self.records,
+                    self.dead_letters,
+                    self.metrics,
+                    log,
+                )
+            else:
+                strategy = AtLeastOnce(
+                    cfg, producer, self.records, self.dead_letters, self.metrics, log
+                )
+            await strategy.run(channel)
+        finally:
+            await producer.close()
+            self.metrics.oldest_age.set(0)

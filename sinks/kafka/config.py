@@ -47,6 +47,7 @@ class KafkaSinkConfig:
     transactional_id: str | None = None  # exactly_once: null: logflume-<host>-<agent>-<sink>
     positions_topic: str = POSITIONS_TOPIC  # exactly_once: topic of committed positions
     transaction_timeout: Duration = Duration(60)  # exactly_once: broker aborts older ones
+    commit_interval: Duration = Duration(0.5)  # exactly_once: most one transaction per this
 
 
 def problems(config: KafkaSinkConfig) -> list[str]:

@@ -26,6 +26,13 @@ were recorded with: a file channel whose directory was wiped, or a memory channe
 another process, drops nothing). Takes are of whole puts (`whole_puts=True`),
 because a mark stands for the whole put it came with.
 
+Transactions cost the broker a dozen requests and replicated writes whatever their
+size, so while the channel is not filling up a sink begins at most one per
+`commit_interval` (Kafka Streams' `commit.interval.ms` under exactly-once): what
+arrives meanwhile waits in the channel and goes in the next, larger transaction. A
+lone line after a quiet spell goes at once; a busy source's lines wait at most the
+interval.
+
 Records a broker rejects for good (too large, invalid) make the transaction fail;
 it is aborted, the take rolled back, and the next attempt sends those records to
 the dead-letter topic instead. Other failures abort and retry after a backoff that
@@ -100,8 +107,10 @@ class ExactlyOnce:
         await asyncio.to_thread(read_positions, conf, cfg.positions_topic, positions, log)
         await resolve_sources(channel, positions, log)
         counters = self.metrics.counters
+        interval = float(cfg.commit_interval)
         while True:
             take = await channel.take(cfg.batch_events, 0.5, whole_puts=True)
+            began = time.monotonic()
             if take.events:
                 try:
                     records = positions.records_for(take)
@@ -113,6 +122,9 @@ class ExactlyOnce:
                 positions.apply(records)
             await take.commit()
             counters.out.inc(len(take.events))
+            if take.events and len(take.events) < cfg.batch_events:
+                # the channel keeps what arrives meanwhile for the next transaction
+                await asyncio.sleep(began + interval - time.monotonic())
 
     async def _abort_and_roll_back(self, take: TakeBatch) -> None:
         from confluent_kafka import KafkaException

@@ -6,8 +6,8 @@ over), not one per put; every one of them arrives once."""
 import asyncio
 
 from agent.channels.memory import MemoryChannel
-from sinks import _kafka_txn
 from sinks.kafka import KafkaSink
+from sinks.kafka.exactly_once import ExactlyOnce
 from testkit.agent import read_topic
 from tests.agent.helpers import context, events
 
@@ -24,13 +24,13 @@ async def test_puts_arriving_within_the_interval_share_a_transaction(tmp_path, b
         commit_interval=5.0,
     )
     commits = []
-    commit = _kafka_txn._commit
+    commit = ExactlyOnce._commit
 
-    async def counted(sink):
-        await commit(sink)
+    async def counted(strategy):
+        await commit(strategy)
         commits.append(len(commits))
 
-    monkeypatch.setattr(_kafka_txn, "_commit", counted)
+    monkeypatch.setattr(ExactlyOnce, "_commit", counted)
     sink = asyncio.create_task(KafkaSink(config, context(tmp_path, "k")).run(channel))
     try:
         sent = []

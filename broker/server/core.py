@@ -20,7 +20,8 @@ order, each service as a typed attribute from those before it:
 8. `authorizer`, when `authorizer.class.name` is set (its ACL store is the
    cluster view's: a local file or ZooKeeper),
 9. the background duties Kafka runs on timers: retention
-   (`log.retention.check.interval.ms`), the log cleaner (`log.cleaner.backoff.ms`),
+   (`log.retention.check.interval.ms`), idle producer ids
+   (`producer.id.expiration.check.interval.ms`), the log cleaner (`log.cleaner.backoff.ms`),
    time-based flushes (each log's `flush.ms`, checked every second or every
    `log.flush.scheduler.interval.ms` if shorter), the recovery-point and log-start
    checkpoints, and the two coordinators' timers.
@@ -209,6 +210,11 @@ class BrokerCore:
         flush_every = min(cfg["log.flush.scheduler.interval.ms"], 1000)
         duties: list[tuple[str, int, Callable[[], object]]] = [
             ("retention", cfg["log.retention.check.interval.ms"], self.logs.run_retention),
+            (
+                "producer-expiration",
+                cfg["producer.id.expiration.check.interval.ms"],
+                self.logs.remove_expired_producers,
+            ),
             ("flush", flush_every, lambda: self.logs.flush_dirty(self.metrics.flush_time.observe)),
             (
                 "recovery-checkpoint",

@@ -20,6 +20,7 @@ create or delete.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable

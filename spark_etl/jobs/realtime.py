@@ -510,9 +510,12 @@ def run_realtime(spark, *, stop: threading.Event | None = None, **kwargs) -> Non
                 job.say(job.progress_line())
                 next_line += PROGRESS_SECONDS
     finally:
-        if stop is not None and stop.is_set():
+        stopped = stop is not None and stop.is_set()
+        if stopped:
             _quiet_interrupted_batches(spark)
         job.stop()
+        if stopped:  # the last period's counts, so that the lines of a run add up
+            job.say(job.progress_line())
 
 
 def _quiet_interrupted_batches(spark) -> None:

@@ -1,7 +1,7 @@
-"""The layout DESIGN.md promises, checked on the source: no import cycles between the
-project's modules (imports under `if TYPE_CHECKING:` and inside functions do not
-count), shared utilities depend on nothing else, only the command imports the
-command package, and benchmarks do not import tests."""
+"""The layout ARCHITECTURE.md describes, checked on the source: no import cycles
+between the project's modules (every import counts, also those under `if
+TYPE_CHECKING:` and inside functions), shared utilities depend on nothing else,
+only the command imports the command package, and benchmarks do not import tests."""
 
 import ast
 from pathlib import Path
@@ -29,26 +29,16 @@ def project_modules(packages=PACKAGES) -> dict[str, Path]:
     return {module_name(f): f for p in packages for f in sorted((REPO / p).rglob("*.py"))}
 
 
-def top_level_imports(path: Path) -> set[str]:
-    """Dotted names imported when the module loads: module-level statements, including
-    those under if/try, but not under `if TYPE_CHECKING:` or in a function body."""
+def imports_of(path: Path) -> set[str]:
+    """Dotted names a module imports anywhere: at module level, under `if
+    TYPE_CHECKING:` and inside functions alike (a deferred import is still a
+    dependency; counting it keeps a circle from hiding in a function body)."""
     found: set[str] = set()
-
-    def visit(statements) -> None:
-        for node in statements:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                visit(node.orelse)
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.update(f"{node.module}.{a.name}" for a in node.names)
-            elif isinstance(node, ast.If | ast.Try | ast.With):
-                for field in ("body", "orelse", "finalbody", "handlers"):
-                    visit(getattr(node, field, []))
-            elif isinstance(node, ast.ExceptHandler):
-                visit(node.body)
-
-    visit(ast.parse(path.read_text()).body)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.update(f"{node.module}.{a.name}" for a in node.names)
     return found
 
 
@@ -62,7 +52,7 @@ def resolve(name: str, modules: dict[str, Path]) -> str | None:
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     graph = {}
     for name, path in modules.items():
-        deps = {resolve(i, modules) for i in top_level_imports(path)}
+        deps = {resolve(i, modules) for i in imports_of(path)}
         graph[name] = {d for d in deps if d and d != name}
     return graph
 
@@ -136,5 +126,5 @@ def test_only_the_command_imports_the_command_package():
 
 def test_benchmarks_do_not_import_tests():
     for path in sorted((REPO / "bench").rglob("*.py")):
-        imported = top_level_imports(path)
+        imported = imports_of(path)
         assert not [i for i in imported if i.split(".")[0] == "tests"], path

@@ -84,7 +84,13 @@ class BrokerProcess(ManagedProcess):
         self.proc = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy()
         )
-        wait_for_port(self.port, proc=self.proc)
+        try:
+            wait_for_port(self.port, proc=self.proc)
+        except BaseException:
+            # a caller whose start failed has nothing to stop: left running, a broker
+            # that was slow to listen would outlive the test and load the machine
+            self.stop(10)
+            raise
         return self
 
     def stop(self, timeout: float | None = None) -> int | None:

@@ -44,7 +44,7 @@ from broker.server.authz import NOT_REQUESTED, RT, Op, allowed, authorized_opera
 from broker.server.coordinators import load_offsets_partitions
 from broker.server.dispatch import handles
 from broker.server.handlers import transactions
-from common.topic_names import CONSUMER_OFFSETS
+from common.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def _coordinator_of(ctx, key: str, key_type: int) -> dict:
     if code != ErrorCode.NONE:
         return {"error_code": code, "error_message": message} | none
     if key_type == _TXN_KEY_TYPE:
-        topic, index = transactions.CONSUMER_OFFSETS, transactions.coordinator_partition(core, key)
+        topic, index = TRANSACTION_STATE, transactions.coordinator_partition(core, key)
     else:
         topic, index = CONSUMER_OFFSETS, _coordinator(ctx).partition_for(key)
     leader = core.cluster.leader_of(topic, index)
@@ -247,9 +247,7 @@ async def offset_commit(ctx, body):
     unknown = {}
     group_denied = _group_denied(ctx, Op.READ, body["group_id"])
     for t in body["topics"]:
-        topic_denied = not group_denied and not allowed(
-            ctx, Op.READ, RT.CONSUMER_OFFSETS, t["name"]
-        )
+        topic_denied = not group_denied and not allowed(ctx, Op.READ, RT.TOPIC, t["name"])
         for p in t["partitions"]:
             tp = (t["name"], p["partition_index"])
             if group_denied or topic_denied:
@@ -327,7 +325,7 @@ def _group_offsets(
     may: dict[str, bool] = {}
     for tp in wanted if wanted is not None else sorted(offsets):
         if tp[0] not in may:
-            may[tp[0]] = allowed(ctx, Op.DESCRIBE, RT.CONSUMER_OFFSETS, tp[0])
+            may[tp[0]] = allowed(ctx, Op.DESCRIBE, RT.TOPIC, tp[0])
         if not may[tp[0]]:
             if wanted is not None:
                 topics.setdefault(tp[0], []).append(
@@ -433,7 +431,7 @@ async def offset_delete(ctx, body):
         return {"error_code": _GROUP_DENIED, "throttle_time_ms": 0, "topics": []}
     known, unknown = [], {}
     for t in body["topics"]:
-        topic_ok = allowed(ctx, Op.READ, RT.CONSUMER_OFFSETS, t["name"])
+        topic_ok = allowed(ctx, Op.READ, RT.TOPIC, t["name"])
         for p in t["partitions"]:
             tp = (t["name"], p["partition_index"])
             if not topic_ok:

@@ -174,9 +174,7 @@ async def _add_partitions(ctx, tid, pid, epoch, topics, verify_only, from_broker
         return _coordinator(ctx).verify(tid, pid, epoch, tps)
     refused = {}
     for topic, p in tps:
-        if not from_broker and (
-            is_internal(topic) or not allowed(ctx, Op.WRITE, RT.TRANSACTION_STATE, topic)
-        ):
+        if not from_broker and (is_internal(topic) or not allowed(ctx, Op.WRITE, RT.TOPIC, topic)):
             refused[(topic, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:
             meta = ctx.core.replicas.topic(topic)
@@ -243,11 +241,7 @@ def describe_transactions(ctx, body):
             states.append(entry)
             continue
         grouped = by_topic(
-            sorted(
-                tp
-                for tp in meta.partitions
-                if allowed(ctx, Op.DESCRIBE, RT.TRANSACTION_STATE, tp[0])
-            )
+            sorted(tp for tp in meta.partitions if allowed(ctx, Op.DESCRIBE, RT.TOPIC, tp[0]))
         )
         entry |= {
             "transaction_state": meta.state.display,
@@ -294,7 +288,7 @@ def describe_producers(ctx, body):
     topics = []
     for topic in body["topics"]:
         name = topic["name"]
-        if not allowed(ctx, Op.READ, RT.TRANSACTION_STATE, name):
+        if not allowed(ctx, Op.READ, RT.TOPIC, name):
             topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif replicas.topic(name) is None:
             topic_error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -6,7 +6,8 @@ at that follower's previous fetch, which then is its caught-up time; see
 `Partition.update_follower_leo`). Every `replica.lag.time.max.ms / 2` the leader
 removes ISR followers not caught up for `replica.lag.time.max.ms`; a follower outside
 the ISR whose log end reaches the high watermark and the start of the current leader
-epoch is added back (checked on each of its fetches).
+epoch is added back (checked on each of its fetches), unless that broker is in
+controlled shutdown.
 
 Each change is a compare-and-set of the partition state znode against the version the
 leader last saw, with the leader and leader epoch unchanged. The leader applies the
@@ -79,8 +80,13 @@ class IsrManager:
                 self._submit(partition, new_isr)
 
     def maybe_expand(self, partition, replica_id: int) -> None:
-        """A follower outside the ISR fetched; add it if it has caught up."""
+        """A follower outside the ISR fetched; add it if it has caught up, unless it is
+        in controlled shutdown (KIP-841): it still fetches until it stops, and put
+        back in the ISR it would hold the high watermark until the leader shrinks
+        the ISR after replica.lag.time.max.ms."""
         if partition.key in self._pending or not partition.is_leader:
+            return
+        if replica_id in self.node.leaving:
             return
         if replica_id in partition.isr or not partition.can_join_isr(replica_id):
             return

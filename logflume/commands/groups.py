@@ -98,6 +98,8 @@ def run(args) -> int:
     try:
         if args.list:
             listed = admin.list_consumer_groups(request_timeout=timeout).result(timeout)
+            if listed.errors:  # e.g. the request's own timeout, after a failed login
+                raise KafkaException(listed.errors[0])
             for g in sorted(listed.valid, key=lambda g: g.group_id):
                 print(g.group_id)
             return 0

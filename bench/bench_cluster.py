@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 from bench.bench_broker import CLK_TCK, finish, spawn_role
+from testkit.procs import wait_until
 
 RF = 3
 ZK_TICK_MS = 200  # sessions expire on tick boundaries: 200 ms granularity, minimum 400 ms
@@ -79,7 +80,7 @@ class Cluster:
         self.local.start().wait_joined()
         self.zk = KazooClient(hosts=self.zookeeper.connect)
         self.zk.start(timeout=30)
-        self._wait(lambda: self._live() == RF, 60, "every broker to register")
+        wait_until(lambda: self._live() == RF, 60, "every broker to register")
 
     @property
     def bootstrap(self) -> str:
@@ -94,23 +95,13 @@ class Cluster:
         path = f"/brokers/topics/{topic}/partitions/{p}/state"
         return orjson.loads(self.zk.get(path)[0]) if self.zk.exists(path) else None
 
-    @staticmethod
-    def _wait(check, timeout_s: float, what: str):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            value = check()
-            if value:
-                return value
-            time.sleep(0.02)
-        raise RuntimeError(f"timed out after {timeout_s}s waiting for {what}")
-
     def create_topic(self, name: str, partitions: int) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         admin.create_topics([NewTopic(name, partitions, RF)])[name].result(20)
         for p in range(partitions):
-            self._wait(
+            wait_until(
                 lambda p=p: (s := self.state(name, p)) and s["leader"] >= 0 and len(s["isr"]) == RF,
                 60,
                 f"{name}-{p} to have a leader and a full ISR",
@@ -289,18 +280,16 @@ def failover(cluster: Cluster, kills: int, load_rate: int, label: str) -> dict:
     load = LoadProducer(cluster.bootstrap, topic, load_rate).start()
     times: list[float] = []
     try:
-        cluster._wait(lambda: load.acked > load_rate // 2, 60, "first acks")
+        wait_until(lambda: load.acked > load_rate // 2, 60, "first acks")
         for k in range(kills):
             leader = cluster.state(topic)["leader"]
             print(f"  kill {k + 1}: broker {leader} at {time.time():.3f}", flush=True)
             cluster.local.brokers[leader].kill()
             load.mark()
-            cluster._wait(
-                lambda: load.first_ack_after_mark is not None, 120, "an ack after the kill"
-            )
+            wait_until(lambda: load.first_ack_after_mark is not None, 120, "an ack after the kill")
             times.append(load.first_ack_after_mark)
             cluster.local.brokers[leader].start()
-            cluster._wait(
+            wait_until(
                 lambda: len(cluster.state(topic)["isr"]) == RF, 120, "the ISR to be full again"
             )
             print(
@@ -374,24 +363,23 @@ def partition_failover(cuts: int, max_cut_s: float = 30.0) -> dict:
                 s = state()
                 return len(zk.get_children("/brokers/ids")) == RF and len(s.get("isr", [])) == RF
 
-            wait = Cluster._wait
-            wait(lambda: len(zk.get_children("/brokers/ids")) == RF, 60, "every broker")
+            wait_until(lambda: len(zk.get_children("/brokers/ids")) == RF, 60, "every broker")
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
             fut = admin.create_topics([NewTopic(PARTITION_TOPIC, 1, RF)])
             fut[PARTITION_TOPIC].result(20)
-            wait(healthy, 60, "a leader and a full ISR")
+            wait_until(healthy, 60, "a leader and a full ISR")
             producers = Producers(cluster.bootstrap, PARTITION_TOPIC, lab, root).start()
             try:
                 for k in range(cuts):
-                    wait(healthy, 120, "a full ISR")
+                    wait_until(healthy, 120, "a full ISR")
                     n = producers.acked()
-                    wait(lambda n=n: producers.acked() > n + 300, 60, "acks before the cut")
+                    wait_until(lambda n=n: producers.acked() > n + 300, 60, "acks before the cut")
                     s = state()
                     old, epoch = s["leader"], s["leader_epoch"]
                     others = [f"b{b}" for b in range(RF) if b != old]
                     t_cut = time.time()
                     lab.isolate(f"b{old}", ["zk", *others])
-                    wait(
+                    wait_until(
                         lambda old=old, epoch=epoch: (
                             (x := state())["leader"] not in (-1, old) and x["leader_epoch"] > epoch
                         ),

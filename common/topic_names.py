@@ -18,6 +18,12 @@ CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
 
+
+def is_internal(name: str) -> bool:
+    """Kafka's internal topics only: other names starting with "__" are ordinary."""
+    return name in INTERNAL_TOPICS
+
+
 POSITIONS_TOPIC = "logflume-positions"
 DEAD_LETTER_SUFFIX = ".dlq"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 
+from common.topic_names import is_internal
 from console.model import StatsFold, lag
 
 STATS_BACKLOG = 2000  # rows of the stats topic read at start, per partition
@@ -85,7 +86,7 @@ class KafkaView:
                 tp = TopicPartition(name, index)
                 wanted[(name, index, "low")] = (tp, OffsetSpec.earliest())
                 wanted[(name, index, "high")] = (tp, OffsetSpec.latest())
-            topics.append({"name": name, "internal": name.startswith("__"), "partitions": parts})
+            topics.append({"name": name, "internal": is_internal(name), "partitions": parts})
         offsets = self._offsets(wanted)
         for topic in topics:
             for p in topic["partitions"]:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import certs
+from common.topic_names import POSITIONS_TOPIC, dead_letter_topic
 from testkit import loadgen
 from testkit.netns import NetLab, NetnsCluster, Node
 from testkit.procs import wait_until
@@ -80,10 +81,10 @@ AGENT_TOPICS = (
     ("nginx-access", 3, {}),
     ("nginx-error", 1, {}),
     ("netcat", 1, {}),
-    ("nginx-access.dlq", 1, {}),
-    ("nginx-error.dlq", 1, {}),
-    ("netcat.dlq", 1, {}),
-    ("logflume-positions", 1, {"cleanup.policy": "compact"}),
+    (dead_letter_topic("nginx-access"), 1, {}),
+    (dead_letter_topic("nginx-error"), 1, {}),
+    (dead_letter_topic("netcat"), 1, {}),
+    (POSITIONS_TOPIC, 1, {"cleanup.policy": "compact"}),
 )
 STATS_TOPIC = ("nginx-stats", 1, {"cleanup.policy": "compact"})  # the realtime job's rows
 NGINX_CONF = """\
@@ -528,7 +529,8 @@ class Fleet:
             return "ok" if results == [None] else _error_name(results[0])
 
         with self.lab.inside(host.name):
-            out["write nginx-access.dlq"] = produce("nginx-access.dlq")
+            dead_letters = dead_letter_topic("nginx-access")
+            out[f"write {dead_letters}"] = produce(dead_letters)
             other = next(h for h in self.hosts if h is not host)
             txn = Producer(login | {"transactional.id": f"logflume-{other.name}-web-access-kafka"})
             try:
@@ -635,11 +637,7 @@ def agent_acls(user: str, host: str) -> list:
     transactional ids (logflume-<host>-web-<sink>)."""
     grants = []
     for topic, _, _ in AGENT_TOPICS:
-        ops = (
-            ("WRITE", "DESCRIBE", "READ")
-            if topic == "logflume-positions"
-            else ("WRITE", "DESCRIBE")
-        )
+        ops = ("WRITE", "DESCRIBE", "READ") if topic == POSITIONS_TOPIC else ("WRITE", "DESCRIBE")
         grants += [("TOPIC", topic, "LITERAL", op) for op in ops]
     txn = f"logflume-{host}-web-"
     grants += [("TRANSACTIONAL_ID", txn, "PREFIXED", op) for op in ("WRITE", "DESCRIBE")]

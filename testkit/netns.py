@@ -42,6 +42,7 @@ from pathlib import Path
 
 from broker.cluster.launcher import ZooKeeperProcess, broker_command
 from common.ports import wait_for_port
+from common.processes import running
 
 PREFIX = "lfnt"
 SBIN_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
@@ -96,16 +97,6 @@ def _setns(fd: int) -> None:
     if libc.setns(fd, CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"setns: {os.strerror(err)}")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass
@@ -275,7 +266,7 @@ def sweep_stale() -> list[str]:
     stale = []
     for ns in lab_namespaces():
         pid = ns[len(PREFIX) :].split("x", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not running(int(pid)):
             stale.append(ns)
     if stale:
         _remove_namespaces(_tool("ip"), stale)

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from common.ports import LOOPBACK, free_port, wait_for_port
+from common.processes import running
 
 JAR_DIRS = (Path("/usr/share/java"), Path("/usr/share/zookeeper/lib"))
 ZK_JARS = ("zookeeper.jar", "zookeeper-jute.jar")
@@ -228,7 +229,7 @@ def _terminate(pid: int | None, timeout_s: float) -> bool:
         return False
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not running(pid):
             return True
         time.sleep(0.1)
     try:
@@ -236,13 +237,3 @@ def _terminate(pid: int | None, timeout_s: float) -> bool:
     except ProcessLookupError:
         pass
     return True
-
-
-def _alive(pid: int) -> bool:
-    """Running, i.e. neither gone nor a zombie waiting for its parent to reap it."""
-    try:
-        os.kill(pid, 0)
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"

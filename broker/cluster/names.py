@@ -4,15 +4,13 @@ A legal name is 1-249 characters from [a-zA-Z0-9._-] and is neither "." nor ".."
 Such a name can never contain a path separator, so `<data dir>/<topic>-<n>` and
 `meta/topics/<topic>.json` always stay inside the data directory.
 
-The internal topics are Kafka's two (their names in `common.topic_names`): the
+The internal topics are Kafka's two (their names and `is_internal` in `common.topic_names`): the
 coordinators' `__consumer_offsets` and `__transaction_state`. Only the coordinators write them (clients are refused), and
 Metadata marks them `is_internal`; other names starting with "__" are ordinary
 topics, as in Kafka.
 """
 
 import re
-
-from common.topic_names import INTERNAL_TOPICS
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
@@ -35,7 +33,3 @@ def validate_topic_name(name: object) -> str:
             f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'"
         )
     return name
-
-
-def is_internal(name: str) -> bool:
-    return name in INTERNAL_TOPICS

@@ -12,6 +12,7 @@ confluent-kafka's AdminClient.
 
 import sys
 
+from common.topic_names import is_internal
 from logflume import client_config
 
 
@@ -125,8 +126,6 @@ def _create(admin, metadata, args, configs, timeout) -> int:
 
 
 def _delete(admin, metadata, args, timeout) -> int:
-    from broker.cluster.names import is_internal
-
     if args.topic not in metadata.topics:
         return 0 if args.if_exists else fail(f"Topic '{args.topic}' does not exist as expected")
     if is_internal(args.topic):
@@ -141,8 +140,6 @@ def _delete(admin, metadata, args, timeout) -> int:
 
 def _alter(admin, metadata, args, timeout) -> int:
     from confluent_kafka.admin import NewPartitions
-
-    from broker.cluster.names import is_internal
 
     if args.topic not in metadata.topics:
         return 0 if args.if_exists else fail(f"Topic '{args.topic}' does not exist as expected")

@@ -1,12 +1,12 @@
 """The topic names logflume writes, and the rules that read them."""
 
-from broker.cluster.names import is_internal
 from common.topic_names import (
     CONSUMER_OFFSETS,
     INTERNAL_TOPICS,
     POSITIONS_TOPIC,
     TRANSACTION_STATE,
     dead_letter_topic,
+    is_internal,
 )
 
 

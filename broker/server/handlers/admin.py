@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.cluster.metadata_store import TopicMeta
-from broker.cluster.names import is_internal
 from broker.cluster.replica_manager import TopicError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
@@ -38,6 +37,7 @@ from broker.server.authz import RT, Op, allowed, may_create_topic
 from broker.server.dispatch import handles
 from broker.server.handlers.configs import SOURCE_DEFAULT, SOURCE_TOPIC
 from broker.server.handlers.metadata import NO_TOPIC_ID, named_topic, topic_uuid
+from common.topic_names import is_internal
 
 
 def _require(ctx, op: Op, topic: str) -> None:

@@ -19,10 +19,10 @@ null): an unknown id answers UNKNOWN_TOPIC_ID with a null name.
 import asyncio
 import uuid
 
-from broker.cluster.names import is_internal
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import RT, Op, allowed, authorized_operations, may_auto_create
 from broker.server.dispatch import handles
+from common.topic_names import is_internal
 
 AUTO_CREATE_WAIT_S = 3.0
 NO_TOPIC_ID = uuid.UUID(int=0)

@@ -60,7 +60,6 @@ import logging
 import time
 
 from broker.cluster.delayed_produce import DelayedProduce
-from broker.cluster.names import is_internal
 from broker.log.common import RecordValidationError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
@@ -74,6 +73,7 @@ from broker.protocol.records import (
 from broker.server import txn_verification
 from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import CloseConnection, handles
+from common.topic_names import is_internal
 
 log = logging.getLogger(__name__)
 _STORAGE_LOG_EVERY_S = 10.0

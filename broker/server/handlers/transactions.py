@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import time
 
-from broker.cluster.names import is_internal
 from broker.cluster.replica_manager import TopicError
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import RT, Op, allowed
@@ -41,7 +40,7 @@ from broker.server.coordinators import load_txn_partitions
 from broker.server.dispatch import handles
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.transactions.state import by_topic
-from common.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
+from common.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE, is_internal
 
 log = logging.getLogger(__name__)
 

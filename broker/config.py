@@ -1,5 +1,9 @@
 """Broker configuration: Kafka's `server.properties` names, types and defaults.
 
+(Longer than the ~450 lines modules keep to: ~210 of them are the table of keys,
+one line or two per key, kept in one place so that a key is found where Kafka's
+documentation lists it; listener parsing is in broker/listeners.py.)
+
 A broker is configured from three layers, later ones winning: the defaults below
 (Kafka's own, except where noted), a properties file (`--config FILE`, read by
 Java's rules with the javaproperties library: ISO-8859-1, backslash escapes and

@@ -1,5 +1,8 @@
 """ClusterNode: a broker's membership in a ZooKeeper-coordinated cluster.
 
+(Just over the ~450 lines modules keep to: ~50 of them are this map of its jobs and
+watches; the jobs themselves were split out as listed below.)
+
 The cluster view (broker.cluster.view) `BrokerCore` chooses when `zookeeper.connect`
 is set. Its jobs, and where each lives:
 

@@ -1,5 +1,8 @@
 """RecordBatch v2 (magic 2): reader, builder and in-place offset assignment.
 
+(Longer than the ~450 lines modules keep to: the reader and the builder are the two
+sides of one binary format, whose field offsets and varint helpers they share.)
+
 A batch is a fixed 61-byte header followed by the records section (compressed as one
 unit when the codec is not NONE). The CRC-32C covers bytes 21..end, i.e. everything
 after the crc field, so baseOffset and partitionLeaderEpoch can be rewritten in place

@@ -1,5 +1,9 @@
 """Schema declarations (data) and their compilation into per-version codecs.
 
+(Longer than the ~450 lines modules keep to: the code generator and the step
+closures it falls back to share their helpers and must change together; the
+declarations themselves are in the messages_*.py modules.)
+
 A message schema is a list of `Field`s, mirroring Kafka's message JSON: each field has
 a snake_case name, a type, the versions it exists in ("0+", "3+", "0-5", "1") and the
 versions in which it is nullable. A type is a primitive (INT32, STRING, RECORDS, ...),

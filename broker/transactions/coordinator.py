@@ -1,5 +1,9 @@
 """TransactionCoordinator: Kafka's transaction coordinator as a state machine.
 
+(Longer than the ~450 lines modules keep to: one state machine, whose transitions
+read best side by side; the markers are written by markers.py, the log format is
+log_format.py's.)
+
 Theory of operation. Every transactional id lives in one partition of
 `__transaction_state` (log_format.partition_for); the broker leading that partition
 coordinates the id, in the partition's leader epoch (the coordinator epoch, written

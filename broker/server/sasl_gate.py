@@ -31,7 +31,7 @@ class Decision:
     failure: AuthenticationFailed | None = None  # log it; close after the delay
     header: RequestHeader | None = None  # the request answered; None for a bare token
     response: dict | list | None = None  # its body, or a bare token's frame; None: no answer
-    timed: bool = False  # counted in the request metrics (ApiVersions, SaslHandshake)
+    timed: bool = False  # counted in the request metrics (every request with a header)
     close: str | None = None  # close once the answer is out (an unserved mechanism)
 
 
@@ -104,7 +104,7 @@ class SaslGate:
                 "auth_bytes": e.server_final,
                 "session_lifetime_ms": 0,
             }
-            return Decision(failure=e, header=header, response=response)
+            return Decision(failure=e, header=header, response=response, timed=True)
         if header is None:
             response = token_frame(out)
         else:
@@ -114,4 +114,6 @@ class SaslGate:
                 "auth_bytes": out,
                 "session_lifetime_ms": 0,
             }
-        return Decision(authenticated=self.passed, header=header, response=response)
+        return Decision(
+            authenticated=self.passed, header=header, response=response, timed=header is not None
+        )

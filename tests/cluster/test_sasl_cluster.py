@@ -113,10 +113,13 @@ def test_replication_over_sasl_ssl_and_users_in_zookeeper(cluster_factory, tmp_p
     topic = "over-sasl"
     create_topic(cluster, topic)  # waits for a full ISR: the followers fetch over SASL_SSL
     leader = cluster.zk.state(topic)["leader"]
-    logins = scrape(metrics_ports[leader]).sum(
+    scraped = scrape(metrics_ports[leader])
+    logins = scraped.sum(
         "logflume_broker_successful_authentication_total",
         listener="SASL_SSL",
         mechanism="SCRAM-SHA-512",
     )
     assert logins >= (3 if leader == 2 else 2)  # both followers' fetchers (+ alice on 2)
+    # SCRAM takes two SaslAuthenticate requests per login, counted like every request
+    assert scraped.sum("logflume_broker_requests_total", api="SaslAuthenticate") >= 2 * logins
     replicate_through_a_leader_kill(cluster, topic)

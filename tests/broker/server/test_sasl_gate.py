@@ -32,7 +32,7 @@ def test_api_versions_then_handshake_then_authenticate_passes():
     assert d.response == {"error_code": 0, "mechanisms": ["PLAIN"]}
     assert d.timed and d.close is None and not g.passed
     d = authenticate(g, b"\0alice\0pw")
-    assert d.authenticated and not d.timed and d.failure is None
+    assert d.authenticated and d.timed and d.failure is None
     assert d.header.api_key == ApiKey.SASL_AUTHENTICATE
     assert d.response == {
         "error_code": ErrorCode.NONE,
@@ -48,7 +48,7 @@ def test_after_a_v0_handshake_frames_are_bare_tokens_answered_bare():
     handshake(g, version=0)
     assert g.takes_bare_tokens
     d = g.bare_token(b"\0alice\0pw")
-    assert d.authenticated and d.header is None
+    assert d.authenticated and d.header is None and not d.timed  # no request to count
     assert d.response == [b"\0\0\0\0", b""]
     assert g.passed and not g.takes_bare_tokens
 
@@ -57,7 +57,7 @@ def test_a_failed_authentication_is_answered_then_the_gate_ignores_frames():
     g = gate()
     handshake(g)
     d = authenticate(g, b"\0alice\0nope")
-    assert d.failure is not None and d.failure.user == "alice"
+    assert d.failure is not None and d.failure.user == "alice" and d.timed
     assert d.response["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert d.response["error_message"] == str(d.failure)
     assert not d.authenticated and g.failed and not g.passed

@@ -30,7 +30,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 KINDS = ("source", "interceptor", "channel", "sink")
 
@@ -365,18 +365,17 @@ class Sink(Component):
 
 
 REGISTRY: dict[tuple[str, str], type[Component]] = {}
+C = TypeVar("C", bound=type[Component])
 
 
-def register(
-    kind: str, type_name: str, aliases: tuple[str, ...] = ()
-) -> Callable[[type[Component]], type[Component]]:
+def register(kind: str, type_name: str, aliases: tuple[str, ...] = ()) -> Callable[[C], C]:
     """Class decorator: `@register("source", "tail")`. The class needs a `Config` dataclass.
     `aliases`: other names the same type answers to in pipelines.yaml (a type renamed
     for users keeps its old name working)."""
     if kind not in KINDS:
         raise ValueError(f"unknown component kind {kind!r}")
 
-    def deco(cls: type[Component]) -> type[Component]:
+    def deco(cls: C) -> C:
         if not dataclasses.is_dataclass(getattr(cls, "Config", None)):
             raise TypeError(f"{cls.__name__} needs a dataclass named Config")
         for name in (type_name, *aliases):

@@ -36,11 +36,11 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import yaml
 
-from agent.api import REGISTRY, Duration
+from agent.api import REGISTRY, Channel, Component, Duration, Interceptor, Sink, Source
 from agent.plugins import load_plugins
 from agent.schema import (
     ConfigError,
@@ -87,22 +87,25 @@ class SelectorConfig:
     default: list[str] = dataclasses.field(default_factory=list)  # for other values; []: dropped
 
 
+C = TypeVar("C", bound=Component)
+
+
 @dataclasses.dataclass(frozen=True)
-class ComponentSpec:
+class ComponentSpec(Generic[C]):
     name: str
-    cls: type
+    cls: type[C]
     config: Any
 
 
 @dataclasses.dataclass(frozen=True)
-class SourceSpec(ComponentSpec):
+class SourceSpec(ComponentSpec[Source]):
     channels: tuple[str, ...] = ()
     selector: SelectorConfig = dataclasses.field(default_factory=SelectorConfig)
-    interceptors: tuple[ComponentSpec, ...] = ()
+    interceptors: tuple[ComponentSpec[Interceptor], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
-class SinkSpec(ComponentSpec):
+class SinkSpec(ComponentSpec[Sink]):
     channel: str = ""
 
 
@@ -111,7 +114,7 @@ class AgentSpec:
     name: str
     settings: AgentSettings
     sources: dict[str, SourceSpec]
-    channels: dict[str, ComponentSpec]
+    channels: dict[str, ComponentSpec[Channel]]
     sinks: dict[str, SinkSpec]
 
 
@@ -194,14 +197,14 @@ def _expand_env(node: yaml.Node, path: str, errors: Errors, environ, seen=None) 
                 f"environment variable {e.name} is not set "
                 f"(write ${{{e.name}:-default}} to give a default)",
             )
-            node.unexpanded = True
+            node.unexpanded = True  # type: ignore[attr-defined]  # a mark on PyYAML's node
             return
         except UnreadableFile as e:
             errors.add(node, path, f"cannot read {e.path}: {e.reason}")
-            node.unexpanded = True
+            node.unexpanded = True  # type: ignore[attr-defined]
             return
         node.tag = _RESOLVER.resolve(yaml.ScalarNode, node.value, (True, False))
-        node.expanded = True
+        node.expanded = True  # type: ignore[attr-defined]
 
 
 _RESOLVER = yaml.resolver.Resolver()
@@ -233,7 +236,9 @@ def _compile_agent(name, node, errors: Errors, failures) -> AgentSpec | None:
             if spec is not None:
                 sections[section][cname] = spec
     if settings is not None and settings.metrics is not None:
-        found = key_node(key_node(node, "metrics")[1], "listen")
+        metrics = _value_node(node, "metrics")
+        assert isinstance(metrics, yaml.MappingNode)  # settings.metrics was parsed from it
+        found = key_node(metrics, "listen")
         try:
             parse_hostport(settings.metrics.listen)
         except ValueError:
@@ -246,7 +251,7 @@ def _compile_agent(name, node, errors: Errors, failures) -> AgentSpec | None:
     return AgentSpec(name, settings, sections["sources"], sections["channels"], sections["sinks"])
 
 
-def _resolve(kind, node, path, errors: Errors, failures) -> type | None:
+def _resolve(kind, node, path, errors: Errors, failures) -> type[Component] | None:
     found = key_node(node, "type")
     if found is None:
         errors.add(node, f"{path}.type", "missing required key")
@@ -260,6 +265,14 @@ def _resolve(kind, node, path, errors: Errors, failures) -> type | None:
             msg += "; plugin modules that failed to import: " + ", ".join(sorted(failures))
         errors.add(found[1], f"{path}.type", msg)
     return cls
+
+
+def _value_node(mapping: yaml.Node, key: str) -> yaml.Node:
+    """The value node of `key` in `mapping`, which the compiled spec shows are there."""
+    assert isinstance(mapping, yaml.MappingNode)
+    found = key_node(mapping, key)
+    assert found is not None
+    return found[1]
 
 
 def _compile_component(kind, name, node, path, errors: Errors, failures):
@@ -285,11 +298,13 @@ def _compile_component(kind, name, node, path, errors: Errors, failures):
             errors.add(node, f"{path}.channel", "missing required key")
         else:
             extra["channel"] = convert(found[1], str, f"{path}.channel", errors)
-    if len(errors) > before or config is None:
+    if len(errors) > before or cls is None or config is None:
         return None
     if kind == "source":
+        assert issubclass(cls, Source)  # what @register("source", ...) takes
         return SourceSpec(name, cls, config, **extra)
     if kind == "sink":
+        assert issubclass(cls, Sink)
         return SinkSpec(name, cls, config, **extra)
     return ComponentSpec(name, cls, config)
 
@@ -384,7 +399,7 @@ def _check_graph(path, agent_node, sections, nodes, errors: Errors) -> None:
             for channel in targets:
                 if channel not in spec.channels:
                     errors.add(
-                        key_node(nodes[("source", name)], "selector")[1],
+                        _value_node(nodes[("source", name)], "selector"),
                         f"{path}.sources.{name}.selector",
                         f"{value!r} routes to {channel!r}, which is not in this source's channels",
                     )
@@ -405,7 +420,7 @@ def _check_positions_sinks(path, sections, nodes, errors: Errors) -> None:
         others = sorted(n for n, s in sinks.items() if n != name and s.channel == spec.channel)
         if others:
             errors.add(
-                key_node(nodes[("sink", name)], "channel")[1],
+                _value_node(nodes[("sink", name)], "channel"),
                 f"{path}.sinks.{name}.channel",
                 f"delivery: exactly_once needs a channel of its own; "
                 f"{', '.join(others)} also read{'s' if len(others) == 1 else ''} "

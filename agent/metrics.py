@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 
 from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 from common.prometheus import new_registry
 
@@ -36,7 +37,7 @@ class Registry:
     def __init__(self) -> None:
         self.prometheus = new_registry("agent")
         self.health: dict[str, str] = {}
-        self._families: dict[str, tuple[str, tuple[str, ...], object]] = {}
+        self._families: dict[str, tuple[str, tuple[str, ...], MetricWrapperBase]] = {}
         self._series: dict[tuple, object] = {}
         self._lock = threading.Lock()
 

@@ -94,8 +94,9 @@ class AgentRuntime:
             source.on_ready = sup.ready
             self.source_objects[name] = source
             held = [await self._held_marks(self.channels[c], name) for c in spec.channels]
-            if held and all(h is not None for h in held):
-                source.resume_from(held)
+            marks = [h for h in held if h is not None]
+            if held and len(marks) == len(held):
+                source.resume_from(marks)
             emit, offer = self._pipeline(spec, counters)
             await source.run(emit, offer)
 
@@ -221,9 +222,13 @@ class AgentRuntime:
     async def reload(self) -> bool:
         """Apply the config file again; False (old config kept) if it is invalid."""
         async with self._reload_lock:
+            assert self.config_path is not None  # reloads come from a config file
             agents, errors = compile_file(self.config_path)
             if errors or self.spec.name not in agents:
-                for error in errors or [f"agent {self.spec.name!r} not in {self.config_path}"]:
+                reasons: list[object] = [*errors] or [
+                    f"agent {self.spec.name!r} not in {self.config_path}"
+                ]
+                for error in reasons:
                     log.error("reload rejected: %s", error)
                 return False
             old, new = self.spec, agents[self.spec.name]

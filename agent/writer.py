@@ -45,8 +45,8 @@ def yaml_value(value: Any) -> Any:
                 return f"{value // factor}{unit}"
         return int(value)
     if isinstance(value, Duration):
-        for unit, factor in _DURATION_UNITS:
-            count = value / factor
+        for unit, seconds in _DURATION_UNITS:
+            count = value / seconds
             if count >= 1 and math.isclose(count, round(count)):
                 return f"{round(count)}{unit}"
         return float(value)
@@ -79,7 +79,7 @@ def _agent(spec: AgentSpec) -> dict[str, Any]:
     out = changed_keys(spec.settings)
     out["sources"] = {}
     for name, source in spec.sources.items():
-        entry = {"type": source.cls.type_name, "channels": list(source.channels)}
+        entry: dict[str, Any] = {"type": source.cls.type_name, "channels": list(source.channels)}
         if source.interceptors:
             entry["interceptors"] = [_component(i) for i in source.interceptors]
         if selector := changed_keys(source.selector):

@@ -144,7 +144,7 @@ def _error_counter(fields: list) -> Callable[[dict, collections.Counter], None] 
                 continue
             if not is_array:
                 count(value, errors)
-            elif count.leaf:  # an array of structs with an error code and no deeper one
+            elif count.leaf:  # type: ignore[attr-defined]  # an array of structs with an error code and no deeper one
                 for item in value:
                     if code := item.get("error_code"):
                         errors[code] += 1
@@ -152,7 +152,8 @@ def _error_counter(fields: list) -> Callable[[dict, collections.Counter], None] 
                 for item in value:
                     count(item, errors)
 
-    count_errors.leaf = direct and not nested
+    # mypy does not model attributes set on a function (attr-defined)
+    count_errors.leaf = direct and not nested  # type: ignore[attr-defined]
     return count_errors
 
 

@@ -29,10 +29,10 @@ async def cancel_and_wait(
     left behind. If the task calling this is itself being cancelled, that cancellation
     is re-raised, never swallowed.
     """
-    tasks = [t for t in tasks if t is not None]
-    for task in tasks:
+    live = [t for t in tasks if t is not None]
+    for task in live:
         task.cancel()
-    pending = {t for t in tasks if not t.done()}
+    pending = {t for t in live if not t.done()}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while pending:
@@ -49,7 +49,7 @@ async def cancel_and_wait(
             timeout_s,
             "".join(_stack(task)) or "  (no stack)\n",
         )
-    for task in tasks:
+    for task in live:
         if task.done() and not task.cancelled() and task.exception() is not None:
             log.error("task %s failed while stopping", task.get_name(), exc_info=task.exception())
 

@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import ipaddress
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography import x509
@@ -95,7 +96,7 @@ def issue(
     ca: Issued,
     cn: str,
     *,
-    hosts: list[str] = (),
+    hosts: Sequence[str] = (),
     org: str = "logflume",
     unit: str | None = None,
     server: bool = False,

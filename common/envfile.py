@@ -104,7 +104,8 @@ def _value(text: str) -> str:
 
 
 def _quoted(text: str) -> str:
-    quote, out, i = text[0], [], 1
+    quote, i = text[0], 1
+    out: list[str] = []
     while i < len(text):
         c = text[i]
         if c == quote:

@@ -116,5 +116,6 @@ def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
     logging.getLogger("logflume").critical(
         "uncaught exception in thread %s",
         name,
-        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        # typeshed wants an exception value; logging takes the hook's None as well
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),  # type: ignore[arg-type]
     )

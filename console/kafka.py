@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING, Any
 
 from common.topic_names import is_internal
 from console.model import StatsFold, lag
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
 
 STATS_BACKLOG = 2000  # rows of the stats topic read at start, per partition
 
@@ -28,7 +32,7 @@ class KafkaView:
         ms = int(timeout * 1000)
         self.admin = AdminClient({**self.conf, "socket.timeout.ms": ms})
         self.stats = StatsFold()
-        self._stats_consumer = None
+        self._stats_consumer: Consumer | None = None
         self._stats_partitions: set[int] = set()
 
     def close(self) -> None:
@@ -63,17 +67,17 @@ class KafkaView:
             timeout=self.timeout
         )
         controller = described.controller.id if described.controller is not None else None
-        brokers = sorted(
-            ({"id": b.id, "host": b.host, "port": b.port} for b in meta.brokers.values()),
-            key=lambda b: b["id"],
-        )
-        topics = []
+        brokers = [
+            {"id": b.id, "host": b.host, "port": b.port}
+            for b in sorted(meta.brokers.values(), key=lambda b: b.id)
+        ]
+        topics: list[dict[str, Any]] = []
         wanted = {}
         for name, t in sorted(meta.topics.items()):
             if t.error is not None and not t.partitions:
                 topics.append({"name": name, "error": t.error.str(), "partitions": []})
                 continue
-            parts = []
+            parts: list[dict[str, Any]] = []
             for index, p in sorted(t.partitions.items()):
                 parts.append(
                     {
@@ -190,9 +194,10 @@ class KafkaView:
         while True:
             batch = self._stats_consumer.consume(num_messages=1000, timeout=0.2)
             for msg in batch:
-                if msg.error() is None and msg.value() is not None:
+                value = msg.value()
+                if msg.error() is None and value is not None:
                     try:
-                        self.stats.add(json.loads(msg.value()))
+                        self.stats.add(json.loads(value))
                     except ValueError:
                         pass
             if len(batch) < 1000:

@@ -47,7 +47,9 @@ def epoch_seconds(value: object) -> float | None:
     except ValueError:
         return None
     if stamp.tzinfo is None:
-        return stamp.timestamp() - stamp.astimezone().utcoffset().total_seconds()
+        offset = stamp.astimezone().utcoffset()
+        assert offset is not None  # astimezone() gives an aware time
+        return stamp.timestamp() - offset.total_seconds()
     return stamp.timestamp()
 
 
@@ -159,12 +161,13 @@ def agent_summary(url: str, metrics_text: str, health: dict, rates: Rates, now: 
     counters = {(url, SOURCE_IN, c): v for c, v in by_name.get(SOURCE_IN, {}).items()}
     counters |= {(url, SINK_OUT, c): v for c, v in by_name.get(SINK_OUT, {}).items()}
     per_second = rates.update(now, counters)
-    states = health.get("components") if isinstance(health.get("components"), dict) else {}
-    rows = []
+    components = health.get("components")
+    states = components if isinstance(components, dict) else {}
+    rows: list[dict[str, object]] = []
     for full, state in sorted(states.items()):
         kind, _, name = str(full).partition(".")
         metric = SOURCE_IN if kind == "source" else SINK_OUT if kind == "sink" else None
-        row = {"kind": kind, "name": name or kind, "state": str(state)}
+        row: dict[str, object] = {"kind": kind, "name": name or kind, "state": str(state)}
         if metric is not None:
             row["events_total"] = by_name.get(metric, {}).get(name)
             row["rate"] = per_second.get((url, metric, name))

@@ -52,7 +52,7 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return "timed out"
     err = exc.args[0] if exc.args else None
-    if hasattr(err, "str"):
+    if err is not None and hasattr(err, "str"):
         return err.str()
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -91,7 +91,8 @@ class Console:
             try:
                 await self._task
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
                     raise
         if self._session is not None:
             await self._session.close()

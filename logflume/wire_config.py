@@ -200,6 +200,7 @@ def _context(tls: TlsSettings) -> ssl.SSLContext:
             ctx.load_cert_chain(tls.certificate_location, tls.key_location, tls.key_password)
         elif tls.certificate_pem is not None:
             key = "ssl.certificate.pem"
+            assert tls.key_pem is not None  # checked with the other half of the client key
             pem = normalize_pem(tls.key_pem) + normalize_pem(tls.certificate_pem)
             load_pem_chain(ctx, pem, tls.key_password)
         elif tls.keystore_location is not None:

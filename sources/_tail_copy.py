@@ -128,5 +128,5 @@ def _open_match(
         return None
     if is_gz:
         os.close(fd)
-        fd = None
+        return Copy(path, (st.st_dev, st.st_ino), st.st_size, head, None)
     return Copy(path, (st.st_dev, st.st_ino), st.st_size, head, fd)

@@ -276,6 +276,7 @@ class TailedFile:
             raise IllegalTransition(f"tail: {copy.path} cannot hand over to {self.path}")
         copy._move(DROPPED)
         fd, gz = copy.fd, copy.gz
+        assert fd is not None  # a copy holds its descriptor until here
         copy.fd = copy.gz = None
         self.open(fd, gz, copy.path, b"", copy.key)
 
@@ -318,6 +319,7 @@ class TailedFile:
         self.fd = self.gz = None
         if self.state is DROPPED:
             return
+        assert self.splitter is not None  # it was open
         self.read_offset = self.held.start if self.held else self.splitter.offset
         self.splitter = self.held = None
 
@@ -326,6 +328,7 @@ class TailedFile:
         still settle, and the copy logrotate made can match it) and return the next,
         which reads the same descriptor from 0."""
         fd, path = self.fd, self.headers.get("path", self.path)
+        assert fd is not None  # an open, uncompressed file is truncated or replaced
         self.fd = None  # handed to the next generation
         self.close()
         nxt = TailedFile(self.key, self.path, 0, self._framing)
@@ -339,6 +342,7 @@ class TailedFile:
         if self.gz is not None:
             data = self.gz.read(size)
         else:
+            assert self.fd is not None  # read while open
             data = os.pread(self.fd, size, self.read_offset)
         if data:
             self.read_offset += len(data)
@@ -370,6 +374,7 @@ class TailedFile:
         offset before `data` is line aligned; lines start exactly there unless one
         was cut."""
         sp, framing = self.splitter, self._framing
+        assert sp is not None  # read while open
         base, exact = sp.offset, sp.exact
         lines = sp.feed(data)
         cut = sp.take_truncated()
@@ -390,11 +395,13 @@ class TailedFile:
         """The held multiline event, once no line joined it for `multiline_timeout`."""
         held = self.held
         if held and now - held.updated >= self._framing.multiline_timeout:
+            assert self.splitter is not None  # held while open
             self.held = None
             yield from self._batches([held.body()], self.splitter.offset)
 
     def last_events(self) -> Iterator[list[Event]]:
         """At the end of the file: the held event and the unterminated last line."""
+        assert self.splitter is not None  # at the end of an open file
         bodies = []
         if self.held:
             bodies.append(self.held.body())
@@ -412,10 +419,12 @@ class TailedFile:
         Line starts are exact unless a line was cut, in which case every line of the
         chunk is taken to start at `base` (earlier, so a restart re-reads, never skips)."""
         sp, max_line = self.splitter, self._framing.max_line
+        assert sp is not None  # read while open
         pos = base
         exact = sp.exact and not any(len(line) >= max_line for line in lines)
         if exact:
             pos = sp.offset - sum(len(line) + 1 for line in lines)
+        assert self._framing.multiline is not None  # _join is for multiline framing
         start = self._framing.multiline.match
         held = self.held
         out = []

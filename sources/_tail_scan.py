@@ -316,6 +316,7 @@ class FileTable:
         """A copy (copytruncate) waits until its original is truncated or closed,
         then the original continues in it from its read position."""
         orig = copy.copy_of
+        assert orig is not None  # a copy is made with its original
         if self.files.get(orig.key) is orig:
             return False
         del self.files[copy.key]
@@ -360,7 +361,9 @@ class FileTable:
                 self.ghosts.remove(g)
                 if g.seen_size > g.read_offset:
                     self._recover(g, g.path, live or g.key, "renamed or deleted")
-            elif found.size > g.read_offset:
+                continue
+            assert found.fd is not None  # find_renamed opens uncompressed files only
+            if found.size > g.read_offset:
                 self._log.info(
                     "tail: %s was renamed to %s while the agent was down; reading it on "
                     "from offset %d",
@@ -424,6 +427,7 @@ class FileTable:
         for f in self.files.values():
             if f.gz is not None or f.state is FileState.COPY:
                 continue
+            assert f.fd is not None  # open and uncompressed
             try:
                 size = os.fstat(f.fd).st_size
             except OSError:

@@ -31,6 +31,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
 
 _STRUCTURAL = {EVENT_TYPE_CREATED, EVENT_TYPE_DELETED, EVENT_TYPE_MOVED}
 _EVENT_FILTER = [FileCreatedEvent, FileDeletedEvent, FileMovedEvent]
@@ -68,7 +69,7 @@ class Watcher(FileSystemEventHandler):
         self._callback = callback
         self._patterns = patterns
         self._log = log
-        self._observer = None
+        self._observer: BaseObserver | None = None
         self._queued = False
 
     def start(self) -> None:

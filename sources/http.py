@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hmac
+from collections.abc import Callable
 
 import orjson
 from aiohttp import web
@@ -84,7 +85,7 @@ class HttpSource(Source):
         super().__init__(config, context)
         self._read_timeout = float(config.read_timeout)
         self._headers = base_headers(context.name, config.add_host)
-        self._offer = None
+        self._offer: Callable[[list[Event]], bool] | None = None
         m, labels = context.metrics, {"component": context.name}
         self._m_requests = m.counter(
             "logflume_agent_http_requests_total", "POST requests accepted", **labels
@@ -134,9 +135,10 @@ class HttpSource(Source):
                 text="bearer token missing or wrong\n",
                 headers={"WWW-Authenticate": 'Bearer realm="logflume"'},
             )
-        if (request.content_length or 0) > self.config.max_body_bytes:
+        size = request.content_length or 0
+        if size > self.config.max_body_bytes:
             raise web.HTTPRequestEntityTooLarge(
-                max_size=self.config.max_body_bytes, actual_size=request.content_length
+                max_size=self.config.max_body_bytes, actual_size=size
             )
         try:
             body = await within(request.read(), self._read_timeout)
@@ -147,6 +149,7 @@ class HttpSource(Source):
         else:
             events = self._line_events(body)
         if events:
+            assert self._offer is not None  # serving since run()
             if not self._offer(events):
                 self._m_rejected.inc()
                 return web.Response(

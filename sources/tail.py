@@ -327,13 +327,16 @@ class TailSource(Source):
         """Called on the loop (via call_soon_threadsafe): a file was created, moved
         or deleted."""
         self._rescan = True
+        assert self._wake is not None  # the watcher starts in run()
         self._wake.set()
 
     async def _read_loop(self, emit: Emit) -> None:
         loop = asyncio.get_running_loop()
         last_scan = loop.time()
+        wake = self._wake
+        assert wake is not None  # made by run()
         while True:
-            self._wake.clear()
+            wake.clear()
             progressed = False
             for f in list(self._table.files.values()):
                 if await self._service(f, emit):
@@ -352,7 +355,7 @@ class TailSource(Source):
                 await asyncio.sleep(0)
                 continue
             try:
-                await within(self._wake.wait(), self._poll_interval)
+                await within(wake.wait(), self._poll_interval)
             except TimeoutError:
                 pass
 
@@ -364,6 +367,7 @@ class TailSource(Source):
             return self._table.settle_copy(f)
         if f.gz is not None:
             return await self._read_gz(f, emit)
+        assert f.fd is not None  # open and uncompressed
         try:
             st = os.fstat(f.fd)
         except OSError:

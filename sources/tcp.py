@@ -151,6 +151,7 @@ class TcpSource(Source):
                 writer.close()
                 return
             task = asyncio.current_task()
+            assert task is not None  # on_connect runs in the connection's task
             self._conns.add(task)
             self._m_conns.set(len(self._conns))
             try:

@@ -124,6 +124,7 @@ class UdpSource(Source):
             sock.close()
 
     def _on_readable(self, offer) -> None:
+        assert self._sock is not None  # reading since run() opened it
         recv, headers, cap = self._sock.recv, self._headers, self.config.max_line_bytes
         events: list[Event] = []
         datagrams = truncated = 0

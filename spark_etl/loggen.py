@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 METHODS = ("GET",) * 16 + ("POST",) * 3 + ("HEAD", "PUT", "DELETE")
-STATUSES = (200,) * 70 + (204, 206, 301, 302, 304) * 2 + (400, 401, 403, 404, 404, 404, 429)
+STATUSES: tuple[int, ...] = (
+    (200,) * 70 + (204, 206, 301, 302, 304) * 2 + (400, 401, 403, 404, 404, 404, 429)
+)
 STATUSES += (500, 502, 503, 504)
 PATHS = (
     ["/", "/index.html", "/favicon.ico", "/robots.txt", "/login", "/logout", "/search"]

@@ -88,7 +88,9 @@ def spark_session(
     # py4j logs every callback at INFO ("Received command c on object id p0"), once
     # per micro-batch and query under a root logger at INFO such as the CLI's.
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    cores = local_cores(spark.sparkContext.master)
+    running = spark.sparkContext.master
+    assert running is not None  # a running context has one
+    cores = local_cores(running)
     if cores and not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
         spark.conf.set(SHUFFLE_PARTITIONS, str(2 * cores))
     register(spark)

@@ -28,6 +28,7 @@ def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
 
     master = SparkSession.builder.getOrCreate().sparkContext.master
+    assert master is not None  # a running context has one
     print(f"submit: {argv[0]} job on master {master}", flush=True)
     parser = argparse.ArgumentParser(prog="submit.py")
     add_job_parsers(parser)

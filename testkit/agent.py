@@ -52,9 +52,11 @@ class AgentProcess(ManagedProcess):
     def wait_healthy(self, timeout: float = 30.0) -> None:
         """Until /health answers 200: every source is running, sockets bound."""
         deadline = time.monotonic() + timeout
+        proc = self.proc
+        assert proc is not None, "the agent was not started"
         while self.health() != 200:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"agent exited with {self.proc.returncode}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"agent exited with {proc.returncode}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"agent not healthy after {timeout}s:\n{self.log_text()}")
             time.sleep(0.05)

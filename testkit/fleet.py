@@ -77,7 +77,7 @@ SPARK_CONF = (
     f"spark.executor.extraJavaOptions={JVM_OPTIONS}",
 )
 # The topics of deploy/agent/pipelines.yaml: (name, partitions, config).
-AGENT_TOPICS = (
+AGENT_TOPICS: tuple[tuple[str, int, dict[str, str]], ...] = (
     ("nginx-access", 3, {}),
     ("nginx-error", 1, {}),
     ("netcat", 1, {}),
@@ -164,6 +164,7 @@ class WebHost:
         return self.prefix / "var/lib/logflume/agent-web"
 
     def command(self, cmd: list[str]) -> list[str]:
+        assert self.anchor is not None, f"{self.name}: namespaces not set up"
         ns = ["--target", str(self.anchor.pid), "--net", "--uts", "--mount"]
         return [_tool("nsenter"), *ns, "--", *cmd]
 
@@ -300,6 +301,7 @@ class Fleet:
     def etl(self, job: str, out: Path, *extra: str) -> subprocess.Popen:
         """`logflume etl <job>` on the Spark cluster as a scheduler starts it, logged
         in as the Spark user; its output in <root>/<job>.log."""
+        assert self.spark is not None, "start_spark() first"
         props = self.root / "spark.properties"
         props.write_text(self.client_properties(SPARK_USER, SPARK_PASSWORD))
         cmd = [sys.executable, "-m", "logflume", "etl", job, "--master", self.spark.master_url]
@@ -339,6 +341,7 @@ class Fleet:
             [*cmd, host.name, str(host.log_dir)], stdout=subprocess.PIPE, start_new_session=True
         )
         self.lab.procs.append(host.anchor)
+        assert host.anchor.stdout is not None  # a pipe
         assert host.anchor.stdout.readline() == b"ready\n", f"{host.name}: namespaces not set up"
         iptables = self.lab.iptables
         res = host.check([iptables, "-A", "OUTPUT", "-p", "tcp", "--dport", "9092", "-j", "REJECT"])
@@ -475,7 +478,7 @@ class Fleet:
 
     def records(self, topic: str, timeout: float = 120) -> list:
         """Every committed record of `topic` (read_committed), read as the super user."""
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import Consumer, Message, TopicPartition
 
         with self.lab.inside("client"):
             consumer = Consumer(
@@ -491,17 +494,19 @@ class Fleet:
                 meta = consumer.list_topics(topic, timeout=30).topics[topic]
                 partitions = len(meta.partitions)
                 consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-                records, done = [], set()
+                records: list[Message] = []
+                done: set[int | None] = set()  # partitions read to their end
                 deadline = time.monotonic() + timeout
                 while len(done) < partitions:
                     assert time.monotonic() < deadline, f"{topic}: reading did not reach the end"
                     for msg in consumer.consume(5000, 1.0):
-                        if msg.error() is None:
+                        err = msg.error()
+                        if err is None:
                             records.append(msg)
-                        elif msg.error().code() == msg.error()._PARTITION_EOF:
+                        elif err.code() == err._PARTITION_EOF:
                             done.add(msg.partition())
                         else:
-                            raise AssertionError(f"{topic}: {msg.error()}")
+                            raise AssertionError(f"{topic}: {err}")
                 return records
             finally:
                 consumer.close()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -27,7 +28,7 @@ def produce(
         if err is not None:
             errors.append(err)
 
-    kwargs = {} if partition is None else {"partition": partition}
+    kwargs: dict[str, Any] = {} if partition is None else {"partition": partition}
     for v in values:
         while True:
             try:
@@ -57,7 +58,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float 
                 continue
             c.assign([TopicPartition(topic, p, low)])
             deadline = time.monotonic() + timeout
-            got = []
+            got: list[Message] = []
             while len(got) < high - low and time.monotonic() < deadline:
                 for m in c.consume(1000, timeout=1.0):
                     if m.error() is None:

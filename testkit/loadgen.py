@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record", help="write each response's arrival time to this file")
     args = parser.parse_args(argv)
-    times = [] if args.record else None
+    times: list[float] | None = [] if args.record else None
     counts = run(args.port, args.rate, args.seconds, args.tail_rate, args.seed, times)
-    if args.record:
+    if times is not None:
         with open(args.record, "w") as out:
             out.write("".join(f"{t:.6f}\n" for t in times))
     sys.stdout.write(orjson.dumps({str(k): v for k, v in counts.items()}).decode() + "\n")

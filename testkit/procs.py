@@ -148,7 +148,11 @@ class BrokerCluster:
         for b in self.brokers.values():
             left = max(0.1, deadline - time.monotonic())
             wait_for_port(
-                b.port, left, b.proc, ready=lambda b=b: brokers_seen(b.port) >= len(self.brokers)
+                b.port,
+                left,
+                b.proc,
+                # mypy infers no type for a lambda with default arguments (misc)
+                ready=lambda b=b: brokers_seen(b.port) >= len(self.brokers),  # type: ignore[misc]
             )
 
     def stop(self) -> None:

@@ -10,6 +10,7 @@ and time how long each client stalled.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -127,7 +128,7 @@ class Producers:
                 self.topic,
                 b"ck-%d" % seq,
                 partition=0,
-                on_delivery=lambda err, msg, seq=seq: report(err, msg, seq),
+                on_delivery=functools.partial(report, seq=seq),
             )
             self.sent["ck"] += 1
             p.poll(0.004)
@@ -168,6 +169,7 @@ class Producers:
 
     def _kafkajs(self) -> None:
         """Follow the Node producer's output until it prints `done` or exits."""
+        assert self._js is not None  # started before it is followed
         with open(self._js_out, "rb") as f:
             while True:
                 line = f.readline()

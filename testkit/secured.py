@@ -11,6 +11,7 @@ from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialAlteration,
     UserScramCredentialUpsertion,
 )
 
@@ -75,7 +76,9 @@ def start_secured_broker(
         wait_for_port(port, proc=broker.proc)
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
-    upserts = [UserScramCredentialUpsertion(u, info, pw.encode()) for u, pw in users.items()]
+    upserts: list[UserScramCredentialAlteration] = [
+        UserScramCredentialUpsertion(u, info, pw.encode()) for u, pw in users.items()
+    ]
     for future in admin.alter_user_scram_credentials(upserts).values():
         future.result(10)
     return SecuredBroker(

@@ -322,6 +322,7 @@ class SparkStandalone:
         return True
 
     def _all_running(self) -> bool:
+        assert self.master is not None, "the master was not started"
         return self._running(self.master, self.master_log) and all(
             self._running(p, self.worker_log(i)) for i, p in self.workers.items()
         )
@@ -395,5 +396,7 @@ def _terminate(proc: subprocess.Popen, group: int | None, timeout: float) -> Non
     deadline = time.monotonic() + 10
     while stragglers := left():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"processes {stragglers} of {proc.args[1:3]} outlived SIGKILL")
+            # started from a list (the annotation allows a string or a path)
+            what = proc.args[1:3]  # type: ignore[index]
+            raise RuntimeError(f"processes {stragglers} of {what!r} outlived SIGKILL")
         time.sleep(0.05)

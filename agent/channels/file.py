@@ -530,6 +530,7 @@ class FileChannel(Channel):
 
 class _FileTake(TakeBatch):
     __slots__ = ("refs",)
+    channel: FileChannel
 
     def __init__(self, channel: FileChannel, refs: list, events: list[Event]):
         super().__init__(channel, events)

@@ -212,6 +212,7 @@ class MemoryChannel(Channel):
 
 class _MemoryTake(TakeBatch):
     __slots__ = ("size", "first_seq")
+    channel: MemoryChannel
 
     def __init__(
         self, channel: MemoryChannel, events: list[Event], size: int, first_seq: int | None
@@ -222,11 +223,14 @@ class _MemoryTake(TakeBatch):
 
     @property
     def end_seq(self) -> int | None:
-        return self.first_seq + len(self.events) if self.events else None
+        if not self.events or self.first_seq is None:  # set whenever events are
+            return None
+        return self.first_seq + len(self.events)
 
     async def _commit(self) -> None:
         self.channel._committed(self.events, self.size)
 
     async def _rollback(self) -> None:
         self.channel.metrics.rolled_back.inc(len(self.events))
-        self.channel._return(self.events, self.size, self.first_seq)
+        if self.first_seq is not None:  # an empty take gives nothing back
+            self.channel._return(self.events, self.size, self.first_seq)

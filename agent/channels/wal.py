@@ -52,7 +52,7 @@ def segment_name(first_seq: int) -> str:
 
 
 def encode_events(events: list[Event]) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     pack = U32.pack
     dumps = orjson.dumps
     for e in events:

@@ -113,7 +113,9 @@ class NginxParser(Interceptor):
         self._errors = parse_error_counter(context, "nginx")
         self._times: dict[str, tuple[str, int]] = {}
         self._timed = config.format == "combined_timed"
-        self._custom = re.compile(config.pattern) if config.format == "regex" else None
+        self._custom = (
+            re.compile(config.pattern) if config.format == "regex" and config.pattern else None
+        )
 
     def _time(self, text: str) -> tuple[str, int]:
         cached = self._times.get(text)
@@ -184,6 +186,7 @@ class NginxParser(Interceptor):
         return events
 
     def _intercept_custom(self, events: list[Event]) -> list[Event]:
+        assert self._custom is not None  # format: regex
         errors = 0
         for e in events:
             m = self._custom.match(e.body.decode("utf-8", "backslashreplace"))

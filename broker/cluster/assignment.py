@@ -74,7 +74,7 @@ def assign_replicas(
     out = []
     for i in range(partitions):
         chosen: list[int] = []
-        used_racks: set[str] = set()
+        used_racks: set[str | None] = set()
         k = (i + start) % n
         while len(chosen) < replication_factor:
             candidate = ids[k % n]

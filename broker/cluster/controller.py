@@ -119,7 +119,7 @@ def preferred_moves(
     for key, (assignment, state) in states.items():
         if assignment:
             by_broker.setdefault(assignment[0], []).append((key, assignment, state))
-    moves = []
+    moves: list[tuple[tuple[str, int], PartitionState]] = []
     for broker, items in by_broker.items():
         if broker not in live or broker in leaving:
             continue
@@ -323,7 +323,9 @@ class Controller:
             pass
         log.info("controller: deleted topic %s", topic)
 
-    async def _elect(self, wanted, unclean: bool) -> dict[tuple[str, int], ErrorCode]:
+    async def _elect(
+        self, wanted: list[tuple[str, int]] | None, unclean: bool
+    ) -> dict[tuple[str, int], ErrorCode]:
         results = {}
         for attempt in range(3):  # a state written meanwhile: read it again
             states = await self.read_states()

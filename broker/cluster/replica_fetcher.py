@@ -139,12 +139,14 @@ class ReplicaFetcher:
         frame = encode_request(
             api_key, version, self._correlation, f"replica-{self.manager.broker_id}", body
         )
-        self._writer.write(frame)
+        reader, writer = self._reader, self._writer
+        assert reader is not None and writer is not None  # connected before any request
+        writer.write(frame)
 
         async def exchange() -> dict:
-            await self._writer.drain()
-            (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-            data = await self._reader.readexactly(size)
+            await writer.drain()
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            data = await reader.readexactly(size)
             correlation, resp = decode_response(api_key, version, data)
             if correlation != self._correlation:
                 raise ProtocolError(f"correlation id {correlation} != {self._correlation}")
@@ -175,11 +177,11 @@ class ReplicaFetcher:
         )
         for topic in resp["topics"]:
             for r in topic["partitions"]:
-                f = self._current((topic["topic"], r["partition"]))
-                if f is None or f.truncated or r["error_code"] != ErrorCode.NONE:
+                cur = self._current((topic["topic"], r["partition"]))
+                if cur is None or cur.truncated or r["error_code"] != ErrorCode.NONE:
                     continue
-                truncate_follower(f.partition, r["leader_epoch"], r["end_offset"])
-                f.truncated = True
+                truncate_follower(cur.partition, r["leader_epoch"], r["end_offset"])
+                cur.truncated = True
 
     # -- fetch ------------------------------------------------------------------------
 
@@ -218,9 +220,9 @@ class ReplicaFetcher:
         useful = False
         for topic in resp["responses"]:
             for r in topic["partitions"]:
-                f = self._current((topic["topic"], r["partition_index"]))
-                if f is not None and f.truncated:
-                    useful |= self._apply(f, r)
+                cur = self._current((topic["topic"], r["partition_index"]))
+                if cur is not None and cur.truncated:
+                    useful |= self._apply(cur, r)
         return useful
 
     def _apply(self, f: _Fetching, r: dict) -> bool:

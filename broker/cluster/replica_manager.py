@@ -255,6 +255,7 @@ class ReplicaManager:
     def delete_local(self, name: str) -> None:
         """Delete a topic here, now (a single node's topic write)."""
         meta = self.store.get(name)
+        assert meta is not None, f"deleting unknown topic {name}"
         self.store.delete(name)
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)

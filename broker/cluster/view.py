@@ -61,11 +61,13 @@ class PartitionView(NamedTuple):
 
 class ClusterView(Protocol):
     producer_ids: ProducerIdBlocks
-    credentials: LocalCredentialStore | ZkCredentialStore
     fence_listeners: list[Callable[[bool], None]]  # told when fenced and unfenced
 
     @property
     def broker_id(self) -> int: ...
+
+    @property
+    def credentials(self) -> LocalCredentialStore | ZkCredentialStore: ...
 
     @property
     def elects_leaders(self) -> bool: ...

@@ -287,6 +287,7 @@ class ZkSession:
 
     async def call(self, op: str, *args, timeout_s: float | None = None, **kwargs):
         """Run kazoo's `<op>_async(*args, **kwargs)`; its result, or its exception."""
+        assert self.loop is not None, "ZooKeeper client not started"
         future = self.loop.create_future()
 
         def settle(value, exc) -> None:
@@ -309,6 +310,7 @@ class ZkSession:
 
     async def blocking(self, fn, *args, timeout_s: float | None = None):
         """A kazoo call that has no async form (e.g. recursive delete), in a thread."""
+        assert self.loop is not None, "ZooKeeper client not started"
         return await within(
             self.loop.run_in_executor(None, lambda: fn(*args)), timeout_s or self.op_timeout_s
         )

@@ -21,6 +21,7 @@ processes new ones, so the directories hold only recent changes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -104,7 +105,7 @@ class ZkAclStore:
                     acls[r] = await self._read(r)
         for directory in self._seen:
             self._stops.append(
-                self.zk.watch_children(directory, lambda c, d=directory: self._notified(d, c))
+                self.zk.watch_children(directory, functools.partial(self._notified, directory))
             )
         return acls
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -99,14 +100,15 @@ class ZkTopics:
                 )
                 self.cache.topics[name] = meta
                 self.replicas.apply_topic(meta)
+                # mypy infers no type for a lambda with default arguments (misc)
                 self._stops[name] = [
                     self.zk.watch_data(
                         zk.config_path(name),
-                        lambda data, _stat, t=name: self._config_changed(t, data),
+                        lambda data, _stat, t=name: self._config_changed(t, data),  # type: ignore[misc]
                     ),
                     self.zk.watch_data(
                         zk.topic_path(name),
-                        lambda data, _stat, t=name: self._assignment_changed(t, data),
+                        lambda data, _stat, t=name: self._assignment_changed(t, data),  # type: ignore[misc]
                     ),
                 ]
                 self._watch_states(name, range(meta.partitions))
@@ -115,7 +117,7 @@ class ZkTopics:
         self._stops[name] += [
             self.zk.watch_data(
                 zk.state_path(name, p),
-                lambda data, stat, t=name, i=p: self._state_changed(t, i, data, stat),
+                functools.partial(self._state_changed, name, p),
             )
             for p in partitions
         ]

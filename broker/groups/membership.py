@@ -171,6 +171,7 @@ class Membership:
         behaviour before JoinGroup v9's skip_assignment). If the write fails, the
         replacement is undone and the member gets the error."""
         new_id, instance = member.member_id, member.group_instance_id
+        assert instance is not None  # a static member was replaced
         err = await self._writer.write_group(group.group_id, group.to_record(), now_ms)
         if err and group.static_members.get(instance) == new_id:
             log.warning(
@@ -226,9 +227,9 @@ class Membership:
         must then match the group's."""
         err = self._table.coordinator_error(group_id)
         group = self._table.get(group_id)
-        if not err and group is None:
-            err = ErrorCode.UNKNOWN_MEMBER_ID
-        elif not err and group.is_(DEAD):
+        if err or group is None:
+            return SyncResult(err or ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_(DEAD):
             err = ErrorCode.COORDINATOR_NOT_AVAILABLE
         if not err:
             err = group.validate_member(member_id, group_instance_id)

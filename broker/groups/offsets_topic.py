@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Sequence
 
 from broker.protocol.primitives import (
     INT16,
@@ -237,7 +238,7 @@ def decode_record(
     return k, None if value is None else decode_group_value(value)
 
 
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+def build_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
     """One uncompressed record batch of (key, value) pairs, ready for append."""
     builder = BatchBuilder()
     for key, value in records:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Protocol
 
+from broker.log.common import AppendInfo
+from broker.log.partition import PartitionLog
 from broker.protocol.errors import ApiError, ErrorCode
 from broker.protocol.records import iter_batches
 
@@ -48,6 +50,15 @@ def records_in(buf) -> Iterator[tuple[bytes, bytes | None]]:
     return records_of(iter_batches(buf))
 
 
+class HostedPartition(Protocol):
+    """What the store uses of a hosted Partition (broker/cluster/partition.py)."""
+
+    @property
+    def log(self) -> PartitionLog: ...
+
+    def append_as_leader(self, records: bytes, required_acks: int) -> AppendInfo: ...
+
+
 class PartitionOffsetsStore:
     """OffsetsStore over the broker's partitions of `__consumer_offsets`.
 
@@ -59,8 +70,8 @@ class PartitionOffsetsStore:
 
     def __init__(
         self,
-        get_partition: Callable[[int], object | None],
-        wait_replicated: Callable[[object, int], Awaitable[ErrorCode]],
+        get_partition: Callable[[int], HostedPartition | None],
+        wait_replicated: Callable[[HostedPartition, int], Awaitable[ErrorCode]],
     ):
         self._get_partition = get_partition
         self._wait_replicated = wait_replicated

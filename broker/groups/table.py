@@ -14,7 +14,14 @@ import logging
 from collections.abc import Iterable
 
 from broker.groups.group import Group, GroupState
-from broker.groups.offsets_topic import DECODE_ERRORS, OffsetKey, decode_record, partition_for
+from broker.groups.offsets_topic import (
+    DECODE_ERRORS,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    decode_record,
+    partition_for,
+)
 from broker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -64,6 +71,7 @@ class GroupTable:
             group = self.groups.get(k.group)
             if isinstance(k, OffsetKey):
                 if v is not None:
+                    assert isinstance(v, OffsetValue)  # decoded by its key's kind
                     group = group or self.create(k.group, now_ms)
                     group.offsets[(k.topic, k.partition)] = v
                 elif group is not None:
@@ -71,6 +79,7 @@ class GroupTable:
                 continue
             offsets = group.offsets if group is not None else {}
             if v is not None:
+                assert isinstance(v, GroupValue)
                 group = self.groups[k.group] = Group.from_record(k.group, v, now_ms)
                 group.offsets = offsets
             elif offsets:  # the group's metadata was deleted; its offsets have their own

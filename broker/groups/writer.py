@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
 from broker.groups.offsets_topic import (
     GroupKey,
@@ -25,7 +26,7 @@ from broker.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-Records = list[tuple[bytes, bytes | None]]
+Records = Sequence[tuple[bytes, bytes | None]]
 
 
 def group_records(group_id: str, value: GroupValue) -> Records:

@@ -234,5 +234,5 @@ def _swap_in(log, i: int, data: bytes, now_ms: int) -> None:
     cleaned.log_path = old.log_path
     cleaned.index.rename(segment_path(log.dir, old.base_offset, INDEX_SUFFIX))
     cleaned.time_index.rename(segment_path(log.dir, old.base_offset, TIME_INDEX_SUFFIX))
-    old.file = None
+    del old.file
     log.local_log.replace_segment(i, cleaned)

@@ -1,6 +1,7 @@
 """Per-topic log configuration, named and defaulted as Kafka's topic configs."""
 
 from dataclasses import dataclass, fields, replace
+from typing import ClassVar
 
 from broker.protocol.compression import Codec
 
@@ -15,6 +16,8 @@ COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"
 @dataclass(frozen=True)
 class LogConfig:
     """Immutable settings of one partition log; replace it with `update_config`."""
+
+    TOPIC_CONFIG_NAMES: ClassVar[dict[str, str]]  # set below the table
 
     segment_bytes: int = 1024**3
     segment_ms: int = 7 * 24 * 3600 * 1000
@@ -140,12 +143,12 @@ def _parse(name: str, attr: str, raw: str):
         ):
             raise ValueError(f"{name}: {value} does not fit in an int32")
         return value
-    value = raw.strip()
+    text = raw.strip()
     if attr == "cleanup_policy":
-        value = ",".join(sorted(p.strip() for p in value.split(",") if p.strip()))
-    if value not in _CHOICES[attr]:
+        text = ",".join(sorted(p.strip() for p in text.split(",") if p.strip()))
+    if text not in _CHOICES[attr]:
         raise ValueError(f"{name}: {raw!r} is not one of {', '.join(_CHOICES[attr])}")
-    return value
+    return text
 
 
 LogConfig.TOPIC_CONFIG_NAMES = TOPIC_CONFIG_NAMES

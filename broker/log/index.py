@@ -39,7 +39,7 @@ class _Index:
         size = self.ENTRY.size
         self.max_entries = max(1, max_bytes // size)
         self._mm: mmap.mmap | None = None
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         length = os.fstat(self._fd).st_size
         self.entries = length // size
         self._length_ok = length % size == 0
@@ -64,6 +64,7 @@ class _Index:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
+        assert self._fd is not None, "resize of a closed index"
         os.ftruncate(self._fd, length)
         self._backed = min(self._backed, length // self._unit * self._unit)
         self._map()
@@ -80,6 +81,7 @@ class _Index:
             os.fsync(self._fd)
 
     def fileno(self) -> int:
+        assert self._fd is not None, "fileno of a closed index"
         return self._fd
 
     def close(self) -> None:
@@ -93,8 +95,9 @@ class _Index:
     def __del__(self) -> None:
         """Release the descriptor of an index dropped without close(), as a file
         object does: a log abandoned after a simulated crash must not keep it."""
-        if getattr(self, "_fd", None) is not None:
-            os.close(self._fd)
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
 
     def delete(self) -> None:
         self.close()
@@ -114,7 +117,9 @@ class _Index:
     # -- reading -------------------------------------------------------------------
 
     def entry(self, i: int) -> tuple:
-        return self.ENTRY.unpack_from(self._map(), i * self.ENTRY.size)
+        mm = self._map()
+        assert mm is not None, "an entry of an empty index"
+        return self.ENTRY.unpack_from(mm, i * self.ENTRY.size)
 
     def _floor(self, target: int, field: int) -> int:
         """Index of the last entry whose `field` is <= target, or -1."""
@@ -122,6 +127,7 @@ class _Index:
         if n == 0:
             return -1
         mm = self._map()
+        assert mm is not None  # it has entries
         unpack = self.ENTRY.unpack_from
         size = self.ENTRY.size
         lo, hi = 0, n - 1
@@ -143,6 +149,7 @@ class _Index:
         if mm is None or pos + self.ENTRY.size > self._mapped_length:
             self.resize(self.max_entries * self.ENTRY.size)
             mm = self._mm
+            assert mm is not None  # resized to max_entries >= 1 entries
         self._store(mm, pos, values)
         self.entries += 1
 
@@ -152,6 +159,7 @@ class _Index:
             self.ENTRY.pack_into(mm, pos, *values)
             return
         data = self.ENTRY.pack(*values)
+        assert self._fd is not None  # mapped, so open
         if os.pwrite(self._fd, data, pos) != len(data):
             raise OSError(f"short write to {self.path.name}")
         self._backed = -(-end // self._unit) * self._unit
@@ -174,6 +182,7 @@ class OffsetIndex(_Index):
         if self.entries >= self.max_entries or pos + 8 > min(self._mapped_length, self._backed):
             self._append_entry(offset - self.base_offset, position)
             return
+        assert self._mm is not None  # within the mapped length
         self.ENTRY.pack_into(self._mm, pos, offset - self.base_offset, position)
         self.entries += 1
 

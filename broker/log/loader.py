@@ -92,7 +92,7 @@ def load_segments(
         )
         segments.append(seg)
         next_base = bases[i + 1] if not last else None
-        unflushed = not clean_shutdown and (last or next_base > recovery_point)
+        unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
         if unflushed or missing or not _trusted(seg, config, last):
             truncated = seg.recover()
             if truncated:
@@ -102,7 +102,7 @@ def load_segments(
                     break
             if not last:
                 seg.finish()
-        if not last:
+        if next_base is not None:
             seg.next_offset = next_base
     return segments
 

@@ -99,7 +99,7 @@ class LocalLog:
         self.size_bytes = sum(s.size for s in self.segments)
         rp = self.log_end_offset if clean_shutdown else recovery_point
         self._recovery_point = min(rp, self.log_end_offset)
-        self._pending: list[tuple[int, Future]] = []
+        self._pending: list[tuple[int, Future[None]]] = []
         self.last_flush_ms = clock_ms()
 
     @property

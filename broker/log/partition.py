@@ -28,6 +28,7 @@ partition that never saw an abort, so fetches there skip the search.
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.log.aborted import collect_aborted, rebuild_txn_indexes
@@ -46,6 +47,7 @@ from broker.log.segment import LogSegment
 from broker.log.segments import LogSegments
 from broker.log.txn_index import AbortedTxn
 from broker.log.validator import (
+    Buffer,
     LogValidator,
     PlacedBatches,
     assign_offsets,
@@ -74,7 +76,7 @@ class PartitionLog:
         dir: Path,
         config: LogConfig,
         recovery_point: int = 0,
-        clock=time.time,
+        clock: Callable[[], float] = time.time,
         *,
         clean_shutdown: bool = False,
         cleaner_checkpoint: int = 0,
@@ -140,7 +142,7 @@ class PartitionLog:
     # -- append --------------------------------------------------------------------
 
     def append(
-        self, records, leader_epoch: int = 0, guard: VerificationGuard | None = None
+        self, records: Buffer, leader_epoch: int = 0, guard: VerificationGuard | None = None
     ) -> AppendInfo:
         """Leader append: validate and assign offsets from the log end (validator.py
         has the checks and their order), check producer state, write.
@@ -214,7 +216,7 @@ class PartitionLog:
             self._completed(done)
         return _append_info(placed)
 
-    def append_as_follower(self, records) -> AppendInfo:
+    def append_as_follower(self, records: Buffer) -> AppendInfo:
         """Replica append: offsets kept as given; they must start at or after the log
         end and increase. Batches' leader epochs feed the epoch cache."""
         placed = validate_follower(records, self.log_end_offset)

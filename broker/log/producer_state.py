@@ -129,15 +129,24 @@ class ProducerBatch(Protocol):
     """The fields of a stored record batch that producer state reads (a control
     batch must be whole: its record says commit or abort)."""
 
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    last_sequence: int
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-    is_transactional: bool
-    is_control: bool
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def last_sequence(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -417,9 +426,12 @@ class ProducerStateManager:
                 if prune:
                     path.unlink(missing_ok=True)
                 continue
-            for e in entries:
-                if e.txn_first_offset is not None or now_ms - e.last_timestamp < self.expiration_ms:
-                    self.producers[e.producer_id] = e
+            for entry in entries:
+                if (
+                    entry.txn_first_offset is not None
+                    or now_ms - entry.last_timestamp < self.expiration_ms
+                ):
+                    self.producers[entry.producer_id] = entry
             start = max(offset, log_start)
             break
         self.ongoing = {

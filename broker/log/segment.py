@@ -181,8 +181,9 @@ class LogSegment:
         since = self._bytes_since_index
         if since > self.index_interval_bytes:
             self.index.append_unchecked(base, position)
-            if self._max_timestamp > self.time_index.last_timestamp:
-                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            max_seen = self.max_timestamp  # loaded by the comparison above
+            if max_seen > self.time_index.last_timestamp:
+                self.time_index.maybe_append(max_seen, self._offset_of_max_timestamp)
             since = 0
         self._bytes_since_index = since + size
         self.next_offset = last + 1
@@ -364,7 +365,7 @@ class LogSegment:
         self.time_index.delete()
         self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
-        self.file = None
+        del self.file
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next={self.next_offset})"

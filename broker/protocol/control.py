@@ -52,7 +52,7 @@ def end_txn_marker_batch(
     return b.build()
 
 
-def control_type(key: bytes) -> ControlType:
+def control_type(key: bytes | None) -> ControlType:
     """The type of a control record from its key; ValueError if it is not a marker."""
     if key is None or len(key) < _KEY.size:
         raise ValueError("control record key too short")
@@ -60,7 +60,7 @@ def control_type(key: bytes) -> ControlType:
     return ControlType(kind)
 
 
-def coordinator_epoch_of(value: bytes) -> int:
+def coordinator_epoch_of(value: bytes | None) -> int:
     """The coordinator epoch of an end-transaction marker's value."""
     if value is None or len(value) < _VALUE.size:
         raise ValueError("end transaction marker value too short")

@@ -47,6 +47,8 @@ class UnsupportedVersion(InvalidRequest):
     ApiVersions with `api_versions_fallback(exc.header)` and closes on anything else.
     """
 
+    header: RequestHeader
+
     def __init__(
         self, api_key: int, api_version: int, correlation_id: int, client_id: str | None = None
     ):

@@ -16,7 +16,7 @@ accumulates records and produces the bytes of one batch.
 
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import crc32c
@@ -29,6 +29,7 @@ from broker.protocol.compression import (
     decompress_bounded,
 )
 
+_fast_check: Callable[[bytes | memoryview, int, int], None] | None
 try:
     from broker.protocol._recordscheck import check_records as _fast_check
 except ImportError:  # not built (no C compiler at install): the Python walk serves
@@ -535,7 +536,7 @@ def rebuild_batch(batch: RecordBatch, records: list[Record], codec: Codec | None
     (default: the batch's own). The cleaner drops records this way; the log
     recompresses for a topic whose compression.type names a codec."""
     b = BatchBuilder(
-        codec=batch.codec if codec is None else codec,
+        codec=Codec(batch.codec) if codec is None else codec,
         base_offset=batch.base_offset,
         producer_id=batch.producer_id,
         producer_epoch=batch.producer_epoch,

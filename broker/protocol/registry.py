@@ -29,7 +29,7 @@ class ApiSchema(NamedTuple):
 
 S = ApiSchema
 
-SCHEMAS: dict[ApiKey, ApiSchema] = {
+SCHEMAS: dict[int, ApiSchema] = {
     ApiKey.PRODUCE: S(9, 9, d.PRODUCE_REQUEST, d.PRODUCE_RESPONSE),
     ApiKey.FETCH: S(17, 12, d.FETCH_REQUEST, d.FETCH_RESPONSE),
     ApiKey.LIST_OFFSETS: S(6, 6, d.LIST_OFFSETS_REQUEST, d.LIST_OFFSETS_RESPONSE),
@@ -96,7 +96,7 @@ SCHEMAS: dict[ApiKey, ApiSchema] = {
     ApiKey.LIST_TRANSACTIONS: S(1, 0, t.LIST_TRANSACTIONS_REQUEST, t.LIST_TRANSACTIONS_RESPONSE),
 }
 
-SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     key: (0, api.max_version) for key, api in SCHEMAS.items()
 }
 

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from broker.protocol import primitives as p
 from broker.protocol.exceptions import ProtocolError
@@ -105,7 +107,9 @@ class Field:
     """One field of a message schema (immutable declaration)."""
 
     name: str
-    type: object
+    # Fixed, Var, Array, Struct, or a list of Fields (an array of structs); the steps
+    # are chosen by isinstance at compile time
+    type: Any
     versions: str = "0+"
     nullable: str | None = None
     default: object = _NO_DEFAULT
@@ -417,8 +421,8 @@ class MessageCodec:
 
     fields: tuple[Field, ...]
     version: int
-    decode: object
-    encode: object
+    decode: Callable[[Any, int], tuple[dict[str, Any], int]]
+    encode: Callable[[dict[str, Any], list[Any]], None]
 
 
 def _field_steps(f: Field, version: int, flexible: bool) -> tuple:
@@ -439,10 +443,12 @@ def _tagged_steps(tagged: list[Field], version: int):
     known = {}
     writers = []
     defaults = []
-    for f in sorted(tagged, key=lambda f: f.tag):
+    for f in sorted(tagged, key=lambda f: f.tag or 0):
+        tag = f.tag
+        assert tag is not None  # only tagged fields come here
         read, write = _field_steps(f, version, True)
-        known[f.tag] = read
-        writers.append((p.write_unsigned_varint(f.tag), f.name, f.default_value(), write))
+        known[tag] = read
+        writers.append((p.write_unsigned_varint(tag), f.name, f.default_value(), write))
         defaults.append((f.name, _default_maker(f)))
 
     def read_tagged(buf, pos, d):

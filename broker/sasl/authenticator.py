@@ -19,6 +19,8 @@ connection, event-loop only.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
+from typing import Protocol
 
 from broker.protocol import ApiKey, ErrorCode
 from broker.sasl.scram import AuthenticationFailed
@@ -53,7 +55,7 @@ TRANSITIONS: dict[tuple[State, Event], frozenset[State]] = {
     ),
     (State.COMPLETE, Event.REQUEST): frozenset({State.COMPLETE}),
 }
-EVENTS = {
+EVENTS: dict[int, Event] = {
     ApiKey.API_VERSIONS: Event.API_VERSIONS,
     ApiKey.SASL_HANDSHAKE: Event.HANDSHAKE,
     ApiKey.SASL_AUTHENTICATE: Event.AUTHENTICATE,
@@ -64,16 +66,25 @@ class IllegalSaslState(Exception):
     """A request that is not valid in the current state; the connection closes."""
 
 
+class SaslServer(Protocol):
+    """The server side of one exchange of a mechanism (PlainServer, ScramServer)."""
+
+    user: str | None
+    complete: bool
+
+    def evaluate(self, token: bytes) -> bytes: ...
+
+
 class Authenticator:
     """SASL state of one connection. `mechanisms` maps each enabled mechanism to a
     factory of its server exchange (PlainServer, ScramServer)."""
 
-    def __init__(self, mechanisms: dict):
+    def __init__(self, mechanisms: dict[str, Callable[[], SaslServer]]):
         self.mechanisms = mechanisms
         self.state = State.HANDSHAKE
         self.mechanism: str | None = None
         self.user: str | None = None
-        self._server = None
+        self._server: SaslServer | None = None
 
     def _move(self, event: Event, to: State) -> None:
         allowed = TRANSITIONS.get((self.state, event))
@@ -122,12 +133,14 @@ class Authenticator:
         event = Event.RAW_TOKEN if raw else Event.AUTHENTICATE
         if (self.state, event) not in TRANSITIONS:
             raise IllegalSaslState(f"{event.value} is not valid in SASL state {self.state.value}")
+        server = self._server
+        assert server is not None  # the handshake, which the transitions require, made it
         try:
-            out = self._server.evaluate(token)
+            out = server.evaluate(token)
         except AuthenticationFailed:
-            self.user = self._server.user
+            self.user = server.user
             self._move(event, State.FAILED)
             raise
-        self.user = self._server.user
-        self._move(event, State.COMPLETE if self._server.complete else self.state)
+        self.user = server.user
+        self._move(event, State.COMPLETE if server.complete else self.state)
         return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -107,7 +108,7 @@ class ZkCredentialStore(_Store):
     def __init__(self):
         super().__init__()
         self._zk = None
-        self._watches: dict[str, object] = {}  # znode name -> stopper of its data watch
+        self._watches: dict[str, Callable[[], None]] = {}  # znode name -> stopper of its data watch
 
     def watch(self, zk) -> list:
         self._zk = zk

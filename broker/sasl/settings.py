@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 from broker.sasl import jaas
+from broker.sasl.authenticator import SaslServer
 from broker.sasl.plain import PlainServer
 from broker.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
 from broker.sasl.scram import ScramServer
@@ -92,10 +94,10 @@ def client_credentials(config, listener: str, mechanism: str) -> tuple[str, str]
     return entry.options["username"], entry.options["password"]
 
 
-def server_factories(sasl: ListenerSasl, scram_lookup) -> dict:
+def server_factories(sasl: ListenerSasl, scram_lookup) -> dict[str, Callable[[], SaslServer]]:
     """Mechanism -> factory of a fresh server exchange, for one listener's
     Authenticator; `scram_lookup(user, mechanism)` gives a ScramCredential or None."""
-    out = {}
+    out: dict[str, Callable[[], SaslServer]] = {}
     for m in sasl.mechanisms:
         if m == "PLAIN":
             out[m] = functools.partial(PlainServer, sasl.plain_users)

@@ -113,7 +113,8 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
+    # a stream protocol is given a Transport; typeshed's base says BaseTransport
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.transport = transport
         peer = transport.get_extra_info("peername")
         if peer:
@@ -185,8 +186,9 @@ class Connection(asyncio.Protocol):
     def _handle_frame(self, frame: bytes) -> None:
         started = time.perf_counter()
         gate = self.gate
-        gated = gate is not None and not gate.passed  # SASL, not authenticated yet
-        if gated:
+        if gate is not None and gate.passed:
+            gate = None  # authenticated: no longer in the way
+        if gate is not None:  # SASL, not authenticated yet
             if gate.failed:
                 return  # closing after the failed-authentication delay
             if gate.takes_bare_tokens:
@@ -206,7 +208,7 @@ class Connection(asyncio.Protocol):
             self.metrics.invalid_requests += 1
             self.close(f"invalid request: {e}")
             return
-        if gated:
+        if gate is not None:
             self._follow(gate.request(header, body), started)
             return
         handler = lookup(header.api_key)
@@ -268,6 +270,7 @@ class Connection(asyncio.Protocol):
         if decision.failure is not None:
             self._log_failed_authentication(decision.failure)
         if decision.timed:
+            assert decision.header is not None  # timed: a request with a header
             self.metrics.request_done(decision.header.api_key, started, decision.response)
         if decision.response is not None:
             self._order.add((decision.header, decision.response))
@@ -282,6 +285,7 @@ class Connection(asyncio.Protocol):
 
     def _authenticated(self) -> None:
         gate = self.gate
+        assert gate is not None  # it authenticated
         self.principal = gate.principal
         self.framer.authenticated()
         self.metrics.authentications[(self.listener, gate.mechanism, True)] += 1
@@ -294,6 +298,7 @@ class Connection(asyncio.Protocol):
         )
 
     def _log_failed_authentication(self, error: AuthenticationFailed) -> None:
+        assert self.gate is not None  # it failed the authentication
         mechanism = self.gate.mechanism
         self.metrics.authentications[(self.listener, mechanism, False)] += 1
         log.info(
@@ -317,7 +322,11 @@ class Connection(asyncio.Protocol):
                 break
             header, body = response
             try:
-                parts = body if isinstance(body, list) else encode_response(header, body)
+                if isinstance(body, list):
+                    parts = body
+                else:
+                    assert header is not None  # only bare SASL tokens (lists) have none
+                    parts = encode_response(header, body)
             except EncodeError:
                 log.exception("cannot encode the response to %s", header)
                 self.close("response encoding failed")

@@ -30,7 +30,7 @@ from broker.cluster.replica_manager import ReplicaManager
 from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
-from broker.groups.storage import PartitionOffsetsStore, StoreError
+from broker.groups.storage import HostedPartition, PartitionOffsetsStore, StoreError
 from broker.protocol import ErrorCode
 from broker.protocol.errors import ApiError
 from broker.server.purgatory import Purgatory
@@ -45,7 +45,9 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 # KIP-890: `await verifier(transactional_id, producer_id, producer_epoch, [(topic,
 # partition), ...]) -> {(topic, partition): ErrorCode}`
-TxnVerifier = Callable[[str, int, int, Iterable[TopicPartition]], Awaitable[dict]]
+TxnVerifier = Callable[
+    [str, int, int, Iterable[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]
+]
 
 
 def _now_ms() -> int:
@@ -59,7 +61,7 @@ def group_coordinator(
     within `offsets.commit.timeout.ms`."""
     timeout_s = config["offsets.commit.timeout.ms"] / 1000
 
-    async def wait(partition, end_offset: int) -> ErrorCode:
+    async def wait(partition: HostedPartition, end_offset: int) -> ErrorCode:
         return await wait_replicated(purgatory, partition, end_offset, timeout_s)
 
     store = PartitionOffsetsStore(lambda i: replicas.get_partition(CONSUMER_OFFSETS, i), wait)
@@ -69,13 +71,21 @@ def group_coordinator(
 class LocalMarkers:
     """Appends transaction markers to partitions led here. Owned by the core."""
 
-    def __init__(self, replicas: ReplicaManager, purgatory: Purgatory, groups: GroupCoordinator):
+    def __init__(
+        self, replicas: ReplicaManager, purgatory: Purgatory, groups: GroupCoordinator
+    ) -> None:
         self.replicas = replicas
         self.purgatory = purgatory
         self.groups = groups
 
     async def write(
-        self, tp, pid: int, epoch: int, commit: bool, coordinator_epoch: int, timeout_s: float
+        self,
+        tp: TopicPartition,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        timeout_s: float,
     ) -> ErrorCode:
         """Append the marker to `tp` led here, wait for acks=all; for `__consumer_offsets`
         the group coordinator then completes the producer's pending offsets."""
@@ -110,7 +120,7 @@ def transaction_coordinator(
     txn_config = TxnConfig.from_broker_config(config)
     timeout_s = txn_config.marker_timeout_ms / 1000
 
-    async def wait(partition, end_offset: int) -> ErrorCode:
+    async def wait(partition: HostedPartition, end_offset: int) -> ErrorCode:
         return await wait_replicated(markers.purgatory, partition, end_offset, timeout_s)
 
     async def next_producer_id() -> int:
@@ -124,10 +134,19 @@ def transaction_coordinator(
             return None
         return cluster.leader_of(*tp)
 
-    async def write_remote(broker_id, pid, epoch, commit, coordinator_epoch, tps):
+    async def write_remote(
+        broker_id: int,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        tps: list[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
         return await channels().write_markers(broker_id, pid, epoch, commit, coordinator_epoch, tps)
 
-    async def write_local(tp, pid, epoch, commit, coordinator_epoch) -> ErrorCode:
+    async def write_local(
+        tp: TopicPartition, pid: int, epoch: int, commit: bool, coordinator_epoch: int
+    ) -> ErrorCode:
         return await markers.write(tp, pid, epoch, commit, coordinator_epoch, timeout_s)
 
     store = PartitionOffsetsStore(lambda i: replicas.get_partition(TRANSACTION_STATE, i), wait)
@@ -145,8 +164,10 @@ def txn_verifier(
     coordinator (NOT_COORDINATOR while this broker leads the id's partition but has
     not loaded it yet)."""
 
-    async def verify(tid: str, pid: int, epoch: int, tps: Iterable[TopicPartition]) -> dict:
-        tps = list(tps)
+    async def verify(
+        tid: str, pid: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        tps = list(partitions)
         index = coordinator.partition_for(tid)
         if index in coordinator.owned:
             return coordinator.verify(tid, pid, epoch, tps)
@@ -218,6 +239,7 @@ def leadership_changed(
         transactions.unload_partition(index)
         if leader:
             part = replicas.get_partition(TRANSACTION_STATE, index)
+            assert part is not None  # a role change names a hosted partition
             transactions.load_partition(index, part.leader_epoch)
     elif topic == CONSUMER_OFFSETS:
         if not leader:

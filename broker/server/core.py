@@ -95,7 +95,7 @@ class BrokerCore:
         self.authorizer: Authorizer | None = None
         self.txn_verifier: TxnVerifier | None = None  # None: transactional writes unverified
         self._channels: BrokerChannels | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._undo: list[tuple[str, Callable[[], Awaitable[None]]]] = []
 
     @property
@@ -118,7 +118,7 @@ class BrokerCore:
         self.store = LocalMetadataStore(self.data_dir)
         defaults = default_log_config(config)
 
-        def stored_config(topic: str):
+        def stored_config(topic: str) -> LogConfig | None:
             meta = self.store.get(topic)
             return LogConfig.from_props(meta.configs, base=defaults) if meta else None
 

@@ -26,6 +26,7 @@ import abc
 import asyncio
 import logging
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 
@@ -34,13 +35,19 @@ from broker.metrics import PREFIX
 log = logging.getLogger(__name__)
 
 
+class Timer(Protocol):
+    """What `call_later` returns: asyncio's TimerHandle, or a fake clock's."""
+
+    def cancel(self) -> None: ...
+
+
 class DelayedOperation(abc.ABC):
     """One waiting request. Owned by the purgatory that watches it; event-loop only."""
 
     def __init__(self, timeout_s: float):
         self.timeout_s = max(0.0, timeout_s)
         self.completed = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         self._purgatory: Purgatory | None = None
         self._keys: tuple[Hashable, ...] = ()
 
@@ -83,7 +90,7 @@ class Purgatory:
     """
 
     def __init__(
-        self, name: str, call_later: Callable[[float, Callable[[], None]], object] | None = None
+        self, name: str, call_later: Callable[[float, Callable[[], None]], Timer] | None = None
     ):
         self.name = name
         self._call_later = call_later

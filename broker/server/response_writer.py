@@ -66,7 +66,7 @@ class ResponseWriter:
         self.loop_sendfile = loop_sendfile
         self._close = close
         self._sent = sent
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport  # set by connect(), before any write
         self._fd = -1
         self.sending = False  # a slice is being finished in the background
 

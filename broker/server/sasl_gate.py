@@ -91,6 +91,7 @@ class SaslGate:
         return self._token(None, frame)
 
     def _token(self, header: RequestHeader | None, token: bytes) -> Decision:
+        response: dict | list
         try:
             out = self.authenticator.authenticate(token, raw=header is None)
         except IllegalSaslState as e:

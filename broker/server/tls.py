@@ -98,7 +98,8 @@ def _load_keystore(ctx: ssl.SSLContext, settings: Mapping[str, object]) -> None:
     _check_type(settings, "keystore")
     location = settings["ssl.keystore.location"]
     key, chain = settings["ssl.keystore.key"], settings["ssl.keystore.certificate.chain"]
-    password = settings["ssl.key.password"] or None
+    raw_password = settings["ssl.key.password"]
+    password = str(raw_password) if raw_password else None
     if location and (key or chain):
         raise ConfigError("ssl.keystore.location: set it or ssl.keystore.key, not both")
     if location:

@@ -64,7 +64,7 @@ class TlsListener:
             sock.close()
             raise
         self.sock = sock
-        self._accepting = asyncio.create_task(self._accept())
+        self._accepting = asyncio.create_task(self._accept(sock))
         return sock.getsockname()[1]
 
     def close(self) -> None:
@@ -76,11 +76,11 @@ class TlsListener:
         if self.sock is not None:
             self.sock.close()
 
-    async def _accept(self) -> None:
+    async def _accept(self, listening: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                sock, peer = await loop.sock_accept(self.sock)
+                sock, peer = await loop.sock_accept(listening)
             except OSError as e:
                 log.warning("listener %s: accept failed: %s", self.listener.name, e)
                 await asyncio.sleep(ACCEPT_ERROR_BACKOFF_S)

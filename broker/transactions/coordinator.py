@@ -33,6 +33,7 @@ Owned by the broker; lives on the server's event loop, not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -289,7 +290,7 @@ class TransactionCoordinator:
         self, tid: str, pid: int, epoch: int, partitions: set[TopicPartition], now_ms: int
     ) -> ErrorCode:
         err, meta = self._check_producer(tid, pid, epoch)
-        if err:
+        if meta is None:  # err says why
             return err
         if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return ErrorCode.CONCURRENT_TRANSACTIONS
@@ -313,7 +314,7 @@ class TransactionCoordinator:
         under this producer id and epoch, INVALID_TXN_STATE for the others."""
         partitions = list(partitions)
         err, meta = self._check_producer(tid, pid, epoch)
-        if err:
+        if meta is None:  # err says why
             return dict.fromkeys(partitions, err)
         ongoing = meta.state == S.ONGOING
         return {
@@ -325,7 +326,7 @@ class TransactionCoordinator:
 
     async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, now_ms: int) -> ErrorCode:
         err, meta = self._check_producer(tid, pid, epoch)
-        if err:
+        if meta is None:  # err says why
             return err
         state = meta.state
         if state == S.ONGOING:
@@ -347,7 +348,7 @@ class TransactionCoordinator:
         tid = meta.transactional_id
         task = asyncio.get_running_loop().create_task(self._complete(meta, coordinator_epoch))
         self._completing[tid] = task
-        task.add_done_callback(lambda t, tid=tid: self._finished(tid, t))
+        task.add_done_callback(functools.partial(self._finished, tid))
 
     def _finished(self, tid: str, task: asyncio.Task) -> None:
         if self._completing.get(tid) is task:

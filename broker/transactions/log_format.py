@@ -102,7 +102,7 @@ def decode_value(transactional_id: str, buf: bytes) -> TxnMetadata:
         raise UnknownRecordVersion(f"transaction log value version {version}")
     v, _ = codec.decode(memoryview(buf), 2)
     state = TxnState(v["transaction_status"])
-    partitions = set()
+    partitions: set[tuple[str, int]] = set()
     if state != TxnState.EMPTY:
         for entry in v["transaction_partitions"] or ():
             partitions.update((entry["topic"], p) for p in entry["partition_ids"])

@@ -111,6 +111,7 @@ class MarkerWriter:
         results[tp] = await self._write_local(tp, pid, epoch, commit, coordinator_epoch)
 
     async def _remote(self, leader, tps, pid, epoch, commit, coordinator_epoch, results) -> None:
+        assert self._write_remote is not None  # remote jobs are made only with it
         try:
             answer = await self._write_remote(leader, pid, epoch, commit, coordinator_epoch, tps)
         except (OSError, EOFError, TimeoutError, LookupError, ValueError) as e:

@@ -151,10 +151,11 @@ def _plan_bindings(args, ack):
 def _filters(args, ack) -> list:
     """`--list` / `--remove`: the filters the options describe."""
     pattern = ack.ResourcePatternType[args.resource_pattern_type.upper()]
-    resources = _resources(args) or [("ANY", None)]
+    resources: list[tuple[str, str | None]] = [*_resources(args)] or [("ANY", None)]
     if not _resources(args):
         pattern = ack.ResourcePatternType.ANY
     principals = args.principal if args.list else None
+    entries: list[tuple[str | None, str | None, str | None]]
     entries = [(p, None, None) for p in principals or [None]]
     if args.remove:
         entries = [(p, h, perm) for p, h, perm in _entries(args)] or [(None, None, None)]
@@ -224,7 +225,7 @@ def run(args) -> int:
             return 0
         filters = _filters(args, ack)
         if args.list:
-            found = {}
+            found: dict[object, None] = {}  # the bindings, in order, once each
             for f in filters:
                 for b in admin.describe_acls(f, request_timeout=timeout).result(timeout):
                     found[b] = None
@@ -236,7 +237,7 @@ def run(args) -> int:
             )
             if answer.strip().lower() != "y":
                 return 0
-        removed = {}
+        removed: dict[object, None] = {}
         for f in admin.delete_acls(filters, request_timeout=timeout).values():
             for b in f.result(timeout):
                 removed[b] = None

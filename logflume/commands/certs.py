@@ -49,6 +49,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     from common import certs
@@ -61,10 +62,10 @@ def run(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         ca_crt, ca_key = out / "ca.crt", out / "ca.key"
         if ca_crt.exists() and ca_key.exists():
-            ca = certs.Issued(
-                load_pem_private_key(ca_key.read_bytes(), None),
-                x509.load_pem_x509_certificate(ca_crt.read_bytes()),
-            )
+            private = load_pem_private_key(ca_key.read_bytes(), None)
+            if not isinstance(private, ec.EllipticCurvePrivateKey):
+                raise ValueError(f"{ca_key}: not an EC private key (the kind this command makes)")
+            ca = certs.Issued(private, x509.load_pem_x509_certificate(ca_crt.read_bytes()))
         else:
             ca = certs.new_ca(valid_days=args.days)
             certs.write_ca(out, ca)

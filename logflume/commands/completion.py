@@ -37,10 +37,11 @@ def mark_paths(parser: argparse.ArgumentParser) -> None:
             for sub in action.choices.values():
                 mark_paths(sub)
         elif action.metavar not in ("KEY=VALUE",):
+            # shtab's documented way: an attribute it reads on argparse's actions
             if action.dest in FILE_OPTIONS:
-                action.complete = shtab.FILE
+                action.complete = shtab.FILE  # type: ignore[attr-defined]
             elif action.dest in DIRECTORY_OPTIONS:
-                action.complete = shtab.DIRECTORY
+                action.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
 
 
 def run(args) -> int:

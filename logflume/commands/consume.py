@@ -115,9 +115,10 @@ def run(args) -> int:
                 continue
             last = time.monotonic()
             for msg in batch:
-                if msg.error() is not None:
-                    if msg.error().fatal():
-                        return _error(msg.error().str())
+                err = msg.error()
+                if err is not None:
+                    if err.fatal():
+                        return _error(err.str())
                     continue
                 value = msg.value()
                 line = b"null" if value is None else value

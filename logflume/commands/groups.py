@@ -213,8 +213,10 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
 def _reset(admin, args, timeout: float) -> int:
     from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 
-    specs = (args.to_earliest, args.to_latest, args.to_current, args.to_offset, args.shift_by)
-    specs += (args.to_datetime, args.by_duration)
+    specs = (
+        *(args.to_earliest, args.to_latest, args.to_current, args.to_offset, args.shift_by),
+        *(args.to_datetime, args.by_duration),
+    )
     if all(v in (None, False) for v in specs):
         return fail(
             "--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "

@@ -153,8 +153,13 @@ def create_topics(
     # Quiet: librdkafka would print raw `%6|...` lines (e.g. "Purging 1 unserved
     # events" when the client is destroyed) on our console, past --log-format json;
     # what fails is reported from the futures.
+    # confluent-kafka's types allow no logger object in the configuration (it takes one)
     admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "logger": Quiet()}
+        {
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": 5000,
+            "logger": Quiet(),  # type: ignore[dict-item]
+        }
     )
     wanted = dict(TOPICS)
     created = []
@@ -224,11 +229,11 @@ class Demo:
         created = create_topics(
             self.bootstrap, time.monotonic() + 60, self.stop, replication, topic_config
         )
-        settings = f"replication factor {replication}" + "".join(
+        described = f"replication factor {replication}" + "".join(
             f", {k}={v}" for k, v in topic_config.items()
         )
         sup.say(
-            f"topics ready ({', '.join(TOPICS)}; {settings}; created now:"
+            f"topics ready ({', '.join(TOPICS)}; {described}; created now:"
             f" {', '.join(created) or 'none'})"
         )
         access_log = data / "demo" / "access.log"

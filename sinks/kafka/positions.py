@@ -36,8 +36,10 @@ class CommittedPositions:
         self.end_seq: int | None = None  # of the channel of `channel_identity`
         self.marks: dict[str, dict[str, object]] = {}  # source -> key -> mark value
 
-    def load(self, key: bytes, value: bytes | None) -> None:
+    def load(self, key: bytes | None, value: bytes | None) -> None:
         """One record of the positions topic (records of other ids are ignored)."""
+        if key is None:
+            return
         try:
             parts = orjson.loads(key)
         except orjson.JSONDecodeError:
@@ -123,9 +125,10 @@ def read_positions(consumer_conf: dict, topic: str, positions: CommittedPosition
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic} took more than {READ_TIMEOUT_S:.0f}s")
             for msg in consumer.consume(1000, 0.2):
-                if msg.error() is not None:
-                    if msg.error().code() not in ignored:
-                        raise KafkaException(msg.error())
+                err = msg.error()
+                if err is not None:
+                    if err.code() not in ignored:
+                        raise KafkaException(err)
                     continue
                 positions.load(msg.key(), msg.value())
             for tp in consumer.position([TopicPartition(topic, p) for p in list(ends)]):

@@ -15,7 +15,7 @@ headers (its value is the sink's `format`, agent/delivery.py).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from agent.api import Event
 from sinks.kafka.templates import Template, TemplateError, parse
@@ -63,8 +63,8 @@ class RecordMaker:
             rendered = self.key.render_all(events)
             keys = [k if k is None else k.encode() for k in rendered]
         bad = self._bad(events, topic, keys)
-        if not bad:
-            return Records(topic, values, keys, headers, [])
+        if not bad:  # so no topic is None
+            return Records(cast("str | list[str]", topic), values, keys, headers, [])
         dead = []
         for i in bad:
             where = topic if isinstance(topic, str) else topic[i] or self.topic.text
@@ -120,7 +120,7 @@ class RecordMaker:
 
     @staticmethod
     def _bad(events, topic, keys) -> set[int]:
-        bad = set()
+        bad: set[int] = set()
         if not isinstance(topic, str):
             bad.update(i for i, t in enumerate(topic) if t is None)
         if keys is not None:

@@ -103,6 +103,7 @@ class KafkaSink(Sink):
             )
         )
         try:
+            strategy: ExactlyOnce | AtLeastOnce
             if cfg.delivery == "exactly_once":
                 strategy = ExactlyOnce(
                     cfg,

@@ -61,11 +61,10 @@ class Template:
             return value_of(event, parts[1])
         out = []
         for i, part in enumerate(parts):
-            if i % 2:
-                part = value_of(event, part)
-                if part is None:
-                    return None
-            out.append(part)
+            text = value_of(event, part) if i % 2 else part
+            if text is None:
+                return None
+            out.append(text)
         return "".join(out)
 
     def render_all(self, events: list[Event]) -> list[str | None]:

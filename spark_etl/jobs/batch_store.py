@@ -151,7 +151,7 @@ class BatchStore:
         task = context.partitionId() if context is not None else 0
         fs, root = filesystem(self.output)
         files: dict[object, _File] = {}
-        rows = defaultdict(list)  # hour key -> [hour_parts.ROW_COLUMNS tables]
+        rows: defaultdict[int, list[pa.Table]] = defaultdict(list)  # hour key -> ROW_COLUMNS tables
         summaries = []
         try:
             for batch in _rebatched(self._records(ranges)):

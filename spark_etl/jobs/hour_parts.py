@@ -161,7 +161,7 @@ def nearest_rank(times: pa.Table | None) -> dict[str, float | None]:
     values = times["request_time"].take(order).to_numpy()
     cumulative = np.cumsum(times["n"].take(order).to_numpy())
     total = int(cumulative[-1])
-    out = {}
+    out: dict[str, float | None] = {}
     for p in PERCENTILES:
         rank = max(1, math.ceil(p * total / 100))
         out[f"rt_p{p}"] = float(values[np.searchsorted(cumulative, rank)])

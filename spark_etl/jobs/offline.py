@@ -141,7 +141,7 @@ class _Batch:
 
     def _recompute(self, date: str, hour: int) -> None:
         where = batch_store.hour_dir(date, hour)
-        parts = []
+        parts: list[dict[str, pq.Table]] = []
         for kind in hour_parts.SCHEMAS:
             tables = [
                 pq.read_table(info.path, filesystem=self.fs)
@@ -150,11 +150,11 @@ class _Batch:
             ]
             parts.extend({kind: t} for t in tables)
         merged = hour_parts.merge(parts)
-        tables = {
+        outputs = {
             "hourly": hour_parts.hour_figures(merged, date, hour),
             "top_paths": hour_parts.hour_top_paths(merged),
         }
-        for name, table in tables.items():
+        for name, table in outputs.items():
             directory = f"{self.root}/{name}/{where}"
             path = f"{directory}/{batch_store.part_name(0)}"
             batch_store.write_table(self.fs, path, table)

@@ -57,6 +57,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import pyarrow as pa
@@ -67,6 +68,9 @@ from common.fsutil import atomic_write
 from spark_etl import transforms as T
 from spark_etl.jobs.common import printer, source_stream
 from spark_etl.jobs.window_state import COUNTS, WINDOW_S, WindowState, minute_figures
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
 from spark_etl.source.options import offsets_from_json
 
 QUERY_NAME = "logflume-realtime"
@@ -112,7 +116,11 @@ def window_doc(minute: int, host: str | None, figures: dict, final: bool) -> tup
     same key and value, so it doubles nothing for a reader keeping the last row per
     key."""
     start = _iso(minute)
-    doc = {"window_start": start, "window_end": _iso(minute + WINDOW_S), "host": host}
+    doc: dict[str, object] = {
+        "window_start": start,
+        "window_end": _iso(minute + WINDOW_S),
+        "host": host,
+    }
     doc.update(figures)
     doc["final"] = final
     value = orjson.dumps({k: v for k, v in doc.items() if v is not None})
@@ -186,7 +194,7 @@ class RealtimeJob:
         self.staging = ckpt / "staging"
         self.publisher = Publisher(bootstrap, stats_topic, client)
         self.state: WindowState | None = None
-        self.query = None
+        self.query: StreamingQuery | None = None
         self.finalizer = Finalizer(self)
         self.stopping = threading.Event()
         self.stats = BatchStats()
@@ -247,8 +255,8 @@ class RealtimeJob:
         the JVM's first ones included, is kept for the log file)."""
         lag = _lag(self.query.lastProgress if self.query is not None else None)
         behind = "-" if lag is None else f"{lag:,}"
-        closed = self.finalizer.last_closed
-        closed = "none yet" if closed is None else _iso(closed)[11:16] + " UTC"
+        closed_at = self.finalizer.last_closed
+        closed = "none yet" if closed_at is None else _iso(closed_at)[11:16] + " UTC"
         summary, median_s = self.stats.summary()
         line = (
             f"realtime: {summary}, {behind} records behind the topic's end, "
@@ -501,10 +509,13 @@ def run_realtime(spark, *, stop: threading.Event | None = None, **kwargs) -> Non
     """Run until `stop` is set (or forever / until the job fails), printing a
     progress line every PROGRESS_SECONDS."""
     job = start_realtime(spark, **kwargs)
+    query = job.query
+    assert query is not None  # started
     next_line = time.monotonic() + PROGRESS_SECONDS
     try:
         while not (stop is not None and stop.is_set()):
-            if job.query.awaitTermination(0.5) or job.failure():
+            # pyspark takes seconds as a float too; its annotation says int
+            if query.awaitTermination(0.5) or job.failure():  # type: ignore[arg-type]
                 raise RuntimeError(f"realtime job stopped: {job.failure()}")
             if time.monotonic() >= next_line:
                 job.say(job.progress_line())

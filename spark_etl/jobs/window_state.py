@@ -158,7 +158,7 @@ def minute_figures(rows: pa.Table) -> list[dict]:
             pc.is_null(rows["host"]) if host is None else pc.equal(rows["host"], host)
         )
         (counts,) = _window_counts(mine).values()  # one minute, one host
-        figures = dict(zip(COUNTS, counts, strict=True))
+        figures: dict[str, object] = dict(zip(COUNTS, counts, strict=True))
         figures["host"] = host
         figures["unique_clients"] = pc.count_distinct(mine["client"]).as_py()
         times = np.sort(mine["request_time"].drop_null().to_numpy())

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 from operator import itemgetter
+from typing import TYPE_CHECKING
 
 from spark_etl.source.options import TP, DataLossError, SourceOptions, check_start
 
@@ -39,13 +40,16 @@ CONSUME_WAIT_S = 0.2
 METADATA_TIMEOUT_S = 30.0
 # librdkafka timestamp types (0 none, 1 create, 2 log append), as list indexes ->
 # Kafka's timestampType (0 CreateTime, 1 LogAppendTime; -1 for none)
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
 _NO_TIMESTAMP = 0
 _TS_TYPE = [-1, 0, 1]
 
 
 POOL_IDLE_S = 300.0
 _pool_lock = threading.Lock()
-_pool: dict[tuple, list[tuple[float, object]]] = {}  # conf -> [(idle since, consumer)]
+_pool: dict[tuple, list[tuple[float, Consumer]]] = {}  # conf -> [(idle since, consumer)]
 
 
 @contextlib.contextmanager
@@ -55,7 +59,8 @@ def _borrowed(opts: SourceOptions):
     conf = _consumer_conf(opts)
     key = tuple(sorted(conf.items()))
     now = time.monotonic()
-    consumer, expired = None, []
+    consumer: Consumer | None = None
+    expired: list[Consumer] = []
     with _pool_lock:
         idle = _pool.get(key, [])
         while idle and consumer is None:
@@ -262,7 +267,8 @@ def _to_arrow(run: list, topic: str, partition: int, end: int, arrow_schema):
     else:
         listed = list(map(Message.offset, run))
         if last >= end:
-            cut = bisect.bisect_left(listed, end)
+            # a consumed message has an offset: the stub's None is for produced ones
+            cut = bisect.bisect_left(listed, end)  # type: ignore[type-var]
             run, listed = run[:cut], listed[:cut]
         offsets = pa.array(listed, pa.int64())
     n = len(run)
@@ -283,7 +289,8 @@ def _to_arrow(run: list, topic: str, partition: int, end: int, arrow_schema):
     headers = list(map(Message.headers, run))
     if any(headers):
         headers = pa.array(
-            [[{"key": k, "value": v} for k, v in h] if h else None for h in headers],
+            # consumed headers are (key, value) pairs: the stub's dict is for producing
+            [[{"key": k, "value": v} for k, v in h] if h else None for h in headers],  # type: ignore[str-unpack]
             headers_type,
         )
     else:

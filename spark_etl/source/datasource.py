@@ -174,7 +174,7 @@ class BatchReader(DataSourceReader):
             end[tp] = max(start[tp], min(end[tp], high))
         return _plan(self.opts, start, end)
 
-    def read(self, partition: OffsetRange):
+    def read(self, partition: InputPartition):
         return _read(self.opts, self.schema, partition)
 
 
@@ -240,7 +240,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 begin[tp] = check_start(tp, begin[tp], low, high, self.opts.fail_on_data_loss, log)
         return _plan(self.opts, begin, {tp: max(begin[tp], e) for tp, e in finish.items()})
 
-    def read(self, partition: OffsetRange):
+    def read(self, partition: InputPartition):
         return _read(self.opts, self.schema, partition)
 
     def commit(self, end: dict) -> None:
@@ -261,7 +261,9 @@ class BatchWriter(DataSourceArrowWriter):
         self.opts = opts
 
     def write(self, iterator) -> SentMessage:
-        return SentMessage(client.produce_batches(self.opts, self.opts.topic_out, iterator))
+        topic = self.opts.topic_out
+        assert topic is not None  # checked by _writer_options
+        return SentMessage(client.produce_batches(self.opts, topic, iterator))
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -274,7 +276,9 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
 
     def write(self, iterator) -> SentMessage:
-        return SentMessage(client.produce_batches(self.opts, self.opts.topic_out, iterator))
+        topic = self.opts.topic_out
+        assert topic is not None  # checked by _writer_options
+        return SentMessage(client.produce_batches(self.opts, topic, iterator))
 
     def commit(self, messages, batchId: int) -> None:
         sent = sum(m.records for m in messages if m is not None)

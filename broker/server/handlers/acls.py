@@ -67,7 +67,7 @@ def _to_binding(c: dict) -> AclBinding:
     return b
 
 
-def _refusal(ctx, op: Operation) -> tuple[ErrorCode, str] | None:
+def _refusal(ctx, op: Operation) -> tuple[ErrorCode, str | None] | None:
     if ctx.core.authorizer is None:
         return ErrorCode.SECURITY_DISABLED, "no authorizer is configured on the broker"
     if not allowed(ctx, op, RT.CLUSTER):

@@ -54,7 +54,7 @@ def named_topic(item: dict, topics) -> str | dict:
 
 
 def _denied_entry(name: str | None, topic_id: uuid.UUID | None) -> dict:
-    entry = {
+    entry: dict[str, object] = {
         "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
         "name": name,
         "is_internal": False,

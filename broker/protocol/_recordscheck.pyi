@@ -1,0 +1,5 @@
+"""Types of the C extension built from _recordscheck.c, for the type check."""
+
+from _typeshed import ReadableBuffer
+
+def check_records(data: ReadableBuffer, count: int, last_offset_delta: int, /) -> None: ...

@@ -56,6 +56,7 @@ def test_later_records_replace_earlier_ones_and_junk_is_ignored():
     p = CommittedPositions("t", "c")
     key = orjson.dumps(["t", "channel"])
     p.load(b"not json", b"1")
+    p.load(None, b"a record without a key")  # someone else's: ignored, not a crash
     p.load(key, orjson.dumps({"identity": "c", "end_seq": 10}))
     p.apply([(key, orjson.dumps({"identity": "c", "end_seq": 20}))])
     p.load(key, None)  # a tombstone keeps the last value

@@ -48,6 +48,16 @@ async def test_rollback_returns_events_to_the_head_in_order(tmp_path):
     assert [e.body.rstrip(b".") for e in again.events] == [b"e0", b"e1", b"e2", b"e3", b"e4"]
 
 
+async def test_an_empty_take_rolled_back_gives_nothing_back(tmp_path):
+    ch = channel(tmp_path)
+    empty = await ch.take(10, 0.01)
+    await empty.rollback()
+    await ch.put(events(2))
+    again = await ch.take(10, 0.1)
+    assert [e.body.rstrip(b".") for e in again.events] == [b"e0", b"e1"]
+    assert again.end_seq is not None and ch.pending() == 2
+
+
 async def test_acks_settle_only_on_commit(tmp_path):
     settled = []
     ch = channel(tmp_path)

@@ -67,10 +67,12 @@ class FileSink(Sink):
 
     def _write(self, data: bytes) -> None:
         self._roll_if_needed()
-        self._file.write(data)
-        self._file.flush()
+        file = self._file
+        assert file is not None  # _roll_if_needed opens one
+        file.write(data)
+        file.flush()
         if self.config.fsync:
-            os.fsync(self._file.fileno())
+            os.fsync(file.fileno())
 
     async def run(self, channel: Channel) -> None:
         encode = encoder(self.config.format)

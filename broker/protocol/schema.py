@@ -184,7 +184,7 @@ def _array_step(f: Field, version: int, flexible: bool):
         item = compile_message(f.type, version, flexible).decode
 
         def read_items(buf, pos, n):
-            items = []
+            items: list[object] = []
             append = items.append
             for _ in range(n):
                 value, pos = item(buf, pos)

@@ -29,7 +29,7 @@ from pathlib import Path
 import orjson
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker.cluster.zk import CONFIG_USERS
+from broker.cluster.zk import CONFIG_USERS, ZkSession
 from broker.sasl.scram import ScramCredential
 from common.fsutil import atomic_write
 
@@ -107,12 +107,17 @@ class ZkCredentialStore(_Store):
 
     def __init__(self):
         super().__init__()
-        self._zk = None
+        self._zk: ZkSession | None = None  # set by watch()
         self._watches: dict[str, Callable[[], None]] = {}  # znode name -> stopper of its data watch
 
     def watch(self, zk) -> list:
         self._zk = zk
         return [zk.watch_children(CONFIG_USERS, self._children), self._stop_all]
+
+    def _session(self) -> ZkSession:
+        if self._zk is None:
+            raise RuntimeError("the credential store is not watching ZooKeeper yet")
+        return self._zk
 
     def _stop_all(self) -> None:
         for stop in self._watches.values():
@@ -123,9 +128,10 @@ class ZkCredentialStore(_Store):
         for name in set(self._watches) - set(names):
             self._watches.pop(name)()
             self.users.pop(urllib.parse.unquote_plus(name), None)
+        zk = self._session()
         for name in set(names) - set(self._watches):
             path = f"{CONFIG_USERS}/{name}"
-            self._watches[name] = self._zk.watch_data(path, functools.partial(self._data, name))
+            self._watches[name] = zk.watch_data(path, functools.partial(self._data, name))
 
     def _data(self, name: str, data: bytes | None, stat) -> None:
         user = urllib.parse.unquote_plus(name)
@@ -142,11 +148,12 @@ class ZkCredentialStore(_Store):
     async def apply(self, changes: Changes) -> None:
         """Read-modify-write each user's znode with compare-and-set (another broker
         may write the same user)."""
+        zk = self._session()
         for user, change in changes.items():
             path = user_path(user)
             while True:
                 try:
-                    data, stat = await self._zk.call("get", path)
+                    data, stat = await zk.call("get", path)
                     version = stat.version
                 except NoNodeError:
                     data, version = b"", None
@@ -160,11 +167,11 @@ class ZkCredentialStore(_Store):
                 try:
                     if version is None:
                         if config:
-                            await self._zk.call("create", path, payload, makepath=True)
+                            await zk.call("create", path, payload, makepath=True)
                     elif config:
-                        await self._zk.call("set", path, payload, version=version)
+                        await zk.call("set", path, payload, version=version)
                     else:
-                        await self._zk.call("delete", path, version=version)
+                        await zk.call("delete", path, version=version)
                     break
                 except (BadVersionError, NodeExistsError, NoNodeError):
                     continue  # raced with another writer: read again

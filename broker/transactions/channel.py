@@ -69,14 +69,16 @@ class BrokerChannels:
             await sasl_login(exchange, *st.sasl)
 
     async def _exchange(self, conn: _Conn, api_key: int, version: int, body: dict) -> dict:
+        reader, writer = conn.reader, conn.writer
+        assert reader is not None and writer is not None  # connected by _connect
         conn.correlation += 1
         corr = conn.correlation
-        conn.writer.write(encode_request(api_key, version, corr, self._client_id, body))
+        writer.write(encode_request(api_key, version, corr, self._client_id, body))
 
         async def answer() -> dict:
-            await conn.writer.drain()
-            (size,) = _SIZE.unpack(await conn.reader.readexactly(4))
-            got, resp = decode_response(api_key, version, await conn.reader.readexactly(size))
+            await writer.drain()
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            got, resp = decode_response(api_key, version, await reader.readexactly(size))
             if got != corr:
                 raise ProtocolError(f"correlation id {got} != {corr}")
             return resp

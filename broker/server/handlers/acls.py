@@ -77,7 +77,12 @@ def _refusal(ctx, op: Operation) -> tuple[ErrorCode, str | None] | None:
 
 @handles(ApiKey.DESCRIBE_ACLS)
 def describe_acls(ctx, body):
-    response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
+    response: dict[str, object] = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "resources": [],
+    }
     refusal = _refusal(ctx, Op.DESCRIBE)
     if refusal is None:
         try:
@@ -134,7 +139,12 @@ async def delete_acls(ctx, body):
     refusal = _refusal(ctx, Op.ALTER)
     results = []
     for item in body["filters"]:
-        result = {"error_code": ErrorCode.NONE, "error_message": None, "matching_acls": []}
+        matching: list[dict[str, object]] = []
+        result: dict[str, object] = {
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "matching_acls": matching,
+        }
         results.append(result)
         if refusal is not None:
             result["error_code"], result["error_message"] = refusal
@@ -145,7 +155,7 @@ async def delete_acls(ctx, body):
             result["error_code"], result["error_message"] = ErrorCode.INVALID_REQUEST, str(e)
             continue
         for b in await ctx.core.authorizer.delete(f):
-            result["matching_acls"].append(
+            matching.append(
                 {
                     "error_code": ErrorCode.NONE,
                     "error_message": None,

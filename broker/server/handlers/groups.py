@@ -219,7 +219,7 @@ def heartbeat(ctx, body):
 @handles(ApiKey.LEAVE_GROUP)
 async def leave_group(ctx, body):
     if ctx.api_version < 3:
-        members = [(body["member_id"], None)]
+        members: list[tuple[str, str | None]] = [(body["member_id"], None)]
     else:
         members = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
     if _group_denied(ctx, Op.READ, body["group_id"]):

@@ -239,6 +239,7 @@ def describe_transactions(ctx, body):
             entry["error_code"] = err
             states.append(entry)
             continue
+        assert meta is not None  # describe() gives one with NONE
         grouped = by_topic(
             sorted(tp for tp in meta.partitions if allowed(ctx, Op.DESCRIBE, RT.TOPIC, tp[0]))
         )

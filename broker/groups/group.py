@@ -234,6 +234,10 @@ class Group:
         self.state_timestamp = now_ms
 
     @property
+    def leader(self) -> Member | None:
+        return None if self.leader_id is None else self.members.get(self.leader_id)
+
+    @property
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
@@ -260,7 +264,7 @@ class Group:
     def elect_joined_leader(self) -> bool:
         """Make sure the leader is a member that rejoined (a static member may have
         stayed without rejoining); False when no member rejoined."""
-        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        leader = self.leader
         if leader is not None and leader.awaiting_join:
             return True
         joined = next((m.member_id for m in self.members.values() if m.awaiting_join), None)
@@ -320,9 +324,7 @@ class Group:
         the leader's preference order."""
         candidates = self.candidate_protocols()
         votes = Counter(m.vote(candidates) for m in self.members.values())
-        leader = (self.members.get(self.leader_id) if self.leader_id is not None else None) or next(
-            iter(self.members.values())
-        )
+        leader = self.leader or next(iter(self.members.values()))
         order = {name: i for i, name in enumerate(leader.protocol_names())}
         return max(votes, key=lambda name: (votes[name], -order.get(name, len(order))))
 

@@ -214,8 +214,13 @@ def _reset(admin, args, timeout: float) -> int:
     from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 
     specs = (
-        *(args.to_earliest, args.to_latest, args.to_current, args.to_offset, args.shift_by),
-        *(args.to_datetime, args.by_duration),
+        args.to_earliest,
+        args.to_latest,
+        args.to_current,
+        args.to_offset,
+        args.shift_by,
+        args.to_datetime,
+        args.by_duration,
     )
     if all(v in (None, False) for v in specs):
         return fail(

@@ -68,10 +68,10 @@ from common.fsutil import atomic_write
 from spark_etl import transforms as T
 from spark_etl.jobs.common import printer, source_stream
 from spark_etl.jobs.window_state import COUNTS, WINDOW_S, WindowState, minute_figures
+from spark_etl.source.options import offsets_from_json
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
-from spark_etl.source.options import offsets_from_json
 
 QUERY_NAME = "logflume-realtime"
 PROGRESS_SECONDS = 10.0

@@ -88,12 +88,17 @@ class Event:
              write JSON serialise it instead of `body`. Unparsable lines keep
              `record=None`, get header `parse_error`, and travel on: never dropped.
     ack:     see `Ack`; None for sources that need no acknowledgement.
+    time:    the line's own time in epoch milliseconds, set by a parser that read it
+             (nginx `$time_local`, syslog); None otherwise. The kafka sink makes it
+             the record's timestamp (the time it took the line when None), the
+             clock the audit buckets by (common/audit.py).
     """
 
     body: bytes
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     record: dict[str, Any] | None = None
     ack: Ack | None = None
+    time: int | None = None
 
     def settle(self) -> None:
         if self.ack is not None:

@@ -8,8 +8,9 @@ coordinator's log). Only the coordinators write them; Metadata marks them intern
 The agent's topics, ordinary topics on any Kafka-compatible cluster: the kafka sink
 commits the positions of its exactly-once deliveries to `logflume-positions` (a
 compacted topic keyed by transactional id) unless `positions_topic` says otherwise,
-and sends records a broker refuses for good to `<topic>.dlq` unless
-`dead_letter_topic` names another topic.
+sends records a broker refuses for good to `<topic>.dlq` unless
+`dead_letter_topic` names another topic, and publishes its audit totals to
+`logflume-audit` (as the Spark jobs do) unless `audit_topic` says otherwise.
 
 Here rather than in broker/ because the agent must not import the broker.
 """
@@ -25,6 +26,7 @@ def is_internal(name: str) -> bool:
 
 
 POSITIONS_TOPIC = "logflume-positions"
+AUDIT_TOPIC = "logflume-audit"  # the audit's tiers publish their totals here (common/audit.py)
 DEAD_LETTER_SUFFIX = ".dlq"
 
 

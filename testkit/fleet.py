@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import certs
-from common.topic_names import POSITIONS_TOPIC, dead_letter_topic
+from common.audit import AUDIT_PARTITIONS, AUDIT_TOPIC_CONFIG
+from common.topic_names import AUDIT_TOPIC, POSITIONS_TOPIC, dead_letter_topic
 from testkit import loadgen
 from testkit.netns import NetLab, NetnsCluster, Node
 from testkit.procs import wait_until
@@ -85,6 +86,7 @@ AGENT_TOPICS: tuple[tuple[str, int, dict[str, str]], ...] = (
     (dead_letter_topic("nginx-error"), 1, {}),
     (dead_letter_topic("netcat"), 1, {}),
     (POSITIONS_TOPIC, 1, {"cleanup.policy": "compact"}),
+    (AUDIT_TOPIC, AUDIT_PARTITIONS, AUDIT_TOPIC_CONFIG),
 )
 STATS_TOPIC = ("nginx-stats", 1, {"cleanup.policy": "compact"})  # the realtime job's rows
 NGINX_CONF = """\
@@ -637,9 +639,9 @@ def _allow(principal: str, grants: list[tuple]) -> list:
 
 
 def agent_acls(user: str, host: str) -> list:
-    """Exactly what the production template's agent needs: write its topics and
-    their dead-letter topics, read and write the positions topic, its own
-    transactional ids (logflume-<host>-web-<sink>)."""
+    """Exactly what the production template's agent needs: write its topics, their
+    dead-letter topics and the audit topic, read and write the positions topic, its
+    own transactional ids (logflume-<host>-web-<sink>)."""
     grants = []
     for topic, _, _ in AGENT_TOPICS:
         ops = ("WRITE", "DESCRIBE", "READ") if topic == POSITIONS_TOPIC else ("WRITE", "DESCRIBE")

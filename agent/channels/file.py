@@ -322,7 +322,7 @@ class FileChannel(Channel):
         self._write_pos += len(record)
         self._next_seq += len(events)
         if self._cached < self.config.cache_bytes:
-            ref.events = [Event(e.body, e.headers, e.record) for e in events]
+            ref.events = [Event(e.body, e.headers, e.record, None, e.time) for e in events]
             self._cached += len(record)
         self._ready.append(ref)
         self._events += len(events)

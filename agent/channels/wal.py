@@ -13,7 +13,8 @@ One record is one put transaction:
       (0xF2 only) u32 marks length, marks: orjson [[source, key, value], ...]
       block      lz4 block of `count` events, each:
                    u32 body length, body, u32 meta length, meta
-                 (meta = orjson [headers, record], empty when there are none)
+                 (meta = orjson [headers, record] or [headers, record, time],
+                 empty when there are none; `Event.time`, when set, is the third)
 
 Marks are the sources' positions after the record's events (`Ack.mark`): written
 in the same record as the events, a mark is on disk exactly when they are, so a
@@ -56,7 +57,12 @@ def encode_events(events: list[Event]) -> bytes:
     pack = U32.pack
     dumps = orjson.dumps
     for e in events:
-        meta = dumps([e.headers, e.record]) if (e.headers or e.record is not None) else b""
+        if e.time is not None:
+            meta = dumps([e.headers, e.record, e.time])
+        elif e.headers or e.record is not None:
+            meta = dumps([e.headers, e.record])
+        else:
+            meta = b""
         parts += (pack(len(e.body)), e.body, pack(len(meta)), meta)
     return b"".join(parts)
 
@@ -72,8 +78,8 @@ def decode_events(raw: bytes, count: int) -> list[Event]:
         pos += 4 + n
         (m,) = unpack(raw, pos)
         if m:
-            headers, record = loads(raw[pos + 4 : pos + 4 + m])
-            events.append(Event(body, headers, record))
+            meta = loads(raw[pos + 4 : pos + 4 + m])
+            events.append(Event(body, meta[0], meta[1], None, meta[2] if len(meta) > 2 else None))
         else:
             events.append(Event(body))
         pos += 4 + m

@@ -22,4 +22,5 @@ def parse_error_counter(context: Context, parser: str) -> Counter:
 
 def flag(event: Event, reason: str) -> None:
     event.record = None
+    event.time = None
     event.set_header("parse_error", reason)

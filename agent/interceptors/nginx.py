@@ -10,7 +10,7 @@ optionally followed by ` $request_time $upstream_response_time` (the common
 requires it). `regex` takes a custom `pattern` with named groups; groups named like
 the record fields below are converted the same way.
 
-Record: time (ISO 8601 with offset), ts (epoch ms), client, user, method, path,
+Record: time (ISO 8601 with offset), ts (epoch ms; also the event's `time`), client, user, method, path,
 protocol, status (int), bytes (int; "-" is 0), referrer, user_agent, request_time
 (float|None), upstream_response_time (float|None; several upstreams are summed).
 "-" in user, referrer and user_agent becomes None.
@@ -181,6 +181,7 @@ class NginxParser(Interceptor):
                 "request_time": request_time,
                 "upstream_response_time": upstream,
             }
+            e.time = ts
         if errors:
             self._errors.inc(errors)
         return events
@@ -199,6 +200,8 @@ class NginxParser(Interceptor):
             except (ValueError, KeyError) as exc:
                 flag(e, f"nginx: bad field value ({exc})"[:120])
                 errors += 1
+                continue
+            e.time = e.record.get("ts")
         if errors:
             self._errors.inc(errors)
         return events

@@ -9,6 +9,8 @@ Record: format ("rfc5424" | "rfc3164"), pri, facility (pri >> 3), severity
 timestamp is kept as written; RFC 3164 has no year and no zone, so its timestamp
 becomes ISO 8601 without offset, with the year that puts it nearest to now (not
 more than a day ahead). A message that is neither is kept, flagged `parse_error`.
+The timestamp, read in the agent's time zone when it has no offset, is also the
+event's `time`; a nil or unreadable RFC 5424 timestamp leaves it unset.
 """
 
 from __future__ import annotations
@@ -99,6 +101,16 @@ def parse(text: str, now: dt.datetime, only: str = "auto") -> dict | str:
     }
 
 
+def epoch_ms(timestamp: str | None) -> int | None:
+    """Epoch milliseconds of an ISO 8601 timestamp (local time without an offset)."""
+    if timestamp is None:
+        return None
+    try:
+        return int(dt.datetime.fromisoformat(timestamp).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
 @dataclasses.dataclass
 class SyslogConfig:
     format: Literal["auto", "rfc5424", "rfc3164"] = "auto"  # auto: RFC 5424, else RFC 3164
@@ -124,6 +136,7 @@ class SyslogParser(Interceptor):
                 errors += 1
             else:
                 e.record = result
+                e.time = epoch_ms(result["timestamp"])
         if errors:
             self._errors.inc(errors)
         return events

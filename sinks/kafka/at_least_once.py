@@ -15,6 +15,8 @@ Theory of operation:
   doubles up to `max_retry_backoff`, still inside the same take transaction. A fatal
   producer error raises, the batches roll back, and the supervisor restarts the
   sink with a fresh producer.
+- After a batch is acknowledged, the audit totals it changed are published
+  (audit.py) before the batch is committed to the channel.
 - With `enable_idempotence` (the default; needs `acks: all`) the broker drops the
   duplicates librdkafka's own retries could create within a producer session.
 """
@@ -29,6 +31,7 @@ from collections import deque
 from agent.api import Channel
 from agent.delivery import encode_all
 from common.backoff import Backoff
+from sinks.kafka.audit import SinkAudit, dead_indexes
 from sinks.kafka.config import KafkaSinkConfig
 from sinks.kafka.dead_letters import DeadLetterTopic
 from sinks.kafka.metrics import KafkaSinkMetrics
@@ -49,6 +52,7 @@ class AtLeastOnce:
         dead_letters: DeadLetterTopic,
         metrics: KafkaSinkMetrics,
         log: logging.Logger,
+        audit: SinkAudit | None = None,
     ):
         self.config = config
         self.producer = producer
@@ -56,6 +60,8 @@ class AtLeastOnce:
         self.dead_letters = dead_letters
         self.metrics = metrics
         self.log = log
+        self.audit = audit
+        self._audit_lock = asyncio.Lock()
 
     async def run(self, channel: Channel) -> None:
         """Take, deliver and commit in take order until cancelled or a delivery fails."""
@@ -107,19 +113,24 @@ class AtLeastOnce:
             await batch.rollback()
 
     async def deliver(self, events) -> None:
-        """Produce `events` until each one is acknowledged or dead-lettered."""
+        """Produce `events` until each one is acknowledged or dead-lettered; then
+        publish the audit totals they changed."""
         cfg, dlq = self.config, self.dead_letters
         out = self.records.make(events, encode_all(cfg.format, events))
         backoff = Backoff(float(cfg.retry_backoff), float(cfg.max_retry_backoff))
         started = time.monotonic()
-        retry = dlq.records_of(out.dead)
-        failed = await self.producer.produce_round(out.topic, out.values, out.keys, out.headers)
+        retry = [(*r, 0) for r in dlq.records_of(out.dead)]  # (topic, value, key, headers, ts)
+        dead_lettered: list[tuple[str, bytes]] = []  # (topic, value) of out's records
+        failed = await self.producer.produce_round(
+            out.topic, out.values, out.keys, out.headers, out.timestamps
+        )
         while failed or retry:
-            for err, rtopic, value, key, headers in await self._isolate(failed):
+            for err, rtopic, value, key, headers, ts in await self._isolate(failed):
                 if not is_permanent(err):
-                    retry.append((rtopic, value, key, headers))
+                    retry.append((rtopic, value, key, headers, ts))
                 elif rtopic != dlq.name:
-                    retry.append(dlq.record(err.name(), rtopic, value, key, headers))
+                    dead_lettered.append((rtopic, value))
+                    retry.append((*dlq.record(err.name(), rtopic, value, key, headers), ts))
                 else:
                     self.metrics.counters.failed.inc()
                     self.log.error("dead-letter topic rejected a record: %s", err)
@@ -136,10 +147,34 @@ class AtLeastOnce:
                 await asyncio.sleep(delay)
             if not retry:
                 break
-            topics, values, keys, headers = map(list, zip(*retry, strict=True))
+            topics, values, keys, headers, stamps = map(list, zip(*retry, strict=True))
             retry = []
-            failed = await self.producer.produce_round(topics, values, keys, headers)
+            failed = await self.producer.produce_round(topics, values, keys, headers, stamps)
         self.metrics.ack_latency.observe(time.monotonic() - started)
+        if self.audit is not None:
+            skip = dead_indexes(out, dead_lettered) if dead_lettered else ()
+            self.audit.apply(self.audit.delivered(out, skip))
+            await self.publish_audit()
+
+    async def publish_audit(self) -> None:
+        """Produce the totals of the buckets changed since the last publication and
+        wait for them; one publication at a time, so that the last record of a key
+        in the topic is its latest total. What fails is published the next time."""
+        audit = self.audit
+        assert audit is not None
+        async with self._audit_lock:
+            if not audit.dirty:
+                return
+            buckets, audit.dirty = audit.dirty, set()
+            keys, values = zip(*audit.records({}, buckets), strict=True)
+            failed = await self.producer.produce_round(audit.topic, list(values), list(keys))
+            if failed:
+                audit.dirty |= buckets
+                self.metrics.audit_failures.inc()
+                self.log.warning(
+                    "audit records not acknowledged (%s); sent again with the next batch",
+                    failed[0][0],
+                )
 
     async def _isolate(self, failed: list[Failure]) -> list[Failure]:
         """A broker rejects a whole batch when one record in it is too large, and
@@ -153,6 +188,6 @@ class AtLeastOnce:
             return failed
         guilty = {id(f) for f in suspects}
         out = [f for f in failed if id(f) not in guilty]
-        for _, topic, value, key, headers in suspects:
-            out += await self.producer.produce_round(topic, [value], [key], [headers])
+        for _, topic, value, key, headers, ts in suspects:
+            out += await self.producer.produce_round(topic, [value], [key], [headers], [ts])
         return out

@@ -10,8 +10,8 @@ from typing import Literal
 
 from agent.api import Duration, Size
 from agent.delivery import Format
-from common.topic_names import POSITIONS_TOPIC
-from sinks.kafka.records import config_problems
+from common.topic_names import AUDIT_TOPIC, POSITIONS_TOPIC
+from sinks.kafka.records import TOPIC_NAME, config_problems
 from sinks.kafka.security import SaslConfig, TlsConfig, librdkafka_security, unreadable
 
 STATS_INTERVAL_MS = 5000  # librdkafka statistics.interval.ms unless `producer:` sets it
@@ -48,6 +48,8 @@ class KafkaSinkConfig:
     positions_topic: str = POSITIONS_TOPIC  # exactly_once: topic of committed positions
     transaction_timeout: Duration = Duration(60)  # exactly_once: broker aborts older ones
     commit_interval: Duration = Duration(0.5)  # exactly_once: most one transaction per this
+    audit: bool = True  # publish counts and checksums per host and minute (logflume audit)
+    audit_topic: str = AUDIT_TOPIC  # audit: where the totals go (compact,delete; 7 days)
 
 
 def problems(config: KafkaSinkConfig) -> list[str]:
@@ -74,6 +76,8 @@ def problems(config: KafkaSinkConfig) -> list[str]:
             problem = path is not None and unreadable(path)
             if problem:
                 errors.append(f"tls.{name}: {problem}")
+    if config.audit and not TOPIC_NAME.fullmatch(config.audit_topic):
+        errors.append(f"audit_topic: {config.audit_topic!r} is not a topic name")
     if config.sasl is not None and not config.sasl.password:
         errors.append("sasl.password: must not be empty")
     return errors

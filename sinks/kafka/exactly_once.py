@@ -33,6 +33,9 @@ arrives meanwhile waits in the channel and goes in the next, larger transaction.
 lone line after a quiet spell goes at once; a busy source's lines wait at most the
 interval.
 
+With the audit on, each transaction also holds the audit totals of the buckets its
+records change (audit.py): they are committed exactly when the records are.
+
 Records a broker rejects for good (too large, invalid) make the transaction fail;
 it is aborted, the take rolled back, and the next attempt sends those records to
 the dead-letter topic instead. Other failures abort and retry after a backoff that
@@ -52,6 +55,7 @@ import time
 from agent.api import Channel, Event, TakeBatch
 from agent.delivery import encode_all
 from common.backoff import Backoff
+from sinks.kafka.audit import SinkAudit
 from sinks.kafka.config import KafkaSinkConfig
 from sinks.kafka.dead_letters import DeadLetterTopic
 from sinks.kafka.metrics import KafkaSinkMetrics
@@ -89,6 +93,7 @@ class ExactlyOnce:
         dead_letters: DeadLetterTopic,
         metrics: KafkaSinkMetrics,
         log: logging.Logger,
+        audit: SinkAudit | None = None,
     ):
         self.config = config
         self.producer = producer
@@ -98,6 +103,7 @@ class ExactlyOnce:
         self.dead_letters = dead_letters
         self.metrics = metrics
         self.log = log
+        self.audit = audit
 
     async def run(self, channel: Channel) -> None:
         cfg, log, conf = self.config, self.log, self.client_settings
@@ -136,8 +142,9 @@ class ExactlyOnce:
         await take.rollback()
 
     async def deliver(self, events: list[Event], records: list[tuple[bytes, bytes]]) -> None:
-        """Commit one transaction holding `events` and the position `records`; retry
-        aborted attempts, dead-lettering the records the broker refused for good."""
+        """Commit one transaction holding `events`, the position `records` and the
+        audit totals the events change; retry aborted attempts, dead-lettering the
+        records the broker refused for good."""
         from confluent_kafka import KafkaException
 
         cfg, producer = self.config, self.producer
@@ -165,6 +172,12 @@ class ExactlyOnce:
                 await self._produce(topic, value, key, headers, on_delivery)
             for key, value in records:
                 await self._produce(cfg.positions_topic, value, key, None, on_delivery)
+            delta = {}
+            if self.audit is not None:
+                skip = {i for i, v in enumerate(values) if v in rejected} if rejected else ()
+                delta = self.audit.delivered(out, skip)
+                for key, value in self.audit.records(delta):
+                    await self._produce(self.audit.topic, value, key, None, on_delivery)
             try:
                 await self._commit()
             except KafkaException as exc:
@@ -173,6 +186,8 @@ class ExactlyOnce:
                     raise
                 await producer.abort_transaction(COMMIT_TIMEOUT_S)
             else:
+                if self.audit is not None:
+                    self.audit.apply(delta)
                 self.metrics.ack_latency.observe(time.monotonic() - started)
                 return
             for error, value in failed:
@@ -209,23 +224,22 @@ class ExactlyOnce:
         from confluent_kafka import KafkaException
 
         produce, values, n = self.producer.produce, out.values, len(out.values)
-        topics, keys, headers = out.topic, out.keys, out.headers
+        topics, keys, headers, stamps = out.topic, out.keys, out.headers, out.timestamps
         while i < n:
             value = values[i]
             topic = topics if isinstance(topics, str) else topics[i]
             key = keys[i] if keys is not None else None
             hdrs = headers[i] if headers is not None else None
+            ts = stamps if isinstance(stamps, int) else stamps[i]
             refusal = rejected.get(value) if rejected else None
             try:
-                if refusal is None and hdrs is None:
-                    produce(topic, value, key, PARTITION_ANY, on_delivery)
-                elif refusal is None:  # (..., on_delivery, its alias, timestamp 0: now, headers)
-                    produce(topic, value, key, PARTITION_ANY, on_delivery, None, 0, hdrs)
+                if refusal is None:  # (..., on_delivery, its alias, timestamp, headers)
+                    produce(topic, value, key, PARTITION_ANY, on_delivery, None, ts, hdrs)
                 else:
                     dlq, dead, key, hdrs = self.dead_letters.record(
                         refusal.name(), topic, value, key, hdrs
                     )
-                    produce(dlq, dead, key, PARTITION_ANY, on_delivery, None, 0, hdrs)
+                    produce(dlq, dead, key, PARTITION_ANY, on_delivery, None, ts, hdrs)
             except BufferError:
                 return i
             except KafkaException as exc:  # refused by librdkafka itself (too large)

@@ -1,5 +1,5 @@
 """The kafka sink's own series: delivery counters, acknowledgement latency, dead
-letters, retries, the age of the oldest undelivered batch and authentication
+letters, retries, audit publications that failed, the age of the oldest undelivered batch and authentication
 failures (librdkafka's statistics are stats.py's)."""
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ class KafkaSinkMetrics:
         self.oldest_age = m.gauge(
             "logflume_agent_oldest_undelivered_event_age_seconds",
             "Time since the sink took its oldest batch not yet acknowledged (0: none)",
+            component=c,
+        )
+        self.audit_failures = m.counter(
+            "logflume_agent_audit_publish_failures_total",
+            "Publications of audit totals the broker did not acknowledge (sent again later)",
             component=c,
         )
         self.auth_failures = m.counter(

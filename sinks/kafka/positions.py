@@ -15,9 +15,9 @@ import time
 import orjson
 
 from agent.api import Channel, Event, TakeBatch
+from sinks.kafka.admin import READ_TIMEOUT_S, ensure_topic
 
 POSITIONS_PARTITIONS = 1
-READ_TIMEOUT_S = 30.0  # most time to read the positions topic at start
 
 
 def position_key(transactional_id: str, kind: str, *parts: str) -> bytes:
@@ -146,25 +146,7 @@ def read_positions(consumer_conf: dict, topic: str, positions: CommittedPosition
 
 def ensure_positions_topic(admin_conf: dict, topic: str, log) -> None:
     """Create the compacted positions topic unless it exists (blocking)."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient(admin_conf)
-    if topic in admin.list_topics(timeout=READ_TIMEOUT_S).topics:
-        return
-    brokers = len(admin.list_topics(timeout=READ_TIMEOUT_S).brokers)
-    new = NewTopic(
-        topic,
-        num_partitions=POSITIONS_PARTITIONS,
-        replication_factor=min(3, max(1, brokers)),
-        config={"cleanup.policy": "compact"},
-    )
-    try:
-        admin.create_topics([new], request_timeout=READ_TIMEOUT_S)[topic].result(READ_TIMEOUT_S)
-        log.info("created the positions topic %s", topic)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
+    ensure_topic(admin_conf, topic, POSITIONS_PARTITIONS, {"cleanup.policy": "compact"}, log)
 
 
 async def resolve_sources(channel: Channel, positions: CommittedPositions, log) -> None:

@@ -3,6 +3,9 @@ headers (its value is the sink's `format`, agent/delivery.py).
 
 - topic and key are templates (templates.py); a constant topic is one string
   for the whole batch, and no key is None, so the sink keeps its lean produce call.
+- timestamp: the event's `time` (the line's own time, when a parser read it), else
+  the time of the batch; one int for the whole batch when no event has a time of
+  its own, so that the sink keeps its lean produce call.
 - headers: of the event headers named by the sink's `headers` option, those an
   event has become its record headers, values UTF-8. Events that share a headers
   dict (a source's run of lines) share one list of (name, bytes) pairs, so a value
@@ -15,6 +18,7 @@ headers (its value is the sink's `format`, agent/delivery.py).
 from __future__ import annotations
 
 import re
+import time
 from typing import NamedTuple, cast
 
 from agent.api import Event
@@ -36,13 +40,14 @@ class DeadLetter(NamedTuple):
 
 
 class Records(NamedTuple):
-    """Parallel lists, but `topic` is one string when every record has the same,
-    and `keys` / `headers` are None when no record has one."""
+    """Parallel lists, but `topic` is one string and `timestamps` one int when every
+    record has the same, and `keys` / `headers` are None when no record has one."""
 
     topic: str | list[str]
     values: list[bytes]
     keys: list[bytes | None] | None
     headers: list[Headers | None] | None
+    timestamps: int | list[int]  # epoch ms
     dead: list[DeadLetter]
 
 
@@ -55,6 +60,7 @@ class RecordMaker:
 
     def make(self, events: list[Event], values: list[bytes]) -> Records:
         headers = self.headers_of(events)
+        stamps = timestamps(events, int(time.time() * 1000))
         topic: str | list[str | None] | None = self.topic.constant
         if topic is None:
             topic = self._topics(events)
@@ -64,7 +70,7 @@ class RecordMaker:
             keys = [k if k is None else k.encode() for k in rendered]
         bad = self._bad(events, topic, keys)
         if not bad:  # so no topic is None
-            return Records(cast("str | list[str]", topic), values, keys, headers, [])
+            return Records(cast("str | list[str]", topic), values, keys, headers, stamps, [])
         dead = []
         for i in bad:
             where = topic if isinstance(topic, str) else topic[i] or self.topic.text
@@ -74,9 +80,11 @@ class RecordMaker:
         keep = [i for i in range(len(events)) if i not in bad]
 
         def pick(items):
-            return items if items is None or isinstance(items, str) else [items[i] for i in keep]
+            if items is None or isinstance(items, (str, int)):
+                return items
+            return [items[i] for i in keep]
 
-        return Records(pick(topic), pick(values), pick(keys), pick(headers), dead)
+        return Records(pick(topic), pick(values), pick(keys), pick(headers), pick(stamps), dead)
 
     def headers_of(self, events: list[Event]) -> list[Headers | None] | None:
         names = self.header_names
@@ -134,6 +142,14 @@ class RecordMaker:
         return f"INVALID_TOPIC: {self.topic.render(event)!r} is not a valid topic name"
 
 
+def timestamps(events: list[Event], now_ms: int) -> int | list[int]:
+    """The records' timestamps: `now_ms` for all when no event has a time of its own."""
+    times = [e.time for e in events]
+    if times.count(None) == len(times):
+        return now_ms
+    return [now_ms if t is None else t for t in times]
+
+
 def with_headers(failed: list[tuple], topics, values, keys, headers) -> list[tuple]:
     """`failed` with each record's headers, found among the records produced by its
     topic, value and key: librdkafka's delivery reports do not carry headers. Of
@@ -141,7 +157,7 @@ def with_headers(failed: list[tuple], topics, values, keys, headers) -> list[tup
     produced: dict[tuple, list] = {}
     for record in zip(topics, values, keys, headers, strict=True):
         produced.setdefault(record[:3], []).append(record[3])
-    return [(err, t, v, k, produced[(t, v, k)].pop()) for err, t, v, k, _ in failed]
+    return [(err, t, v, k, produced[(t, v, k)].pop(), ts) for err, t, v, k, _, ts in failed]
 
 
 def config_problems(topic: str, key: str | None, dead_letter_topic: str | None) -> list[str]:

@@ -15,6 +15,11 @@ A wrong password is an authentication error librdkafka reports through `error_cb
 logged and counted in logflume_agent_kafka_auth_failures_total; the records stay in
 the channel and are delivered once the credentials are fixed (reload or restart).
 
+The audit (`audit: true`, the default; audit.py): per host, topic and minute, the
+count and checksum of the records delivered are published to `audit_topic`, in the
+same transactions as the records under exactly-once; `logflume audit` compares them
+with what the topic holds and what the Spark jobs read.
+
 What explains a stalled sink is exported as gauges: librdkafka's statistics (every
 `statistics.interval.ms`, 5 s unless `producer:` says otherwise; 0 turns them off)
 give the producer queue's depth and, per broker, connection state, round-trip time
@@ -24,12 +29,16 @@ in-flight take batch (metrics.py).
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from agent.api import Channel, Sink, register
+from common.audit import AUDIT_PARTITIONS, AUDIT_TOPIC_CONFIG
 from common.hostname import this_host
 from common.topic_names import dead_letter_topic
+from sinks.kafka.admin import ensure_topic
 from sinks.kafka.at_least_once import AtLeastOnce
+from sinks.kafka.audit import SinkAudit
 from sinks.kafka.config import KafkaSinkConfig, client_settings, problems, producer_settings
 from sinks.kafka.dead_letters import DeadLetterTopic
 from sinks.kafka.exactly_once import ExactlyOnce
@@ -68,6 +77,11 @@ class KafkaSink(Sink):
         )
         key = parse(config.key) if config.key is not None else None
         self.records = RecordMaker(parse(config.topic), key, config.headers)
+        self.audit = (
+            SinkAudit(config.audit_topic, f"{context.agent}.{context.name}")
+            if config.audit
+            else None
+        )
 
     @property
     def transactional_id(self) -> str:
@@ -103,6 +117,15 @@ class KafkaSink(Sink):
             )
         )
         try:
+            if self.audit is not None:
+                await asyncio.to_thread(
+                    ensure_topic,
+                    client_settings(cfg, self.client_id),
+                    self.audit.topic,
+                    AUDIT_PARTITIONS,
+                    AUDIT_TOPIC_CONFIG,
+                    log,
+                )
             strategy: ExactlyOnce | AtLeastOnce
             if cfg.delivery == "exactly_once":
                 strategy = ExactlyOnce(
@@ -114,10 +137,11 @@ class KafkaSink(Sink):
                     self.dead_letters,
                     self.metrics,
                     log,
+                    self.audit,
                 )
             else:
                 strategy = AtLeastOnce(
-                    cfg, producer, self.records, self.dead_letters, self.metrics, log
+                    cfg, producer, self.records, self.dead_letters, self.metrics, log, self.audit
                 )
             await strategy.run(channel)
         finally:

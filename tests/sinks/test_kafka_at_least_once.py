@@ -37,14 +37,16 @@ class FakeProducer:
         self.fail = fail
         self.rounds: list[list[tuple]] = []
 
-    async def produce_round(self, topic, values, keys=None, headers=None):
+    async def produce_round(self, topic, values, keys=None, headers=None, timestamps=0):
         n = len(values)
         topics = [topic] * n if isinstance(topic, str) else topic
         keys = [None] * n if keys is None else keys
         headers = [None] * n if headers is None else headers
+        stamps = [timestamps] * n if isinstance(timestamps, int) else timestamps
         records = list(zip(topics, values, keys, headers, strict=True))
         self.rounds.append(records)
-        return [(err, *r) for r in records if (err := self.fail(r)) is not None]
+        failed = [(self.fail(r), *r, ts) for r, ts in zip(records, stamps, strict=True)]
+        return [f for f in failed if f[0] is not None]
 
 
 def strategy(tmp_path, producer, **options):
@@ -59,7 +61,7 @@ async def test_a_failed_delivery_rolls_its_take_back_into_the_channel(tmp_path):
     channel = MemoryChannel(MemoryChannel.Config(), context(tmp_path, "mem"))
 
     class Broken(FakeProducer):
-        async def produce_round(self, topic, values, keys=None, headers=None):
+        async def produce_round(self, topic, values, keys=None, headers=None, timestamps=0):
             raise RuntimeError("fatal producer error")
 
     loop, sink = strategy(tmp_path, Broken())

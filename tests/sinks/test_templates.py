@@ -112,10 +112,10 @@ def test_templated_topic_and_key_and_the_dead_letters_of_missing_fields():
 def test_failed_records_get_their_headers_back():
     topics, values, keys = ["t", "t", "u"], [b"a", b"b", b"a"], [None, b"k", None]
     headers = [[("host", b"1")], [("host", b"2")], None]
-    failed = [("err", "u", b"a", None, None), ("err", "t", b"b", b"k", None)]
+    failed = [("err", "u", b"a", None, None, 1), ("err", "t", b"b", b"k", None, 2)]
     assert with_headers(failed, topics, values, keys, headers) == [
-        ("err", "u", b"a", None, None),
-        ("err", "t", b"b", b"k", [("host", b"2")]),
+        ("err", "u", b"a", None, None, 1),
+        ("err", "t", b"b", b"k", [("host", b"2")], 2),
     ]
 
 

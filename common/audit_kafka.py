@@ -1,0 +1,146 @@
+"""The audit's reads of Kafka, for `logflume audit` and the console: the tiers'
+totals from the audit topic, and the `broker` tier, recounted from the data topics
+themselves (common/audit.py says what is counted and how).
+
+Both read with read_committed, from the first offset whose timestamp is at or after
+the window's start (`offsets_for_times`) to the partition's end as it was when the
+read began; records later than that are the next read's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from common.audit import (
+    BROKER,
+    AuditRecord,
+    Bucket,
+    Tally,
+    host_of,
+    latest_by_key,
+    minute_of,
+    tally_values,
+)
+
+READ_TIMEOUT_S = 30.0
+
+
+class AuditReadError(RuntimeError):
+    """A topic could not be read (unreachable, not authorized): the message says why."""
+
+
+def read_messages(
+    conf: dict,
+    topic: str,
+    since_ms: int | None,
+    handle: Callable[[list], None],
+    timeout_s: float = READ_TIMEOUT_S,
+) -> bool:
+    """Hand `handle` every committed message of `topic` from `since_ms` (None: the
+    beginning) to the end, in batches. False when the topic does not exist. Blocking."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            **conf,
+            "group.id": "logflume-audit",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            if meta is not None and meta.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise AuditReadError(f"topic {topic}: {meta.error.str()}")
+            return False
+        partitions = sorted(meta.partitions)
+        if since_ms is None:
+            firsts = dict.fromkeys(partitions, 0)
+        else:  # -1: no record at or after since_ms
+            asked = [TopicPartition(topic, p, since_ms) for p in partitions]
+            found = consumer.offsets_for_times(asked, timeout=timeout_s)
+            firsts = {tp.partition: tp.offset for tp in found}
+        ends, assigned = {}, []
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            start = max(firsts[p], low)
+            if firsts[p] >= 0 and high > start:
+                ends[p] = high
+                assigned.append(TopicPartition(topic, p, start))
+        if not ends:
+            return True
+        limits = dict(ends)  # `ends` keeps the partitions not read to their end yet
+        consumer.assign(assigned)
+        deadline = time.monotonic() + timeout_s
+        while ends:
+            batch = consumer.consume(10_000, 0.2)
+            if batch:
+                deadline = time.monotonic() + timeout_s
+            elif time.monotonic() > deadline:
+                raise AuditReadError(f"reading {topic}: no progress for {timeout_s:.0f}s")
+            good = []
+            for msg in batch:
+                err = msg.error()
+                if err is None:
+                    if msg.offset() < limits[msg.partition()]:
+                        good.append(msg)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    ends.pop(msg.partition(), None)
+                elif err.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    raise AuditReadError(f"reading {topic}: {err.str()}")
+            if good:
+                handle(good)
+            for tp in consumer.position([TopicPartition(topic, p) for p in list(ends)]):
+                if tp.offset >= ends[tp.partition]:
+                    del ends[tp.partition]
+    finally:
+        consumer.close()
+    return True
+
+
+def read_audit(
+    conf: dict, topic: str, from_ms: int, to_ms: int, timeout_s: float = READ_TIMEOUT_S
+) -> list[AuditRecord]:
+    """The last record of every key of the audit topic whose minute is in [from_ms,
+    to_ms). The whole topic is read: a bucket's total may be published long after
+    its minute."""
+    messages: list[tuple[bytes | None, bytes | None]] = []
+
+    def keep(batch: list) -> None:
+        messages.extend((m.key(), m.value()) for m in batch)
+
+    read_messages(conf, topic, None, keep, timeout_s)
+    return [r for r in latest_by_key(messages) if from_ms <= r.bucket.minute < to_ms]
+
+
+def recount(
+    conf: dict,
+    topics: Iterable[str],
+    from_ms: int,
+    to_ms: int,
+    hosts: set[str] | None = None,
+    timeout_s: float = READ_TIMEOUT_S,
+) -> list[AuditRecord]:
+    """The `broker` tier: every record of `topics` whose timestamp is in [from_ms,
+    to_ms), bucketed and checksummed as the agent does (of `hosts` only, when given)."""
+    buckets: dict[Bucket, Tally] = {}
+    for topic in topics:
+
+        def count(batch: list, topic: str = topic) -> None:
+            groups: dict[Bucket, list[bytes]] = {}
+            for msg in batch:
+                ts = msg.timestamp()[1]
+                if not from_ms <= ts < to_ms:
+                    continue
+                host = host_of(msg.headers())
+                if hosts is not None and host not in hosts:
+                    continue
+                groups.setdefault(Bucket(host, topic, minute_of(ts)), []).append(msg.value() or b"")
+            for bucket, values in groups.items():
+                tally_values(buckets, bucket, values)
+
+        read_messages(conf, topic, from_ms, count, timeout_s)
+    return [AuditRecord(BROKER, b, "recount", t) for b, t in buckets.items()]

@@ -1,0 +1,118 @@
+"""The kafka sink's tier of the audit (`agent`, common/audit.py): per (host, topic,
+minute of the record timestamp), how many records the sink delivered and their
+checksum, published to the audit topic as running totals.
+
+- exactly once: the audit records of the buckets a transaction changes go in that
+  transaction, so the totals and the data are committed together or not at all;
+- at least once: after a take batch is acknowledged, the totals of the buckets it
+  changed are produced and waited for (one publication at a time, so the last
+  record of a key is always its latest total); a publication that fails leaves its
+  buckets to the next one.
+
+The writer of a bucket's key is `<agent>.<sink>.<run id>` (a new run id at every
+start: a restarted sink adds to the totals of the one before, it does not replace
+them). Totals are kept for `KEEP_S` after their minute; a record later still opens
+the bucket again under a new writer.
+
+Records the sink sends to the dead-letter topic are not delivered, so not counted.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Collection
+
+from common.audit import AGENT, AuditRecord, Bucket, Tally, checksum, host_of, minute_of
+from sinks.kafka.records import Records
+
+KEEP_S = 6 * 3600.0
+
+
+class SinkAudit:
+    """Running totals of one sink's deliveries; event loop only."""
+
+    def __init__(self, topic: str, writer: str):
+        self.topic = topic
+        self._writer_base = f"{writer}.{uuid.uuid4().hex[:12]}"
+        self._generation = 0
+        self.totals: dict[Bucket, tuple[str, Tally]] = {}  # bucket -> (writer, total)
+        self.dirty: set[Bucket] = set()  # changed since they were last published
+        self._next_evict = time.monotonic() + 60
+
+    @property
+    def writer(self) -> str:
+        return f"{self._writer_base}.{self._generation}"
+
+    def delivered(self, out: Records, skip: Collection[int] = ()) -> dict[Bucket, Tally]:
+        """The tallies of `out`'s records, but those at the indexes `skip`."""
+        values, topic, headers, stamps = out.values, out.topic, out.headers, out.timestamps
+        n = len(values)
+        if not n:
+            return {}
+        one_run = headers is None or headers.count(headers[0]) == n
+        if not skip and isinstance(topic, str) and isinstance(stamps, int) and one_run:
+            host = host_of(headers[0] if headers is not None else None)
+            return {Bucket(host, topic, minute_of(stamps)): Tally(n, checksum(values))}
+        groups: dict[Bucket, list[bytes]] = {}
+        hosts: dict[int, str] = {}
+        for i in range(n):
+            if i in skip:
+                continue
+            h = headers[i] if headers is not None else None
+            if id(h) not in hosts:
+                hosts[id(h)] = host_of(h)
+            host = hosts[id(h)]
+            t = topic if isinstance(topic, str) else topic[i]
+            ts = stamps if isinstance(stamps, int) else stamps[i]
+            groups.setdefault(Bucket(host, t, minute_of(ts)), []).append(values[i])
+        return {b: Tally(len(v), checksum(v)) for b, v in groups.items()}
+
+    def records(self, delta: dict[Bucket, Tally], buckets: Collection[Bucket] = ()):
+        """(key, value) audit records of the totals that applying `delta` makes, for
+        its buckets and `buckets`."""
+        now_ms = int(time.time() * 1000)
+        out = []
+        for bucket in {*delta, *buckets}:
+            writer, total = self.totals.get(bucket) or (self.writer, Tally())
+            change = delta.get(bucket)
+            rec = AuditRecord(AGENT, bucket, writer, total.plus(change) if change else total)
+            out.append((rec.key(), rec.value(now_ms)))
+        return out
+
+    def apply(self, delta: dict[Bucket, Tally]) -> None:
+        """Add `delta` (now delivered) to the totals."""
+        for bucket, change in delta.items():
+            known = self.totals.get(bucket)
+            if known is None:
+                self.totals[bucket] = (self.writer, change)
+            else:
+                known[1].add(change)
+            self.dirty.add(bucket)
+        self._evict()
+
+    def _evict(self) -> None:
+        """Drop totals older than KEEP_S (looked at once a minute)."""
+        if time.monotonic() < self._next_evict:
+            return
+        self._next_evict = time.monotonic() + 60
+        horizon = int((time.time() - KEEP_S) * 1000)
+        if self.totals and min(b.minute for b in self.totals) < horizon:
+            for bucket in [b for b in self.totals if b.minute < horizon]:
+                del self.totals[bucket]
+                self.dirty.discard(bucket)
+            self._generation += 1
+
+
+def dead_indexes(out: Records, dead: list[tuple[str, bytes]]) -> set[int]:
+    """The indexes of `out`'s records that `dead` (topic, value) pairs name, each
+    pair naming one record."""
+    wanted = Counter(dead)
+    found = set()
+    for i, value in enumerate(out.values):
+        topic = out.topic if isinstance(out.topic, str) else out.topic[i]
+        if wanted[(topic, value)] > 0:
+            wanted[(topic, value)] -= 1
+            found.add(i)
+    return found

@@ -226,22 +226,52 @@ def totals(records: Iterable[AuditRecord]) -> dict[Bucket, dict[str, Tally]]:
     return out
 
 
+Coverage = dict[tuple[str, str], tuple[int, int]]  # (tier, topic) -> minutes compared
+
+
+def coverage(records: Iterable[AuditRecord]) -> Coverage:
+    """The minutes in which each Spark tier is held to the agent's counts, per topic:
+    from the first minute it counted (the realtime job's next one: it starts reading
+    at the topic's end, part way through a minute) to the last it counted (the
+    offline job runs hourly; neither has read what came after)."""
+    spans: dict[tuple[str, str], list[int]] = {}
+    for rec in records:
+        if rec.tier in (SPARK_OFFLINE, SPARK_REALTIME):
+            span = spans.setdefault((rec.tier, rec.bucket.topic), [rec.bucket.minute] * 2)
+            span[0] = min(span[0], rec.bucket.minute)
+            span[1] = max(span[1], rec.bucket.minute)
+    return {
+        key: (first + (MINUTE_MS if key[0] == SPARK_REALTIME else 0), last)
+        for key, (first, last) in spans.items()
+    }
+
+
 def reconcile(
     tiers_by_bucket: dict[Bucket, dict[str, Tally]],
     compared: Iterable[str],
     now_ms: int,
     grace_s: float = GRACE_S,
+    covered: Coverage | None = None,
 ) -> list[Verdict]:
     """A verdict per bucket, in (minute, host, topic) order. Each tier of `compared`
-    is held to the agent's count and checksum; a compared tier without the bucket
-    counted nothing of it. A bucket whose minute ended less than `grace_s` ago is
-    "still open" whatever the counts say."""
+    is held to the agent's count and checksum, the Spark tiers only within their
+    `covered` minutes (`coverage`); a compared tier without the bucket counted
+    nothing of it. A bucket whose minute ended less than `grace_s` ago is "still
+    open" whatever the counts say."""
     compared = [t for t in DOWNSTREAM if t in set(compared)]
     out = []
     for bucket in sorted(tiers_by_bucket, key=lambda b: (b.minute, b.host, b.topic)):
         tiers = tiers_by_bucket[bucket]
-        out.append(_verdict(bucket, tiers, compared, now_ms, grace_s))
+        held = [t for t in compared if _covers(covered or {}, t, bucket)]
+        out.append(_verdict(bucket, tiers, held, now_ms, grace_s))
     return out
+
+
+def _covers(covered: Coverage, tier: str, bucket: Bucket) -> bool:
+    if tier not in (SPARK_OFFLINE, SPARK_REALTIME):
+        return True
+    span = covered.get((tier, bucket.topic))
+    return span is not None and span[0] <= bucket.minute <= span[1]
 
 
 def _verdict(

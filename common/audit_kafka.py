@@ -17,6 +17,7 @@ from common.audit import (
     AuditRecord,
     Bucket,
     Tally,
+    coverage,
     host_of,
     latest_by_key,
     minute_of,
@@ -101,19 +102,16 @@ def read_messages(
     return True
 
 
-def read_audit(
-    conf: dict, topic: str, from_ms: int, to_ms: int, timeout_s: float = READ_TIMEOUT_S
-) -> list[AuditRecord]:
-    """The last record of every key of the audit topic whose minute is in [from_ms,
-    to_ms). The whole topic is read: a bucket's total may be published long after
-    its minute."""
+def read_audit(conf: dict, topic: str, timeout_s: float = READ_TIMEOUT_S) -> list[AuditRecord]:
+    """The last record of every key of the audit topic. The whole topic is read: a
+    bucket's total may be published long after its minute."""
     messages: list[tuple[bytes | None, bytes | None]] = []
 
     def keep(batch: list) -> None:
         messages.extend((m.key(), m.value()) for m in batch)
 
     read_messages(conf, topic, None, keep, timeout_s)
-    return [r for r in latest_by_key(messages) if from_ms <= r.bucket.minute < to_ms]
+    return latest_by_key(messages)
 
 
 def recount(
@@ -144,3 +142,79 @@ def recount(
 
         read_messages(conf, topic, from_ms, count, timeout_s)
     return [AuditRecord(BROKER, b, "recount", t) for b, t in buckets.items()]
+
+
+class AuditFollower:
+    """The audit topic, followed: the last record of every key whose minute is
+    within `horizon_ms` before now, and the Spark tiers' coverage (common/audit.py)
+    of everything read. One consumer, assigned once the topic exists, read from the
+    beginning; `update` reads what arrived since. Used from one thread."""
+
+    def __init__(self, conf: dict, topic: str, horizon_ms: int):
+        from confluent_kafka import Consumer
+
+        self.topic, self.horizon_ms = topic, horizon_ms
+        self.consumer = Consumer(
+            {
+                **conf,
+                "group.id": "logflume-audit",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        self.assigned = False
+        self.latest: dict[bytes, AuditRecord] = {}
+        self.spans: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def update(self, timeout_s: float = READ_TIMEOUT_S, poll_s: float = 0.5) -> None:
+        """Read everything published since the last call (until nothing more comes
+        within `poll_s`)."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+        if not self.assigned:
+            meta = self.consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                return
+            self.consumer.assign(
+                [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in meta.partitions]
+            )
+            self.assigned = True
+        horizon = int(time.time() * 1000) - self.horizon_ms
+        while True:
+            batch = self.consumer.consume(10_000, poll_s)
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise AuditReadError(f"reading {self.topic}: {err.str()}")
+                    continue
+                key = msg.key()
+                rec = AuditRecord.parse(key, msg.value())
+                if rec is None or key is None:
+                    continue
+                self._cover(rec)
+                if rec.bucket.minute >= horizon:
+                    self.latest[key] = rec
+            if not batch:
+                break
+        self.latest = {k: r for k, r in self.latest.items() if r.bucket.minute >= horizon}
+
+    def _cover(self, rec: AuditRecord) -> None:
+        key = (rec.tier, rec.bucket.topic)
+        first, last = self.spans.get(key, (rec.bucket.minute, rec.bucket.minute))
+        self.spans[key] = (min(first, rec.bucket.minute), max(last, rec.bucket.minute))
+
+    def records(self) -> list[AuditRecord]:
+        return list(self.latest.values())
+
+    def coverage(self):
+        """`common.audit.coverage` of every record read, old ones included."""
+        spans = [
+            AuditRecord(tier, Bucket("", topic, minute), "", Tally())
+            for (tier, topic), span in self.spans.items()
+            for minute in span
+        ]
+        return coverage(spans)
+
+    def close(self) -> None:
+        self.consumer.close()

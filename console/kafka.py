@@ -2,8 +2,9 @@
 `timeout` seconds) and raises KafkaException or RuntimeError on failure: the server
 runs them in a worker thread and shows the error on the page.
 
-`KafkaView` owns one AdminClient (thread-safe in librdkafka) and the stats reader's
-Consumer, which only `read_stats` touches (the server calls it from one refresh at a
+`KafkaView` owns one AdminClient (thread-safe in librdkafka), the stats reader's
+Consumer, which only `read_stats` touches, and the audit topic's follower, which
+only `audit` touches (the server calls it from one refresh at a
 time). The message browser makes a short-lived Consumer per request.
 """
 
@@ -13,13 +14,16 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from common.topic_names import is_internal
+from common.topic_names import AUDIT_TOPIC, is_internal
 from console.model import StatsFold, lag
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
 
+    from common.audit_kafka import AuditFollower
+
 STATS_BACKLOG = 2000  # rows of the stats topic read at start, per partition
+AUDIT_MINUTES = 30  # minutes of the audit grid
 
 
 class KafkaView:
@@ -34,11 +38,31 @@ class KafkaView:
         self.stats = StatsFold()
         self._stats_consumer: Consumer | None = None
         self._stats_partitions: set[int] = set()
+        self._audit: AuditFollower | None = None
 
     def close(self) -> None:
         if self._stats_consumer is not None:
             self._stats_consumer.close()
             self._stats_consumer = None
+        if self._audit is not None:
+            self._audit.close()
+            self._audit = None
+
+    # ---- the audit: what each tier counted per host and minute -------------------
+
+    def audit(self, now_ms: int) -> list:
+        """The verdicts of the last AUDIT_MINUTES minutes (common/audit.py), from the
+        audit topic as the agents and Spark jobs publish it (no recount)."""
+        from common.audit import DOWNSTREAM, reconcile, totals
+        from common.audit_kafka import AuditFollower
+
+        if self._audit is None:
+            conf = {**self.conf, "socket.timeout.ms": int(self.timeout * 1000)}
+            self._audit = AuditFollower(conf, AUDIT_TOPIC, AUDIT_MINUTES * 60_000)
+        self._audit.update(self.timeout, poll_s=0.1)
+        records = self._audit.records()
+        compared = {r.tier for r in records if r.tier in DOWNSTREAM}
+        return reconcile(totals(records), compared, now_ms, covered=self._audit.coverage())
 
     def _consumer(self, **extra):
         from confluent_kafka import Consumer

@@ -9,6 +9,8 @@
   counters) between two polls.
 - `agent_summary` / `partition_sizes`: what the page shows of an agent's or a
   broker's /metrics text.
+- `audit_grid`: the audit's verdicts (common/audit.py) as the page's grid, a row per
+  host and topic, a column per minute.
 """
 
 from __future__ import annotations
@@ -197,3 +199,36 @@ def lag(high_watermark: int, committed: int) -> int | None:
     if committed < 0:
         return None
     return max(0, high_watermark - committed)
+
+
+def audit_grid(verdicts: list, minutes: int) -> dict:
+    """The last `minutes` minutes of `verdicts` (common.audit.Verdict) as {"minutes":
+    [epoch ms...], "rows": [{"host", "topic", "cells": [cell or None per minute]}],
+    "summary": {status: n}}; a cell is {"status", "text", "tiers": {tier: {"count",
+    "checksum"}}}."""
+    if not verdicts:
+        return {"minutes": [], "rows": [], "summary": {}}
+    last = max(v.bucket.minute for v in verdicts)
+    columns = [last - 60_000 * i for i in range(minutes - 1, -1, -1)]
+    index = {m: i for i, m in enumerate(columns)}
+    rows: dict[tuple[str, str], list] = {}
+    summary: dict[str, int] = {}
+    for v in verdicts:
+        if v.bucket.minute not in index:
+            continue
+        cells = rows.setdefault((v.bucket.host, v.bucket.topic), [None] * len(columns))
+        doc = v.to_json()
+        cells[index[v.bucket.minute]] = {
+            "status": v.status,
+            "text": v.text(),
+            "tiers": doc["tiers"],
+        }
+        summary[v.status] = summary.get(v.status, 0) + 1
+    return {
+        "minutes": columns,
+        "rows": [
+            {"host": host, "topic": topic, "cells": cells}
+            for (host, topic), cells in sorted(rows.items())
+        ],
+        "summary": summary,
+    }

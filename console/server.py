@@ -5,15 +5,16 @@ shows, refreshed every `refresh` seconds by one background task (so any number o
 browser tabs cost the cluster nothing more): the cluster (metadata, controller,
 offsets; partition sizes from the brokers' /metrics when given; rates from the
 change of high watermarks), the consumer groups with their lag, the agents'
-/metrics and /health, and the folded nginx-stats rows. confluent-kafka calls block:
+/metrics and /health, the folded nginx-stats rows, and the audit's verdicts per
+host and minute (the agents' counts against the Spark jobs'). confluent-kafka calls block:
 they run in a worker thread, each with its own timeout, and a part that fails keeps
 its last data and carries the error, which the page shows. The message browser is
 read on demand, also in a thread.
 
 Routes: `/` (static/index.html), `/static/*` (the page's CSS and JS, package files:
 nothing comes from the internet), `/health`, and the JSON the page polls:
-`/api/cluster`, `/api/groups`, `/api/agents`, `/api/stats` (each `{"data", "error",
-"updated"}`) and `/api/messages?topic=&partition=&n=`.
+`/api/cluster`, `/api/groups`, `/api/agents`, `/api/stats`, `/api/audit` (each
+`{"data", "error", "updated"}`) and `/api/messages?topic=&partition=&n=`.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ import orjson
 from aiohttp import web
 
 from common.aio import within
-from console.kafka import KafkaView
-from console.model import Rates, agent_summary, partition_sizes
+from console.kafka import AUDIT_MINUTES, KafkaView
+from console.model import Rates, agent_summary, audit_grid, partition_sizes
 
 log = logging.getLogger("console")
 
 STATIC = Path(__file__).parent / "static"
 REFRESH_SECONDS = 2.0
 HTTP_TIMEOUT = 3.0
-PARTS = ("cluster", "groups", "agents", "stats")
+PARTS = ("cluster", "groups", "agents", "stats", "audit")
 MAX_MESSAGES = 500
 CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'"
 
@@ -132,6 +133,11 @@ class Console:
             self._set("stats", {"points": await self._kafka(self.view.read_stats)})
         except Exception as exc:
             self._set("stats", error=describe(exc))
+        try:
+            verdicts = await self._kafka(self.view.audit, int(time.time() * 1000))
+            self._set("audit", audit_grid(verdicts, AUDIT_MINUTES))
+        except Exception as exc:
+            self._set("audit", error=describe(exc))
 
     async def _refresh_cluster(self) -> None:
         try:

@@ -17,6 +17,8 @@ import signal
 import sys
 import threading
 
+from common.topic_names import AUDIT_TOPIC
+
 JOBS = ("offline", "realtime")
 
 
@@ -90,6 +92,19 @@ def _common(p, base: str) -> None:
         dest="fail_on_data_loss",
         action="store_false",
         help="skip offsets deleted by retention (with a warning) instead of failing",
+    )
+    p.add_argument(
+        "--audit-topic",
+        default=AUDIT_TOPIC,
+        help=f"where the job publishes what it read per host and minute, for `logflume audit` "
+        f"(default {AUDIT_TOPIC})",
+    )
+    p.add_argument(
+        "--no-audit",
+        dest="audit_topic",
+        action="store_const",
+        const=None,
+        help="publish no audit totals (a run that reprocesses data another job counted)",
     )
     p.add_argument(
         "--conf",
@@ -169,6 +184,7 @@ def run_offline(args) -> int:
             max_offsets_per_trigger=args.max_offsets_per_trigger,
             fail_on_data_loss=args.fail_on_data_loss,
             client=client,
+            audit_topic=args.audit_topic,
         )
     finally:
         spark.stop()
@@ -203,6 +219,7 @@ def run_realtime(args) -> int:
             starting_offsets=args.starting_offsets,
             fail_on_data_loss=args.fail_on_data_loss,
             client=client,
+            audit_topic=args.audit_topic,
         )
     finally:
         spark.stop()

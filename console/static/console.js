@@ -256,6 +256,54 @@ function drawChart(points) {
     "), 5xx " + last.status_5xx + "; orange points are provisional";
 }
 
+// ---- audit --------------------------------------------------------------------
+
+const AUDIT_MARK = {
+  complete: "✓", missing: "−", duplicated: "+", "checksum differs": "≠",
+  "still open": "…", "no agent count": "?", unchecked: "·",
+};
+
+function minuteLabel(ms) {
+  return new Date(ms).toISOString().slice(11, 16);
+}
+
+function showAuditCell(row, minute, cell) {
+  const box = document.getElementById("audit-detail");
+  const tiers = Object.entries(cell.tiers).map(([tier, t]) =>
+    tier + " " + t.count + " (checksum " + t.checksum + ")");
+  box.textContent = row.host + " " + row.topic + " " + minuteLabel(minute) + " UTC: " +
+    cell.text + "; " + tiers.join(", ");
+  box.className = "audit-detail status-" + cell.status.replaceAll(" ", "-");
+}
+
+function renderAudit(part) {
+  showError("audit-error", part.error ? "audit: " + part.error : "");
+  const data = part.data;
+  if (!data || !data.rows.length) return;
+  const head = document.querySelector("#audit-grid thead tr");
+  head.replaceChildren(el("th", {}, "Host"), el("th", {}, "Topic"),
+    ...data.minutes.map((m, i) => el("th", { class: "minute" },
+      i % 5 === 0 || i === data.minutes.length - 1 ? minuteLabel(m) : "")));
+  replaceBody("#audit-grid", data.rows.map((r) => {
+    const tr = row([{ text: r.host || "—" }, { text: r.topic }],
+      { "data-host": r.host, "data-topic": r.topic });
+    r.cells.forEach((cell, i) => {
+      const minute = data.minutes[i];
+      const td = el("td", {
+        class: "audit-cell" + (cell ? " status-" + cell.status.replaceAll(" ", "-") : ""),
+        "data-minute": minuteLabel(minute),
+        title: cell ? minuteLabel(minute) + " " + cell.text : "",
+      }, cell ? AUDIT_MARK[cell.status] || "" : "");
+      if (cell) td.addEventListener("click", () => showAuditCell(r, minute, cell));
+      tr.appendChild(td);
+    });
+    return tr;
+  }));
+  const parts = Object.entries(data.summary).map(([k, n]) => n + " " + k);
+  document.getElementById("audit-note").textContent =
+    "last " + data.minutes.length + " minutes: " + parts.join(", ");
+}
+
 // ---- message browser ----------------------------------------------------------
 
 async function browse(event) {
@@ -291,12 +339,13 @@ async function browse(event) {
 async function poll() {
   const status = document.getElementById("status");
   try {
-    const [cluster, groups, agents, stats] = await Promise.all(
-      ["cluster", "groups", "agents", "stats"].map((p) => getJSON("/api/" + p)));
+    const [cluster, groups, agents, stats, audit] = await Promise.all(
+      ["cluster", "groups", "agents", "stats", "audit"].map((p) => getJSON("/api/" + p)));
     renderCluster(cluster);
     renderGroups(groups);
     renderAgents(agents);
     renderStats(stats);
+    renderAudit(audit);
     const stamp = cluster.updated ? new Date(cluster.updated * 1000).toLocaleTimeString() : "—";
     status.textContent = "updated " + stamp;
     status.className = "muted";

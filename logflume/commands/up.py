@@ -17,7 +17,8 @@ Theory of operation:
    default settings), the agents (waited for on /health), the traffic generator,
    the web console (`logflume console` on 127.0.0.1:`--console-port`, reading the
    broker, its metrics on 127.0.0.1:`--broker-metrics-port` for partition sizes (single
-   node only), and the agents' metrics), and the near-real-time Spark job unless
+   node only), and the agents' metrics), the audit (`logflume audit --serve`, its
+   metrics on 127.0.0.1:`--audit-port`), and the near-real-time Spark job unless
    `--no-spark`. The generator first writes
    `--backfill-seconds` of history into a new access log and Spark starts a new
    checkpoint at the earliest offsets, so complete minutes are reported as soon as
@@ -100,6 +101,12 @@ def add_parser(subparsers) -> None:
         type=int,
         default=8287,
         help="the single-node broker's /metrics port on 127.0.0.1 (default 8287)",
+    )
+    p.add_argument(
+        "--audit-port",
+        type=int,
+        default=8289,
+        help="`logflume audit --serve`'s /metrics port on 127.0.0.1 (default 8289)",
     )
     p.add_argument("--grace", type=float, default=15.0, help="seconds each child gets to stop")
     p.set_defaults(func=run)
@@ -249,6 +256,8 @@ class Demo:
         if self.broker_metrics:
             console += ["--broker-metrics", self.broker_metrics]
         sup.start(ChildSpec("console", console))
+        audit = self.py + ["audit", "--serve", "--bootstrap-server", self.bootstrap]
+        sup.start(ChildSpec("audit", audit + ["--listen", f"127.0.0.1:{args.audit_port}"]))
         sup.start(
             ChildSpec(
                 "loggen",
@@ -327,6 +336,10 @@ class Demo:
                 lines.append(f"           metrics http://{address[0]}:{address[1]}/metrics")
         lines.append(f"           config {rel(config_path)} (derived from {self.args.config})")
         lines.append(f"  console  http://127.0.0.1:{self.args.console_port}/")
+        lines.append(
+            f"  audit    http://127.0.0.1:{self.args.audit_port}/metrics: lines missing per host"
+            " and minute, every 30s"
+        )
         access = rel(self.data_dir / "demo" / "access.log")
         lines.append(f"  loggen   ~{self.args.rate:g} nginx lines/s appended to {access}")
         stats = rel(self.data_dir / "stats")
@@ -345,6 +358,7 @@ class Demo:
         consume = f"{cli} consume --bootstrap-server {self.bootstrap} --topic"
         lines.append(f"  {consume} netcat --from-beginning")
         lines.append(f"  {consume} nginx-access")
+        lines.append(f"  {cli} audit --bootstrap-server {self.bootstrap} --from 15m --recount")
         if not self.args.no_spark:
             lines.append(f"  {consume} nginx-stats --from-beginning")
             lines.append(f"  ls {stats}/minute/")
@@ -399,7 +413,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    ports = [("--console-port", args.console_port)]
+    ports = [("--console-port", args.console_port), ("--audit-port", args.audit_port)]
     if not args.cluster:
         ports.append(("--broker-metrics-port", args.broker_metrics_port))
     for flag, port in ports:

@@ -15,7 +15,7 @@ import time
 import orjson
 
 from agent.api import Channel, Event, TakeBatch
-from sinks.kafka.admin import READ_TIMEOUT_S, ensure_topic
+from common.kafka_admin import READ_TIMEOUT_S, ensure_topic
 
 POSITIONS_PARTITIONS = 1
 

@@ -35,8 +35,8 @@ import time
 from agent.api import Channel, Sink, register
 from common.audit import AUDIT_PARTITIONS, AUDIT_TOPIC_CONFIG
 from common.hostname import this_host
+from common.kafka_admin import ensure_topic
 from common.topic_names import dead_letter_topic
-from sinks.kafka.admin import ensure_topic
 from sinks.kafka.at_least_once import AtLeastOnce
 from sinks.kafka.audit import SinkAudit
 from sinks.kafka.config import KafkaSinkConfig, client_settings, problems, producer_settings

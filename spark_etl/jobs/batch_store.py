@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from spark_etl import access_log
+from spark_etl import access_log, audit
 from spark_etl.jobs import hour_parts
 from spark_etl.source import client
 from spark_etl.source.datasource import RECORDS_ARROW_SCHEMA
@@ -47,11 +47,16 @@ SUMMARY_SCHEMA = pa.schema(
         ("partition", pa.int32()),
         ("parse_ok", pa.bool_()),
         ("hour_key", pa.int64()),  # hour_parts.hour_keys; null for unparsable rows
+        ("record_host", pa.string()),  # the audit's bucket (spark_etl/audit.py)
+        ("record_minute", pa.int64()),
         ("n", pa.int64()),
         ("lo", pa.int64()),
         ("hi", pa.int64()),
+        ("hash_hi", pa.int64()),
+        ("hash_lo", pa.int64()),
     ]
 )
+SUMMARY_KEYS = ["topic", "partition", "parse_ok", "hour_key", "record_host", "record_minute"]
 # Rows per parse call: the parse's few dozen Arrow kernels cost ~1.3 us a line less
 # over 100,000 rows than over the reader's batches of 10,000.
 PARSE_BATCH = 100_000
@@ -156,7 +161,8 @@ class BatchStore:
         try:
             for batch in _rebatched(self._records(ranges)):
                 parsed = access_log.parse_batch(batch)
-                summaries.append(self._one(fs, root, task, parsed, files, rows))
+                audited = audit.audit_columns(batch)
+                summaries.append(self._one(fs, root, task, parsed, audited, files, rows))
             for f in files.values():
                 f.close()
             for key, tables in rows.items():
@@ -179,7 +185,7 @@ class BatchStore:
                     self.source, tp, r["start"], r["end"], RECORDS_ARROW_SCHEMA
                 )
 
-    def _one(self, fs, root, task, parsed: pa.RecordBatch, files, rows) -> pa.Table:
+    def _one(self, fs, root, task, parsed: pa.RecordBatch, audited, files, rows) -> pa.Table:
         ok = parsed.column("parse_ok")
         keys = np.where(ok.to_numpy(zero_copy_only=False), hour_parts.hour_keys(parsed["time"]), -1)
         stored = parsed.drop_columns(["parse_ok", "raw"])
@@ -198,17 +204,28 @@ class BatchStore:
                 path = reject_file(root, self.batch_id, task)
                 files["rejects"] = _File(fs, path, rejects.schema)
             files["rejects"].write(rejects)
+        hash_hi, hash_lo = audit.hash_halves(audited["value_hash"])
         table = pa.table(
             {
                 "topic": parsed["topic"],
                 "partition": parsed["partition"],
                 "parse_ok": ok,
                 "hour_key": pa.array(keys, mask=keys < 0),
+                "record_host": audited["record_host"],
+                "record_minute": audited["record_minute"],
                 "offset": parsed["offset"],
+                "hash_hi": hash_hi,
+                "hash_lo": hash_lo,
             }
         )
-        return table.group_by(["topic", "partition", "parse_ok", "hour_key"]).aggregate(
-            [([], "count_all"), ("offset", "min"), ("offset", "max")]
+        return table.group_by(SUMMARY_KEYS).aggregate(
+            [
+                ([], "count_all"),
+                ("offset", "min"),
+                ("offset", "max"),
+                ("hash_hi", "sum"),
+                ("hash_lo", "sum"),
+            ]
         )
 
 
@@ -226,20 +243,29 @@ def _rebatched(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def _summary(task: int, parts: list[pa.Table]) -> pa.Table:
-    keys = ["topic", "partition", "parse_ok", "hour_key"]
     if not parts:
         return SUMMARY_SCHEMA.empty_table()
     merged = (
         pa.concat_tables(parts)
-        .group_by(keys, use_threads=False)
-        .aggregate([("count_all", "sum"), ("offset_min", "min"), ("offset_max", "max")])
+        .group_by(SUMMARY_KEYS, use_threads=False)
+        .aggregate(
+            [
+                ("count_all", "sum"),
+                ("offset_min", "min"),
+                ("offset_max", "max"),
+                ("hash_hi_sum", "sum"),
+                ("hash_lo_sum", "sum"),
+            ]
+        )
     )
     return pa.table(
         {
             "task": pa.array(np.full(merged.num_rows, task, np.int32)),
-            **{k: merged[k] for k in keys},
+            **{k: merged[k] for k in SUMMARY_KEYS},
             "n": merged["count_all_sum"],
             "lo": merged["offset_min_min"],
             "hi": merged["offset_max_max"],
+            "hash_hi": merged["hash_hi_sum_sum"],
+            "hash_lo": merged["hash_lo_sum_sum"],
         }
     ).cast(SUMMARY_SCHEMA)

@@ -28,7 +28,10 @@ offset ranges, one row per Spark task. Each micro-batch (foreachBatch,
    the hour (every batch of every run) in the driver and overwrite
    `<output>/hourly/date=D/hour=H/` and `<output>/top_paths/date=D/hour=H/`. The
    figures are exact (see `hour_parts`).
-3. Return; Spark commits the batch.
+3. Publish the batch's audit totals (per host, topic and minute of the record
+   timestamps: records read, parsed, rejected, checksum; spark_etl/audit.py) to
+   the audit topic, keyed by this job and batch id, so a re-run rewrites them.
+4. Return; Spark commits the batch.
 
 So an hour's aggregates are always a pure function of the distinct records stored
 for it (each batch's partials are a function of its stored rows of the hour): late records for an hour written by an earlier run simply cause that hour
@@ -48,13 +51,23 @@ import posixpath
 import time
 from collections.abc import Callable
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from common.audit import SPARK_OFFLINE
+from common.topic_names import AUDIT_TOPIC
+from spark_etl import audit
 from spark_etl.jobs import batch_store, hour_parts
-from spark_etl.jobs.common import hadoop_path_exists, printer, source_options
+from spark_etl.jobs.common import (
+    Publisher,
+    ensure_audit_topic,
+    hadoop_path_exists,
+    printer,
+    source_options,
+)
 from spark_etl.source.options import SourceOptions
 
 
@@ -73,9 +86,16 @@ class _Batch:
     """The foreachBatch handler. Called by Spark on the driver, one batch at a time."""
 
     def __init__(
-        self, source: SourceOptions, output: str, report: OfflineReport, say, after_store=None
+        self,
+        source: SourceOptions,
+        output: str,
+        report: OfflineReport,
+        say,
+        after_store=None,
+        audit_to: tuple[Publisher, str] | None = None,
     ):
         self.source = source
+        self.audit_to = audit_to  # (publisher, audit topic), or None: no audit
         self.output = output.rstrip("/")
         self.fs, self.root = batch_store.filesystem(self.output)
         self.report = report
@@ -100,6 +120,8 @@ class _Batch:
         hours = [hour_parts.hour_name(k) for k in keys]
         for date, hour in hours:
             self._recompute(date, hour)
+        if self.audit_to is not None:
+            self._publish_audit(batch_id, summary)
         done = time.perf_counter()
         self.timings = {"store": stored_at - started, "figures": done - stored_at}
         self.report.batches += 1
@@ -113,6 +135,17 @@ class _Batch:
             f"{self.timings['store']:.1f}s read+parse+store, "
             f"{self.timings['figures']:.1f}s hour figures"
         )
+
+    def _publish_audit(self, batch_id: int, summary: pa.Table) -> None:
+        """The batch's audit totals, under a writer of this job and batch: a re-run of
+        the batch (same offsets, same totals) rewrites the same keys."""
+        assert self.audit_to is not None
+        publisher, topic = self.audit_to
+        parsed = pc.if_else(pc.fill_null(summary["parse_ok"], False), summary["n"], 0)
+        totals = audit.Totals()
+        totals.add(summary.append_column("parsed", parsed))
+        writer = f"offline-{audit.job_id(self.output)}.b{batch_id}"
+        publisher.send(topic, totals.records(SPARK_OFFLINE, writer))
 
     def _drop_stale(self, batch_id: int, summary) -> None:
         """Remove files of batch `batch_id` that this attempt did not write (an earlier
@@ -189,11 +222,14 @@ def run_offline(
     client: dict[str, str] | None = None,
     say: Callable[[str], None] | None = None,
     after_store: Callable[[int], None] | None = None,
+    audit_topic: str | None = AUDIT_TOPIC,
 ) -> OfflineReport:
     """Process everything that arrived since the last run, then return.
 
     `after_store(batch_id)` runs between steps 1 and 2 of each batch (see the module
-    docstring); tests use it to crash a batch half-way.
+    docstring); tests use it to crash a batch half-way. `audit_topic`: where each
+    batch publishes its audit totals (spark_etl/audit.py) before Spark commits it;
+    None: nowhere.
     """
     say = say or printer()
     output = batch_store.absolute(output.rstrip("/"))
@@ -223,14 +259,25 @@ def run_offline(
     stream = spark.readStream.format("logflume").options(**options).load()
     source = SourceOptions.parse(options, streaming=True)
     say(f"offline: {topic} @ {bootstrap} -> {output} (checkpoint {ckpt})")
-    query = (
-        stream.writeStream.foreachBatch(_Batch(source, output, report, say, after_store))
-        .option("checkpointLocation", ckpt)
-        .trigger(availableNow=True)
-        .queryName("logflume-offline")
-        .start()
-    )
-    query.awaitTermination()
+    publisher = None
+    if audit_topic:
+        ensure_audit_topic(bootstrap, audit_topic, client)
+        publisher = Publisher(bootstrap, client)
+    audit_to = (publisher, audit_topic) if publisher is not None and audit_topic else None
+    try:
+        query = (
+            stream.writeStream.foreachBatch(
+                _Batch(source, output, report, say, after_store, audit_to)
+            )
+            .option("checkpointLocation", ckpt)
+            .trigger(availableNow=True)
+            .queryName("logflume-offline")
+            .start()
+        )
+        query.awaitTermination()
+    finally:
+        if publisher is not None:
+            publisher.close()
     report.seconds = time.monotonic() - started
     say(
         f"offline: done in {report.seconds:.1f}s: {report.batches} batches, {report.rows} records, "

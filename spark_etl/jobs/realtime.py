@@ -40,6 +40,10 @@ rows to a finalized minute. Rows whose window has closed are dropped as late (th
 offline job, which never drops late rows, is the reference); unparsable and late
 rows are counted in the progress line.
 
+The audit: every batch adds its records (parsed or not, late or not) to running
+totals per host, topic and minute of the record timestamps, saved with the window
+state, and publishes the buckets it changed to the audit topic (spark_etl/audit.py).
+
 The checkpoint and the output must be on the local file system (the staged rows
 and final files are written by the driver).
 """
@@ -64,9 +68,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from common.audit import SPARK_REALTIME
 from common.fsutil import atomic_write
+from common.topic_names import AUDIT_TOPIC
+from spark_etl import audit
 from spark_etl import transforms as T
-from spark_etl.jobs.common import printer, source_stream
+from spark_etl.jobs.common import Publisher, ensure_audit_topic, printer, source_stream
 from spark_etl.jobs.window_state import COUNTS, WINDOW_S, WindowState, minute_figures
 from spark_etl.source.options import offsets_from_json
 
@@ -74,6 +81,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 QUERY_NAME = "logflume-realtime"
+AUDIT_KEEP_S = 6 * 3600  # audit totals kept this long after their minute (then a new writer)
 PROGRESS_SECONDS = 10.0
 STOP_INTERRUPTED = "interrupted by stop"  # a batch's error when a stop cuts it
 FIGURES = ("unique_clients", "rt_p50", "rt_p95", "rt_p99")
@@ -127,38 +135,6 @@ def window_doc(minute: int, host: str | None, figures: dict, final: bool) -> tup
     return (start.encode() if host is None else f"{start} {host}".encode(), value)
 
 
-class Publisher:
-    """One producer for the job (acks=all); `send` returns once every row is
-    acknowledged and raises if any failed. Thread-safe (the batch thread and the
-    finalizer both publish)."""
-
-    def __init__(self, bootstrap: str, topic: str, client: dict[str, str] | None = None):
-        from confluent_kafka import Producer
-
-        from common.kafka_properties import translate
-
-        self.topic = topic
-        conf = {"bootstrap.servers": bootstrap} | translate(client or {})
-        self.producer = Producer(conf | {"acks": "all", "linger.ms": 0})
-
-    def send(self, rows: list[tuple]) -> None:
-        from confluent_kafka import KafkaException
-
-        errors = []
-
-        def delivered(err, _msg) -> None:
-            if err is not None:
-                errors.append(err)
-
-        for key, value in rows:
-            self.producer.produce(self.topic, value, key, on_delivery=delivered)
-        if self.producer.flush(30) or errors:
-            raise KafkaException(errors[0] if errors else "publish: flush timed out")
-
-    def close(self) -> None:
-        self.producer.close()
-
-
 class RealtimeJob:
     """The query and its window bookkeeping. `start()` runs it; `failure()` is the
     first error of the query or the finalizer; `stop()` ends both."""
@@ -179,8 +155,10 @@ class RealtimeJob:
         fail_on_data_loss: bool = True,
         client: dict[str, str] | None = None,
         say: Callable[[str], None] | None = None,
+        audit_topic: str | None = AUDIT_TOPIC,
     ):
         self.spark = spark
+        self.audit_topic = audit_topic
         self.client = client
         self.bootstrap, self.topic, self.stats_topic = bootstrap, topic, stats_topic
         self.trigger_seconds, self.provisional = trigger_seconds, provisional
@@ -192,7 +170,8 @@ class RealtimeJob:
         ckpt = _local(checkpoint, "--checkpoint")
         self.stream_dir, self.state_dir = ckpt / "stream", ckpt / "state"
         self.staging = ckpt / "staging"
-        self.publisher = Publisher(bootstrap, stats_topic, client)
+        self.audit_writer = f"realtime-{audit.job_id(str(ckpt))}"
+        self.publisher = Publisher(bootstrap, client)
         self.state: WindowState | None = None
         self.query: StreamingQuery | None = None
         self.finalizer = Finalizer(self)
@@ -200,6 +179,8 @@ class RealtimeJob:
         self.stats = BatchStats()
 
     def start(self) -> RealtimeJob:
+        if self.audit_topic is not None:
+            ensure_audit_topic(self.bootstrap, self.audit_topic, self.client)
         self._retire_file_sink_log()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         saved = self._load_state(None)
@@ -216,7 +197,8 @@ class RealtimeJob:
                     None,
                     self.fail_on_data_loss,
                     self.client,
-                )  # fmt: skip
+                ),
+                audit=self.audit_topic is not None,
             )
         )
         writer = (
@@ -287,15 +269,29 @@ class RealtimeJob:
         step = state.step(batch_id, rows)
         if self.provisional and step.changed:
             self.publisher.send(
+                self.stats_topic,
                 [
                     window_doc(m, h, dict(zip(COUNTS, c, strict=True)), False)
                     for (m, h), c in step.changed.items()
-                ]  # fmt: skip
+                ],  # fmt: skip
             )
+        if self.audit_topic is not None:
+            self._audit(state, rows)
         self._stage(batch_id, step.kept)
         self._save(state)
         self.finalizer.after(state)
         self.stats.add(rows.num_rows, step.unparsable, step.late, time.monotonic() - started)
+
+    def _audit(self, state: WindowState, rows: pa.Table) -> None:
+        """Add the batch's records to the audit totals and publish the buckets it
+        changed (a replayed batch starts from the same totals: same records)."""
+        assert self.audit_topic is not None
+        changed = state.audit.add(audit.grouped(rows, []))
+        if changed:
+            records = state.audit.records(SPARK_REALTIME, self.audit_writer, changed)
+            self.publisher.send(self.audit_topic, records)
+        if state.max_time_ms is not None:
+            state.audit.forget_before(state.max_time_ms - int(AUDIT_KEEP_S * 1000))
 
     def _state_before(self, batch_id: int) -> WindowState:
         """A copy of the state batch `batch_id` starts from (a failed batch must not
@@ -340,10 +336,11 @@ class RealtimeJob:
             if rows:
                 self._write_final(minute, rows)
                 self.publisher.send(
+                    self.stats_topic,
                     [
                         window_doc(minute, r["host"], {k: r[k] for k in (*COUNTS, *FIGURES)}, True)
                         for r in rows
-                    ]  # fmt: skip
+                    ],  # fmt: skip
                 )
             shutil.rmtree(staged, ignore_errors=True)
 

@@ -16,7 +16,7 @@ which rows count and what changes:
 - Unparsable rows are counted, never staged.
 
 The state is small (the counts of the open windows, the latest event time, the
-batch it follows) and goes to JSON after every batch, so a restarted job resumes
+batch it follows, the audit's totals of the last hours) and goes to JSON after every batch, so a restarted job resumes
 the running counts exactly where the committed batches left them.
 """
 
@@ -29,6 +29,8 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from spark_etl.audit import Totals
 
 WINDOW_S = 60
 COUNTS = ("requests", "status_2xx", "status_3xx", "status_4xx", "status_5xx", "bytes")
@@ -56,6 +58,8 @@ class WindowState:
     batch_id: int = -1
     max_time_ms: int | None = None
     open: dict[Key, list[int]] = dataclasses.field(default_factory=dict)
+    # the job's audit totals (spark_etl/audit.py), saved with the windows after each batch
+    audit: Totals = dataclasses.field(default_factory=Totals)
 
     @property
     def watermark_ms(self) -> int | None:
@@ -95,6 +99,7 @@ class WindowState:
                 "batch_id": self.batch_id,
                 "max_time_ms": self.max_time_ms,
                 "open": [[m, h, *c] for (m, h), c in sorted(self.open.items(), key=_order)],
+                "audit": self.audit.to_json(),
             }
         )
 
@@ -104,7 +109,8 @@ class WindowState:
         from the next batch on)."""
         doc = orjson.loads(data)
         windows = {(m, h): list(c) for m, h, *c in doc["open"]}
-        return cls(lateness_ms, doc["batch_id"], doc["max_time_ms"], windows)
+        audit = Totals.from_json(doc["audit"]) if "audit" in doc else Totals()
+        return cls(lateness_ms, doc["batch_id"], doc["max_time_ms"], windows, audit)
 
 
 def _order(item) -> tuple:

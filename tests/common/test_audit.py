@@ -14,6 +14,7 @@ from common.audit import (
     Bucket,
     Tally,
     checksum,
+    coverage,
     latest_by_key,
     minute_of,
     minute_text,
@@ -126,3 +127,24 @@ def test_verdict_text_and_json():
     assert doc["minute"] == "2025-11-28T16:00Z"
     assert doc["tiers"]["agent"]["count"] == 2
     assert doc["tiers"]["agent"]["checksum"] == f"{checksum([b'a', b'b']):016x}"
+
+
+def test_a_spark_tier_is_held_to_the_agent_only_within_the_minutes_it_covered():
+    def rec(tier, minute, count):
+        return AuditRecord(tier, Bucket("web-1", "t", minute), "w", Tally(count, count))
+
+    published = [
+        *(rec(AGENT, M + i * MINUTE_MS, 5) for i in range(5)),
+        *(rec(SPARK_REALTIME, M + i * MINUTE_MS, 5) for i in (1, 2, 3)),  # started in minute 1
+    ]
+    published[6] = rec(SPARK_REALTIME, M + 2 * MINUTE_MS, 4)  # one line short in minute 2
+    covered = coverage(published)
+    assert covered == {(SPARK_REALTIME, "t"): (M + 2 * MINUTE_MS, M + 3 * MINUTE_MS)}
+    verdicts = reconcile(totals(published), [SPARK_REALTIME], LATER, covered=covered)
+    assert [v.status for v in verdicts] == [
+        "unchecked",  # before the job started
+        "unchecked",  # its first minute: read from part way through
+        "missing",
+        "complete",
+        "unchecked",  # not read yet
+    ]

@@ -1,14 +1,18 @@
 """`logflume console` against a real single-node broker and a real agent, rendered in
 headless Chromium: the page must show the broker and controller, the topic with its
 size (from the broker's /metrics), the group's lag, the agent's components and
-health, a drawn chart of the per-minute rows, and the message browser's last record;
+health, a drawn chart of the per-minute rows, the audit grid (a missing line shown
+and explained on a click), and the message browser's last record;
 and the browser's console must have no error."""
 
 import json
+import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from common import audit
+from common.audit import MINUTE_MS, SPARK_OFFLINE, AuditRecord, Bucket, Tally, minute_of
 from common.ports import free_port
 from testkit.agent import AgentProcess
 from testkit.procs import wait_until
@@ -96,6 +100,20 @@ def stats_rows() -> list[tuple[bytes, bytes]]:
     return [(r["host"].encode(), json.dumps(r).encode()) for r in rows]
 
 
+def audit_records() -> list[tuple[bytes, bytes]]:
+    """Two hosts' minutes as the agents and the offline job publish them: web-b's
+    later minute is one line short at the offline job."""
+    minute = minute_of(int(time.time() * 1000)) - 10 * MINUTE_MS
+    out = []
+    for at in (minute - MINUTE_MS, minute):
+        for host in ("web-a", "web-b"):
+            for tier in (audit.AGENT, SPARK_OFFLINE):
+                count = 9 if (tier, host, at) == (SPARK_OFFLINE, "web-b", minute) else 10
+                rec = AuditRecord(tier, Bucket(host, "nginx-access", at), "w", Tally(count, count))
+                out.append((rec.key(), rec.value()))
+    return out
+
+
 def test_console_single_node_in_a_browser(tmp_path, broker_factory, driver):
     metrics_port = free_port()
     broker = broker_factory(
@@ -108,6 +126,7 @@ def test_console_single_node_in_a_browser(tmp_path, broker_factory, driver):
     produce(broker.bootstrap, TOPIC, [(b"k%d" % i, b"order-%d" % i) for i in range(RECORDS)])
     consume_and_commit(broker.bootstrap, TOPIC, GROUP, CONSUMED)
     produce(broker.bootstrap, "nginx-stats", stats_rows())
+    produce(broker.bootstrap, "logflume-audit", audit_records())
     agent = AgentProcess(
         tmp_path, AGENT.format(udp=free_port(), bootstrap=broker.bootstrap), name="edge"
     ).start()
@@ -161,6 +180,16 @@ def test_console_single_node_in_a_browser(tmp_path, broker_factory, driver):
         wait_for_text(driver, f"{last} .value", f"order-{RECORDS - 1}")
         assert text_of(driver, f"{last} .key") == f"k{RECORDS - 1}"
         assert len(driver.find_elements("css selector", "#mb-table tbody tr")) == 5
+
+        missing = '#audit-grid tr[data-host="web-b"] td.status-missing'
+        wait_for_text(driver, missing, "−")
+        assert len(driver.find_elements("css selector", "#audit-grid td.status-complete")) == 3
+        driver.find_element("css selector", missing).click()
+        wait_for_text(
+            driver,
+            "#audit-detail",
+            lambda t: "missing 1 (spark-offline)" in t and "spark-offline 9" in t,
+        )
 
         save_screenshot(driver, tmp_path, "console-single-node.png")
         assert severe_browser_logs(driver) == []

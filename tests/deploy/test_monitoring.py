@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,11 +143,35 @@ def exposed_names(text: str) -> set[str]:
     return names
 
 
+def audit_names(bootstrap: str) -> set[str]:
+    """The series names `logflume audit --serve` exports after a round."""
+    port = free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "logflume", "audit", "--serve", "--bootstrap-server", bootstrap,
+         "--listen", f"127.0.0.1:{port}", "--interval", "0.5"],
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+
+        def reconciled() -> bool:
+            try:
+                return bool(scrape(port).get("logflume_audit_last_success_timestamp_seconds"))
+            except OSError:
+                return False
+
+        wait_until(reconciled, what="a round of logflume audit --serve")
+        return exposed_names(scrape(port).text)
+    finally:
+        serve.terminate()
+        serve.communicate(timeout=60)
+
+
 @pytest.fixture
 def exposition(tmp_path, broker_factory) -> set[str]:
-    """The series names of a broker and an agent that went through a workload: the
-    agent tails nginx lines (one unparsable) through a file channel to the broker,
-    and a consumer group reads and commits them."""
+    """The series names of a broker, an agent and the audit that went through a
+    workload: the agent tails nginx lines (one unparsable) through a file channel to
+    the broker, a consumer group reads and commits them, `logflume audit --serve`
+    reconciles."""
     metrics_port = free_port()
     broker = broker_factory(settings={"metrics.listen": f"127.0.0.1:{metrics_port}"})
     log = tmp_path / "access.log"
@@ -171,7 +196,7 @@ def exposition(tmp_path, broker_factory) -> set[str]:
         agent.stop()
     samples = scrape(metrics_port)
     assert samples.get("logflume_broker_group_lag", group=GROUP, topic=TOPIC, partition="0") == 0
-    return exposed_names(samples.text) | agent_names
+    return exposed_names(samples.text) | agent_names | audit_names(broker.bootstrap)
 
 
 def test_every_metric_queried_is_exported(exposition):
@@ -188,4 +213,4 @@ def test_every_metric_queried_is_exported(exposition):
     assert {"logflume_broker_active_controller", "logflume_agent_channel_disk_full"} <= set(used)
     assert "logflume_broker_request_duration_seconds_bucket" in used
     unknown = {name: where for name, where in used.items() if name not in exposition}
-    assert not unknown, f"not exported by the broker or the agent: {unknown}"
+    assert not unknown, f"not exported by the broker, the agent or the audit: {unknown}"

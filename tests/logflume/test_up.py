@@ -103,6 +103,7 @@ class Up:
         cmd += ["--udp-port", str(self.udp_port), "--metrics-port", str(self.metrics_port)]
         cmd += ["--console-port", str(self.console_port)]
         cmd += ["--broker-metrics-port", str(self.broker_metrics_port)]
+        cmd += ["--audit-port", str(free_port())]
         cmd += ["--rate", "200", *extra]
         cmd += ["--cluster", str(brokers)] if brokers > 1 else []
         self.proc = subprocess.Popen(

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 
+from agent.api import Event
 from agent.channels import wal
 from agent.channels.file import FileChannel
 from common.aio import within
@@ -154,3 +155,26 @@ async def _reopen_and_drain(path):
     bodies = await drain(ch)
     await ch.close()
     return bodies
+
+
+def test_a_record_keeps_its_events_headers_record_and_time():
+    sent = [
+        Event(b"plain"),
+        Event(b"timed", time=1_700_000_000_123),
+        Event(b"all", {"host": "web-1"}, {"status": 200}, None, 5),
+    ]
+    back = wal.decode_record(wal.encode_record(7, sent))
+    assert [(e.body, e.headers, e.record, e.time) for e in back] == [
+        (b"plain", {}, None, None),
+        (b"timed", {}, None, 1_700_000_000_123),
+        (b"all", {"host": "web-1"}, {"status": 200}, 5),
+    ]
+
+
+async def test_events_taken_from_the_cache_keep_their_time(tmp_path):
+    ch = await opened(tmp_path)
+    await ch.put([Event(b"x", time=42)])
+    batch = await ch.take(10, 0.1)
+    assert [e.time for e in batch.events] == [42]
+    await batch.commit()
+    await ch.close()

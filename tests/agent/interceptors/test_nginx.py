@@ -38,6 +38,7 @@ def test_combined_line():
         "request_time": None,
         "upstream_response_time": None,
     }
+    assert e.time == 971211336000, "the line's own time: its record's timestamp"
     assert "parse_error" not in e.headers
 
 

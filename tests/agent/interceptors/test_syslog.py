@@ -52,6 +52,23 @@ def test_year_rollover():
     )
 
 
+def test_the_event_time_is_the_messages_own():
+    p = SyslogParser(SyslogParser.Config(), make_context("/x", "s", FakeMetrics()))
+    zoned, nil, bsd, bad = p.intercept(
+        [
+            Event(b"<34>1 2003-10-11T22:14:15.003Z host su - ID47 - hi"),
+            Event(b"<13>1 - - - - - -"),
+            Event(b"<13>Jun  5 01:02:03 web01 nginx[1234]: worker started"),
+            Event(b"not syslog"),
+        ]
+    )
+    assert zoned.time == 1065910455003
+    assert nil.time is None and bad.time is None
+    year = dt.datetime.now().year
+    stamp = dt.datetime.fromisoformat(bsd.record["timestamp"])  # the agent's time zone
+    assert stamp.year in (year - 1, year) and bsd.time == int(stamp.timestamp() * 1000)
+
+
 def test_failures_flagged_and_counted():
     metrics = FakeMetrics()
     p = SyslogParser(SyslogParser.Config(), make_context("/x", "s", metrics))

@@ -6,6 +6,8 @@ the Spark jobs) and, with --recount, counts the data topics themselves (the
 verdict: complete, missing N, duplicated N, checksum differs (as many records but
 not the same ones), still open (the minute ended less than --grace ago), no agent
 count (records no audited agent delivered), unchecked (no tier to compare with).
+A Spark job is held to the agents' counts only in the minutes it has covered (from
+the first it counted, for the realtime job the one after, to the last).
 
 Exit status: 0 when nothing is missing, duplicated or different; 3 when something
 is; 1 when the audit could not be made (unreachable, not authorized); 2 for a
@@ -19,11 +21,21 @@ import re
 import sys
 import time
 
-from common.audit import AGENT, DOWNSTREAM, GRACE_S, TIERS, minute_text, reconcile, totals
+from common.audit import (
+    AGENT,
+    DOWNSTREAM,
+    GRACE_S,
+    TIERS,
+    coverage,
+    minute_text,
+    reconcile,
+    totals,
+)
 from common.topic_names import AUDIT_TOPIC
 from logflume import client_config
 
 PROBLEM_EXIT = 3  # argparse's usage errors are 2
+SERVE_PORT = 8289
 _RELATIVE = re.compile(r"-?(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -65,6 +77,21 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--timeout-ms", type=int, default=30000, help="most time to wait for the brokers"
     )
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep reconciling the last --from (default 1h) every --interval seconds and "
+        "export Prometheus metrics on --listen, until stopped",
+    )
+    p.add_argument(
+        "--listen",
+        default=f"127.0.0.1:{SERVE_PORT}",
+        metavar="HOST:PORT",
+        help=f"--serve: where /metrics is served (default 127.0.0.1:{SERVE_PORT})",
+    )
+    p.add_argument(
+        "--interval", type=float, default=30.0, metavar="SECONDS", help="--serve: default 30"
+    )
     p.set_defaults(func=run)
 
 
@@ -91,6 +118,10 @@ def _error(message: str) -> int:
 
 
 def run(args) -> int:
+    if args.serve:
+        from logflume.commands.audit.serve import serve
+
+        return serve(args)
     from confluent_kafka import KafkaException
 
     from common.audit_kafka import AuditReadError, read_audit, recount
@@ -107,11 +138,13 @@ def run(args) -> int:
     try:
         conf = client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
         timeout = args.timeout_ms / 1000
-        records = read_audit(conf, args.audit_topic, start, end, timeout)
+        published = read_audit(conf, args.audit_topic, timeout)
+        covered = coverage(published)
         records = [
             r
-            for r in records
-            if (hosts is None or r.bucket.host in hosts)
+            for r in published
+            if start <= r.bucket.minute < end
+            and (hosts is None or r.bucket.host in hosts)
             and (topics is None or r.bucket.topic in topics)
         ]
         compared = {r.tier for r in records if r.tier in DOWNSTREAM}
@@ -121,7 +154,7 @@ def run(args) -> int:
             compared.add("broker")
     except (client_config.CommandConfigError, KafkaException, AuditReadError) as e:
         return _error(client_config.describe_error(e))
-    verdicts = reconcile(totals(records), compared, now_ms, args.grace)
+    verdicts = reconcile(totals(records), compared, now_ms, args.grace, covered)
     if args.format == "json":
         import orjson
 

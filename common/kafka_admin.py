@@ -1,4 +1,5 @@
-"""Topics the kafka sink writes besides its own: created when missing."""
+"""Topics a logflume client writes besides its data topics (positions, audit): created when
+missing, by the agent's kafka sink and the Spark jobs."""
 
 from __future__ import annotations
 

@@ -26,7 +26,9 @@ of every bucket it changed, keyed `tier/host/topic/minute/writer`: the writer
 apart, so the totals of a restarted agent add up instead of replacing each other;
 the topic is compacted, so the last total of each key is what counts. A bucket is
 final at a tier `grace` after its minute ends; until then the verdict is "still
-open".
+open". The Spark jobs also publish progress marks (`Progress`: when they last read
+the topic to its end), so that a minute they have not read to its end yet is not
+taken for missing lines.
 """
 
 from __future__ import annotations
@@ -168,15 +170,52 @@ class AuditRecord:
         return cls(tier, bucket, writer, tally, extra)
 
 
-def latest_by_key(records: Iterable[tuple[bytes | None, bytes | None]]) -> list[AuditRecord]:
-    """The audit records of the topic's messages in offset order, the last per key
-    (what compaction keeps)."""
-    last: dict[bytes, AuditRecord] = {}
-    for key, value in records:
+@dataclasses.dataclass
+class Progress:
+    """A Spark job's mark: it has read every record its topic held at `as_of` (epoch
+    ms). Published once per run by the offline job, with every batch by the realtime
+    job; a tier is held to the agents' counts only for minutes its marks cover."""
+
+    tier: str
+    topic: str
+    writer: str
+    as_of: int
+
+    def key(self) -> bytes:
+        return f"{self.tier}/progress/{self.topic}/{self.writer}".encode()
+
+    def value(self) -> bytes:
+        doc = {"kind": "progress", "tier": self.tier, "topic": self.topic}
+        return orjson.dumps({**doc, "writer": self.writer, "as_of": self.as_of})
+
+    @classmethod
+    def parse(cls, value: bytes | None) -> Progress | None:
+        try:
+            doc = orjson.loads(value or b"")
+            if doc.get("kind") != "progress":
+                return None
+            return cls(str(doc["tier"]), str(doc["topic"]), str(doc["writer"]), int(doc["as_of"]))
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+            return None
+
+
+def published(
+    messages: Iterable[tuple[bytes | None, bytes | None]],
+) -> tuple[list[AuditRecord], list[Progress]]:
+    """The audit records and progress marks of the audit topic's messages in offset
+    order, the last per key (what compaction keeps); other messages are skipped."""
+    last: dict[bytes, bytes | None] = {}
+    for key, value in messages:
+        if key is not None:
+            last[key] = value
+    records, marks = [], []
+    for key, value in last.items():
         rec = AuditRecord.parse(key, value)
-        if rec is not None and key is not None:
-            last[key] = rec
-    return list(last.values())
+        if rec is not None:
+            records.append(rec)
+        elif (mark := Progress.parse(value)) is not None:
+            marks.append(mark)
+    return records, marks
 
 
 @dataclasses.dataclass
@@ -226,23 +265,27 @@ def totals(records: Iterable[AuditRecord]) -> dict[Bucket, dict[str, Tally]]:
     return out
 
 
-Coverage = dict[tuple[str, str], tuple[int, int]]  # (tier, topic) -> minutes compared
+Coverage = dict[tuple[str, str], tuple[int, int]]  # (tier, topic) -> (first minute, as_of)
 
 
-def coverage(records: Iterable[AuditRecord]) -> Coverage:
-    """The minutes in which each Spark tier is held to the agent's counts, per topic:
-    from the first minute it counted (the realtime job's next one: it starts reading
-    at the topic's end, part way through a minute) to the last it counted (the
-    offline job runs hourly; neither has read what came after)."""
-    spans: dict[tuple[str, str], list[int]] = {}
+def coverage(records: Iterable[AuditRecord], marks: Iterable[Progress]) -> Coverage:
+    """Per Spark tier and topic: the first minute it counted (for the realtime job
+    the next one: it starts reading at the topic's end, part way through a minute)
+    and how far its progress marks say it has read. A tier without marks covers
+    nothing."""
+    firsts: dict[tuple[str, str], int] = {}
     for rec in records:
         if rec.tier in (SPARK_OFFLINE, SPARK_REALTIME):
-            span = spans.setdefault((rec.tier, rec.bucket.topic), [rec.bucket.minute] * 2)
-            span[0] = min(span[0], rec.bucket.minute)
-            span[1] = max(span[1], rec.bucket.minute)
+            key = (rec.tier, rec.bucket.topic)
+            firsts[key] = min(firsts.get(key, rec.bucket.minute), rec.bucket.minute)
+    read: dict[tuple[str, str], int] = {}
+    for mark in marks:
+        key = (mark.tier, mark.topic)
+        read[key] = max(read.get(key, mark.as_of), mark.as_of)
     return {
-        key: (first + (MINUTE_MS if key[0] == SPARK_REALTIME else 0), last)
-        for key, (first, last) in spans.items()
+        key: (first + (MINUTE_MS if key[0] == SPARK_REALTIME else 0), read[key])
+        for key, first in firsts.items()
+        if key in read
     }
 
 
@@ -254,24 +297,28 @@ def reconcile(
     covered: Coverage | None = None,
 ) -> list[Verdict]:
     """A verdict per bucket, in (minute, host, topic) order. Each tier of `compared`
-    is held to the agent's count and checksum, the Spark tiers only within their
-    `covered` minutes (`coverage`); a compared tier without the bucket counted
-    nothing of it. A bucket whose minute ended less than `grace_s` ago is "still
-    open" whatever the counts say."""
+    is held to the agent's count and checksum, the Spark tiers only in the minutes
+    they `covered` (`coverage`: from their first minute to those that had closed,
+    their end plus `grace_s`, when the tier last read the topic to its end); a
+    compared tier without the bucket counted nothing of it. A bucket whose minute
+    ended less than `grace_s` ago is "still open" whatever the counts say."""
     compared = [t for t in DOWNSTREAM if t in set(compared)]
     out = []
     for bucket in sorted(tiers_by_bucket, key=lambda b: (b.minute, b.host, b.topic)):
         tiers = tiers_by_bucket[bucket]
-        held = [t for t in compared if _covers(covered or {}, t, bucket)]
+        held = [t for t in compared if _covers(covered or {}, t, bucket, grace_s)]
         out.append(_verdict(bucket, tiers, held, now_ms, grace_s))
     return out
 
 
-def _covers(covered: Coverage, tier: str, bucket: Bucket) -> bool:
+def _covers(covered: Coverage, tier: str, bucket: Bucket, grace_s: float) -> bool:
     if tier not in (SPARK_OFFLINE, SPARK_REALTIME):
         return True
     span = covered.get((tier, bucket.topic))
-    return span is not None and span[0] <= bucket.minute <= span[1]
+    if span is None:
+        return False
+    first, as_of = span
+    return first <= bucket.minute and bucket.minute + MINUTE_MS + grace_s * 1000 <= as_of
 
 
 def _verdict(

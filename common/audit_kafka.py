@@ -16,11 +16,12 @@ from common.audit import (
     BROKER,
     AuditRecord,
     Bucket,
+    Progress,
     Tally,
     coverage,
     host_of,
-    latest_by_key,
     minute_of,
+    published,
     tally_values,
 )
 
@@ -102,16 +103,18 @@ def read_messages(
     return True
 
 
-def read_audit(conf: dict, topic: str, timeout_s: float = READ_TIMEOUT_S) -> list[AuditRecord]:
-    """The last record of every key of the audit topic. The whole topic is read: a
-    bucket's total may be published long after its minute."""
+def read_audit(
+    conf: dict, topic: str, timeout_s: float = READ_TIMEOUT_S
+) -> tuple[list[AuditRecord], list[Progress]]:
+    """The last record of every key of the audit topic, and the progress marks. The
+    whole topic is read: a bucket's total may be published long after its minute."""
     messages: list[tuple[bytes | None, bytes | None]] = []
 
     def keep(batch: list) -> None:
         messages.extend((m.key(), m.value()) for m in batch)
 
     read_messages(conf, topic, None, keep, timeout_s)
-    return latest_by_key(messages)
+    return published(messages)
 
 
 def recount(
@@ -164,7 +167,8 @@ class AuditFollower:
         )
         self.assigned = False
         self.latest: dict[bytes, AuditRecord] = {}
-        self.spans: dict[tuple[str, str], tuple[int, int]] = {}
+        self.firsts: dict[tuple[str, str], AuditRecord] = {}  # a tier's first minute
+        self.marks: dict[bytes, Progress] = {}
 
     def update(self, timeout_s: float = READ_TIMEOUT_S, poll_s: float = 0.5) -> None:
         """Read everything published since the last call (until nothing more comes
@@ -188,33 +192,29 @@ class AuditFollower:
                     if err.code() != KafkaError._PARTITION_EOF:
                         raise AuditReadError(f"reading {self.topic}: {err.str()}")
                     continue
-                key = msg.key()
-                rec = AuditRecord.parse(key, msg.value())
-                if rec is None or key is None:
+                key, value = msg.key(), msg.value()
+                if key is None:
                     continue
-                self._cover(rec)
+                rec = AuditRecord.parse(key, value)
+                if rec is None:
+                    if (mark := Progress.parse(value)) is not None:
+                        self.marks[key] = mark
+                    continue
+                first = self.firsts.get((rec.tier, rec.bucket.topic))
+                if first is None or rec.bucket.minute < first.bucket.minute:
+                    self.firsts[(rec.tier, rec.bucket.topic)] = rec
                 if rec.bucket.minute >= horizon:
                     self.latest[key] = rec
             if not batch:
                 break
         self.latest = {k: r for k, r in self.latest.items() if r.bucket.minute >= horizon}
 
-    def _cover(self, rec: AuditRecord) -> None:
-        key = (rec.tier, rec.bucket.topic)
-        first, last = self.spans.get(key, (rec.bucket.minute, rec.bucket.minute))
-        self.spans[key] = (min(first, rec.bucket.minute), max(last, rec.bucket.minute))
-
     def records(self) -> list[AuditRecord]:
         return list(self.latest.values())
 
     def coverage(self):
         """`common.audit.coverage` of every record read, old ones included."""
-        spans = [
-            AuditRecord(tier, Bucket("", topic, minute), "", Tally())
-            for (tier, topic), span in self.spans.items()
-            for minute in span
-        ]
-        return coverage(spans)
+        return coverage(self.firsts.values(), self.marks.values())
 
     def close(self) -> None:
         self.consumer.close()

@@ -654,7 +654,7 @@ def agent_acls(user: str, host: str) -> list:
 def spark_acls(user: str) -> list:
     """The ETL jobs' user, as deploy/README.md grants it: consume the access-log
     topic with the data source's groups (logflume-spark...), write the realtime
-    job's rows."""
+    job's rows and both jobs' audit totals."""
     return _allow(
         f"User:{user}",
         [
@@ -662,5 +662,7 @@ def spark_acls(user: str) -> list:
             ("GROUP", "logflume-spark", "PREFIXED", "READ"),
             ("TOPIC", STATS_TOPIC[0], "LITERAL", "WRITE"),
             ("TOPIC", STATS_TOPIC[0], "LITERAL", "DESCRIBE"),
+            ("TOPIC", AUDIT_TOPIC, "LITERAL", "WRITE"),
+            ("TOPIC", AUDIT_TOPIC, "LITERAL", "DESCRIBE"),
         ],
     )

@@ -33,6 +33,9 @@ offset ranges, one row per Spark task. Each micro-batch (foreachBatch,
    the audit topic, keyed by this job and batch id, so a re-run rewrites them.
 4. Return; Spark commits the batch.
 
+Once every batch of the run is done, a progress mark on the audit topic says the
+job has read the topic to its end as of the run's start (`common.audit.Progress`).
+
 So an hour's aggregates are always a pure function of the distinct records stored
 for it (each batch's partials are a function of its stored rows of the hour): late records for an hour written by an earlier run simply cause that hour
 to be recomputed, and a crash at any point is repaired by the re-run of the batch.
@@ -57,7 +60,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from common.audit import SPARK_OFFLINE
+from common.audit import SPARK_OFFLINE, Progress
 from common.topic_names import AUDIT_TOPIC
 from spark_etl import audit
 from spark_etl.jobs import batch_store, hour_parts
@@ -259,6 +262,7 @@ def run_offline(
     stream = spark.readStream.format("logflume").options(**options).load()
     source = SourceOptions.parse(options, streaming=True)
     say(f"offline: {topic} @ {bootstrap} -> {output} (checkpoint {ckpt})")
+    started_ms = int(time.time() * 1000)  # the run reads the topic to its end of now
     publisher = None
     if audit_topic:
         ensure_audit_topic(bootstrap, audit_topic, client)
@@ -275,6 +279,10 @@ def run_offline(
             .start()
         )
         query.awaitTermination()
+        if audit_to is not None:
+            writer = f"offline-{audit.job_id(output)}"
+            marks = [Progress(SPARK_OFFLINE, t, writer, started_ms) for t in topic.split(",")]
+            audit_to[0].send(audit_to[1], [(m.key(), m.value()) for m in marks])
     finally:
         if publisher is not None:
             publisher.close()

@@ -68,7 +68,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from common.audit import SPARK_REALTIME
+from common.audit import SPARK_REALTIME, Progress
 from common.fsutil import atomic_write
 from common.topic_names import AUDIT_TOPIC
 from spark_etl import audit
@@ -256,6 +256,7 @@ class RealtimeJob:
         from py4j.protocol import Py4JJavaError
 
         started = time.monotonic()
+        started_ms = int(time.time() * 1000)
         try:
             rows = batch.toArrow()
         except Py4JJavaError:
@@ -276,20 +277,25 @@ class RealtimeJob:
                 ],  # fmt: skip
             )
         if self.audit_topic is not None:
-            self._audit(state, rows)
+            self._audit(state, rows, started_ms)
         self._stage(batch_id, step.kept)
         self._save(state)
         self.finalizer.after(state)
         self.stats.add(rows.num_rows, step.unparsable, step.late, time.monotonic() - started)
 
-    def _audit(self, state: WindowState, rows: pa.Table) -> None:
+    def _audit(self, state: WindowState, rows: pa.Table, started_ms: int) -> None:
         """Add the batch's records to the audit totals and publish the buckets it
-        changed (a replayed batch starts from the same totals: same records)."""
+        changed (a replayed batch starts from the same totals: same records), with a
+        progress mark: the batch read the topic to its end of about `started_ms`
+        (a batch replayed after a restart marks the time of the replay, a moment
+        before the batches after it catch up)."""
         assert self.audit_topic is not None
         changed = state.audit.add(audit.grouped(rows, []))
-        if changed:
-            records = state.audit.records(SPARK_REALTIME, self.audit_writer, changed)
-            self.publisher.send(self.audit_topic, records)
+        records = state.audit.records(SPARK_REALTIME, self.audit_writer, changed)
+        for topic in self.topic.split(","):
+            mark = Progress(SPARK_REALTIME, topic, self.audit_writer, started_ms)
+            records.append((mark.key(), mark.value()))
+        self.publisher.send(self.audit_topic, records)
         if state.max_time_ms is not None:
             state.audit.forget_before(state.max_time_ms - int(AUDIT_KEEP_S * 1000))
 

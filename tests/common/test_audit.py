@@ -12,12 +12,13 @@ from common.audit import (
     SPARK_REALTIME,
     AuditRecord,
     Bucket,
+    Progress,
     Tally,
     checksum,
     coverage,
-    latest_by_key,
     minute_of,
     minute_text,
+    published,
     reconcile,
     totals,
     value_hash,
@@ -73,8 +74,11 @@ def test_the_last_record_of_a_key_counts_and_writers_add_up():
         rec = AuditRecord(AGENT, bucket, writer, Tally(count, count))
         return rec.key(), rec.value()
 
-    latest = latest_by_key([msg("run1", 5), msg("run1", 7), msg("run2", 3), (b"x", b"junk")])
+    mark = Progress(SPARK_REALTIME, "t", "job", 123)
+    messages = [msg("run1", 5), msg("run1", 7), msg("run2", 3), (b"x", b"junk")]
+    latest, marks = published([*messages, (mark.key(), mark.value())])
     assert totals(latest) == {bucket: {AGENT: Tally(10, 10)}}
+    assert marks == [mark]
 
 
 def bucket_with(agent: list[bytes], broker: list[bytes], minute=M):
@@ -134,17 +138,27 @@ def test_a_spark_tier_is_held_to_the_agent_only_within_the_minutes_it_covered():
         return AuditRecord(tier, Bucket("web-1", "t", minute), "w", Tally(count, count))
 
     published = [
-        *(rec(AGENT, M + i * MINUTE_MS, 5) for i in range(5)),
-        *(rec(SPARK_REALTIME, M + i * MINUTE_MS, 5) for i in (1, 2, 3)),  # started in minute 1
+        *(rec(AGENT, M + i * MINUTE_MS, 5) for i in range(6)),
+        *(rec(SPARK_REALTIME, M + i * MINUTE_MS, 5) for i in (1, 2, 3, 4)),  # from minute 1
     ]
-    published[6] = rec(SPARK_REALTIME, M + 2 * MINUTE_MS, 4)  # one line short in minute 2
-    covered = coverage(published)
-    assert covered == {(SPARK_REALTIME, "t"): (M + 2 * MINUTE_MS, M + 3 * MINUTE_MS)}
+    published[7] = rec(SPARK_REALTIME, M + 2 * MINUTE_MS, 4)  # one line short in minute 2
+    published[9] = rec(SPARK_REALTIME, M + 4 * MINUTE_MS, 3)  # minute 4: read part way
+    # the job read the topic to its end when minute 3 had closed (2 minutes of grace
+    # after its end), not yet minute 4
+    as_of = M + 4 * MINUTE_MS + 120_000
+    marks = [
+        Progress(SPARK_REALTIME, "t", "job", as_of - 5_000),
+        Progress(SPARK_REALTIME, "t", "job2", as_of),
+    ]
+    covered = coverage(published, marks)
+    assert covered == {(SPARK_REALTIME, "t"): (M + 2 * MINUTE_MS, as_of)}
     verdicts = reconcile(totals(published), [SPARK_REALTIME], LATER, covered=covered)
     assert [v.status for v in verdicts] == [
         "unchecked",  # before the job started
         "unchecked",  # its first minute: read from part way through
         "missing",
         "complete",
-        "unchecked",  # not read yet
+        "unchecked",  # not read to its end yet
+        "unchecked",
     ]
+    assert coverage(published, []) == {}, "no progress mark: nothing covered"

@@ -12,7 +12,15 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from common import audit
-from common.audit import MINUTE_MS, SPARK_OFFLINE, AuditRecord, Bucket, Tally, minute_of
+from common.audit import (
+    MINUTE_MS,
+    SPARK_OFFLINE,
+    AuditRecord,
+    Bucket,
+    Progress,
+    Tally,
+    minute_of,
+)
 from common.ports import free_port
 from testkit.agent import AgentProcess
 from testkit.procs import wait_until
@@ -111,7 +119,8 @@ def audit_records() -> list[tuple[bytes, bytes]]:
                 count = 9 if (tier, host, at) == (SPARK_OFFLINE, "web-b", minute) else 10
                 rec = AuditRecord(tier, Bucket(host, "nginx-access", at), "w", Tally(count, count))
                 out.append((rec.key(), rec.value()))
-    return out
+    mark = Progress(SPARK_OFFLINE, "nginx-access", "w", int(time.time() * 1000))
+    return [*out, (mark.key(), mark.value())]
 
 
 def test_console_single_node_in_a_browser(tmp_path, broker_factory, driver):

@@ -1,5 +1,5 @@
 """`logflume audit --serve` against a real broker: totals published to the audit
-topic (as the agents and the offline job publish them) become Prometheus metrics
+topic (as the agents and the offline job publish them, with its progress mark) become Prometheus metrics
 per host and topic, and a total published later changes them at the next round."""
 
 import os
@@ -10,15 +10,24 @@ import time
 
 from confluent_kafka import Producer
 
-from common.audit import AGENT, MINUTE_MS, SPARK_OFFLINE, AuditRecord, Bucket, Tally, minute_of
+from common.audit import (
+    AGENT,
+    MINUTE_MS,
+    SPARK_OFFLINE,
+    AuditRecord,
+    Bucket,
+    Progress,
+    Tally,
+    minute_of,
+)
 from common.ports import free_port
 from testkit.procs import wait_until
 from testkit.scrape import scrape
 
 
-def publish(bootstrap: str, records: list[AuditRecord]) -> None:
+def publish(bootstrap: str, records: list[AuditRecord], marks: list[Progress] = ()) -> None:
     producer = Producer({"bootstrap.servers": bootstrap})
-    for rec in records:
+    for rec in [*records, *marks]:
         producer.produce("logflume-audit", rec.value(), rec.key())
     assert producer.flush(30) == 0
 
@@ -41,6 +50,7 @@ def test_serve_exports_what_is_missing_per_host_and_topic(broker):
             rec(AGENT, "web-2", 5, writer="run2"),  # a restarted agent: 12 in all
             rec(SPARK_OFFLINE, "web-2", 11),
         ],
+        [Progress(SPARK_OFFLINE, "nginx-access", "job", int(time.time() * 1000))],
     )
     port = free_port()
     serve = subprocess.Popen(

@@ -6,8 +6,9 @@ the Spark jobs) and, with --recount, counts the data topics themselves (the
 verdict: complete, missing N, duplicated N, checksum differs (as many records but
 not the same ones), still open (the minute ended less than --grace ago), no agent
 count (records no audited agent delivered), unchecked (no tier to compare with).
-A Spark job is held to the agents' counts only in the minutes it has covered (from
-the first it counted, for the realtime job the one after, to the last).
+A Spark job is held to the agents' counts only in the minutes it has covered: from
+the first it counted (for the realtime job the one after) to those that had closed
+when it last read the topic to its end (its progress marks).
 
 Exit status: 0 when nothing is missing, duplicated or different; 3 when something
 is; 1 when the audit could not be made (unreachable, not authorized); 2 for a
@@ -121,7 +122,11 @@ def run(args) -> int:
     if args.serve:
         from logflume.commands.audit.serve import serve
 
-        return serve(args)
+        try:
+            window_ms = -parse_time(args.from_time, 0)
+        except ValueError as e:
+            return _error(str(e))
+        return serve(args, window_ms)
     from confluent_kafka import KafkaException
 
     from common.audit_kafka import AuditReadError, read_audit, recount
@@ -138,8 +143,8 @@ def run(args) -> int:
     try:
         conf = client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
         timeout = args.timeout_ms / 1000
-        published = read_audit(conf, args.audit_topic, timeout)
-        covered = coverage(published)
+        published, marks = read_audit(conf, args.audit_topic, timeout)
+        covered = coverage(published, marks)
         records = [
             r
             for r in published

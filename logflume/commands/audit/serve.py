@@ -26,7 +26,6 @@ import time
 from common.audit import DOWNSTREAM, Verdict, reconcile, totals
 from common.hostport import parse_hostport
 from logflume import client_config
-from logflume.commands.audit import parse_time
 
 MISSING = "logflume_audit_lines_missing"
 DUPLICATED = "logflume_audit_lines_duplicated"
@@ -93,7 +92,8 @@ class AuditCollector:
         )
 
 
-def serve(args) -> int:
+def serve(args, window_ms: int) -> int:
+    """Run until SIGTERM or SIGINT; `window_ms`: how far back minutes are reconciled."""
     from confluent_kafka import KafkaException
     from prometheus_client import start_http_server
     from prometheus_client.registry import CollectorRegistry
@@ -102,7 +102,6 @@ def serve(args) -> int:
 
     try:
         host, port = parse_hostport(args.listen, "--listen")
-        window_ms = parse_time("now", 0) - parse_time(args.from_time, 0)
         conf = client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
         follower = AuditFollower(conf, args.audit_topic, window_ms)
     except (ValueError, client_config.CommandConfigError, KafkaException) as e:

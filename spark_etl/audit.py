@@ -18,6 +18,7 @@ totals again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from itertools import repeat
@@ -99,15 +100,15 @@ def grouped(table: pa.Table, keys: list[str]) -> pa.Table:
     return out.rename_columns([names.get(c, c) for c in out.column_names])
 
 
+@dataclasses.dataclass
 class Totals:
     """Per bucket: records read, the two halves' sums of their hashes, parsed, and the
     generation the bucket was opened in. `forget_before` drops old buckets and opens
     a new generation: a bucket opened again by a record later still is published
     under a writer of its own (`<writer>.<generation>`), beside its old total."""
 
-    def __init__(self, generation: int = 0):
-        self.buckets: dict[Bucket, list[int]] = {}
-        self.generation = generation
+    generation: int = 0
+    buckets: dict[Bucket, list[int]] = dataclasses.field(default_factory=dict)
 
     def add(self, groups: pa.Table) -> set[Bucket]:
         """Add a table of `grouped` rows (or rows with the same columns); the buckets it changed."""

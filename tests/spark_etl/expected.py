@@ -78,3 +78,23 @@ def assert_figures(row: dict, e: dict, k) -> None:
     for p in (50, 95, 99):
         v = row[f"rt_p{p}"]
         assert v == rt[max(1, math.ceil(p * n / 100)) - 1], (k, p, v)
+
+
+def assert_audit_equals_recount(bootstrap: str, topic: str, tier: str) -> int:
+    """The job's audit totals of `topic` (tier spark-offline or spark-realtime, from
+    the audit topic) equal a recount of the topic itself, bucket by bucket, count
+    and checksum; returns how many records they cover."""
+    from common.audit import totals
+    from common.audit_kafka import read_audit, recount
+
+    conf = {"bootstrap.servers": bootstrap}
+    records, marks = read_audit(conf, "logflume-audit")
+    published = {
+        bucket: tiers[tier]
+        for bucket, tiers in totals(records).items()
+        if bucket.topic == topic and tier in tiers
+    }
+    recounted = {r.bucket: r.tally for r in recount(conf, [topic], 0, 1 << 62)}
+    assert published == recounted
+    assert any(m.tier == tier and m.topic == topic for m in marks), "a progress mark"
+    return sum(t.count for t in recounted.values())

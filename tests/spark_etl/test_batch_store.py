@@ -34,24 +34,39 @@ def test_file_names_depend_only_on_batch_hour_and_task():
 
 
 def test_summary_merges_the_task_batches():
-    def part(ok, key, n, lo, hi):
+    def part(ok, key, n, lo, hi, host="web-1", hashes=(1, 2)):
         return pa.table(
             {
                 "topic": ["t"], "partition": pa.array([0], pa.int32()), "parse_ok": [ok],
-                "hour_key": pa.array([key], pa.int64()), "count_all": pa.array([n], pa.int64()),
+                "hour_key": pa.array([key], pa.int64()), "record_host": [host],
+                "record_minute": pa.array([60_000], pa.int64()),
+                "count_all": pa.array([n], pa.int64()),
                 "offset_min": pa.array([lo], pa.int64()), "offset_max": pa.array([hi], pa.int64()),
+                "hash_hi_sum": pa.array([hashes[0]], pa.int64()),
+                "hash_lo_sum": pa.array([hashes[1]], pa.int64()),
             }
         )  # fmt: skip
 
     got = B._summary(
-        4, [part(True, 7, 10, 0, 9), part(True, 7, 5, 10, 14), part(False, None, 1, 3, 3)]
+        4,
+        [
+            part(True, 7, 10, 0, 9),
+            part(True, 7, 5, 10, 14, hashes=(3, 4)),
+            part(True, 7, 2, 15, 16, host="web-2"),
+            part(False, None, 1, 3, 3),
+        ],
     )
     assert got.schema == B.SUMMARY_SCHEMA
-    rows = sorted(got.to_pylist(), key=lambda r: r["parse_ok"])
-    assert [(r["task"], r["parse_ok"], r["hour_key"], r["n"], r["lo"], r["hi"]) for r in rows] == [
-        (4, False, None, 1, 3, 3),
-        (4, True, 7, 15, 0, 14),
+    rows = sorted(got.to_pylist(), key=lambda r: (r["parse_ok"], r["record_host"]))
+    assert [
+        (r["task"], r["parse_ok"], r["hour_key"], r["record_host"], r["n"], r["lo"], r["hi"])
+        for r in rows
+    ] == [
+        (4, False, None, "web-1", 1, 3, 3),
+        (4, True, 7, "web-1", 15, 0, 14),
+        (4, True, 7, "web-2", 2, 15, 16),
     ]
+    assert (rows[1]["hash_hi"], rows[1]["hash_lo"]) == (4, 6)
     assert B._summary(0, []).num_rows == 0
 
 

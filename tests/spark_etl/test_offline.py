@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
+from common.audit import SPARK_OFFLINE
 from spark_etl import loggen
 from spark_etl.jobs.offline import run_offline
 from testkit.kafka import create_topic, produce
@@ -117,6 +118,8 @@ def test_a_batch_crashing_half_way_is_redone_exactly_once(spark, bk, tmp_path):
     expected.assert_hourly_matches(hourly, expected.hourly(sent))
     accepted = sum(isinstance(i, loggen.Access) for i, _ in sent)
     assert spark.read.parquet(f"{out}/parsed").count() == accepted
+    # what the job read, per minute, counted once across the crash and the re-run
+    assert expected.assert_audit_equals_recount(bk.bootstrap, "crashy", SPARK_OFFLINE) == 1500
 
 
 def test_refuses_a_fresh_checkpoint_over_existing_output(spark, bk, tmp_path):

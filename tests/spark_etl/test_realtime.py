@@ -9,6 +9,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
+from common.audit import SPARK_REALTIME
 from spark_etl import loggen
 from spark_etl.jobs.realtime import RealtimeJob, lateness_ms, start_realtime, window_doc
 from testkit.kafka import consume_all, create_topic, produce
@@ -96,6 +97,10 @@ def test_every_final_minute_equals_the_truth_across_a_restart(spark, bk, tmp_pat
         provisional = [d for d in docs if _epoch(d["window_start"]) == key[0] and not d["final"]]
         assert provisional and provisional[-1]["requests"] == row["requests"], key
     assert not any((tmp_path / "ckpt" / "staging" / str(m)).exists() for m, _ in got)
+    # every record read counted once in the audit, across the restart
+    assert expected.assert_audit_equals_recount(bk.bootstrap, "live", SPARK_REALTIME) == (
+        len(items) + 1
+    )
 
 
 def _of_last_minute(docs: list[dict]) -> list[dict]:

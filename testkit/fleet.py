@@ -29,6 +29,7 @@ Needs root, iproute2, iptables, nginx, util-linux (unshare, nsenter) and Java.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -512,6 +513,17 @@ class Fleet:
                 return records
             finally:
                 consumer.close()
+
+    def audit(self, *args: str) -> tuple[int, dict]:
+        """`logflume audit --format json` as the super user, as an operator runs it:
+        (exit status, its report)."""
+        cmd = [sys.executable, "-m", "logflume", "audit", "--bootstrap-server", self.plain]
+        with self.lab.inside("client"):
+            res = subprocess.run(
+                [*cmd, "--format", "json", *args], capture_output=True, text=True, timeout=300
+            )
+        assert res.returncode in (0, 3) and res.stdout, res.stderr
+        return res.returncode, json.loads(res.stdout)
 
     def try_as(self, host: WebHost) -> dict[str, str]:
         """What the broker answers `host`'s user, from the host, for a few things

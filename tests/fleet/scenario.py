@@ -233,3 +233,33 @@ def late_reported(run: FleetRun) -> int:
     """Rows the realtime job dropped as late, summed over its progress lines."""
     text = (run.root / "realtime.log").read_text(errors="replace")
     return sum(int(n.replace(",", "")) for n in re.findall(r"unparsable, ([\d,]+) late\)", text))
+
+
+def check_audit(run: FleetRun) -> None:
+    """`logflume audit --recount` over the busy minutes: every (host, minute) of the
+    access log complete at every tier (the topic recounted, the offline and realtime
+    jobs where they covered it), and the agents' counts equal nginx's own, minute by
+    minute. Everything was shipped before the check: 30 s of grace suffice."""
+    first = min(int(datetime.strptime(LINE.match(h.access_lines()[0]).group(1),
+                                      "%d/%b/%Y:%H:%M:%S %z").timestamp())
+                for h in run.fleet.hosts) // 60 * 60  # fmt: skip
+    end = (int(run.busy_until) // 60 + 1) * 60
+    code, report = run.fleet.audit(
+        "--topic", "nginx-access", "--recount", "--grace", "30",
+        "--from", str(first * 1000), "--to", str(end * 1000),
+    )  # fmt: skip
+    buckets = report["buckets"]
+    assert code == 0 and {b["status"] for b in buckets} == {"complete"}, [
+        b for b in buckets if b["status"] != "complete"
+    ][:5]
+    assert set(report["compared"]) == {"broker", "spark-offline", "spark-realtime"}
+    got = {(b["minute_ms"] // 1000, b["host"]): b["tiers"]["agent"]["count"] for b in buckets}
+    want = {
+        (minute, host.name): figures["requests"]
+        for host in run.fleet.hosts
+        for minute, figures in nginx_figures(host.access_lines(), 60).items()
+        if first <= minute < end
+    }
+    assert got == want
+    realtime = [b for b in buckets if "spark-realtime" in b["tiers"]]
+    assert len(realtime) >= len(buckets) // 2, "the realtime job held to most minutes"

@@ -8,7 +8,8 @@ workers) running the realtime job throughout and the offline job at the end. Dur
 The independent count is what nginx itself wrote on each host: every access-log line
 is in the topic exactly once (read_committed) with its host, the error logs and a
 netcat line too; the offline hourly rows and the realtime final minutes equal
-nginx's per host (requests, status classes, bytes).
+nginx's per host (requests, status classes, bytes); `logflume audit --recount`
+finds every minute of every host complete, its agent counts equal to nginx's.
 
 The module runs the fleet once (fixture `run`, three to four minutes on this 2-core
 machine, most of it traffic and Spark). Its per-test timeout is raised to 900 s
@@ -68,6 +69,10 @@ def test_the_offline_hourly_rows_equal_nginx_per_host(run):
 
 def test_the_realtime_final_minutes_equal_nginx_per_host(run):
     scenario.check_realtime_finals(run)
+
+
+def test_the_audit_finds_every_minute_of_every_host_complete(run):
+    scenario.check_audit(run)
 
 
 def test_a_web_hosts_user_may_do_what_its_agent_needs_and_nothing_else(run):

@@ -12,15 +12,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from common import audit
-from common.audit import (
-    MINUTE_MS,
-    SPARK_OFFLINE,
-    AuditRecord,
-    Bucket,
-    Progress,
-    Tally,
-    minute_of,
-)
 from common.ports import free_port
 from testkit.agent import AgentProcess
 from testkit.procs import wait_until
@@ -111,15 +102,17 @@ def stats_rows() -> list[tuple[bytes, bytes]]:
 def audit_records() -> list[tuple[bytes, bytes]]:
     """Two hosts' minutes as the agents and the offline job publish them: web-b's
     later minute is one line short at the offline job."""
-    minute = minute_of(int(time.time() * 1000)) - 10 * MINUTE_MS
+    minute = audit.minute_of(int(time.time() * 1000)) - 10 * audit.MINUTE_MS
+    offline = audit.SPARK_OFFLINE
     out = []
-    for at in (minute - MINUTE_MS, minute):
+    for at in (minute - audit.MINUTE_MS, minute):
         for host in ("web-a", "web-b"):
-            for tier in (audit.AGENT, SPARK_OFFLINE):
-                count = 9 if (tier, host, at) == (SPARK_OFFLINE, "web-b", minute) else 10
-                rec = AuditRecord(tier, Bucket(host, "nginx-access", at), "w", Tally(count, count))
+            for tier in (audit.AGENT, offline):
+                count = 9 if (tier, host, at) == (offline, "web-b", minute) else 10
+                bucket = audit.Bucket(host, "nginx-access", at)
+                rec = audit.AuditRecord(tier, bucket, "w", audit.Tally(count, count))
                 out.append((rec.key(), rec.value()))
-    mark = Progress(SPARK_OFFLINE, "nginx-access", "w", int(time.time() * 1000))
+    mark = audit.Progress(offline, "nginx-access", "w", int(time.time() * 1000))
     return [*out, (mark.key(), mark.value())]
 
 

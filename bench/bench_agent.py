@@ -6,6 +6,7 @@ raw workload through syslog-ng, and UDP loss at a fixed rate.
     .venv/bin/python -m bench.bench_agent --cases raw,syslog-ng
     .venv/bin/python -m bench.bench_agent --cases raw,eos   # delivery: exactly_once vs at_least_once
     .venv/bin/python -m bench.bench_agent --cases host,host-noheaders   # the host record header
+    .venv/bin/python -m bench.bench_agent --cases raw,noaudit,json,json-noaudit  # the audit's cost
 
 Starts a local broker (testkit.procs.BrokerProcess). One log file of realistic nginx
 combined lines (spark_etl.loggen, ~190 bytes) is written once, before anything
@@ -15,7 +16,9 @@ its kafka-c destination, same producer settings). Each run does the cases one
 after the other (interleaved, so a load change hits all of them); figures are
 medians over runs. `host` is `raw` with the source's `add_host: true` and the sink's
 default `headers: [host]` (a `host` record header on every record), `host-noheaders`
-the same with `headers: []`: the cost of record headers, side by side.
+the same with `headers: []`: the cost of record headers, side by side; `noaudit`
+and `json-noaudit` are `raw` and `json` with the sink's `audit: false`: the cost of
+the audit's counts and checksums, side by side.
 
 Clock: the topic's high watermark, polled every 20 ms, i.e. records the broker
 has acknowledged (acks=all). "lines/s" is the steady rate from the first poll
@@ -58,7 +61,7 @@ agents:
     sinks:
       k: {{type: broker, channel: c, topic: {topic}, bootstrap_servers: "{bootstrap}",
           enable_idempotence: {idem}, format: {fmt}, batch_events: 20000, linger_ms: 20,
-          delivery: {delivery}, transactional_id: {topic}{headers}}}
+          delivery: {delivery}, transactional_id: {topic}{headers}, audit: {audit}}}
 """
 
 UDP = """
@@ -125,8 +128,9 @@ def measure(pid: int, count, n: int, started: float, limit: float = 600) -> dict
 
 
 def tail_case(tmp: Path, log: Path, n: int, broker: BrokerProcess, kind: str, idem: str, run):
-    """One run of tail case `kind`: raw, json, eos, host or host-noheaders."""
-    parsed = kind == "json"
+    """One run of tail case `kind`: raw, json, eos, host or host-noheaders; a
+    `-noaudit` suffix (or `noaudit` alone: raw) turns the sink's audit off."""
+    parsed = kind.startswith("json")
     case = tmp / f"tail-{kind}-{run}"
     case.mkdir(parents=True)
     topic = f"bench-{case.name}"
@@ -140,6 +144,7 @@ def tail_case(tmp: Path, log: Path, n: int, broker: BrokerProcess, kind: str, id
         delivery="exactly_once" if kind == "eos" else "at_least_once",
         add_host=", add_host: true" if kind.startswith("host") else "",
         headers=", headers: []" if kind == "host-noheaders" else "",
+        audit="false" if kind.endswith("noaudit") else "true",
     )
     agent = AgentProcess(case, text)
     count = high_watermark(broker.bootstrap, topic)
@@ -262,6 +267,10 @@ def run_cases(
             if "host" in med and "host-noheaders" in med:
                 ratio = med["host"]["lines/s"] / med["host-noheaders"]["lines/s"]
                 print(f"host header sent / not sent: {ratio:.3f}x lines/s")
+            for on, off in (("raw", "noaudit"), ("json", "json-noaudit")):
+                if on in med and off in med:
+                    ratio = med[on]["lines/s"] / med[off]["lines/s"]
+                    print(f"audit on / off ({on}): {ratio:.3f}x lines/s")
             if "raw" in med and "eos" in med:
                 ratio = med["eos"]["lines/s"] / med["raw"]["lines/s"]
                 print(f"exactly_once/at_least_once (raw): {ratio:.2f}x lines/s")
@@ -283,7 +292,9 @@ def figures(mode: str) -> list[dict]:
         "default": (1_000_000, 3, 30.0),
         "full": (1_000_000, 3, 30.0),
     }[mode]
-    cases = ["raw", "syslog-ng", "json", "host", "host-noheaders", "udp"]
+    cases = [
+        "raw", "noaudit", "syslog-ng", "json", "json-noaudit", "host", "host-noheaders", "udp",
+    ]  # fmt: skip
     med, udp, line_bytes = run_cases(n, runs, 50_000, udp_seconds, "true", cases)
     peer = med["syslog-ng"]
     peer_text = (
@@ -292,6 +303,7 @@ def figures(mode: str) -> list[dict]:
     )
     setup = f"{n:,} nginx lines of {line_bytes:.0f} B, median of {runs}, acks=all, lz4, idempotent"
     raw, js, host, bare = med["raw"], med["json"], med["host"], med["host-noheaders"]
+    raw_off, js_off = med["noaudit"], med["json-noaudit"]
     out = [
         {
             "area": "agent",
@@ -344,6 +356,20 @@ def figures(mode: str) -> list[dict]:
             f" headers: [] {bare['lines/s']:,.0f} lines/s,"
             f" CPU {bare['cpu_s_per_M']:.2f} s per M lines",
         },
+        *(
+            {
+                "area": "agent",
+                "metric": f"the audit's cost: lines/s with it on / off ({what})",
+                "value": on["lines/s"] / off["lines/s"],
+                "unit": "ratio",
+                "target": ">= 0.97",
+                "reference": "issue 35",
+                "detail": f"audit on {on['lines/s']:,.0f} lines/s,"
+                f" CPU {on['cpu_s_per_M']:.2f} s per M lines; off {off['lines/s']:,.0f}"
+                f" lines/s, CPU {off['cpu_s_per_M']:.2f} s per M lines",
+            }
+            for what, on, off in (("raw tail", raw, raw_off), ("nginx → JSON", js, js_off))
+        ),
     ]
     if udp is not None:
         out.append(

@@ -53,6 +53,7 @@ AREAS = (
     Area("scale", "Broker at scale", ("bench.bench_scale",)),
     Area("tls", "TLS and SASL listeners (security, parts 1 and 2)", ("bench.bench_tls",)),
     Area("fleet", "Fleet of web hosts, as deployed (issue 33)", ("bench.bench_fleet",)),
+    Area("audit", "Audit: every line, per host and minute (issue 35)", ("bench.bench_audit",)),
 )
 SUMMARY = "Summary"
 RAW_OUTPUT = "Output of benchmarks without figures"

@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterable
 
 from common.audit import (
     BROKER,
+    MINUTE_MS,
     AuditRecord,
     Bucket,
     Progress,
     Tally,
     coverage,
-    host_of,
-    minute_of,
     published,
     tally_values,
 )
@@ -83,16 +82,18 @@ def read_messages(
                 deadline = time.monotonic() + timeout_s
             elif time.monotonic() > deadline:
                 raise AuditReadError(f"reading {topic}: no progress for {timeout_s:.0f}s")
-            good = []
-            for msg in batch:
-                err = msg.error()
-                if err is None:
-                    if msg.offset() < limits[msg.partition()]:
-                        good.append(msg)
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    ends.pop(msg.partition(), None)
-                elif err.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
-                    raise AuditReadError(f"reading {topic}: {err.str()}")
+            good = [m for m in batch if m.error() is None]
+            if len(good) < len(batch):
+                for msg in batch:
+                    err = msg.error()
+                    if err is None:
+                        continue
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        ends.pop(msg.partition(), None)
+                    elif err.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+                        raise AuditReadError(f"reading {topic}: {err.str()}")
+            # records produced after the read began are the next read's
+            good = [m for m in good if m.offset() < limits[m.partition()]]
             if good:
                 handle(good)
             for tp in consumer.position([TopicPartition(topic, p) for p in list(ends)]):
@@ -131,17 +132,27 @@ def recount(
     for topic in topics:
 
         def count(batch: list, topic: str = topic) -> None:
-            groups: dict[Bucket, list[bytes]] = {}
+            # the per-record loop of a recount of millions: grouped by the host
+            # header's bytes and the minute, decoded and checksummed per group
+            groups: dict[tuple[bytes, int], list[bytes]] = {}
             for msg in batch:
                 ts = msg.timestamp()[1]
-                if not from_ms <= ts < to_ms:
+                if ts < from_ms or ts >= to_ms:
                     continue
-                host = host_of(msg.headers())
-                if hosts is not None and host not in hosts:
-                    continue
-                groups.setdefault(Bucket(host, topic, minute_of(ts)), []).append(msg.value() or b"")
-            for bucket, values in groups.items():
-                tally_values(buckets, bucket, values)
+                host = b""
+                for name, value in msg.headers() or ():
+                    if name == "host":
+                        host = value
+                        break
+                key = (host, ts - ts % MINUTE_MS)
+                values = groups.get(key)
+                if values is None:
+                    values = groups[key] = []
+                values.append(msg.value() or b"")
+            for (host, minute), values in groups.items():
+                name = host.decode("utf-8", "replace")
+                if hosts is None or name in hosts:
+                    tally_values(buckets, Bucket(name, topic, minute), values)
 
         read_messages(conf, topic, from_ms, count, timeout_s)
     return [AuditRecord(BROKER, b, "recount", t) for b, t in buckets.items()]

@@ -24,7 +24,16 @@ import uuid
 from collections import Counter
 from collections.abc import Collection
 
-from common.audit import AGENT, AuditRecord, Bucket, Tally, checksum, host_of, minute_of
+from common.audit import (
+    AGENT,
+    MINUTE_MS,
+    AuditRecord,
+    Bucket,
+    Tally,
+    checksum,
+    host_of,
+    minute_of,
+)
 from sinks.kafka.records import Records
 
 KEEP_S = 6 * 3600.0
@@ -52,9 +61,25 @@ class SinkAudit:
         if not n:
             return {}
         one_run = headers is None or headers.count(headers[0]) == n
-        if not skip and isinstance(topic, str) and isinstance(stamps, int) and one_run:
+        if not skip and isinstance(topic, str) and one_run:
+            # the common batch: one topic, one source's run of lines (one host); no
+            # Python work per record but the hash unless it spans minutes
             host = host_of(headers[0] if headers is not None else None)
-            return {Bucket(host, topic, minute_of(stamps)): Tally(n, checksum(values))}
+            if isinstance(stamps, int):
+                return {Bucket(host, topic, minute_of(stamps)): Tally(n, checksum(values))}
+            first = minute_of(min(stamps))
+            if first == minute_of(max(stamps)):
+                return {Bucket(host, topic, first): Tally(n, checksum(values))}
+            by_minute: dict[int, list[bytes]] = {}
+            for ts, value in zip(stamps, values, strict=True):
+                minute = ts - ts % MINUTE_MS
+                group = by_minute.get(minute)
+                if group is None:
+                    group = by_minute[minute] = []
+                group.append(value)
+            return {
+                Bucket(host, topic, m): Tally(len(v), checksum(v)) for m, v in by_minute.items()
+            }
         groups: dict[Bucket, list[bytes]] = {}
         hosts: dict[int, str] = {}
         for i in range(n):

@@ -48,6 +48,18 @@ def test_buckets_split_by_host_topic_and_minute(rows, data):
     assert got == {b: Tally(len(v), checksum(v)) for b, v in expected.items()}
 
 
+@given(st.lists(st.integers(M, M + 3 * MINUTE_MS), min_size=1, max_size=30))
+def test_one_hosts_run_of_lines_with_times_of_their_own_splits_by_minute(stamps):
+    host = [("host", b"web-1")]
+    values = [b"%d" % i for i in range(len(stamps))]
+    out = records(values, headers=[host] * len(stamps), stamps=stamps)
+    expected: dict[Bucket, list[bytes]] = {}
+    for ts, value in zip(stamps, values, strict=True):
+        expected.setdefault(Bucket("web-1", "t", ts - ts % MINUTE_MS), []).append(value)
+    got = SinkAudit("audit", "a.k").delivered(out)
+    assert got == {b: Tally(len(v), checksum(v)) for b, v in expected.items()}
+
+
 def test_published_records_are_running_totals_applied_only_when_delivered():
     audit = SinkAudit("audit", "agent.kafka")
     bucket = Bucket("", "t", M)

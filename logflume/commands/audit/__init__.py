@@ -12,7 +12,8 @@ when it last read the topic to its end (its progress marks).
 
 Exit status: 0 when nothing is missing, duplicated or different; 3 when something
 is; 1 when the audit could not be made (unreachable, not authorized); 2 for a
-usage error.
+usage error. `--serve` (serve.py) keeps reconciling and exports the verdicts as
+Prometheus metrics instead.
 """
 
 from __future__ import annotations

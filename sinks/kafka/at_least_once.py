@@ -39,6 +39,7 @@ from sinks.kafka.producer import Failure, RoundProducer, is_permanent
 from sinks.kafka.records import RecordMaker
 
 AGE_REFRESH_S = 1.0  # the oldest-undelivered gauge is at most this stale
+AUDIT_LOG_INTERVAL_S = 30.0  # most one warning about unacknowledged audit records per this
 
 
 class AtLeastOnce:
@@ -62,6 +63,7 @@ class AtLeastOnce:
         self.log = log
         self.audit = audit
         self._audit_lock = asyncio.Lock()
+        self._audit_logged = -AUDIT_LOG_INTERVAL_S  # monotonic time of the last warning
 
     async def run(self, channel: Channel) -> None:
         """Take, deliver and commit in take order until cancelled or a delivery fails."""
@@ -171,10 +173,16 @@ class AtLeastOnce:
             if failed:
                 audit.dirty |= buckets
                 self.metrics.audit_failures.inc()
-                self.log.warning(
-                    "audit records not acknowledged (%s); sent again with the next batch",
-                    failed[0][0],
-                )
+                now = time.monotonic()
+                if now - self._audit_logged >= AUDIT_LOG_INTERVAL_S:
+                    self._audit_logged = now
+                    self.log.warning(
+                        "audit records to %s not acknowledged (%s); sent again with the next "
+                        "batch (is the topic writable by this agent's user? audit: false "
+                        "turns the audit off)",
+                        audit.topic,
+                        failed[0][0],
+                    )
 
     async def _isolate(self, failed: list[Failure]) -> list[Failure]:
         """A broker rejects a whole batch when one record in it is too large, and

@@ -108,6 +108,26 @@ class KafkaSink(Sink):
             return
         self.context.log.warning("producer: %s", err)
 
+    async def _ensure_audit_topic(self) -> None:
+        """Create the audit topic when missing; an error that says what to do when the
+        agent's user may neither see nor create it (an ACL'd cluster where it was
+        not granted: the agent ships nothing until it is, or until `audit: false`)."""
+        from confluent_kafka import KafkaException
+
+        assert self.audit is not None
+        settings = client_settings(self.config, self.client_id)
+        topic, log = self.audit.topic, self.context.log
+        try:
+            await asyncio.to_thread(
+                ensure_topic, settings, topic, AUDIT_PARTITIONS, AUDIT_TOPIC_CONFIG, log
+            )
+        except KafkaException as exc:
+            raise RuntimeError(
+                f"audit topic {topic}: {exc.args[0].str()}; create it and grant this agent's "
+                "user WRITE and DESCRIBE on it (deploy/README.md), or set audit: false on "
+                "the sink"
+            ) from None
+
     async def run(self, channel: Channel) -> None:
         cfg, log = self.config, self.context.log
         transactional_id = self.transactional_id
@@ -118,14 +138,7 @@ class KafkaSink(Sink):
         )
         try:
             if self.audit is not None:
-                await asyncio.to_thread(
-                    ensure_topic,
-                    client_settings(cfg, self.client_id),
-                    self.audit.topic,
-                    AUDIT_PARTITIONS,
-                    AUDIT_TOPIC_CONFIG,
-                    log,
-                )
+                await self._ensure_audit_topic()
             strategy: ExactlyOnce | AtLeastOnce
             if cfg.delivery == "exactly_once":
                 strategy = ExactlyOnce(

@@ -153,3 +153,25 @@ async def test_takes_commit_in_order_and_count_what_they_delivered(tmp_path):
     assert channel.pending() == 0
     assert metric(sink, "logflume_agent_sink_events_out_total") == 5
     assert [len(r) for r in producer.rounds] == [2, 2, 1]
+
+
+async def test_audit_records_the_broker_refuses_do_not_hold_the_data_back(tmp_path, caplog):
+    """An agent whose user may not write the audit topic still delivers its lines;
+    each failed publication is counted, one warning says what to do, and the totals
+    go again with the next batch."""
+    producer = FakeProducer(
+        lambda r: FakeError("TOPIC_AUTHORIZATION_FAILED") if r[0] == "logflume-audit" else None
+    )
+    config = KafkaSink.Config(topic="lines", retry_backoff=0.001)
+    sink = KafkaSink(config, context(tmp_path, "k"))
+    parts = (sink.records, sink.dead_letters, sink.metrics, sink.context.log, sink.audit)
+    loop = AtLeastOnce(config, producer, *parts)
+    await loop.deliver(events(3))
+    await loop.deliver(events(2, "f"))
+    data = [r for rnd in producer.rounds for r in rnd if r[0] == "lines"]
+    audit = [rnd for rnd in producer.rounds if rnd[0][0] == "logflume-audit"]
+    assert len(data) == 5 and len(audit) == 2
+    assert metric(sink, "logflume_agent_audit_publish_failures_total") == 2
+    warnings = [r for r in caplog.records if "audit records to logflume-audit" in r.message]
+    assert len(warnings) == 1 and "audit: false" in warnings[0].message
+    assert sink.audit.dirty, "the totals wait for the next publication"

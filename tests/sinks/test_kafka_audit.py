@@ -1,5 +1,6 @@
 """The kafka sink's audit tier (sinks/kafka/audit.py): pure code, no broker."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -86,3 +87,23 @@ def test_dead_letters_are_found_by_topic_and_value_once_each():
     out = Records(["t", "u", "t", "t"], [b"x", b"x", b"x", b"y"], None, None, M, [])
     assert dead_indexes(out, [("t", b"x")]) == {0}
     assert dead_indexes(out, [("t", b"x"), ("t", b"x"), ("u", b"x")]) == {0, 1, 2}
+
+
+async def test_an_audit_topic_the_agent_may_not_create_is_named_with_the_way_out(
+    tmp_path, monkeypatch
+):
+    from confluent_kafka import KafkaError, KafkaException
+
+    from sinks.kafka import KafkaSink, sink
+    from tests.agent.helpers import context
+
+    def refused(*args):
+        raise KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+
+    monkeypatch.setattr(sink, "ensure_topic", refused)
+    kafka = KafkaSink(KafkaSink.Config(topic="t"), context(tmp_path, "k"))
+    with pytest.raises(RuntimeError) as raised:
+        await kafka._ensure_audit_topic()
+    message = str(raised.value)
+    assert message.startswith("audit topic logflume-audit: ")
+    assert "WRITE and DESCRIBE" in message and "audit: false" in message

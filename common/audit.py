@@ -7,14 +7,14 @@ which the agent sets to the line's own time where a parser read one (nginx
 tier buckets by (host, topic, minute of that timestamp); the host is the record's
 `host` header ("" when it has none).
 
-One checksum: per bucket, the count and the sum modulo 2^64 of XXH64 (seed 42) of
-each record's value bytes, exactly as produced. XXH64 with seed 42 is what Spark's
-built-in `xxhash64` computes, so the Spark jobs checksum without a Python UDF. A
-lost record and a duplicated one cancel in the count, not in the checksum.
+One checksum: per bucket, the count and the sum modulo 2^64 of XXH64 (seed 42, the
+seed of Spark's `xxhash64`) of each record's value bytes, exactly as produced; the
+Spark jobs compute it in the Python worker that parses the records. A lost record
+and a duplicated one cancel in the count, not in the checksum.
 
-Tiers, and what each counts:
+Tiers, and what each counts (the lines an agent's sources read, before its
+filters, are not counted yet):
 
-- `agent-source`: lines read per source, filtered and unparsable (counts only);
 - `agent`: records the agent's kafka sink delivered (the reference the others are
   compared with);
 - `broker`: records the topic holds, recounted by `logflume audit --recount`;
@@ -47,13 +47,15 @@ MASK = (1 << 64) - 1
 MINUTE_MS = 60_000
 GRACE_S = 120.0  # a bucket is final this long after its minute ends
 
-AGENT_SOURCE = "agent-source"
 AGENT = "agent"
 BROKER = "broker"
 SPARK_OFFLINE = "spark-offline"
 SPARK_REALTIME = "spark-realtime"
-TIERS = (AGENT_SOURCE, AGENT, BROKER, SPARK_OFFLINE, SPARK_REALTIME)
+TIERS = (AGENT, BROKER, SPARK_OFFLINE, SPARK_REALTIME)
 DOWNSTREAM = (BROKER, SPARK_OFFLINE, SPARK_REALTIME)  # compared with AGENT
+# A tier's running totals are kept this long after their minute (by the agent's sink
+# and the realtime job); a record later still opens the bucket under a new writer.
+KEEP_S = 6 * 3600.0
 
 # The audit topic, as the agent creates it when missing (operators create it so on a
 # secured cluster): compacted (the last total of each key counts) and deleted after
@@ -63,11 +65,6 @@ AUDIT_RETENTION_MS = 7 * 24 * 3600 * 1000
 AUDIT_TOPIC_CONFIG = {"cleanup.policy": "compact,delete", "retention.ms": str(AUDIT_RETENTION_MS)}
 
 _xxh64 = xxhash.xxh64_intdigest
-
-
-def value_hash(value: bytes) -> int:
-    """XXH64 of `value` with seed 42, unsigned."""
-    return _xxh64(value, HASH_SEED)
 
 
 def checksum(values: Iterable[bytes], start: int = 0) -> int:
@@ -253,6 +250,13 @@ class Verdict:
             "difference": self.difference,
             "where": self.where,
         }
+
+
+def compared_tiers(records: Iterable[AuditRecord], recounted: bool = False) -> set[str]:
+    """The tiers held to the agents' counts: those among `records` after the agent,
+    and the broker when the topics were recounted (even if it found nothing)."""
+    tiers = {r.tier for r in records if r.tier in DOWNSTREAM}
+    return tiers | {BROKER} if recounted else tiers
 
 
 def totals(records: Iterable[AuditRecord]) -> dict[Bucket, dict[str, Tally]]:

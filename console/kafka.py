@@ -53,7 +53,7 @@ class KafkaView:
     def audit(self, now_ms: int) -> list:
         """The verdicts of the last AUDIT_MINUTES minutes (common/audit.py), from the
         audit topic as the agents and Spark jobs publish it (no recount)."""
-        from common.audit import DOWNSTREAM, reconcile, totals
+        from common.audit import compared_tiers, reconcile, totals
         from common.audit_kafka import AuditFollower
 
         if self._audit is None:
@@ -61,7 +61,7 @@ class KafkaView:
             self._audit = AuditFollower(conf, AUDIT_TOPIC, AUDIT_MINUTES * 60_000)
         self._audit.update(self.timeout, poll_s=0.1)
         records = self._audit.records()
-        compared = {r.tier for r in records if r.tier in DOWNSTREAM}
+        compared = compared_tiers(records)
         return reconcile(totals(records), compared, now_ms, covered=self._audit.coverage())
 
     def _consumer(self, **extra):

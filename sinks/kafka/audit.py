@@ -26,6 +26,7 @@ from collections.abc import Collection
 
 from common.audit import (
     AGENT,
+    KEEP_S,
     MINUTE_MS,
     AuditRecord,
     Bucket,
@@ -35,8 +36,6 @@ from common.audit import (
     minute_of,
 )
 from sinks.kafka.records import Records
-
-KEEP_S = 6 * 3600.0
 
 
 class SinkAudit:

@@ -68,7 +68,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from common.audit import SPARK_REALTIME, Progress
+from common.audit import KEEP_S, SPARK_REALTIME, Progress
 from common.fsutil import atomic_write
 from common.topic_names import AUDIT_TOPIC
 from spark_etl import audit
@@ -81,7 +81,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 QUERY_NAME = "logflume-realtime"
-AUDIT_KEEP_S = 6 * 3600  # audit totals kept this long after their minute (then a new writer)
 PROGRESS_SECONDS = 10.0
 STOP_INTERRUPTED = "interrupted by stop"  # a batch's error when a stop cuts it
 FIGURES = ("unique_clients", "rt_p50", "rt_p95", "rt_p99")
@@ -297,7 +296,7 @@ class RealtimeJob:
             records.append((mark.key(), mark.value()))
         self.publisher.send(self.audit_topic, records)
         if state.max_time_ms is not None:
-            state.audit.forget_before(state.max_time_ms - int(AUDIT_KEEP_S * 1000))
+            state.audit.forget_before(state.max_time_ms - int(KEEP_S * 1000))
 
     def _state_before(self, batch_id: int) -> WindowState:
         """A copy of the state batch `batch_id` starts from (a failed batch must not

@@ -25,9 +25,9 @@ import time
 
 from common.audit import (
     AGENT,
-    DOWNSTREAM,
     GRACE_S,
     TIERS,
+    compared_tiers,
     coverage,
     minute_text,
     reconcile,
@@ -153,11 +153,10 @@ def run(args) -> int:
             and (hosts is None or r.bucket.host in hosts)
             and (topics is None or r.bucket.topic in topics)
         ]
-        compared = {r.tier for r in records if r.tier in DOWNSTREAM}
         if args.recount:
             counted = topics or {r.bucket.topic for r in records if r.tier == AGENT}
             records += recount(conf, sorted(counted), start, end, hosts, timeout)
-            compared.add("broker")
+        compared = compared_tiers(records, args.recount)
     except (client_config.CommandConfigError, KafkaException, AuditReadError) as e:
         return _error(client_config.describe_error(e))
     verdicts = reconcile(totals(records), compared, now_ms, args.grace, covered)

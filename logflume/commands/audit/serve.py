@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from common.audit import DOWNSTREAM, Verdict, reconcile, totals
+from common.audit import Verdict, compared_tiers, reconcile, totals
 from common.hostport import parse_hostport
 from logflume import client_config
 
@@ -126,14 +126,13 @@ def serve(args, window_ms: int) -> int:
                     if (not args.host or r.bucket.host in args.host)
                     and (not args.topic or r.bucket.topic in args.topic)
                 ]
-                compared = {r.tier for r in records if r.tier in DOWNSTREAM}
                 if args.recount:
                     topics = sorted({r.bucket.topic for r in records})
                     hosts = set(args.host) if args.host else None
                     records += recount(
                         conf, topics, now_ms - window_ms, now_ms, hosts, args.timeout_ms / 1000
                     )
-                    compared.add("broker")
+                compared = compared_tiers(records, args.recount)
                 verdicts = reconcile(
                     totals(records), compared, now_ms, args.grace, follower.coverage()
                 )

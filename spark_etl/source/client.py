@@ -126,12 +126,18 @@ def watermarks(opts: SourceOptions, tps: list[TP]) -> dict[TP, tuple[int, int]]:
     """(log start offset, high watermark) of each partition, asked of the leaders.
     A retriable answer (NOT_LEADER_FOR_PARTITION while a killed broker's partitions
     move, a dropped connection) is asked again until METADATA_TIMEOUT_S is spent, as
-    Kafka's consumers do, instead of failing the query."""
+    Kafka's consumers do, instead of failing the query. librdkafka answers a
+    partition that has no live leader in its metadata with "Local: Unknown
+    partition" (_UNKNOWN_PARTITION: it found no leader to ask), so that one waits
+    too; a partition that really does not exist fails at the deadline. Before asking
+    again the topic's metadata is read afresh: librdkafka does not refresh it by
+    itself for a partition it last saw without a leader."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     moving = (
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError._UNKNOWN_PARTITION,
         KafkaError._TRANSPORT,
         KafkaError._TIMED_OUT,
     )
@@ -150,7 +156,17 @@ def watermarks(opts: SourceOptions, tps: list[TP]) -> dict[TP, tuple[int, int]]:
                     if not retriable or time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
+                    _refresh_metadata(consumer, tp[0])
     return out
+
+
+def _refresh_metadata(consumer: Consumer, topic: str) -> None:
+    """Ask a broker for `topic`'s metadata now, which updates librdkafka's cache; a
+    failure here is left to the next watermark query to report."""
+    from confluent_kafka import KafkaException
+
+    with contextlib.suppress(KafkaException):
+        consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S / 10)
 
 
 def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) -> Iterator:

@@ -1,0 +1,46 @@
+"""The Spark data source's offset planning across a leader change: asking the
+partitions' watermarks while a partition has no live leader waits for one (as Kafka's
+consumers do) instead of failing the query. The fleet run's realtime job died here
+with librdkafka's "Local: Unknown partition", which is what a one-partition watermark
+query answers while the metadata names no live leader."""
+
+import threading
+
+from spark_etl.source import client
+from spark_etl.source.options import SourceOptions
+from tests.cluster.util import create_topic, producer, wait_until
+
+
+def test_watermarks_wait_for_a_leader_instead_of_failing(cluster_factory):
+    cluster = cluster_factory(count=2, settings={"min.insync.replicas": 1})
+    topic = "leaderless"
+    create_topic(cluster, topic, partitions=1, rf=1)
+    p = producer(cluster)
+    for i in range(50):
+        p.produce(topic, str(i).encode())
+    assert p.flush(30) == 0
+    leader = cluster.zk.state(topic)["leader"]
+    opts = SourceOptions.parse(
+        {"kafka.bootstrap.servers": cluster.bootstrap, "subscribe": topic}, streaming=True
+    )
+    cluster.brokers[leader].kill()
+    wait_until(
+        lambda: cluster.zk.state(topic)["leader"] == -1, what="the partition to lose its leader"
+    )
+    answers: list = []
+    asking = threading.Thread(
+        target=lambda: answers.append(_try(lambda: client.watermarks(opts, [(topic, 0)])))
+    )
+    asking.start()
+    asking.join(3)
+    assert asking.is_alive(), f"answered while no broker leads the partition: {answers}"
+    cluster.brokers[leader].start()
+    asking.join(client.METADATA_TIMEOUT_S)
+    assert answers == [{(topic, 0): (0, 50)}]
+
+
+def _try(call):
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - the test reports what the call raised
+        return exc

@@ -1,8 +1,10 @@
 """Broker configuration: Kafka's `server.properties` names, types and defaults.
 
-(Longer than the ~450 lines modules keep to: ~210 of them are the table of keys,
-one line or two per key, kept in one place so that a key is found where Kafka's
-documentation lists it; listener parsing is in broker/listeners.py.)
+(Longer than the ~450 lines modules keep to: ~260 of them are the table of keys,
+one line or two per key, in sections, kept in one place so that a key is found
+where Kafka's documentation lists it; listener parsing is in broker/listeners.py.
+BROKER-CONFIGURATION.md is made from the table by broker/reference.py: `logflume
+broker --reference --output BROKER-CONFIGURATION.md` after changing a key.)
 
 A broker is configured from three layers, later ones winning: the defaults below
 (Kafka's own, except where noted), a properties file (`--config FILE`, read by
@@ -15,6 +17,12 @@ broker does not use (`num.network.threads`, the list in kafka_broker_keys.txt) i
 accepted and reported in `BrokerConfig.unused`, which the broker logs in one
 warning, so that Kafka's own server.properties starts a broker; any other key is an
 error that suggests the nearest known key (a typo must not be silently ignored).
+The keys of KRaft mode (`process.roles`, `node.id`, `controller.quorum.*`,
+`controller.listener.names`) are errors too, naming the file and what to set
+instead: this broker runs in ZooKeeper mode only, and ignoring them would start a
+lone broker 0 where the file asks for a cluster node. Every key is static
+(read-only): read once at start; DescribeConfigs says so and altering a broker's
+config is refused (broker/server/handlers/configs.py).
 
 Listeners (broker.listeners): `listeners` and `advertised.listeners` are lists of
 `NAME://host:port`, `listener.security.protocol.map` gives each name its protocol
@@ -59,15 +67,33 @@ LONG_MAX = 9223372036854775807
 @dataclasses.dataclass(frozen=True, slots=True)
 class Key:
     name: str
-    type: str  # int, long, bool, string, list, double
+    type: str  # int, long, short, bool, string, list, double, password
     default: object
     doc: str
 
 
-_KEYS = [
+@dataclasses.dataclass(frozen=True, slots=True)
+class Section:
+    """The keys after it in the table, up to the next Section, belong together
+    (BROKER-CONFIGURATION.md groups them so); `note` says what holds for all."""
+
+    title: str
+    note: str = ""
+
+
+_TABLE: list[Key | Section] = [
+    Section("Identity and data directory"),
     Key("broker.id", "int", 0, "This broker's node id."),
-    Key("log.dirs", "string", None, "The data directory (one directory)."),
+    Key(
+        "log.dirs",
+        "string",
+        None,
+        "The data directory (one directory); required, here or as --data-dir.",
+    ),
     Key("log.dir", "string", None, "Alias of log.dirs."),
+    Section(
+        "Listeners", "`--listen` and `--advertised` set `listeners` and `advertised.listeners`."
+    ),
     Key(
         "listeners",
         "list",
@@ -98,7 +124,11 @@ _KEYS = [
         None,
         "Inter-broker protocol, i.e. the listener of that name (default PLAINTEXT).",
     ),
-    # TLS (listener.name.<lowercase name>.<key> overrides any of these per listener):
+    Section(
+        "TLS",
+        "Any of these may be set for one listener as "
+        "`listener.name.<lowercase listener name>.<key>`, which wins over the broker-wide key.",
+    ),
     Key("ssl.keystore.type", "string", "JKS", "PEM is supported (JKS/PKCS12 are not)."),
     Key("ssl.keystore.location", "string", None, "PEM file: private key and certificate chain."),
     Key("ssl.keystore.certificate.chain", "password", None, "Inline PEM certificate chain."),
@@ -122,6 +152,7 @@ _KEYS = [
         "DEFAULT",
         "Client certificate DN -> principal name: RULE:pattern/replacement/[LU],...,DEFAULT.",
     ),
+    Section("Authorization (ACLs)"),
     Key(
         "authorizer.class.name",
         "string",
@@ -143,8 +174,13 @@ _KEYS = [
         False,
         "With an authorizer: allow access to a resource that has no ACL at all.",
     ),
-    # SASL (listener.name.<lowercase name>.sasl.enabled.mechanisms overrides the first;
-    # listener.name.<l>.<mechanism>.sasl.jaas.config gives the JAAS entry, broker.sasl):
+    Section(
+        "SASL",
+        "`sasl.enabled.mechanisms` may be set for one listener as "
+        "`listener.name.<lowercase listener name>.sasl.enabled.mechanisms`; each mechanism of a "
+        "SASL listener takes its JAAS entry as "
+        "`listener.name.<lowercase listener name>.<lowercase mechanism>.sasl.jaas.config`.",
+    ),
     Key(
         "sasl.enabled.mechanisms",
         "list",
@@ -171,6 +207,7 @@ _KEYS = [
         100,
         "Delay before closing a connection whose authentication failed.",
     ),
+    Section("Topics, requests and connections"),
     Key("num.partitions", "int", 1, "Partitions of auto-created topics."),
     Key("default.replication.factor", "int", 1, "Replication factor of new topics."),
     Key("auto.create.topics.enable", "bool", True, "Create unknown topics on use."),
@@ -180,25 +217,38 @@ _KEYS = [
     Key("socket.request.max.bytes", "int", 104857600, "Largest request accepted."),
     Key("connections.max.idle.ms", "long", 600000, "Close idle connections (-1: never)."),
     Key("compression.type", "string", "producer", "Codec of stored batches (producer: as sent)."),
+    Section(
+        "Log segments, retention and flushing",
+        "Where keys give one setting in different units, the finest one set wins "
+        "(log.retention.ms, then log.retention.minutes, then log.retention.hours).",
+    ),
     Key("log.segment.bytes", "int", 1073741824, "Segment size before rolling."),
-    Key("log.roll.ms", "long", None, "Segment age before rolling."),
+    Key("log.roll.ms", "long", None, "Segment age before rolling (unset: log.roll.hours)."),
     Key("log.roll.hours", "int", 168, "Segment age before rolling, in hours."),
-    Key("log.roll.jitter.ms", "long", None, "Random jitter on segment rolling."),
+    Key(
+        "log.roll.jitter.ms",
+        "long",
+        None,
+        "Random jitter on segment rolling (unset: log.roll.jitter.hours).",
+    ),
     Key("log.roll.jitter.hours", "int", 0, "Random jitter on segment rolling, in hours."),
-    Key("log.retention.ms", "long", None, "Time retention."),
+    Key(
+        "log.retention.ms",
+        "long",
+        None,
+        "Time retention (unset: log.retention.minutes, then log.retention.hours).",
+    ),
     Key("log.retention.minutes", "int", None, "Time retention, in minutes."),
     Key("log.retention.hours", "int", 168, "Time retention, in hours."),
     Key("log.retention.bytes", "long", -1, "Size retention per partition."),
     Key("log.retention.check.interval.ms", "long", 300000, "Retention check period."),
-    Key("log.cleanup.policy", "list", "delete", "delete, compact or both."),
-    Key("log.cleaner.enable", "bool", True, "Run the log cleaner."),
-    Key("log.cleaner.backoff.ms", "long", 15000, "Cleaner period."),
-    Key("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio to clean."),
-    Key("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention."),
-    Key("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age to compact."),
-    Key("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum age uncompacted."),
     Key("log.flush.interval.messages", "long", LONG_MAX, "Flush after this many records."),
-    Key("log.flush.interval.ms", "long", None, "Flush after this long."),
+    Key(
+        "log.flush.interval.ms",
+        "long",
+        None,
+        "Flush after this long (unset: log.flush.scheduler.interval.ms).",
+    ),
     Key("log.flush.scheduler.interval.ms", "long", LONG_MAX, "Flush check period."),
     Key("log.flush.offset.checkpoint.interval.ms", "int", 60000, "Recovery point period."),
     Key("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "Log start period."),
@@ -219,21 +269,41 @@ _KEYS = [
         "How far in the future a CreateTime timestamp may be.",
     ),
     Key("log.preallocate", "bool", False, "Preallocate segment files."),
-    Key("unclean.leader.election.enable", "bool", False, "Allow out-of-ISR leaders."),
-    Key("replica.lag.time.max.ms", "long", 30000, "Follower lag before ISR removal."),
+    Section("Log compaction"),
+    Key("log.cleanup.policy", "list", "delete", "delete, compact or both."),
+    Key("log.cleaner.enable", "bool", True, "Run the log cleaner."),
+    Key("log.cleaner.backoff.ms", "long", 15000, "Cleaner period."),
+    Key("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio to clean."),
+    Key("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention."),
+    Key("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age to compact."),
+    Key("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum age uncompacted."),
+    Section("Consumer groups and offsets"),
     Key("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets."),
-    Key("offsets.topic.replication.factor", "short", 1, "RF of __consumer_offsets."),
-    Key("offsets.topic.segment.bytes", "int", 104857600, "Segment size of offsets topic."),
+    Key(
+        "offsets.topic.replication.factor", "short", 1, "Replication factor of __consumer_offsets."
+    ),
+    Key("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets."),
     Key("offsets.retention.minutes", "int", 10080, "Committed offset retention."),
     Key("offsets.commit.timeout.ms", "int", 5000, "Offset commit acks=all wait."),
     Key("group.initial.rebalance.delay.ms", "int", 3000, "Delay of a new group's rebalance."),
     Key("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout."),
     Key("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),
+    Section("Transactions and idempotent producers"),
     Key("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
     Key("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state."),
-    Key("transaction.state.log.replication.factor", "short", 1, "RF of __transaction_state."),
+    Key(
+        "transaction.state.log.replication.factor",
+        "short",
+        1,
+        "Replication factor of __transaction_state.",
+    ),
     Key("transaction.state.log.min.isr", "int", 1, "min.insync.replicas of __transaction_state."),
-    Key("transaction.state.log.segment.bytes", "int", 104857600, "Segment size of txn log."),
+    Key(
+        "transaction.state.log.segment.bytes",
+        "int",
+        104857600,
+        "Segment size of __transaction_state.",
+    ),
     Key("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms allowed."),
     Key(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
@@ -254,10 +324,13 @@ _KEYS = [
         600000,
         "How often producers idle past producer.id.expiration.ms are forgotten.",
     ),
+    Section("Cluster (ZooKeeper) and replication", "Without zookeeper.connect, a single node."),
     Key("zookeeper.connect", "string", None, "HOST:PORT[/chroot]: join a cluster."),
     Key("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout."),
     Key("zookeeper.connection.timeout.ms", "int", 18000, "ZooKeeper connect timeout."),
     Key("broker.rack", "string", None, "Rack of this broker (rack-aware assignment)."),
+    Key("unclean.leader.election.enable", "bool", False, "Allow out-of-ISR leaders."),
+    Key("replica.lag.time.max.ms", "long", 30000, "Follower lag before ISR removal."),
     Key("replica.fetch.wait.max.ms", "int", 500, "Follower fetch long-poll wait."),
     Key("replica.fetch.max.bytes", "int", 1048576, "Follower fetch bytes per partition."),
     Key("replica.fetch.response.max.bytes", "int", 10485760, "Follower fetch bytes."),
@@ -267,10 +340,23 @@ _KEYS = [
     Key("auto.leader.rebalance.enable", "bool", True, "Give leaders back to preferred."),
     Key("leader.imbalance.check.interval.seconds", "long", 300, "Rebalance check period."),
     Key("leader.imbalance.per.broker.percentage", "int", 10, "Allowed imbalance."),
-    # logflume's own (Kafka exports its metrics over JMX instead):
+    Section("Metrics", "logflume's own: Kafka exports its metrics over JMX instead."),
     Key("metrics.listen", "string", None, "HOST:PORT of /metrics and /health; off when unset."),
 ]
-KEYS: dict[str, Key] = {k.name: k for k in _KEYS}
+
+
+def _sections(table: list[Key | Section]) -> list[tuple[Section, list[Key]]]:
+    out: list[tuple[Section, list[Key]]] = []
+    for item in table:
+        if isinstance(item, Section):
+            out.append((item, []))
+        else:
+            out[-1][1].append(item)
+    return out
+
+
+SECTIONS = _sections(_TABLE)
+KEYS: dict[str, Key] = {k.name: k for _, keys in SECTIONS for k in keys}
 
 # Topic config name -> the broker key whose value is its default.
 TOPIC_SYNONYMS: dict[str, str] = {
@@ -298,6 +384,31 @@ TOPIC_SYNONYMS: dict[str, str] = {
     "segment.ms": "log.roll.ms",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
+
+# A synonym of TOPIC_SYNONYMS -> every broker key that gives it, the first set one
+# winning (Kafka's order: the finer unit first).
+SYNONYM_FAMILIES: dict[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+# The keys of a KRaft server.properties (Kafka 4 has no other mode) that have no
+# meaning for this broker, which runs in ZooKeeper mode only, and what to do
+# instead. Accepting them as unused would start a broker with broker.id 0 and no
+# cluster, the opposite of what the file asks; every other controller.quorum.* key
+# is refused like controller.quorum.voters.
+KRAFT_KEYS: dict[str, str] = {
+    "process.roles": "remove it (every node here is a broker; ZooKeeper elects the controller)",
+    "node.id": "use broker.id instead",
+    "controller.quorum.voters": "name the ZooKeeper ensemble in zookeeper.connect instead",
+    "controller.quorum.bootstrap.servers": "name the ZooKeeper ensemble in zookeeper.connect "
+    "instead",
+    "controller.listener.names": "remove it, and the controller's listener from listeners and "
+    "listener.security.protocol.map (the controller uses the inter-broker listener)",
+}
+KRAFT_PREFIX = "controller.quorum."
 
 
 LISTENER_PREFIX = "listener.name."
@@ -352,6 +463,31 @@ def unknown_key_error(name: str) -> ConfigError:
     return ConfigError(f"{name}: unknown broker config key{hint}")
 
 
+def kraft_advice(name: str) -> str | None:
+    """What to do instead of KRaft-only key `name`; None for any other key."""
+    if name in KRAFT_KEYS:
+        return KRAFT_KEYS[name]
+    if name.startswith(KRAFT_PREFIX):
+        return KRAFT_KEYS["controller.quorum.voters"]
+    return None
+
+
+def kraft_key_error(names: Iterable[str], where: str | None = None) -> ConfigError | None:
+    """The error for the KRaft-only keys among `names` (read from file `where`, if
+    given), naming the first with what to do instead, and the others; None when
+    there are none."""
+    found = [n for n in names if kraft_advice(n) is not None]
+    if not found:
+        return None
+    first, *others = found
+    place = f"{where}: " if where else ""
+    also = f" (other KRaft keys: {', '.join(others)})" if others else ""
+    return ConfigError(
+        f"{place}{first}: this broker runs in ZooKeeper mode, not KRaft: "
+        f"{kraft_advice(first)}{also}"
+    )
+
+
 def read_properties(path: str | Path) -> dict[str, str]:
     """A Java properties file as Kafka reads it (`Properties.load`: ISO-8859-1 with
     `\\uXXXX` escapes)."""
@@ -365,6 +501,9 @@ class BrokerConfig:
     def __init__(self, values: Mapping[str, str] | None = None):
         self._explicit: dict[str, object] = {}
         self.unused: list[str] = []  # Kafka keys set but not used by this broker
+        refused = kraft_key_error(values or {})
+        if refused is not None:
+            raise refused
         for name, raw in (values or {}).items():
             key = KEYS.get(name) or _listener_key(name)
             if key is not None:
@@ -393,6 +532,9 @@ class BrokerConfig:
                 raise ConfigError(f"--config {config_file}: {e.strerror}") from None
             except javaproperties.InvalidUEscapeError as e:
                 raise ConfigError(f"--config {config_file}: {e}") from None
+            refused = kraft_key_error(values, str(config_file))
+            if refused is not None:
+                raise refused
         for item in overrides:
             name, sep, value = item.partition("=")
             if not sep or not name.strip():
@@ -554,16 +696,7 @@ class BrokerConfig:
         broker_name = TOPIC_SYNONYMS.get(topic_name)
         if broker_name is None:
             return None
-        family = {
-            "log.retention.ms": (
-                "log.retention.ms",
-                "log.retention.minutes",
-                "log.retention.hours",
-            ),
-            "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
-            "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-            "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-        }.get(broker_name, (broker_name,))
+        family = SYNONYM_FAMILIES.get(broker_name, (broker_name,))
         return next((n for n in family if self.is_explicit(n)), None)
 
     def describe(self) -> list[tuple[str, str | None, bool]]:

@@ -1,5 +1,6 @@
 """How the client commands (topics, configs, groups, produce, consume) connect:
-`--bootstrap-server` and `--command-config FILE`, as Kafka's tools take them.
+`--bootstrap-server` and `--command-config FILE`, as Kafka's tools take them, with
+defaults from the environment and a profile file (common/client_options.py).
 
 The file holds Kafka *Java* client properties, the file an operator already passes
 to kafka-topics.sh (`security.protocol`, `sasl.mechanism`, `sasl.jaas.config`,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from common import client_options
 from common.kafka_properties import PropertiesError as CommandConfigError
 from common.kafka_properties import read, translate
 
@@ -73,17 +75,10 @@ class Quiet:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument(
-        "--bootstrap-server",
-        required=True,
-        metavar="HOST:PORT",
-        help="broker(s) to connect to first, comma-separated",
-    )
-    parser.add_argument(
-        "--command-config",
-        metavar="FILE",
-        help="Kafka client properties (security.protocol, sasl.*, ssl.*), as for Kafka's tools",
-    )
+    """`--bootstrap-server` (required: the flag or $LOGFLUME_BOOTSTRAP_SERVER) and
+    `--command-config` (default: $LOGFLUME_COMMAND_CONFIG or the profile file):
+    common/client_options.py."""
+    client_options.add_arguments(parser)
 
 
 __all__ = [
@@ -94,6 +89,7 @@ __all__ = [
     "client_config",
     "describe_error",
     "read",
+    "request_error",
     "translate",
 ]
 
@@ -139,3 +135,36 @@ def describe_error(exc: Exception, client=None) -> str:
         return "no answer from the broker within --timeout-ms"
     err = exc.args[0] if exc.args else exc
     return err.str() if hasattr(err, "str") else str(err)
+
+
+def request_error(exc: Exception, client, args) -> str:
+    """A failed admin request in one line, as the admin commands report it: the
+    authentication failure behind it, else the broker's refusal with Kafka's error
+    name (librdkafka abbreviates some: UNKNOWN_TOPIC_OR_PART), else a broker that
+    could not be reached or did not answer, named with `args`' --bootstrap-server
+    and --timeout-ms."""
+    from confluent_kafka import KafkaError
+
+    from broker.protocol.errors import ErrorCode
+
+    failure = authentication_failure(client)
+    if failure is not None:
+        return failure
+    where = f"{args.bootstrap_server} within {args.timeout_ms} ms"
+    err = exc.args[0] if exc.args else None
+    if isinstance(err, KafkaError):
+        code = err.code()
+        if code > 0:
+            try:
+                name = ErrorCode(code).name
+            except ValueError:  # a code newer than broker/protocol/errors.py
+                name = err.name()
+            return f"{name}: {err.str()}"
+        if code in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE):
+            return f"cannot reach {where} ({err.str()})"
+        if code == KafkaError._TIMED_OUT:
+            return f"no answer from {where} ({err.str()})"
+        return err.str()
+    if isinstance(exc, TimeoutError):  # a future's result(timeout)
+        return f"no answer from {where}"
+    return str(exc)

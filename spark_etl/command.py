@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 
+from common import client_options
 from common.topic_names import AUDIT_TOPIC
 
 JOBS = ("offline", "realtime")
@@ -62,12 +63,11 @@ def add_job_parsers(parser: argparse.ArgumentParser) -> None:
 
 
 def _common(p, base: str) -> None:
-    p.add_argument("--bootstrap-server", default="127.0.0.1:9092", help="broker HOST:PORT list")
-    p.add_argument(
-        "--command-config",
-        metavar="FILE",
-        help="Kafka client properties (security.protocol, sasl.*, ssl.*), as for Kafka's "
-        "tools; passed to the data source as kafka.* options",
+    client_options.add_arguments(
+        p,
+        fallback="127.0.0.1:9092",
+        command_config_help=client_options.COMMAND_CONFIG_HELP
+        + "; passed to the data source as kafka.* options",
     )
     p.add_argument("--topic", default="nginx-access", help="topic(s) to read, comma-separated")
     p.add_argument("--output", default=f"{base}/out", help="output directory or URI")

@@ -15,6 +15,7 @@ optionally only those of `--principal P`. Works against any Kafka-compatible bro
 through confluent-kafka's AdminClient.
 """
 
+import argparse
 import sys
 
 from logflume import client_config
@@ -75,7 +76,7 @@ def _operation_name(text: str) -> str:
     for name in _OPERATIONS:
         if name.lower() == text.replace("_", "").replace("-", "").lower():
             return name
-    raise ValueError(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(_OPERATIONS)}")
 
 
 def fail(message: str) -> int:
@@ -231,12 +232,8 @@ def run(args) -> int:
                     found[b] = None
             _show(found)
             return 0
-        if not args.force:
-            answer = input(
-                "Are you sure you want to remove the ACLs matching these options? (y/n) "
-            )
-            if answer.strip().lower() != "y":
-                return 0
+        if not args.force and not _confirmed():
+            return 0
         removed: dict[object, None] = {}
         for f in admin.delete_acls(filters, request_timeout=timeout).values():
             for b in f.result(timeout):
@@ -245,4 +242,4 @@ def run(args) -> int:
         _show(removed)
         return 0
     except (client_config.CommandConfigError, KafkaException, ValueError, TimeoutError) as e:
-        return fail(client_config.describe_error(e, admin))
+        return fail(client_config.request_error(e, admin, args))

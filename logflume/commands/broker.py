@@ -1,14 +1,24 @@
-"""`logflume broker`: run a single-node Kafka-compatible broker in the foreground."""
+"""`logflume broker`: run a Kafka-compatible broker in the foreground, or print the
+reference of its configuration keys (BROKER-CONFIGURATION.md, from broker/config.py)."""
 
 import logging
 import sys
+from pathlib import Path
+
+EPILOG = (
+    "Every configuration key, for --config FILE and --set KEY=VALUE, with its type, "
+    "default and meaning, is in BROKER-CONFIGURATION.md; `logflume broker --reference` "
+    "prints it."
+)
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "broker",
         help="run the Kafka-compatible broker (foreground)",
-        description="Run a single-node Kafka-compatible broker until SIGTERM/SIGINT.",
+        description="Run a Kafka-compatible broker (single node, or a node of a ZooKeeper "
+        "cluster) until SIGTERM/SIGINT.",
+        epilog=EPILOG,
     )
     p.add_argument("--data-dir", default=None, help="data directory (log.dirs; or in --config)")
     p.add_argument(
@@ -37,13 +47,39 @@ def add_parser(subparsers) -> None:
         default="asyncio",
         help="event loop implementation (default asyncio: zero-copy sendfile)",
     )
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help="print the reference of every configuration key, in Markdown, and exit",
+    )
+    p.add_argument("--output", metavar="FILE", help="--reference: write to FILE, not stdout")
     p.set_defaults(func=run)
+
+
+def reference(output: str | None) -> int:
+    """BROKER-CONFIGURATION.md is this command's output."""
+    from broker.reference import markdown
+
+    if not output:
+        sys.stdout.write(markdown())
+        return 0
+    try:
+        Path(output).write_text(markdown())
+    except OSError as e:
+        print(f"logflume broker: --output {output}: {e.strerror}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def run(args) -> int:
     from broker.config import BrokerConfig, ConfigError
     from broker.server.server import run as serve
 
+    if args.reference:
+        return reference(args.output)
+    if args.output:
+        print("logflume broker: --output goes with --reference", file=sys.stderr)
+        return 2
     try:
         overrides = list(args.set)
         if args.zookeeper is not None:

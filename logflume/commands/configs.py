@@ -18,6 +18,18 @@ static here) with their synonyms, as kafka-configs does; `--all` prints every co
 IncrementalAlterConfigs: SET for `--add-config` (a list value in square brackets),
 DELETE for `--delete-config`. A broker resource's configs are static on logflume's
 broker (the broker says so when asked to alter them).
+
+`--entity-type brokers --entity-default` is the cluster-wide default, the broker
+resource Kafka names "" (empty). librdkafka refuses a resource with an empty name
+(confluent-kafka raised "ValueError: Invalid ConfigResource(4,)"), so that one goes
+over the broker's own codec (broker/protocol/client.BlockingClient), connecting as
+--command-config says (logflume/wire_config.py). logflume's broker describes it
+with no configs and refuses to alter it (INVALID_REQUEST), as it has no dynamic
+broker configs.
+
+Every failure, a flag combination kafka-configs refuses, a malformed --add-config,
+an unreachable broker or the broker's refusal, is one line on stderr and exit
+status 1; the broker's refusals carry Kafka's error name (INVALID_REQUEST: ...).
 """
 
 import sys
@@ -84,15 +96,21 @@ def run(args) -> int:
 
     timeout = args.timeout_ms / 1000
     try:
+        _check_flags(args)
         added = parse_add_config(args.add_config)
-        deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]
-        admin = client_config.admin_client(args)
-    except (client_config.CommandConfigError, KafkaException, ValueError) as e:
-        return fail(client_config.describe_error(e))
+    except ValueError as e:
+        return fail(str(e))
+    deleted = [k.strip() for k in args.delete_config.split(",") if k.strip()]
     if args.alter and not (added or deleted):
         return fail("--alter needs --add-config or --delete-config")
     if args.alter and not (args.entity_name or args.entity_default):
         return fail("--alter needs --entity-name (or --entity-default for brokers)")
+    if args.entity_default:
+        return _cluster_default(args, added, deleted, timeout)
+    try:
+        admin = client_config.admin_client(args)
+    except (client_config.CommandConfigError, KafkaException, ValueError) as e:
+        return fail(client_config.describe_error(e))
     if args.entity_type == "users":
         return _users(admin, args, added, deleted, timeout)
     try:
@@ -102,8 +120,23 @@ def run(args) -> int:
         for name in names:
             _describe(admin, args, name, timeout)
         return 0
-    except (KafkaException, TimeoutError) as e:
-        return fail(client_config.describe_error(e, admin))
+    except (KafkaException, ValueError, TimeoutError) as e:
+        return fail(client_config.request_error(e, admin, args))
+
+
+def _check_flags(args) -> None:
+    """The flag combinations kafka-configs refuses before connecting (ValueError)."""
+    if args.entity_default and args.entity_type != "brokers":
+        raise ValueError(f"--entity-default is for --entity-type brokers, not {args.entity_type}")
+    if args.entity_name is not None and not args.entity_name.strip():
+        raise ValueError("--entity-name is empty")
+    if args.entity_type == "brokers" and args.entity_name and not args.entity_name.isdigit():
+        raise ValueError(
+            "The entity name for brokers must be a valid integer broker id, but it is: "
+            + args.entity_name
+        )
+    if not args.alter and (args.add_config or args.delete_config):
+        raise ValueError("--add-config and --delete-config go with --alter")
 
 
 _TYPE = {"topics": "TOPIC", "brokers": "BROKER"}
@@ -111,14 +144,20 @@ _LABEL = {"topics": "topic", "brokers": "broker"}
 
 
 def _names(admin, args, timeout: float) -> list[str]:
-    if args.entity_default:
-        return [""]
-    if args.entity_name:
+    """The entities to describe or alter: the one named, else every one. A broker id
+    is checked first: librdkafka would wait for an unknown broker until the timeout."""
+    if args.entity_name and args.entity_type == "topics":
         return [args.entity_name]
     metadata = admin.list_topics(timeout=timeout)
     if args.entity_type == "topics":
         return sorted(metadata.topics)
-    return [str(b) for b in sorted(metadata.brokers)]
+    ids = sorted(metadata.brokers)
+    if not args.entity_name:
+        return [str(b) for b in ids]
+    if int(args.entity_name) not in ids:
+        known = ", ".join(map(str, ids))
+        raise ValueError(f"Broker {args.entity_name} is not in the cluster (brokers: {known})")
+    return [args.entity_name]
 
 
 def _describe(admin, args, name: str, timeout: float) -> None:
@@ -127,19 +166,22 @@ def _describe(admin, args, name: str, timeout: float) -> None:
     resource = ConfigResource(_TYPE[args.entity_type], name)
     futures = admin.describe_configs([resource], request_timeout=timeout)
     entries = futures[resource].result(timeout)
-    label = f"{_LABEL[args.entity_type]} {name}" if name else "the default broker"
     explicit = (ConfigSource.DYNAMIC_TOPIC_CONFIG.value, ConfigSource.STATIC_BROKER_CONFIG.value)
-    shown = sorted(
-        (e for e in entries.values() if args.all or e.source in explicit), key=lambda e: e.name
-    )
     kind = "All" if args.all else ("Dynamic" if args.entity_type == "topics" else "Static")
-    print(f"{kind} configs for {label} are:")
-    for e in shown:
-        synonyms = ", ".join(
-            f"{ConfigSource(s.source).name}:{s.name}={s.value}" for s in e.synonyms.values()
-        )
-        value = "null" if e.value is None else e.value
-        print(f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
+    print(f"{kind} configs for {_LABEL[args.entity_type]} {name} are:")
+    for e in sorted(entries.values(), key=lambda e: e.name):
+        if args.all or e.source in explicit:
+            synonyms = [(s.source, s.name, s.value) for s in e.synonyms.values()]
+            _print_entry(e.name, e.value, e.is_sensitive, synonyms)
+
+
+def _print_entry(name: str, value, sensitive: bool, synonyms: list[tuple]) -> None:
+    """One config as kafka-configs prints it; `synonyms` are (source, name, value)."""
+    from confluent_kafka.admin import ConfigSource
+
+    shown = ", ".join(f"{ConfigSource(src).name}:{n}={v}" for src, n, v in synonyms)
+    value = "null" if value is None else value
+    print(f"  {name}={value} sensitive={str(sensitive).lower()} synonyms={{{shown}}}")
 
 
 def _alter(admin, args, name: str, added: dict, deleted: list, timeout: float) -> int:
@@ -151,8 +193,61 @@ def _alter(admin, args, name: str, added: dict, deleted: list, timeout: float) -
     entries += [ConfigEntry(k, "", incremental_operation=AlterConfigOpType.DELETE) for k in deleted]
     resource = ConfigResource(_TYPE[args.entity_type], name, incremental_configs=entries)
     admin.incremental_alter_configs([resource], request_timeout=timeout)[resource].result(timeout)
-    label = f"{_LABEL[args.entity_type]} {name}" if name else "the default broker"
-    print(f"Completed updating config for {label}.")
+    print(f"Completed updating config for {_LABEL[args.entity_type]} {name}.")
+    return 0
+
+
+# Kafka's numbers: the broker resource type, IncrementalAlterConfigs operations, and
+# the source of a dynamic cluster-wide default broker config.
+_RESOURCE_BROKER = 4
+_OP_SET, _OP_DELETE = 0, 1
+_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+
+
+def _cluster_default(args, added: dict, deleted: list, timeout: float) -> int:
+    """--entity-default: describe or alter the broker resource "" on the first
+    bootstrap server, over the broker's own codec (see the module docstring)."""
+    from broker.protocol import ApiKey, ErrorCode
+    from broker.protocol.client import BlockingClient, SaslAuthenticationError, SaslClientError
+    from common.hostport import parse_hostport
+    from logflume import wire_config
+
+    resource = {"resource_type": _RESOURCE_BROKER, "resource_name": ""}
+    first = args.bootstrap_server.split(",")[0]
+    try:
+        security = wire_config.security(args)
+        host, port = parse_hostport(first, "--bootstrap-server")
+        with BlockingClient(host, port, timeout, security=security) as client:
+            if args.alter:
+                configs = [
+                    {"name": k, "config_operation": _OP_SET, "value": v} for k, v in added.items()
+                ]
+                configs += [
+                    {"name": k, "config_operation": _OP_DELETE, "value": None} for k in deleted
+                ]
+                body = {"resources": [{**resource, "configs": configs}], "validate_only": False}
+                answer = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, body)["responses"][0]
+            else:
+                body = {
+                    "resources": [{**resource, "configuration_keys": None}],
+                    "include_synonyms": True,
+                }
+                answer = client.request(ApiKey.DESCRIBE_CONFIGS, 1, body)["results"][0]
+    except (ValueError, SaslAuthenticationError, SaslClientError) as e:
+        return fail(str(e))  # --command-config or --bootstrap-server, a refused login
+    except OSError as e:  # refused, timed out, closed, TLS
+        return fail(f"cannot reach {first} within {args.timeout_ms} ms ({e.strerror or e})")
+    if answer["error_code"]:
+        name = ErrorCode(answer["error_code"]).name
+        return fail(f"{name}: {answer['error_message'] or 'the broker refused the request'}")
+    if args.alter:
+        print("Completed updating default config for brokers in the cluster.")
+        return 0
+    print("Default configs for brokers in the cluster are:")
+    for entry in sorted(answer["configs"], key=lambda c: c["name"]):
+        if args.all or entry["config_source"] == _DYNAMIC_DEFAULT_BROKER_CONFIG:
+            synonyms = [(s["source"], s["name"], s["value"]) for s in entry["synonyms"]]
+            _print_entry(entry["name"], entry["value"], entry["is_sensitive"], synonyms)
     return 0
 
 
@@ -163,6 +258,10 @@ def _users(admin, args, added: dict, deleted: list, timeout: float) -> int:
 
     from logflume.commands import users
 
+    mechanisms = ", ".join(users.MECHANISMS)
+    for mechanism in [*added, *deleted]:
+        if mechanism not in users.MECHANISMS:
+            return fail(f"{mechanism}: users take {mechanisms}")
     try:
         if not args.alter:
             names = [args.entity_name] if args.entity_name else []
@@ -171,18 +270,18 @@ def _users(admin, args, added: dict, deleted: list, timeout: float) -> int:
                 print(f"SCRAM credential configs for user-principal '{user}' are {creds}")
             return 0
         for mechanism, value in added.items():
-            if mechanism not in users.MECHANISMS:
-                return fail(f"--add-config {mechanism}: users take {', '.join(users.MECHANISMS)}")
             fields = dict(f.split("=", 1) for f in value.split(",") if "=" in f)
             if not fields.get("password"):
                 return fail(f"--add-config {mechanism}: expected [password=...]")
-            iterations = int(fields.get("iterations", 4096))
+            iterations = fields.get("iterations", "4096").strip()
+            if not iterations.isdigit():
+                return fail(f"--add-config {mechanism}: iterations={iterations} is not a number")
             users.upsert(
-                admin, args.entity_name, mechanism, fields["password"], iterations, timeout
+                admin, args.entity_name, mechanism, fields["password"], int(iterations), timeout
             )
         if deleted:
             users.delete(admin, args.entity_name, deleted, timeout)
     except (KafkaException, ValueError, TimeoutError) as e:
-        return fail(client_config.describe_error(e, admin))
+        return fail(client_config.request_error(e, admin, args))
     print(f"Completed updating config for user {args.entity_name}.")
     return 0

@@ -109,7 +109,7 @@ def run(args) -> int:
             return _delete(admin, args, timeout)
         return max(_describe(admin, conf, args, group, timeout) for group in args.group)
     except (KafkaException, ValueError, OSError) as e:
-        return fail(client_config.describe_error(e, admin))
+        return fail(client_config.request_error(e, admin, args))
 
 
 def _describe(admin, conf: dict, args, group: str, timeout: float) -> int:
@@ -277,16 +277,25 @@ def _partitions(admin, args, committed, timeout: float) -> list[tuple[str, int]]
     metadata = admin.list_topics(timeout=timeout)
     out = []
     for item in args.topic:
-        topic, _, numbers = item.partition(":")
+        topic, numbers = topic_spec(item)
         if topic not in metadata.topics:
             raise ValueError(f"Topic '{topic}' does not exist")
         known = sorted(metadata.topics[topic].partitions)
-        wanted = [int(n) for n in numbers.split(",")] if numbers else known
+        wanted = numbers if numbers is not None else known
         unknown = [n for n in wanted if n not in known]
         if unknown:
             raise ValueError(f"Topic '{topic}' has no partition {unknown[0]}")
         out += [(topic, n) for n in wanted]
     return out
+
+
+def topic_spec(item: str) -> tuple[str, list[int] | None]:
+    """kafka-consumer-groups' --topic: `T` (every partition: None) or `T:0,2`."""
+    topic, sep, numbers = item.partition(":")
+    parts = [n.strip() for n in numbers.split(",")] if sep else []
+    if not topic.strip() or not all(n.isdigit() for n in parts):
+        raise ValueError(f"--topic {item!r}: expected TOPIC or TOPIC:PARTITION,...")
+    return topic.strip(), [int(n) for n in parts] if sep else None
 
 
 def _new_offsets(admin, args, partitions, committed, timeout: float) -> dict:
@@ -389,8 +398,11 @@ def _delete_offsets(args, timeout: float) -> int:
 
     try:
         return _offset_delete(args, wire_config.security(args), timeout)
-    except (SaslAuthenticationError, SaslClientError, ValueError, OSError) as e:
+    except (SaslAuthenticationError, SaslClientError, ValueError) as e:
         return fail(str(e))
+    except OSError as e:  # refused, timed out, closed, TLS
+        where = f"{args.bootstrap_server} within {args.timeout_ms} ms"
+        return fail(f"cannot reach {where} ({e.strerror or e})")
 
 
 def _offset_delete(args, security, timeout: float) -> int:
@@ -399,10 +411,7 @@ def _offset_delete(args, security, timeout: float) -> int:
     from common.hostport import parse_hostport
 
     group = args.group[0]
-    topics: dict[str, list[int] | None] = {}
-    for item in args.topic:
-        topic, _, numbers = item.partition(":")
-        topics[topic] = [int(n) for n in numbers.split(",")] if numbers else None
+    topics = dict(topic_spec(item) for item in args.topic)
     host, port = parse_hostport(args.bootstrap_server.split(",")[0], "--bootstrap-server")
     with BlockingClient(host, port, timeout, security=security) as client:
         found = client.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})

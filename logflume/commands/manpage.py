@@ -16,6 +16,7 @@ the agent unit's EnvironmentFile: NAME=value lines for ${NAME} in pipelines.yaml
 .TP
 .B /etc/logflume/broker-ID.properties
 a broker's configuration (logflume-broker@ID.service), Kafka's server.properties syntax
+(\fBlogflume broker \-\-reference\fR lists every key)
 .TP
 .B /var/lib/logflume
 agent positions and channels, broker data, ETL checkpoints"""

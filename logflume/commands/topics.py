@@ -81,6 +81,10 @@ def run(args) -> int:
         return fail("--topic is required with --create, --alter and --delete")
     if args.alter and args.partitions < 1:
         return fail("--alter needs --partitions N (the new partition count)")
+    if args.create and (args.partitions == 0 or args.partitions < -1):
+        return fail("The partitions must be greater than 0")
+    if args.create and not (args.replication_factor == -1 or 1 <= args.replication_factor <= 32767):
+        return fail("The replication factor must be between 1 and 32767 inclusive")
     configs = {}
     for item in args.config:
         key, sep, value = item.partition("=")
@@ -95,8 +99,7 @@ def run(args) -> int:
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as e:
-        unreachable = f"cannot reach {args.bootstrap_server} within {args.timeout_ms} ms ({e})"
-        return fail(client_config.authentication_failure(admin) or unreachable)
+        return fail(client_config.request_error(e, admin, args))
     try:
         if args.create:
             return _create(admin, metadata, args, configs, timeout)
@@ -109,8 +112,8 @@ def run(args) -> int:
                 print(name)
             return 0
         return _describe(admin, metadata, args, timeout)
-    except (KafkaException, TimeoutError) as e:
-        return fail(client_config.describe_error(e, admin))
+    except (KafkaException, ValueError, TimeoutError) as e:  # ValueError: confluent-kafka's checks
+        return fail(client_config.request_error(e, admin, args))
 
 
 def _create(admin, metadata, args, configs, timeout) -> int:

@@ -250,13 +250,16 @@ class Demo:
             argv = self.py + ["agent", "run", "--config", str(config_path), "--name", name]
             sup.start(ChildSpec(name, argv + ["--state-dir", str(data / "agent" / name)]))
         agents = [config.metrics_address(name) for name in config.agents()]
-        console = self.py + ["console", "--bootstrap-server", self.bootstrap]
+        # The demo's broker is plaintext: no client profile of the operator's applies
+        # (an empty --command-config is none; common/client_options.py).
+        plain = ["--bootstrap-server", self.bootstrap, "--command-config", ""]
+        console = self.py + ["console", *plain]
         console += ["--listen", f"127.0.0.1:{args.console_port}"]
         console += ["--agents", ",".join(f"{h}:{p}" for h, p in filter(None, agents))]
         if self.broker_metrics:
             console += ["--broker-metrics", self.broker_metrics]
         sup.start(ChildSpec("console", console))
-        audit = self.py + ["audit", "--serve", "--bootstrap-server", self.bootstrap]
+        audit = self.py + ["audit", "--serve", *plain]
         sup.start(ChildSpec("audit", audit + ["--listen", f"127.0.0.1:{args.audit_port}"]))
         sup.start(
             ChildSpec(
@@ -266,7 +269,7 @@ class Demo:
             )
         )
         if not args.no_spark:
-            spark = self.py + ["etl", "realtime", "--bootstrap-server", self.bootstrap]
+            spark = self.py + ["etl", "realtime", *plain]
             spark += ["--topic", "nginx-access", "--output", str(data / "stats")]
             spark += ["--checkpoint", str(data / "checkpoints" / "realtime")]
             # earliest: a new checkpoint starts with the generator's backfill (complete

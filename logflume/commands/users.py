@@ -123,5 +123,5 @@ def run(args) -> int:
                 creds = ", ".join(f"{m} (iterations {n})" for m, n in infos)
                 print(f"{user}: {creds}")
         return 0
-    except (KafkaException, TimeoutError) as e:
-        return fail(client_config.describe_error(e, admin))
+    except (KafkaException, ValueError, TimeoutError) as e:  # ValueError: an empty name
+        return fail(client_config.request_error(e, admin, args))

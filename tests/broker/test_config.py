@@ -1,6 +1,9 @@
 """broker/config.py: server.properties syntax, layered settings and defaults, synonyms,
 errors that name the key, listener forms."""
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,6 +131,77 @@ def test_authorizer_settings(tmp_path):
         )
         assert cfg["authorizer.class.name"] == name and cfg["super.users"] == "User:a;User:b"
         assert cfg["allow.everyone.if.no.acl.found"] is False
+
+
+KRAFT_PROPERTIES = """\
+# A combined broker and controller, as Kafka 4 (KRaft only) configures one
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+advertised.listeners=PLAINTEXT://localhost:9092
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+num.network.threads=3
+log.dirs=/tmp/kraft-combined-logs
+"""
+
+
+def test_a_kraft_server_properties_is_refused_naming_the_file_and_keys(tmp_path):
+    f = tmp_path / "server.properties"
+    f.write_text(KRAFT_PROPERTIES)
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig.load(f)
+    assert str(refused.value) == (
+        f"{f}: process.roles: this broker runs in ZooKeeper mode, not KRaft: remove it (every "
+        "node here is a broker; ZooKeeper elects the controller) (other KRaft keys: node.id, "
+        "controller.quorum.bootstrap.servers, controller.listener.names)"
+    )
+
+
+@pytest.mark.parametrize(
+    "key, instead",
+    [
+        ("process.roles=broker", "remove it"),
+        ("node.id=2", "use broker.id instead"),
+        ("controller.quorum.voters=1@h:9093", "zookeeper.connect"),
+        ("controller.quorum.bootstrap.servers=h:9093", "zookeeper.connect"),
+        ("controller.quorum.election.timeout.ms=1000", "zookeeper.connect"),
+        ("controller.listener.names=CONTROLLER", "remove it, and the controller's listener"),
+    ],
+)
+def test_each_kraft_key_says_what_to_use_instead(tmp_path, key, instead):
+    name = key.split("=")[0]
+    f = tmp_path / "one.properties"
+    f.write_text(f"broker.id=2\n{key}\n")
+    where = re.escape(f"{f}: {name}: this broker runs in ZooKeeper mode")
+    with pytest.raises(ConfigError, match=f"^{where}"):
+        BrokerConfig.load(f, [], tmp_path)
+    with pytest.raises(ConfigError, match=f"^{re.escape(name)}: .*{re.escape(instead)}"):
+        BrokerConfig.load(None, [key], tmp_path)
+
+
+def test_logflume_broker_exits_on_a_kraft_file(tmp_path):
+    f = tmp_path / "server.properties"
+    f.write_text(KRAFT_PROPERTIES)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logflume",
+            "broker",
+            "--config",
+            str(f),
+            "--data-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"logflume broker: configuration error: {f}: process.roles: ")
 
 
 def test_config_requires_data_dir():

@@ -146,7 +146,7 @@ def test_describe_configs_hides_key_material(tmp_path):
         **{"ssl.keystore.key": "-----BEGIN PRIVATE KEY----- secret -----END PRIVATE KEY-----"},
     )
     entries = {
-        e["name"]: e for e in _broker_entries(SimpleNamespace(config=cfg, broker_id=0), "", {})
+        e["name"]: e for e in _broker_entries(SimpleNamespace(config=cfg, broker_id=0), "0", {})
     }
     key = entries["ssl.keystore.key"]
     assert key["value"] is None and key["is_sensitive"] and key["synonyms"][0]["value"] is None

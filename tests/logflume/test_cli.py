@@ -103,3 +103,13 @@ def test_agent_run_says_where_its_state_is(tmp_path):
         proc.terminate()
         proc.wait(30)
     assert f"agent solo: state in {tmp_path / 'relative-state'}" in line
+
+
+def test_the_transactions_help_names_every_subcommand():
+    """`logflume --help` lists what `logflume transactions` does: each of its
+    subcommands, not just the first two."""
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    (help_text,) = [c.help for c in sub._choices_actions if c.dest == "transactions"]
+    (subcommand,) = [a for a in sub.choices["transactions"]._actions if a.dest == "subcommand"]
+    assert subcommand.choices == ("list", "describe", "describe-producers", "find-hanging", "abort")
+    assert all(name in help_text for name in subcommand.choices)

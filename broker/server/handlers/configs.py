@@ -11,8 +11,10 @@ first (unknown topic: UNKNOWN_TOPIC_OR_PARTITION; unknown key or bad value:
 INVALID_CONFIG; a key twice, a null value to set, an unknown operation:
 INVALID_REQUEST) and nothing is written for `validate_only`. A cluster writes the
 new overrides to ZooKeeper and every broker applies them (topic_admin.py).
-Broker configs are static here (no dynamic broker config yet): altering one is
-refused with INVALID_REQUEST naming the keys, as Kafka refuses a read-only key.
+Broker configs are static here (no dynamic broker config yet): altering one, for a
+broker or for the cluster-wide default (the broker resource named ""), is refused
+with INVALID_REQUEST naming the keys, as Kafka refuses a read-only key, and the
+default resource is described with no configs (it holds only dynamic ones).
 
 Authorization: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
 (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
@@ -162,7 +164,11 @@ def _topic_type(key: str, value: str) -> int:
 
 
 def _broker_entries(core, name: str, result: dict) -> list[dict]:
-    if name not in ("", str(core.broker_id)):
+    if name == "":
+        # The cluster-wide default resource holds the dynamic default configs only
+        # (Kafka's DYNAMIC_DEFAULT_BROKER_CONFIG); broker configs are static here.
+        return []
+    if name != str(core.broker_id):
         result["error_code"] = ErrorCode.INVALID_REQUEST
         result["error_message"] = f"This is broker {core.broker_id}, not {name}"
         return []

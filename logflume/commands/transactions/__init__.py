@@ -12,8 +12,9 @@ def add_parser(subparsers) -> None:
 
     p = subparsers.add_parser(
         "transactions",
-        help="list or describe transactions",
-        description="Inspect the transactions of a Kafka-compatible broker "
+        help="transactions: list, describe, describe-producers, find-hanging, abort",
+        description="List and describe the transactions of a Kafka-compatible broker, "
+        "describe a partition's producers, find hanging transactions and abort one "
         "(like kafka-transactions.sh).",
     )
     client_config.add_arguments(p)

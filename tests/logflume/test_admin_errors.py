@@ -1,0 +1,202 @@
+"""Plainly wrong input to the admin commands (`logflume configs`, `topics`, `groups`,
+`acls`, `users`) ends as Kafka's tools end it: one line on stderr and a non-zero
+exit status, never a traceback; against a broker subprocess, and against a port
+nothing listens on."""
+
+import pytest
+
+from common.ports import free_port
+from testkit.kafka import create_topic
+from tests.logflume.test_commands_clients import lf
+
+
+def one_error_line(r) -> str:
+    """The one line a failed command printed on stderr."""
+    err = r.stderr.decode()
+    assert r.returncode != 0, (r.stdout, err)
+    assert "Traceback" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_cluster_default_broker_configs_are_refused_by_name(module_broker):
+    """The command of the report: the broker resource "" (kafka-configs'
+    --entity-default) reaches the broker, which refuses it as it refuses any broker
+    config change (all are static), and describes it with no configs."""
+    b = ["--bootstrap-server", module_broker.bootstrap]
+    r = lf(
+        "configs", *b, "--entity-type", "brokers", "--entity-default", "--alter",
+        "--add-config", "message.max.bytes=2000",
+    )  # fmt: skip
+    assert r.returncode == 1 and r.stdout == b""
+    assert one_error_line(r) == (
+        "Error while executing config command with args: INVALID_REQUEST: "
+        "Cannot update these configs dynamically: message.max.bytes"
+    )
+    r = lf(
+        "configs", *b, "--entity-type", "brokers", "--entity-default", "--alter",
+        "--delete-config", "log.retention.hours",
+    )  # fmt: skip
+    assert "INVALID_REQUEST: Cannot update these configs dynamically" in one_error_line(r)
+    r = lf("configs", *b, "--entity-type", "brokers", "--entity-default", "--describe")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == ["Default configs for brokers in the cluster are:"]
+    r = lf("configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--alter",
+           "--add-config", "message.max.bytes=2000")  # fmt: skip
+    assert one_error_line(r).endswith(
+        "INVALID_REQUEST: Cannot update these configs dynamically: message.max.bytes"
+    )
+
+
+CONFIGS_MISTAKES = {
+    "default of topics": (
+        ["--entity-type", "topics", "--entity-default", "--describe"],
+        "--entity-default is for --entity-type brokers, not topics",
+    ),
+    "default of users": (
+        ["--entity-type", "users", "--entity-default", "--alter", "--delete-config",
+         "SCRAM-SHA-512"],
+        "--entity-default is for --entity-type brokers, not users",
+    ),
+    "broker name not an id": (
+        ["--entity-type", "brokers", "--entity-name", "broker-1", "--describe"],
+        "The entity name for brokers must be a valid integer broker id, but it is: broker-1",
+    ),
+    "empty name": (
+        ["--entity-type", "topics", "--entity-name", "", "--describe"],
+        "--entity-name is empty",
+    ),
+    "alter without a name": (
+        ["--entity-type", "topics", "--alter", "--add-config", "retention.ms=1"],
+        "--alter needs --entity-name",
+    ),
+    "alter without a change": (
+        ["--entity-type", "topics", "--entity-name", "err-t", "--alter"],
+        "--alter needs --add-config or --delete-config",
+    ),
+    "a change without alter": (
+        ["--entity-type", "topics", "--entity-name", "err-t", "--describe", "--add-config",
+         "retention.ms=1"],
+        "--add-config and --delete-config go with --alter",
+    ),
+    "KEY without =VALUE": (
+        ["--entity-type", "topics", "--entity-name", "err-t", "--alter", "--add-config",
+         "retention.ms"],
+        "expected K=V",
+    ),
+    "unclosed list": (
+        ["--entity-type", "topics", "--entity-name", "err-t", "--alter", "--add-config",
+         "cleanup.policy=[compact,delete"],
+        "unclosed [",
+    ),
+    "unknown topic config": (
+        ["--entity-type", "topics", "--entity-name", "err-t", "--alter", "--add-config",
+         "retention.msec=1"],
+        "INVALID_CONFIG: ",
+    ),
+    "unknown topic": (
+        ["--entity-type", "topics", "--entity-name", "err-missing", "--describe"],
+        "UNKNOWN_TOPIC_OR_PARTITION: ",
+    ),
+    "user's mechanism": (
+        ["--entity-type", "users", "--entity-name", "alice", "--alter", "--delete-config",
+         "SCRAM-SHA-1"],
+        "SCRAM-SHA-1: users take SCRAM-SHA-256, SCRAM-SHA-512",
+    ),
+    "user's iterations": (
+        ["--entity-type", "users", "--entity-name", "alice", "--alter", "--add-config",
+         "SCRAM-SHA-512=[iterations=many,password=secret]"],
+        "iterations=many is not a number",
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def err_topic(module_broker) -> None:
+    """The topic the cases name (created once for the module's broker)."""
+    create_topic(module_broker.bootstrap, "err-t")
+
+
+@pytest.mark.usefixtures("err_topic")
+@pytest.mark.parametrize("case", sorted(CONFIGS_MISTAKES))
+def test_configs_mistakes_are_one_line(module_broker, case):
+    args, expected = CONFIGS_MISTAKES[case]
+    r = lf("configs", "--bootstrap-server", module_broker.bootstrap, *args)
+    line = one_error_line(r)
+    assert line.startswith("Error while executing config command with args: ")
+    assert expected in line
+
+
+def test_other_admin_commands_mistakes_are_one_line(module_broker):
+    b = ["--bootstrap-server", module_broker.bootstrap]
+    create_topic(module_broker.bootstrap, "err-g")
+    for args, expected in (
+        (["topics", *b, "--create", "--topic", "err-c", "--config", "retention.ms"],
+         "--config 'retention.ms': expected KEY=VALUE"),
+        (["topics", *b, "--alter", "--topic", "err-g"], "--alter needs --partitions"),
+        (["topics", *b, "--create", "--topic", "err-c", "--partitions", "0"],
+         "The partitions must be greater than 0"),
+        (["topics", *b, "--create", "--topic", "err-c", "--replication-factor", "0"],
+         "The replication factor must be between 1 and 32767 inclusive"),
+        (["topics", *b, "--create", "--topic", "err-c", "--config", "retention.msec=1"],
+         "retention.msec"),
+        (["groups", *b, "--reset-offsets", "--group", "g", "--topic", "err-g:first",
+          "--to-earliest"], "--topic 'err-g:first': expected TOPIC or TOPIC:PARTITION,..."),
+        (["groups", *b, "--delete-offsets", "--group", "g", "--topic", "err-g:"],
+         "--topic 'err-g:': expected TOPIC or TOPIC:PARTITION,..."),
+        (["groups", *b, "--describe"], "--group is required"),
+        (["acls", *b, "--add", "--topic", "err-g"], "--add needs --allow-principal"),
+        (["users", "delete", *b, "nobody"], "nobody"),
+        (["users", "add", *b, "", "--password", "secret"], "'user' cannot be empty"),
+        (["users", "add", *b, "alice", "--password", "secret", "--iterations", "0"],
+         "Iterations should be positive"),
+    ):  # fmt: skip
+        line = one_error_line(lf(*args))
+        assert expected in line, (args, line)
+
+
+def test_acls_remove_without_an_answer_removes_nothing(module_broker):
+    """--remove asks first; with no terminal to answer (stdin closed) it removes
+    nothing, where it used to end in EOFError."""
+    r = lf(
+        "acls", "--bootstrap-server", module_broker.bootstrap, "--remove", "--topic", "err-a",
+        input=b"",
+    )  # fmt: skip
+    assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr
+    assert b"Removed ACLs" not in r.stdout
+
+
+def test_unknown_choices_are_usage_errors():
+    """argparse's own refusal: usage, then one error line, status 2."""
+    b = ["--bootstrap-server", "127.0.0.1:9"]
+    for args, expected in (
+        (["configs", *b, "--entity-type", "clients", "--describe"], "invalid choice: 'clients'"),
+        (["acls", *b, "--list", "--operation", "Fly"], "'Fly' is not one of All, Read"),
+    ):
+        r = lf(*args)
+        err = r.stderr.decode()
+        assert r.returncode == 2 and "Traceback" not in err
+        assert expected in err.splitlines()[-1]
+
+
+UNREACHABLE = [
+    ["configs", "--entity-type", "topics", "--entity-name", "t", "--describe"],
+    ["configs", "--entity-type", "brokers", "--describe"],
+    ["configs", "--entity-type", "brokers", "--entity-default", "--describe"],
+    ["configs", "--entity-type", "users", "--describe"],
+    ["topics", "--describe"],
+    ["groups", "--list"],
+    ["groups", "--describe", "--group", "g"],
+    ["groups", "--delete-offsets", "--group", "g", "--topic", "t"],
+    ["acls", "--list"],
+    ["users", "list"],
+]
+
+
+@pytest.mark.parametrize("args", UNREACHABLE, ids=" ".join)
+def test_an_unreachable_broker_is_one_line(args):
+    bootstrap = f"127.0.0.1:{free_port()}"
+    r = lf(*args, "--bootstrap-server", bootstrap, "--timeout-ms", "1500", timeout=60)
+    assert r.returncode == 1
+    assert bootstrap in one_error_line(r)

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Install logflume on a host: its own virtualenv, the `logflume` system user, the
 # agent's configuration (the production template deploy/agent/pipelines.yaml and its
-# settings file agent.env) and the systemd units. Safe to run again (upgrades the
-# code, never overwrites an existing /etc/logflume/pipelines.yaml or agent.env). The
-# agent's unit is enabled only once `logflume agent validate` passes with agent.env's
-# settings. See deploy/README.md.
+# settings file agent.env) and the systemd units. The agent's unit is enabled only once
+# `logflume agent validate` passes with agent.env's settings, and never on the demo's
+# configuration (--demo-config). See deploy/README.md.
+#
+# Running it again upgrades in place: the code is replaced (also by a wheel or source
+# of the same version), an existing /etc/logflume/pipelines.yaml or agent.env is never
+# overwritten, and the running logflume-agent@ units are restarted on the new code
+# (`systemctl try-restart`, once the configuration validates with it).
 #
 #   sudo deploy/install-agent.sh                 # system install under /opt/logflume
 #   deploy/install-agent.sh --prefix /tmp/lf --demo-config
@@ -34,12 +38,17 @@ usage: install-agent.sh [options]
                      comma-separated (default: agent)
   --demo-config      install the demo's pipelines.yaml (the one `make up` runs: local
                      broker, no settings needed) instead of the production template
-                     deploy/agent/pipelines.yaml: for trials
+                     deploy/agent/pipelines.yaml: for trials; no unit is enabled on it
   --agent NAME       agent of pipelines.yaml whose unit gets enabled (default: web), once
                      `logflume agent validate` passes with agent.env's settings
   --no-enable        install the units but enable none (e.g. on a broker host)
+  --udp-buffer-sysctl
+                     also install deploy/sysctl/60-logflume-agent.conf into
+                     /etc/sysctl.d and apply it (net.core.rmem_max=64 MiB: room for a
+                     UDP source's receive buffer; see deploy/README.md)
   --python PATH      Python >= 3.11 that creates the virtualenv (default: python3)
-  --pip-args "ARGS"  extra arguments for `pip install` (e.g. "--no-index --find-links DIR")
+  --pip-args "ARGS"  extra arguments for pip (`pip install`, and `pip wheel` building the
+                     source), e.g. "--no-index --find-links DIR"
   --reuse-site-packages DIR
                      make the packages already in DIR (a site-packages directory of the
                      same Python version) visible to the new virtualenv, so that pip only
@@ -62,6 +71,10 @@ wheel=""
 from_index=0
 extras=agent
 demo_config=0
+udp_sysctl=0
+# Where a host booted with systemd has a directory (sd_booted(3)); tests point it at
+# one of their own, with a stub systemctl on the PATH.
+systemd_run="${LOGFLUME_RUN_SYSTEMD_SYSTEM:-/run/systemd/system}"
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -73,6 +86,7 @@ while [ $# -gt 0 ]; do
     --demo-config) demo_config=1; shift ;;
     --agent) [ $# -ge 2 ] || die "--agent needs a name"; agent="$2"; shift 2 ;;
     --no-enable) enable=0; shift ;;
+    --udp-buffer-sysctl) udp_sysctl=1; shift ;;
     --python) [ $# -ge 2 ] || die "--python needs a path"; python="$2"; shift 2 ;;
     --pip-args) [ $# -ge 2 ] || die "--pip-args needs a value"; read -r -a pip_args <<<"$2"; shift 2 ;;
     --reuse-site-packages) [ $# -ge 2 ] || die "--reuse-site-packages needs a directory"; reuse="$2"; shift 2 ;;
@@ -84,6 +98,8 @@ done
 [ -f "$source_dir/pyproject.toml" ] || die "$source_dir is not a logflume source tree (no pyproject.toml)"
 [ -f "$source_dir/deploy/systemd/logflume-agent@.service" ] || die "$source_dir has no deploy/systemd units"
 [ -f "$source_dir/deploy/agent/agent.env" ] || die "$source_dir has no deploy/agent configuration"
+[ "$udp_sysctl" -eq 0 ] || [ -f "$source_dir/deploy/sysctl/60-logflume-agent.conf" ] \
+  || die "$source_dir has no deploy/sysctl/60-logflume-agent.conf"
 [ -z "$reuse" ] || [ -d "$reuse" ] || die "--reuse-site-packages: no directory $reuse"
 [ -z "$wheel" ] || [ "$from_index" -eq 0 ] || die "--wheel and --from-index exclude each other"
 [ -z "$wheel" ] || [[ "$wheel" == *.whl && -f "$wheel" ]] || die "--wheel: no wheel file $wheel"
@@ -99,42 +115,73 @@ if [ "$trial" -eq 1 ]; then
   state_dir="$prefix/var/lib/logflume"
   log_dir="$prefix/var/log/logflume"
   unit_dir="$prefix/etc/systemd/system"
+  sysctl_dir="$prefix/etc/sysctl.d"
 else
   [ "$(id -u)" -eq 0 ] || die "a system install needs root (or use --prefix DIR for a trial install)"
   etc_dir=/etc/logflume
   state_dir=/var/lib/logflume
   log_dir=/var/log/logflume
   unit_dir=/etc/systemd/system
+  sysctl_dir=/etc/sysctl.d
 fi
 
 # 1. The virtualenv and the code. pip builds from a copy of the source, so the
-#    source tree may be read-only and is left as it was.
+#    source tree may be read-only and is left as it was. Run again, this upgrades:
+#    `--upgrade` takes the newer logflume and whatever dependency its requirements
+#    need (no other), then logflume alone is reinstalled from the same wheel
+#    (`--force-reinstall --no-deps`), since pip keeps an installed version equal to a
+#    wheel's even when the code differs (a tree changed since, a rebuilt wheel). From
+#    an index one version is one content: the upgrade suffices.
+installed_version() {  # -I: not a logflume of the working directory (a source tree)
+  [ -x "$prefix/bin/logflume" ] || return 0
+  "$prefix/bin/python" -I -c 'import importlib.metadata as m; print(m.version("logflume"))' \
+    2>/dev/null || true
+}
 if [ ! -x "$prefix/bin/python" ]; then
   say "creating virtualenv $prefix"
   "$python" -m venv "$prefix"
 fi
+before="$(installed_version)"
 if [ -n "$reuse" ]; then
   site="$("$prefix/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
   (cd "$reuse" && pwd) >"$site/logflume-reuse.pth"
 fi
 build="$(mktemp -d)"
 trap 'rm -rf "$build"' EXIT
+pip=("$prefix/bin/python" -m pip --disable-pip-version-check)
 if [ -n "$wheel" ]; then
-  target="$(cd "$(dirname "$wheel")" && pwd)/$(basename "$wheel")[$extras]"
+  code="$(cd "$(dirname "$wheel")" && pwd)/$(basename "$wheel")"
   say "installing logflume[$extras] from $wheel"
 elif [ "$from_index" -eq 1 ]; then
-  target="logflume[$extras]"
+  code=logflume
   say "installing logflume[$extras] from the package index"
 else
-  mkdir "$build/src"
+  mkdir "$build/src" "$build/wheel"
   tar -C "$source_dir" --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./build \
     --exclude='*.egg-info' --exclude=__pycache__ --exclude=./bench/out -cf - . \
     | tar -C "$build/src" -xf -
-  target="$build/src[$extras]"
   say "installing logflume[$extras] from $source_dir"
+  "${pip[@]}" wheel --quiet --no-deps "${pip_args[@]}" --wheel-dir "$build/wheel" "$build/src"
+  code="$(echo "$build"/wheel/logflume-*.whl)"
+  [ -f "$code" ] || die "pip built no logflume wheel from $source_dir"
 fi
-"$prefix/bin/python" -m pip install --quiet --disable-pip-version-check "${pip_args[@]}" "$target"
+"${pip[@]}" install --quiet --upgrade "${pip_args[@]}" "${code}[$extras]"
+if [ "$from_index" -eq 0 ]; then
+  "${pip[@]}" install --quiet --force-reinstall --no-deps "${pip_args[@]}" "$code"
+fi
 "$prefix/bin/logflume" --help >/dev/null || die "$prefix/bin/logflume does not run"
+after="$(installed_version)"
+if [ -z "$before" ]; then
+  say "installed logflume $after into $prefix"
+elif [ "$before" = "$after" ] && [ "$from_index" -eq 1 ]; then
+  say "kept logflume $after in $prefix (the newest the package index has)"
+elif [ "$before" = "$after" ]; then
+  say "reinstalled logflume $after in $prefix (the same version: its code replaced)"
+elif [ "$(printf '%s\n' "$before" "$after" | sort -V | tail -n 1)" = "$after" ]; then
+  say "upgraded logflume $before -> $after in $prefix"
+else
+  say "downgraded logflume $before -> $after in $prefix"
+fi
 install -d -m 0755 "$prefix/share/logflume"
 install -m 0644 "$source_dir/deploy/README.md" "$prefix/share/logflume/README.md"
 
@@ -223,38 +270,111 @@ sed -e "s|/opt/logflume|$prefix|g" -e "s|/var/lib/logflume|$state_dir|g" \
   >"$build/logflume-etl-offline.cron"
 install -m 0644 "$build/logflume-etl-offline.cron" "$prefix/share/logflume/logflume-etl-offline.cron"
 
+# 4b. With --udp-buffer-sysctl: net.core.rmem_max raised for a UDP source's 64 MiB
+#     receive buffer, which the unit's empty CapabilityBoundingSet otherwise caps.
+#     An existing file is the operator's: kept. Applied now on a system install (and
+#     at every boot by systemd-sysctl), before the agents restart below.
+if [ "$udp_sysctl" -eq 1 ]; then
+  conf="$sysctl_dir/60-logflume-agent.conf"
+  install -d -m 0755 "$sysctl_dir"
+  if [ -e "$conf" ]; then
+    say "keeping existing $conf"
+  else
+    install -m 0644 "$source_dir/deploy/sysctl/60-logflume-agent.conf" "$conf"
+    say "wrote $conf (net.core.rmem_max for a UDP source's receive buffer)"
+  fi
+  wanted="$(sed -n 's/^[[:space:]]*net\.core\.rmem_max[[:space:]]*=[[:space:]]*//p' "$conf")"
+  if [ "$trial" -eq 1 ]; then
+    say "trial install: $conf is not applied (on a host: sysctl -p $conf)"
+  elif command -v sysctl >/dev/null && sysctl -q -p "$conf" >/dev/null 2>&1 \
+    && [ "$(sysctl -n net.core.rmem_max)" = "$wanted" ]; then
+    say "applied $conf: net.core.rmem_max=$wanted"
+  else
+    now="$(sysctl -n net.core.rmem_max 2>/dev/null || echo unknown)"
+    say "could not apply $conf here (net.core.rmem_max is $now): it applies at the" \
+      "next boot, or run: sysctl --system"
+  fi
+fi
+
 # 5. The agent's unit is enabled only with a configuration that validates with
 #    agent.env's settings, checked as the unit's ExecStartPre will (as user logflume),
-#    so that no unit is enabled to fail at the next boot. Enabling starts nothing.
+#    so that no unit is enabled to fail at the next boot; and never on the demo's
+#    pipelines (a log path relative to the working directory, UDP on 0.0.0.0), whether
+#    --demo-config installed them now or an earlier run did. Enabling starts nothing.
+#    The agents running now run the code just replaced: they are restarted on the new
+#    code (try-restart: only those running), once the configuration validates with it,
+#    so that a restart cannot stop an agent for good.
 check=("$prefix/bin/logflume" agent validate --config "$etc_dir/pipelines.yaml"
   --env-file "$etc_dir/agent.env")
+failed=0
+systemd=0
+[ "$trial" -eq 1 ] || [ ! -d "$systemd_run" ] || systemd=1
+running=()
+if [ "$systemd" -eq 1 ]; then
+  systemctl daemon-reload
+  mapfile -t running < <(systemctl list-units --plain --no-legend --state=active \
+    'logflume-agent@*.service' | awk '{print $1}')
+elif [ "$trial" -eq 0 ]; then
+  say "systemd is not running here: units installed but not enabled, no agent restarted"
+fi
+demo=""
+if cmp -s "$etc_dir/pipelines.yaml" "$source_dir/pipelines.yaml"; then
+  demo="$etc_dir/pipelines.yaml is the demo's (a relative log path, UDP on 0.0.0.0),"
+  demo+=" for trials only: put the production template deploy/agent/pipelines.yaml there"
+elif [ "$demo_config" -eq 1 ]; then
+  demo="--demo-config was given (the demo's pipelines are for trials only);"
+  demo+=" run the script without it to enable the unit"
+fi
 valid=0
-if [ "$enable" -eq 1 ]; then
+problems=""
+if { [ "$enable" -eq 1 ] && [ -z "$demo" ]; } || [ ${#running[@]} -gt 0 ]; then
   as_agent=()
   [ "$trial" -eq 1 ] || as_agent=(runuser -u logflume --)
   if problems="$(cd / && "${as_agent[@]}" "${check[@]}" 2>&1)"; then
     valid=1
   fi
 fi
-systemd=0
-[ "$trial" -eq 1 ] || [ ! -d /run/systemd/system ] || systemd=1
-if [ "$systemd" -eq 1 ]; then
-  systemctl daemon-reload
-elif [ "$trial" -eq 0 ]; then
-  say "systemd is not running here: units installed but not enabled"
+shown=0
+show_problems() {
+  local lines
+  [ "$shown" -eq 0 ] || { echo "    (validate's errors: above)"; return; }
+  mapfile -t lines <<<"$problems"
+  printf '    %s\n' "${lines[@]}"
+  shown=1
+}
+if [ ${#running[@]} -gt 0 ] && [ "$valid" -eq 1 ]; then
+  if systemctl try-restart "${running[@]}"; then
+    say "restarted ${running[*]} on logflume $after (systemctl try-restart)"
+  else
+    say "systemctl try-restart ${running[*]} failed: see systemctl status ${running[*]}"
+    failed=1
+  fi
+elif [ ${#running[@]} -gt 0 ]; then
+  say "NOT restarting ${running[*]}: $etc_dir/pipelines.yaml does not validate with" \
+    "logflume $after and the settings of $etc_dir/agent.env; they run the code they" \
+    "started with until it does, then: systemctl try-restart 'logflume-agent@*'"
+  show_problems
+elif [ "$systemd" -eq 1 ]; then
+  say "no logflume-agent@ unit is running: none restarted"
+elif [ "$trial" -eq 1 ] && [ -n "$before" ]; then
+  say "trial install: agents started from $prefix run the code they started with" \
+    "until you restart them"
 fi
-if [ "$enable" -eq 1 ] && [ "$valid" -eq 1 ] && [ "$systemd" -eq 1 ]; then
-  systemctl enable "logflume-agent@$agent.service"
-  say "enabled logflume-agent@$agent (start it with: systemctl start logflume-agent@$agent)"
-elif [ "$enable" -eq 1 ] && [ "$valid" -eq 0 ]; then
+if [ "$enable" -eq 1 ]; then
   state="is NOT enabled:"
   if [ "$systemd" -eq 1 ] && systemctl is-enabled --quiet "logflume-agent@$agent.service"; then
     state="stays enabled (by an earlier install), but"
   fi
-  say "logflume-agent@$agent $state $etc_dir/pipelines.yaml does not validate" \
-    "with the settings of $etc_dir/agent.env:"
-  mapfile -t lines <<<"$problems"
-  printf '    %s\n' "${lines[@]}"
+  if [ -n "$demo" ]; then
+    say "logflume-agent@$agent $state $demo"
+  elif [ "$valid" -eq 0 ]; then
+    say "logflume-agent@$agent $state $etc_dir/pipelines.yaml does not validate" \
+      "with the settings of $etc_dir/agent.env:"
+    show_problems
+  elif [ "$systemd" -eq 1 ]; then
+    systemctl enable "logflume-agent@$agent.service"
+    say "enabled logflume-agent@$agent (start it with: systemctl start logflume-agent@$agent)"
+  fi
 fi
 
 if [ "$trial" -eq 0 ]; then
@@ -268,3 +388,4 @@ install-agent: done. Next:
   check    ${check[*]}
   start    $start
 EOF
+exit "$failed"

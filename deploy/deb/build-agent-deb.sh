@@ -8,10 +8,15 @@
 # makes, so the units are the same), built here against Debian's python3.11, which is
 # all it depends on. It also ships the production web host's configuration,
 # deploy/agent/, as conffiles (0640 root:logflume): /etc/logflume/pipelines.yaml and
-# /etc/logflume/agent.env, whose settings are unset. And the logflume-agent@.service
-# template, /usr/bin/logflume, the manual page and bash completion. Installing it
-# creates the `logflume` user and the state directories and starts and enables
-# nothing: agent.env needs this host's settings first.
+# /etc/logflume/agent.env, whose settings are unset; and, a conffile too,
+# /etc/sysctl.d/60-logflume-agent.conf (net.core.rmem_max for a UDP source's receive
+# buffer: read at the next boot, not applied by the installation). And the
+# logflume-agent@.service template, /usr/bin/logflume, the manual page and bash
+# completion. Installing it creates the `logflume` user and the state directories and
+# starts and enables nothing: agent.env needs this host's settings first. Upgrading it
+# restarts the running agents (postinst); removing it stops and disables them (prerm).
+#
+# The package's version is the wheel's (logflume-0.1.0-*.whl: logflume-agent 0.1.0-1).
 set -euo pipefail
 # The package's virtualenv holds what pip installs into it: a caller's PYTHONPATH (a source tree,
 # another environment) would make pip take the logflume it finds there as installed.
@@ -78,11 +83,12 @@ install -d "$venv/share/logflume"
 install -m 0644 "$source_dir/deploy/README.md" "$venv/share/logflume/README.md"
 
 # 2. Configuration, unit, command, manual, completion, documentation.
-install -d "$root/etc/logflume" "$root/lib/systemd/system" "$root/usr/bin" \
+install -d "$root/etc/logflume" "$root/etc/sysctl.d" "$root/lib/systemd/system" "$root/usr/bin" \
   "$root/usr/share/man/man1" "$root/usr/share/bash-completion/completions" \
   "$root/usr/share/doc/logflume-agent"
 install -m 0640 "$source_dir/deploy/agent/pipelines.yaml" "$source_dir/deploy/agent/agent.env" \
   "$root/etc/logflume/"
+install -m 0644 "$source_dir/deploy/sysctl/60-logflume-agent.conf" "$root/etc/sysctl.d/"
 install -m 0644 "$source_dir/deploy/systemd/logflume-agent@.service" "$root/lib/systemd/system/"
 ln -s /opt/logflume/bin/logflume "$root/usr/bin/logflume"
 install -m 0644 "$stage/logflume.1.gz" "$root/usr/share/man/man1/logflume.1.gz"
@@ -94,7 +100,8 @@ install -d "$root/DEBIAN"
 for script in postinst prerm postrm; do
   install -m 0755 "$source_dir/deploy/deb/$script" "$root/DEBIAN/$script"
 done
-printf '%s\n' /etc/logflume/pipelines.yaml /etc/logflume/agent.env >"$root/DEBIAN/conffiles"
+printf '%s\n' /etc/logflume/pipelines.yaml /etc/logflume/agent.env \
+  /etc/sysctl.d/60-logflume-agent.conf >"$root/DEBIAN/conffiles"
 cat >"$root/DEBIAN/control" <<CONTROL
 Package: logflume-agent
 Version: ${version}-1

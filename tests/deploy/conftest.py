@@ -1,4 +1,8 @@
+from pathlib import Path
+
 import pytest
+
+from tests.deploy.debs import build_deb
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -10,3 +14,10 @@ def no_pythonpath():
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("PYTHONPATH", raising=False)
         yield
+
+
+@pytest.fixture(scope="session")
+def deb(wheel, tmp_path_factory) -> Path:
+    """The agent's .deb of this tree, built once: one test worker runs the whole of
+    tests/deploy (tests/conftest.py), test_deb.py and test_deb_upgrade.py use it."""
+    return build_deb(wheel, tmp_path_factory.mktemp("deb"))

@@ -1,7 +1,9 @@
 """The agent's Debian package (deploy/deb/build-agent-deb.sh): built from this tree's
 wheel, installed with dpkg on this machine, the agent started as its unit starts it,
 then purged. It ships the production agent's configuration (deploy/agent/) as its
-conffiles, with the settings unset: it enables nothing.
+conffiles, with the settings unset: it enables nothing. Systemd does not run here:
+the maintainer scripts, run with stubs of the systemd tools on the PATH, call none
+that needs it. (test_deb_upgrade.py upgrades and removes the package as if it ran.)
 
 The build is offline: the dependencies' wheels come from the wheelhouse `make test`
 fills in set-up (.venv/wheelhouse). Installing needs root and Debian's python3.11,
@@ -15,22 +17,21 @@ import pwd
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from common.ports import free_port
 from tests.deploy import udp_agent
-from tests.deploy.template import AGENT_ENV, PIPELINES
+from tests.deploy.debs import StubTools
+from tests.deploy.template import AGENT_ENV, PIPELINES, REPO
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / "deploy" / "deb" / "build-agent-deb.sh"
-WHEELHOUSE = Path(sys.prefix) / "wheelhouse"
 UNIT = Path("/lib/systemd/system/logflume-agent@.service")
+SYSCTL = Path("/etc/sysctl.d/60-logflume-agent.conf")
 CONFFILES = {
     Path("/etc/logflume/pipelines.yaml"): PIPELINES,
     Path("/etc/logflume/agent.env"): AGENT_ENV,
+    SYSCTL: REPO / "deploy" / "sysctl" / SYSCTL.name,
 }
 
 
@@ -39,33 +40,27 @@ def run(cmd, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def deb(wheel, tmp_path_factory) -> Path:
-    assert WHEELHOUSE.is_dir(), f"no {WHEELHOUSE}: `make test` fills it in set-up"
-    out = tmp_path_factory.mktemp("deb")
-    pip_args = f"--no-index --find-links {WHEELHOUSE}"
-    result = run(
-        ["bash", str(BUILD), "--wheel", str(wheel), "--out", str(out), "--pip-args", pip_args]
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    (path,) = out.glob("logflume-agent_*.deb")
-    assert result.stdout.strip() == str(path)
-    return path
+def stubs(tmp_path_factory) -> StubTools:
+    return StubTools(tmp_path_factory.mktemp("stubs"))
 
 
 @pytest.fixture(scope="module")
-def installed(deb):
-    """The package installed on this machine for the module's tests, purged after."""
+def installed(deb, stubs):
+    """The package installed on this machine for the module's tests, purged after;
+    dpkg runs the maintainer scripts with the stubs first on the PATH."""
     assert os.geteuid() == 0, "dpkg -i needs root (CI runs the suite as root)"
     owner = run(["dpkg-query", "-W", "-f=${Status}", "logflume-agent"])
     if "installed" not in owner.stdout:
         assert not Path("/opt/logflume").exists(), "/opt/logflume exists and is no package's"
-    result = run(["dpkg", "-i", str(deb)])
+    env = stubs.env(dict(os.environ), systemd=False)
+    result = run(["dpkg", "-i", str(deb)], env=env, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stdout + result.stderr
     yield result.stdout
-    purged = run(["dpkg", "--purge", "logflume-agent"])
+    purged = run(["dpkg", "--purge", "logflume-agent"], env=env, stdin=subprocess.DEVNULL)
     assert purged.returncode == 0, purged.stdout + purged.stderr
     assert not Path("/opt/logflume").exists() and not Path("/usr/bin/logflume").exists()
     assert not [path for path in CONFFILES if path.exists()]
+    assert stubs.calls() == []  # no unit enabled, systemd not running: nothing to call
 
 
 def test_package_fields_and_contents(deb):
@@ -73,11 +68,12 @@ def test_package_fields_and_contents(deb):
     assert re.search(r"^Package: logflume-agent$", fields, re.MULTILINE)
     assert re.search(r"^Depends: python3\.11", fields, re.MULTILINE)
     conffiles = run(["dpkg-deb", "-I", str(deb), "conffiles"]).stdout.split()
-    assert conffiles == ["/etc/logflume/pipelines.yaml", "/etc/logflume/agent.env"]
+    assert conffiles == [str(path) for path in CONFFILES]
     listing = run(["dpkg-deb", "-c", str(deb)]).stdout
     modes = {line.split()[5].removeprefix("."): line.split()[0] for line in listing.splitlines()}
     paths = set(modes)
-    assert {modes[path] for path in conffiles} == {"-rw-r-----"}
+    assert {modes[path] for path in conffiles[:2]} == {"-rw-r-----"}  # credentials
+    assert modes[str(SYSCTL)] == "-rw-r--r--"
     assert {
         "/usr/bin/logflume",
         "/opt/logflume/bin/logflume",
@@ -92,10 +88,12 @@ def test_package_fields_and_contents(deb):
 def test_dpkg_install_sets_up_user_config_and_command(installed):
     user = pwd.getpwnam("logflume")
     for path, source in CONFFILES.items():
+        assert path.read_text() == source.read_text()
+        if path == SYSCTL:
+            continue
         config = path.stat()
         assert config.st_mode & 0o777 == 0o640 and config.st_uid == 0
         assert config.st_gid == grp.getgrnam("logflume").gr_gid
-        assert path.read_text() == source.read_text()
     state = Path("/var/lib/logflume").stat()
     assert state.st_uid == user.pw_uid and state.st_mode & 0o777 == 0o750
     assert run(["/usr/bin/logflume", "--help"]).returncode == 0
@@ -147,3 +145,9 @@ def test_the_agent_runs_as_its_unit_runs_it(installed):
     output = udp_agent.echoes(["runuser", "-u", user, "--", *start], port, line, cwd="/")
     assert output and output[-1].strip() == line, "".join(output)
     assert state.is_dir() and state.stat().st_uid == pwd.getpwnam(user).pw_uid
+
+
+def test_the_packages_scripts_are_shellcheck_clean():
+    scripts = [REPO / "deploy" / "deb" / name for name in ("postinst", "prerm", "postrm")]
+    result = run(["shellcheck", str(REPO / "deploy" / "deb" / "build-agent-deb.sh"), *scripts])
+    assert result.returncode == 0, result.stdout

@@ -1,4 +1,5 @@
-"""deploy/install-agent.sh and deploy/systemd/: lint, a real trial install, unit checks.
+"""deploy/install-agent.sh and deploy/systemd/: lint, a real trial install, unit checks,
+re-runs that upgrade in place, and system installs in a private mount namespace.
 
 The trial installs the production template (deploy/agent/), whose settings agent.env
 leaves unset: the agent's unit is reported not enabled, with validate's errors.
@@ -19,11 +20,14 @@ from pathlib import Path
 
 import pytest
 
+import logflume
 from tests.deploy.template import AGENT_ENV, PIPELINES, filled, first_line_of, relocated, settings
+from tests.deploy.wheels import rewritten
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "install-agent.sh"
 UNITS = REPO / "deploy" / "systemd"
+SYSCTL = REPO / "deploy" / "sysctl" / "60-logflume-agent.conf"
 
 
 def run(cmd, **kwargs):
@@ -228,3 +232,200 @@ def test_broker_unit_fails_loudly_without_its_properties():
     unit = parse_unit(UNITS / "logflume-broker@.service")["Unit"]
     assert unit["AssertPathExists"] == "/etc/logflume/broker-%i.properties"
     assert "ConditionPathExists" not in unit
+
+
+def test_the_agent_unit_yields_to_nginx_within_limits():
+    """Beside nginx (CPUWeight 100, the default) the agent gets less CPU under
+    contention, and its memory is bounded: reclaimed above MemoryHigh, capped at
+    MemoryMax. The comment says how to change them."""
+    text = (UNITS / "logflume-agent@.service").read_text()
+    service = parse_unit(UNITS / "logflume-agent@.service")["Service"]
+    mib = {"M": 1, "G": 1024}
+    high, top = (int(service[k][:-1]) * mib[service[k][-1]] for k in ("MemoryHigh", "MemoryMax"))
+    assert 0 < high < top <= 4096
+    assert 0 < int(service["CPUWeight"]) < 100
+    assert "systemctl edit logflume-agent@web" in text and "drop-in" in text
+
+
+def test_the_sysctl_file_raises_rmem_max_to_the_udp_sources_buffer():
+    """60-logflume-agent.conf gives a UDP source the receive buffer it asks for by
+    default (rcvbuf_bytes), and names the warning the agent logs without it."""
+    from sources.udp import UdpConfig
+
+    settings = [line for line in SYSCTL.read_text().splitlines() if line and line[0] != "#"]
+    assert settings == [f"net.core.rmem_max={int(UdpConfig().rcvbuf_bytes)}"]
+    assert "udp: receive buffer capped at" in SYSCTL.read_text()
+    udp = (REPO / "sources" / "udp.py").read_text()
+    assert '"udp: receive buffer capped at %d bytes' in udp  # the agent's own words
+
+
+def test_runs_again_upgrade_in_place_and_never_enable_the_demo_config(wheel, tmp_path):
+    """Run again, the script upgrades in place: a wheel of the same version with other
+    code (pip alone would keep the installed one) replaces the code, a newer version
+    replaces it too; the dependencies are left alone (--no-deps). The demo's pipelines
+    (--demo-config) validate, yet no unit is enabled on them, nor on a later run
+    without the option (the file is kept), and the script says why. The sysctl file
+    comes with --udp-buffer-sysctl only."""
+    prefix = tmp_path / "logflume"
+    version = logflume.__version__
+    python = prefix / "bin" / "python"
+    config = prefix / "etc" / "logflume" / "pipelines.yaml"
+    sysctl = prefix / "etc" / "sysctl.d" / SYSCTL.name
+    demo = f"install-agent: logflume-agent@web is NOT enabled: {config} is the demo's"
+    first = install(prefix, "--wheel", str(wheel), "--demo-config")
+    assert f"install-agent: installed logflume {version} into {prefix}\n" in first
+    assert demo in first and config.read_text() == (REPO / "pipelines.yaml").read_text()
+    assert not sysctl.parent.exists() and "sysctl" not in first
+    site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"])
+    listed = [str(python), "-m", "pip", "list", "--format=freeze", "--path", site.stdout.strip()]
+    packages = run(listed).stdout
+
+    same = rewritten(wheel, tmp_path / "same", marker="rebuilt: the same version")
+    out = install(prefix, "--wheel", str(same), "--udp-buffer-sysctl")
+    assert (
+        f"install-agent: reinstalled logflume {version} in {prefix} (the same version: its "
+        "code replaced)"
+    ) in out
+    code = run([str(python), "-c", "import logflume; print(logflume.__file__)"], cwd=tmp_path)
+    assert Path(code.stdout.strip()).read_text().endswith("# rebuilt: the same version\n")
+    assert f"trial install: agents started from {prefix} run the code they started with" in out
+    assert run(listed).stdout == packages  # logflume alone, reinstalled
+    assert demo in out
+    assert sysctl.read_text() == SYSCTL.read_text() and sysctl.stat().st_mode & 0o777 == 0o644
+    assert f"install-agent: trial install: {sysctl} is not applied" in out
+
+    newer = rewritten(wheel, tmp_path / "newer", version="99.0")
+    out = install(prefix, "--wheel", str(newer))
+    assert f"install-agent: upgraded logflume {version} -> 99.0 in {prefix}\n" in out
+    assert run([str(prefix / "bin" / "logflume"), "--version"]).stdout == "logflume 99.0\n"
+    assert run(listed).stdout == packages.replace(f"logflume=={version}", "logflume==99.0")
+
+
+# A system install (no --prefix) run three times in a private mount namespace whose
+# /etc, /opt, /usr/local and /var are overlays on this machine's, their changes in a
+# tmpfs that goes with the namespace, and in a network namespace of its own (whose
+# net.core.rmem_max, the kernel's, --udp-buffer-sysctl cannot change); a stub
+# systemctl reports logflume-agent@web running. Each run's output, status and
+# systemctl calls land in $out/<n>.*.
+SYSTEM_RUNS = r"""
+set -eu
+scratch=$1 out=$2 calls=$3 script=$4 demo=$5 udp=$6 wheel=$7 newer=$8
+shift 8
+mount -t tmpfs tmpfs "$scratch"
+for dir in etc opt usr/local var; do
+  layer="$scratch/${dir//\//-}"
+  mkdir -p "$layer/upper" "$layer/work"
+  mount -t overlay overlay \
+    -o "lowerdir=/$dir,upperdir=$layer/upper,workdir=$layer/work" "/$dir"
+done
+n=0
+one_run() {
+  n=$((n + 1))
+  rc=0
+  bash "$script" "$@" >"$out/$n.out" 2>&1 || rc=$?
+  echo "$rc" >"$out/$n.rc"
+  mv "$calls" "$out/$n.calls"
+  touch "$calls"
+}
+one_run --wheel "$wheel" "$@"     # 1. the template, its settings unset
+cp "$demo" /etc/logflume/pipelines.yaml
+one_run --wheel "$wheel" "$@"     # 2. the demo's pipelines, kept
+cp "$udp" /etc/logflume/pipelines.yaml
+one_run --wheel "$newer" "$@"     # 3. a newer version; pipelines that validate
+"""
+
+
+def test_a_system_install_run_again_restarts_the_running_agents(wheel, tmp_path):
+    """install-agent.sh as root, as if systemd ran (tests/deploy/debs.py's stubs).
+    Each run reloads systemd and try-restarts the agents that run, once the
+    configuration validates with the new code; the unit is enabled only on a
+    configuration that validates and is not the demo's. --udp-buffer-sysctl writes
+    the sysctl file once and tries to apply it."""
+    from tests.deploy import udp_agent
+    from tests.deploy.debs import StubTools
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a mount namespace")
+    # The agent's user runs the installed Python: not one under /root, as this
+    # virtualenv's may be. Debian's python3.11 (deploy/system-deps.sh) is the .deb's.
+    python = "/usr/bin/python3.11"
+    assert Path(python).exists(), f"no {python}: bash deploy/system-deps.sh"
+    running = "logflume-agent@web.service loaded active running logflume agent web\n"
+    stubs = StubTools(tmp_path / "stubs", list_units=running)
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "out").mkdir()
+    udp = tmp_path / "udp.yaml"
+    udp.write_text(udp_agent.config(12345))
+    newer = rewritten(wheel, tmp_path / "newer", version="99.0")
+    args = [tmp_path / "scratch", tmp_path / "out", stubs.log, SCRIPT, REPO / "pipelines.yaml"]
+    args += [udp, wheel, newer, "--python", python, "--udp-buffer-sysctl"]
+    args += ["--reuse-site-packages", sysconfig.get_path("purelib")]
+    rmem_max = Path("/proc/sys/net/core/rmem_max").read_text()
+    result = run(
+        ["unshare", "--mount", "--net", "--propagation", "private", "bash", "-c", SYSTEM_RUNS]
+        + ["runs"]
+        + [str(a) for a in args],
+        env=stubs.env(dict(os.environ), systemd=True),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert Path("/proc/sys/net/core/rmem_max").read_text() == rmem_max
+    out = {
+        n: (tmp_path / "out" / f"{n}.out").read_text()
+        + f"[status {(tmp_path / 'out' / f'{n}.rc').read_text().strip()}]"
+        for n in (1, 2, 3)
+    }
+    calls = {n: (tmp_path / "out" / f"{n}.calls").read_text().splitlines() for n in (1, 2, 3)}
+    version = logflume.__version__
+    listed = "systemctl list-units --plain --no-legend --state=active logflume-agent@*.service"
+    config = "/etc/logflume/pipelines.yaml"
+
+    # 1. A first install: the template's settings are unset, so the running agent
+    #    (there is none on a new host, but the stub says so) is not restarted on it.
+    assert out[1].endswith("[status 0]"), out[1]
+    assert f"install-agent: installed logflume {version} into /opt/logflume\n" in out[1]
+    assert (
+        f"install-agent: NOT restarting logflume-agent@web.service: {config} does not "
+        f"validate with logflume {version}"
+    ) in out[1]
+    assert f"install-agent: logflume-agent@web is NOT enabled: {config} does not" in out[1]
+    sysctl = "/etc/sysctl.d/60-logflume-agent.conf"
+    assert f"install-agent: wrote {sysctl} (net.core.rmem_max" in out[1]
+    applied = f"install-agent: applied {sysctl}: net.core.rmem_max=67108864"
+    assert f"install-agent: could not apply {sysctl} here" in out[1] or applied in out[1]
+    assert f"install-agent: keeping existing {sysctl}" in out[2]
+    assert calls[1] == [
+        "systemctl daemon-reload",
+        listed,
+        "systemctl is-enabled --quiet logflume-agent@web.service",
+    ]
+
+    # 2. The demo's pipelines (kept, as the operator's): validate, so the agent is
+    #    restarted; never enabled.
+    assert out[2].endswith("[status 0]"), out[2]
+    assert f"install-agent: keeping existing {config}\n" in out[2]
+    assert f"reinstalled logflume {version} in /opt/logflume (the same version" in out[2]
+    assert (
+        f"install-agent: restarted logflume-agent@web.service on logflume {version} "
+        "(systemctl try-restart)\n"
+    ) in out[2]
+    assert f"install-agent: logflume-agent@web is NOT enabled: {config} is the demo's" in out[2]
+    assert calls[2] == [
+        "systemctl daemon-reload",
+        listed,
+        "systemctl try-restart logflume-agent@web.service",
+        "systemctl is-enabled --quiet logflume-agent@web.service",
+    ]
+
+    # 3. A newer version, and pipelines of the operator's that validate: restarted on
+    #    the new code, and enabled.
+    assert out[3].endswith("[status 0]"), out[3]
+    assert f"install-agent: upgraded logflume {version} -> 99.0 in /opt/logflume\n" in out[3]
+    assert "restarted logflume-agent@web.service on logflume 99.0" in out[3]
+    assert "install-agent: enabled logflume-agent@web" in out[3]
+    assert calls[3] == [
+        "systemctl daemon-reload",
+        listed,
+        "systemctl try-restart logflume-agent@web.service",
+        "systemctl is-enabled --quiet logflume-agent@web.service",
+        "systemctl enable logflume-agent@web.service",
+    ]

@@ -83,14 +83,17 @@ def test_the_agent_runs_without_spark_and_the_broker_parts(tmp_path):
 
 def test_install_agent_installs_the_code_from_a_wheel(wheel, tmp_path):
     """With the demo's pipelines.yaml (--demo-config), which needs no settings: the
-    installed agent validates it, so nothing is reported unfinished."""
+    installed agent validates it. No unit is enabled on it, and the script says why."""
     prefix = tmp_path / "logflume"
     cmd = ["bash", str(SCRIPT), "--prefix", str(prefix), "--python", sys.executable]
     cmd += ["--wheel", str(wheel), "--reuse-site-packages", sysconfig.get_path("purelib")]
     result = subprocess.run([*cmd, "--demo-config"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"installing logflume[agent] from {wheel}" in result.stdout
-    assert "the demo's pipelines" in result.stdout and "NOT enabled" not in result.stdout
+    assert "the demo's pipelines" in result.stdout and "does not validate" not in result.stdout
+    assert "logflume-agent@web is NOT enabled: --demo-config was given" not in result.stdout
+    config = prefix / "etc" / "logflume" / "pipelines.yaml"
+    assert f"logflume-agent@web is NOT enabled: {config} is the demo's" in result.stdout
     python = prefix / "bin" / "python"
     where = subprocess.run(
         [str(python), "-c", "import agent, importlib.metadata as m; "

@@ -1,6 +1,8 @@
 # Two commands set everything up on a fresh machine:
 #   make up    - install, then run the demo pipeline (`logflume up`)
 #   make test  - install, then lint and run the whole test suite
+# Each installs the Debian packages it needs when missing (deploy/system-deps.sh: the
+# `up` set for the demo, `test` for the suite and `make soak`, `bench` for `make bench`).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -11,7 +13,8 @@ NODE_CLIENTS := tests/interop/node/node_modules/.installed
 WHEELHOUSE := $(VENV)/wheelhouse
 WHEELHOUSE_STAMP := $(WHEELHOUSE)/.filled
 
-.PHONY: up test lint fmt bench soak system-deps clean dist deb
+.PHONY: up test lint fmt bench soak system-deps system-deps-up system-deps-test \
+	system-deps-bench clean dist deb
 
 $(STAMP): pyproject.toml setup.py broker/protocol/_recordscheck.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,8 +22,18 @@ $(STAMP): pyproject.toml setup.py broker/protocol/_recordscheck.c
 	$(BIN)/pip install -q -e '.[all,dev,bench]'
 	touch $@
 
+# Every set; each target below installs only its own.
 system-deps:
-	bash deploy/system-deps.sh
+	bash deploy/system-deps.sh up test bench
+
+system-deps-up:
+	bash deploy/system-deps.sh up
+
+system-deps-test:
+	bash deploy/system-deps.sh test
+
+system-deps-bench:
+	bash deploy/system-deps.sh bench
 
 # The Node.js Kafka clients the interoperability tests run (kafkajs, @platformatic/kafka).
 $(NODE_CLIENTS): tests/interop/node/package.json tests/interop/node/package-lock.json
@@ -32,7 +45,7 @@ $(WHEELHOUSE_STAMP): $(STAMP)
 	rm -f $(WHEELHOUSE)/logflume-*.whl
 	touch $@
 
-up: $(STAMP) system-deps
+up: $(STAMP) system-deps-up
 	$(BIN)/logflume up
 
 lint: $(STAMP)
@@ -44,13 +57,13 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: $(STAMP) system-deps $(NODE_CLIENTS) $(WHEELHOUSE_STAMP) lint
+test: $(STAMP) system-deps-test $(NODE_CLIENTS) $(WHEELHOUSE_STAMP) lint
 	$(BIN)/pytest -m "not soak" -n 2 --durations=60
 
-soak: $(STAMP) system-deps $(WHEELHOUSE_STAMP)
+soak: $(STAMP) system-deps-test $(WHEELHOUSE_STAMP)
 	$(BIN)/pytest -m soak
 
-bench: $(STAMP) system-deps
+bench: $(STAMP) system-deps-bench
 	$(BIN)/python -m bench
 
 clean:

@@ -20,9 +20,10 @@ settings.load_profile("logflume")
 # once); all Spark tests are one group, sharing one JVM; tests/deploy is one group,
 # because its modules install packages on this machine (a .deb). The wheel they and
 # the fleet lab build is built under a lock (testkit.fleet.build_wheel).
-# The Spark group, the longest, is handed out first so that it does not end the run
-# alone. (xdist's own `--dist loadgroup` marks cannot do this with pytest 9.2, which
-# no longer lets a plugin rename a test's node id.)
+# The two shared groups, the longest of the suite (Spark, then deploy), are handed
+# out first, one to each worker, so that neither ends the run alone. (xdist's own
+# `--dist loadgroup` marks cannot do this with pytest 9.2, which no longer lets a
+# plugin rename a test's node id.)
 SHARED_GROUPS = ("tests/spark_etl/", "tests/deploy/")
 
 
@@ -32,7 +33,8 @@ def _group(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: _group(item.nodeid) != SHARED_GROUPS[0])
+    order = {group: rank for rank, group in enumerate(SHARED_GROUPS)}
+    items.sort(key=lambda item: order.get(_group(item.nodeid), len(SHARED_GROUPS)))
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -344,8 +344,9 @@ def test_a_system_install_run_again_restarts_the_running_agents(wheel, tmp_path)
     from tests.deploy import udp_agent
     from tests.deploy.debs import StubTools
 
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        pytest.skip("needs root and unshare(1) for a mount namespace")
+    assert os.geteuid() == 0 and shutil.which("unshare"), (
+        "a system install is tried in a mount namespace: run as root with unshare(1)"
+    )
     # The agent's user runs the installed Python: not one under /root, as this
     # virtualenv's may be. Debian's python3.11 (deploy/system-deps.sh) is the .deb's.
     python = "/usr/bin/python3.11"

@@ -332,7 +332,9 @@ class NetnsCluster:
 
     def start(self) -> NetnsCluster:
         self.root.mkdir(parents=True, exist_ok=True)
-        zk = ZooKeeperProcess(self.root / "zookeeper", ZK_PORT, host=self.lab.ip("zk"))
+        zk = ZooKeeperProcess(
+            self.root / "zookeeper", ZK_PORT, host=self.lab.ip("zk"), force_sync=False
+        )
         self.zk_proc = self.lab.popen("zk", zk.command(), zk.log_path)
         zk.wait_serving(self.zk_proc, timeout_s=60)
         for i in range(self.count):

@@ -105,8 +105,10 @@ class BrokerProcess(ManagedProcess):
 
 
 def zookeeper_process(data_dir: Path, tick_ms: int = 500) -> ZooKeeperProcess:
-    """A standalone ZooKeeper (Debian's package) on a free loopback port; `.stop()` it."""
-    return ZooKeeperProcess(Path(data_dir), tick_ms=tick_ms).start()
+    """A standalone ZooKeeper (Debian's package) on a free loopback port; `.stop()` it.
+    It does not fsync (`force_sync=False`): a session waiting on the shared disk of a
+    busy test machine timed out once, and no test is about surviving a power loss."""
+    return ZooKeeperProcess(Path(data_dir), tick_ms=tick_ms, force_sync=False).start()
 
 
 class BrokerCluster:

@@ -91,7 +91,10 @@ class ZooKeeperProcess:
     """A standalone ZooKeeper server on `host`:`port` (loopback and a free port unless
     given) with its config, data and log under `data_dir`. `start()` runs it as this
     process's child; `command()` is for callers that run it themselves. Owned by one
-    thread."""
+    thread. `force_sync=False` (ZooKeeper's `forceSync=no`) stops it fsyncing its
+    transaction log before each answer: for test machines, where every session and
+    write would otherwise wait on a disk shared with everything else running; never
+    for a cluster that must survive a power loss."""
 
     def __init__(
         self,
@@ -99,11 +102,13 @@ class ZooKeeperProcess:
         port: int | None = None,
         tick_ms: int = 500,
         host: str = LOOPBACK,
+        force_sync: bool = True,
     ):
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port()
         self.tick_ms = tick_ms
+        self.force_sync = force_sync
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir / "zookeeper.log"
 
@@ -125,6 +130,7 @@ class ZooKeeperProcess:
             "maxSessionTimeout=60000\n"
             "maxClientCnxns=0\n"
             "4lw.commands.whitelist=*\n"
+            f"forceSync={'yes' if self.force_sync else 'no'}\n"
         )
         cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", zookeeper_classpath()]
         cmd += ["-Dzookeeper.jmx.log4j.disable=true", ZK_MAIN, str(cfg)]

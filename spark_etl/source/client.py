@@ -85,6 +85,16 @@ def _borrowed(opts: SourceOptions):
         _pool.setdefault(key, []).append((time.monotonic(), consumer))
 
 
+def close_pooled() -> None:
+    """Close every idle pooled consumer: one left behind keeps reconnecting to its
+    brokers until the process ends, even after the cluster is gone."""
+    with _pool_lock:
+        idle = [consumer for entries in _pool.values() for _, consumer in entries]
+        _pool.clear()
+    for consumer in idle:
+        consumer.close()
+
+
 def _consumer_conf(opts: SourceOptions) -> dict:
     conf = {
         "group.id": "logflume-spark",

@@ -6,12 +6,22 @@ query answers while the metadata names no live leader."""
 
 import threading
 
+import pytest
+
 from spark_etl.source import client
 from spark_etl.source.options import SourceOptions
 from tests.cluster.util import create_topic, producer, wait_until
 
 
-def test_watermarks_wait_for_a_leader_instead_of_failing(cluster_factory):
+@pytest.fixture
+def pooled_consumers_closed():
+    """The source keeps its consumers pooled for the process's next query; this
+    process is pytest's, so close them before the cluster goes."""
+    yield
+    client.close_pooled()
+
+
+def test_watermarks_wait_for_a_leader_instead_of_failing(cluster_factory, pooled_consumers_closed):
     cluster = cluster_factory(count=2, settings={"min.insync.replicas": 1})
     topic = "leaderless"
     create_topic(cluster, topic, partitions=1, rf=1)

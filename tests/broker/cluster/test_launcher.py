@@ -46,6 +46,13 @@ def test_zookeeper_config_serves_on_the_given_address(tmp_path, monkeypatch):
     assert (config["tickTime"], config["minSessionTimeout"]) == ("200", "400")
     assert config["dataDir"] == str(tmp_path / "zk" / "data")
     assert zk.connect == "10.213.7.10:2181"
+    assert config["forceSync"] == "yes"  # durable unless a test machine asks otherwise
+
+
+def test_test_zookeepers_do_not_wait_on_the_disk(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher, "zookeeper_classpath", lambda: "zk.jar")
+    ZooKeeperProcess(tmp_path / "zk", force_sync=False).command()
+    assert "forceSync=no" in (tmp_path / "zk" / "zoo.cfg").read_text().splitlines()
 
 
 def test_zookeeper_without_its_jars_says_what_to_install(monkeypatch):

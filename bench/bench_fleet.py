@@ -153,9 +153,7 @@ def measure(hosts: int, rate: float, seconds: float, warmup: float, root: Path, 
     fleet = Fleet(root, hosts, wheel, Path(sys.prefix) / "wheelhouse")
     loads = []
     try:
-        fleet.start_cluster()
-        fleet.start_hosts()
-        fleet.start_spark()
+        fleet.start()
         realtime = fleet.etl("realtime", root / "rt", "--starting-offsets", "latest")
         watcher = StatsWatcher(fleet)
         watcher.start()

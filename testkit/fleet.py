@@ -207,7 +207,7 @@ class WebHost:
 
 
 class Fleet:
-    """The lab: `start_cluster()`, then `start_hosts()`; `close()` tears it all down."""
+    """The lab: `start()`; `close()` tears it all down."""
 
     def __init__(self, root: Path, hosts: int, wheel: Path, wheelhouse: Path):
         self.root = Path(root)
@@ -227,6 +227,18 @@ class Fleet:
         name = f"web-{i}"
         node = self.lab.add(name)
         return WebHost(name, node, self.root / name, user=name, password=f"{name}-secret")
+
+    def start(self) -> None:
+        """Everything, overlapped where nothing depends on it: the cluster and the Spark
+        cluster start while the web hosts install the agent (pip, the slow part);
+        then each host's nginx and agent, which need the cluster."""
+        with ThreadPoolExecutor(1) as pool:
+            services = pool.submit(lambda: (self.start_cluster(), self.start_spark()))
+            try:
+                self.install_hosts()
+            finally:
+                services.result()
+        self.start_agents()
 
     # -- the cluster --------------------------------------------------------------------
 
@@ -318,11 +330,15 @@ class Fleet:
 
     # -- web hosts ----------------------------------------------------------------------
 
-    def start_hosts(self) -> None:
+    def install_hosts(self) -> None:
+        """Each host's namespaces, then the agent installed into it."""
         for host in self.hosts:
             self._boot(host)
         with ThreadPoolExecutor(2) as pool:  # pip is CPU-bound: two at a time, two cores
             list(pool.map(self.install, self.hosts))
+
+    def start_agents(self) -> None:
+        """Each host's nginx, its agent.env filled and validated, its agent started."""
         for host in self.hosts:
             self.start_nginx(host)
             self.configure(host)

@@ -20,11 +20,12 @@ settings.load_profile("logflume")
 # once); all Spark tests are one group, sharing one JVM; tests/deploy is one group,
 # because its modules install packages on this machine (a .deb). The wheel they and
 # the fleet lab build is built under a lock (testkit.fleet.build_wheel).
-# The two shared groups, the longest of the suite (Spark, then deploy), are handed
-# out first, one to each worker, so that neither ends the run alone. (xdist's own
+# tests/fleet (one module, the fleet lab) is a group of its own too. The three, the
+# longest of the suite (Spark, deploy, then the fleet lab's 3-4 minutes), are handed
+# out first, so that no worker ends the run alone on one of them. (xdist's own
 # `--dist loadgroup` marks cannot do this with pytest 9.2, which no longer lets a
 # plugin rename a test's node id.)
-SHARED_GROUPS = ("tests/spark_etl/", "tests/deploy/")
+SHARED_GROUPS = ("tests/spark_etl/", "tests/deploy/", "tests/fleet/")
 
 
 def _group(nodeid: str) -> str:

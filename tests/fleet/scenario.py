@@ -62,9 +62,7 @@ def fleet_run(
     """Yield a FleetRun once everything above is done; tear it all down after."""
     fleet = Fleet(root, hosts, wheel, Path(sys.prefix) / "wheelhouse")
     try:
-        fleet.start_cluster()
-        fleet.start_hosts()
-        fleet.start_spark()
+        fleet.start()
         run = FleetRun(fleet, root)
         realtime = fleet.etl(
             "realtime", run.realtime_out, "--starting-offsets", "earliest",

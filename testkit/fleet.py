@@ -233,12 +233,16 @@ class Fleet:
         cluster start while the web hosts install the agent (pip, the slow part);
         then each host's nginx and agent, which need the cluster."""
         with ThreadPoolExecutor(1) as pool:
-            services = pool.submit(lambda: (self.start_cluster(), self.start_spark()))
+            services = pool.submit(self._start_services)
             try:
                 self.install_hosts()
             finally:
                 services.result()
         self.start_agents()
+
+    def _start_services(self) -> None:
+        self.start_cluster()
+        self.start_spark()
 
     # -- the cluster --------------------------------------------------------------------
 

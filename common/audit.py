@@ -224,6 +224,8 @@ class Verdict:
     status: str
     difference: int = 0  # downstream count minus the agent's, for missing and duplicated
     where: str = ""  # the tier the status is about
+    # tier -> its own counts beside the tally (the Spark tiers': parsed, rejected)
+    extra: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
 
     @property
     def problem(self) -> bool:
@@ -243,7 +245,7 @@ class Verdict:
             "minute": minute_text(self.bucket.minute),
             "minute_ms": self.bucket.minute,
             "tiers": {
-                t: {"count": v.count, "checksum": f"{v.checksum:016x}"}
+                t: {"count": v.count, "checksum": f"{v.checksum:016x}", **self.extra.get(t, {})}
                 for t, v in self.tiers.items()
             },
             "status": self.status,
@@ -266,6 +268,17 @@ def totals(records: Iterable[AuditRecord]) -> dict[Bucket, dict[str, Tally]]:
         tiers = out.setdefault(rec.bucket, {})
         t = tiers.get(rec.tier)
         tiers[rec.tier] = rec.tally if t is None else t.plus(rec.tally)
+    return out
+
+
+def extra_totals(records: Iterable[AuditRecord]) -> dict[Bucket, dict[str, dict[str, int]]]:
+    """Per bucket and tier, its own counts (`AuditRecord.extra`) summed over writers."""
+    out: dict[Bucket, dict[str, dict[str, int]]] = {}
+    for rec in records:
+        if rec.extra:
+            sums = out.setdefault(rec.bucket, {}).setdefault(rec.tier, {})
+            for name, n in rec.extra.items():
+                sums[name] = sums.get(name, 0) + n
     return out
 
 

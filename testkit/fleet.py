@@ -494,6 +494,18 @@ class Fleet:
         res = host.check([_tool("logrotate"), "--force", "--state", str(state), str(conf)])
         assert res.returncode == 0, f"{host.name}: logrotate failed: {res.stderr}"
 
+    def set_audit_drill(self, host: WebHost, sink: str, drill: str) -> None:
+        """Edit the host's pipelines.yaml as an operator would: `sink` gets
+        `audit_drill: <drill>` (YAML flow mapping); restart the agent with it."""
+        conf = host.etc / "pipelines.yaml"
+        lines = conf.read_text().splitlines(keepends=True)
+        at = next(i for i, line in enumerate(lines) if line.strip() == f"{sink}:")
+        indent = len(lines[at + 1]) - len(lines[at + 1].lstrip())
+        lines.insert(at + 1, f"{' ' * indent}audit_drill: {drill}\n")
+        conf.write_text("".join(lines))
+        assert self.stop_agent(host) == 0
+        self.start_agent(host)
+
     def udp_line(self, host: WebHost, text: str) -> None:
         """What the README tells a user to try: `echo ... | nc -u -w1 127.0.0.1 8285`."""
         res = host.check(["sh", "-c", 'echo "$0" | nc -u -w1 127.0.0.1 8285', text])

@@ -123,8 +123,9 @@ class AtLeastOnce:
         started = time.monotonic()
         retry = [(*r, 0) for r in dlq.records_of(out.dead)]  # (topic, value, key, headers, ts)
         dead_lettered: list[tuple[str, bytes]] = []  # (topic, value) of out's records
+        sent = self.audit.produced(out) if self.audit is not None else out
         failed = await self.producer.produce_round(
-            out.topic, out.values, out.keys, out.headers, out.timestamps
+            sent.topic, sent.values, sent.keys, sent.headers, sent.timestamps
         )
         while failed or retry:
             for err, rtopic, value, key, headers, ts in await self._isolate(failed):

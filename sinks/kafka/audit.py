@@ -15,6 +15,10 @@ them). Totals are kept for `KEEP_S` after their minute; a record later still ope
 the bucket again under a new writer.
 
 Records the sink sends to the dead-letter topic are not delivered, so not counted.
+
+A drill (`audit_drill`, `Drill`) makes the sink lose or duplicate records on purpose
+while it counts them as delivered once: how an operator checks that the audit, and
+the alert on it, catch what they are there for.
 """
 
 from __future__ import annotations
@@ -38,16 +42,55 @@ from common.audit import (
 from sinks.kafka.records import Records
 
 
-class SinkAudit:
-    """Running totals of one sink's deliveries; event loop only."""
+class Drill:
+    """What the sink produces instead of what it counts: of the first records it
+    delivers, `drop` are never produced (the last of a batch, never all of one)
+    and `duplicate` are produced twice (the first of a batch), until both are spent.
+    Per run of the sink: a restarted agent drills again."""
 
-    def __init__(self, topic: str, writer: str):
+    def __init__(self, drop: int, duplicate: int):
+        self.drop, self.duplicate = drop, duplicate
+
+    def apply(self, out: Records) -> Records:
+        """The records to produce for `out` (`out` itself once the drill is spent)."""
+        n = len(out.values)
+        if not (self.drop or self.duplicate) or not n:
+            return out
+        dropped = min(self.drop, n - 1)
+        kept = n - dropped
+        doubled = min(self.duplicate, kept)
+        self.drop -= dropped
+        self.duplicate -= doubled
+        order = [i for i in range(kept) for _ in range(2 if i < doubled else 1)]
+
+        def pick(seq):
+            return [seq[i] for i in order]
+
+        return Records(
+            out.topic if isinstance(out.topic, str) else pick(out.topic),
+            pick(out.values),
+            None if out.keys is None else pick(out.keys),
+            None if out.headers is None else pick(out.headers),
+            out.timestamps if isinstance(out.timestamps, int) else pick(out.timestamps),
+            out.dead,
+        )
+
+
+class SinkAudit:
+    """Running totals of one sink's deliveries; event loop only. `produced(out)`:
+    what to produce of `out` (`out` itself but in a drill)."""
+
+    def __init__(self, topic: str, writer: str, drill: Drill | None = None):
         self.topic = topic
+        self.drill = drill
         self._writer_base = f"{writer}.{uuid.uuid4().hex[:12]}"
         self._generation = 0
         self.totals: dict[Bucket, tuple[str, Tally]] = {}  # bucket -> (writer, total)
         self.dirty: set[Bucket] = set()  # changed since they were last published
         self._next_evict = time.monotonic() + 60
+
+    def produced(self, out: Records) -> Records:
+        return out if self.drill is None else self.drill.apply(out)
 
     @property
     def writer(self) -> str:

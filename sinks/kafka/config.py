@@ -17,6 +17,12 @@ from sinks.kafka.security import SaslConfig, TlsConfig, librdkafka_security, unr
 STATS_INTERVAL_MS = 5000  # librdkafka statistics.interval.ms unless `producer:` sets it
 
 
+@dataclasses.dataclass(frozen=True)
+class AuditDrill:
+    drop: int = 0  # records counted as delivered but never produced (a loss)
+    duplicate: int = 0  # records produced twice but counted once (a duplicate)
+
+
 @dataclasses.dataclass
 class KafkaSinkConfig:
     topic: str  # topic to produce to; a template such as `nginx-{host}` picks one per record
@@ -50,6 +56,7 @@ class KafkaSinkConfig:
     commit_interval: Duration = Duration(0.5)  # exactly_once: most one transaction per this
     audit: bool = True  # publish counts and checksums per host and minute (logflume audit)
     audit_topic: str = AUDIT_TOPIC  # audit: where the totals go (compact,delete; 7 days)
+    audit_drill: AuditDrill | None = None  # audit: lose/duplicate records on purpose; a drill
 
 
 def problems(config: KafkaSinkConfig) -> list[str]:
@@ -78,6 +85,12 @@ def problems(config: KafkaSinkConfig) -> list[str]:
                 errors.append(f"tls.{name}: {problem}")
     if config.audit and not TOPIC_NAME.fullmatch(config.audit_topic):
         errors.append(f"audit_topic: {config.audit_topic!r} is not a topic name")
+    drill = config.audit_drill
+    if drill is not None:
+        if not config.audit:
+            errors.append("audit_drill: needs audit: true (the drill checks the audit)")
+        if drill.drop < 0 or drill.duplicate < 0:
+            errors.append("audit_drill: drop and duplicate must be >= 0")
     if config.sasl is not None and not config.sasl.password:
         errors.append("sasl.password: must not be empty")
     return errors

@@ -150,6 +150,7 @@ class ExactlyOnce:
         cfg, producer = self.config, self.producer
         out = self.records.make(events, encode_all(cfg.format, events))
         values = out.values
+        sent = self.audit.produced(out) if self.audit is not None else out
         # records whose template names a missing field: to the dead-letter topic, each try
         dead = self.dead_letters.records_of(out.dead)
         rejected: dict[bytes, object] = {}  # value -> the error that refused it for good
@@ -164,9 +165,9 @@ class ExactlyOnce:
 
             producer.begin_transaction()
             i = 0
-            while i < len(values):
-                i = self._produce_from(out, i, rejected, on_delivery)
-                if i < len(values):  # librdkafka's queue is full: let the poll thread drain it
+            while i < len(sent.values):
+                i = self._produce_from(sent, i, rejected, on_delivery)
+                if i < len(sent.values):  # librdkafka's queue is full: the poll thread drains
                     await asyncio.sleep(QUEUE_FULL_WAIT_S)
             for topic, value, key, headers in dead:
                 await self._produce(topic, value, key, headers, on_delivery)

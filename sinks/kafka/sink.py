@@ -38,7 +38,7 @@ from common.hostname import this_host
 from common.kafka_admin import ensure_topic
 from common.topic_names import dead_letter_topic
 from sinks.kafka.at_least_once import AtLeastOnce
-from sinks.kafka.audit import SinkAudit
+from sinks.kafka.audit import Drill, SinkAudit
 from sinks.kafka.config import KafkaSinkConfig, client_settings, problems, producer_settings
 from sinks.kafka.dead_letters import DeadLetterTopic
 from sinks.kafka.exactly_once import ExactlyOnce
@@ -77,8 +77,13 @@ class KafkaSink(Sink):
         )
         key = parse(config.key) if config.key is not None else None
         self.records = RecordMaker(parse(config.topic), key, config.headers)
+        drill = config.audit_drill
         self.audit = (
-            SinkAudit(config.audit_topic, f"{context.agent}.{context.name}")
+            SinkAudit(
+                config.audit_topic,
+                f"{context.agent}.{context.name}",
+                Drill(drill.drop, drill.duplicate) if drill is not None else None,
+            )
             if config.audit
             else None
         )
@@ -139,6 +144,13 @@ class KafkaSink(Sink):
         try:
             if self.audit is not None:
                 await self._ensure_audit_topic()
+            if cfg.audit_drill is not None:
+                log.warning(
+                    "audit drill: %d records will be lost and %d duplicated on purpose, each "
+                    "counted as delivered once; `logflume audit` must report them",
+                    cfg.audit_drill.drop,
+                    cfg.audit_drill.duplicate,
+                )
             strategy: ExactlyOnce | AtLeastOnce
             if cfg.delivery == "exactly_once":
                 strategy = ExactlyOnce(

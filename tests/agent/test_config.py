@@ -142,6 +142,16 @@ def test_cross_field_validate_points_at_the_key():
     ]
 
 
+def test_an_audit_drill_needs_the_audit_and_counts_of_zero_or_more():
+    sink = "type: broker, channel: mem, topic: t, audit: false, audit_drill: {drop: -1}"
+    errors = errors_of(GOOD.replace("type: console, channel: mem", sink))
+    assert errors == [
+        "pipelines.yaml:10:78: agents.web.sinks.out.audit_drill: "
+        "needs audit: true (the drill checks the audit)",
+        "pipelines.yaml:10:78: agents.web.sinks.out.audit_drill: drop and duplicate must be >= 0",
+    ]
+
+
 def test_an_exactly_once_sink_needs_a_channel_of_its_own():
     text = GOOD.replace(
         "out: {type: console, channel: mem}",

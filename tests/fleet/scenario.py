@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -261,3 +261,42 @@ def check_audit(run: FleetRun) -> None:
     assert got == want
     realtime = [b for b in buckets if "spark-realtime" in b["tiers"]]
     assert len(realtime) >= len(buckets) // 2, "the realtime job held to most minutes"
+
+
+def check_audit_drill(run: FleetRun) -> None:
+    """Two hosts' agents drill (`audit_drill` on their access-log sink, set in their
+    pipelines.yaml): web-2's loses one line, web-3's loses one and sends another
+    twice. The lines they ship then carry a time 30 minutes back (appended to the
+    access log with that time), a minute past its grace and before any minute the
+    Spark jobs read, so only the broker is held to the agents' counts: the audit
+    names web-2's minute as missing 1 at the broker, and web-3's, whose counts
+    agree, as a checksum that differs. Adds lines to the hosts' access logs: after
+    every check of nginx's count."""
+    fleet = run.fleet
+    web2, web3 = fleet.hosts[1], fleet.hosts[2]
+    minute = (int(time.time()) // 60 - 30) * 60
+    stamp = datetime.fromtimestamp(minute, UTC).strftime("%d/%b/%Y:%H:%M:%S +0000")
+    lines = 20
+    for host, drill in ((web2, "{drop: 1}"), (web3, "{drop: 1, duplicate: 1}")):
+        fleet.set_audit_drill(host, "access-kafka", drill)
+        with open(host.log_dir / "access.log", "a") as log:
+            for i in range(lines):
+                log.write(f'10.0.0.1 - - [{stamp}] "GET /drill/{i} HTTP/1.1" 200 5 "-" "drill"\n')
+
+    def shipped() -> bool:
+        drilled = [m for m in fleet.records("nginx-access") if b"/drill/" in m.value()]
+        return len(drilled) == (lines - 1) + lines
+
+    wait_until(shipped, timeout=120, what="the drilled lines shipped", every=2)
+    code, report = fleet.audit(
+        "--topic", "nginx-access", "--recount", "--grace", "30",
+        "--from", str(minute * 1000), "--to", str((minute + 60) * 1000),
+    )  # fmt: skip
+    verdicts = {b["host"]: b for b in report["buckets"]}
+    assert code == 3 and set(verdicts) == {web2.name, web3.name}, report
+    lost, swapped = verdicts[web2.name], verdicts[web3.name]
+    assert lost["minute_ms"] == swapped["minute_ms"] == minute * 1000
+    assert (lost["status"], lost["difference"], lost["where"]) == ("missing", -1, "broker")
+    assert (swapped["status"], swapped["where"]) == ("checksum differs", "broker")
+    assert lost["tiers"]["agent"]["count"] == swapped["tiers"]["agent"]["count"] == lines
+    assert swapped["tiers"]["broker"]["count"] == lines

@@ -9,7 +9,9 @@ The independent count is what nginx itself wrote on each host: every access-log 
 is in the topic exactly once (read_committed) with its host, the error logs and a
 netcat line too; the offline hourly rows and the realtime final minutes equal
 nginx's per host (requests, status classes, bytes); `logflume audit --recount`
-finds every minute of every host complete, its agent counts equal to nginx's.
+finds every minute of every host complete, its agent counts equal to nginx's. Last,
+two agents drill (`audit_drill`: a line lost, a line lost and one sent twice) and
+the audit names each: host, minute and what differs.
 
 The module runs the fleet once (fixture `run`, three to four minutes on this 2-core
 machine, most of it traffic and Spark). Its per-test timeout is raised to 900 s
@@ -85,3 +87,8 @@ def test_a_web_hosts_user_may_do_what_its_agent_needs_and_nothing_else(run):
         "see a topic of its own choosing": "TOPIC_AUTHORIZATION_FAILED",
         "reach the PLAINTEXT listener": "refused",
     }
+
+
+def test_an_audit_drill_is_named_by_host_minute_and_kind(run):
+    """Last in the module: it adds lines to two hosts' access logs."""
+    scenario.check_audit_drill(run)

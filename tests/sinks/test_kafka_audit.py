@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from common.audit import AGENT, MINUTE_MS, AuditRecord, Bucket, Tally, checksum
-from sinks.kafka.audit import SinkAudit, dead_indexes
+from sinks.kafka.audit import Drill, SinkAudit, dead_indexes
 from sinks.kafka.records import Records
 
 M = 1_764_345_600_000
@@ -107,3 +107,24 @@ async def test_an_audit_topic_the_agent_may_not_create_is_named_with_the_way_out
     message = str(raised.value)
     assert message.startswith("audit topic logflume-audit: ")
     assert "WRITE and DESCRIBE" in message and "audit: false" in message
+
+
+def test_a_drill_loses_and_duplicates_what_it_counts_once_until_spent():
+    audit = SinkAudit("audit", "a.k", Drill(drop=3, duplicate=1))
+    first = Records(["t", "u", "t"], [b"a", b"b", b"c"], [b"1", b"2", b"3"], None, [1, 2, 3], [])
+    sent = audit.produced(first)
+    # never a whole batch lost: two of the three dropped, the one left sent twice
+    assert sent == Records(["t", "t"], [b"a", b"a"], [b"1", b"1"], None, [1, 1], [])
+    assert audit.delivered(first) == {  # counted as sent, once each
+        Bucket("", "t", 0): Tally(2, checksum([b"a", b"c"])),
+        Bucket("", "u", 0): Tally(1, checksum([b"b"])),
+    }
+    second = records([b"d", b"e"])
+    assert audit.produced(second).values == [b"d"]  # the third drop
+    third = records([b"f", b"g"])
+    assert audit.produced(third) is third  # spent
+
+
+def test_without_a_drill_the_records_are_produced_as_they_are():
+    out = records([b"a"])
+    assert SinkAudit("audit", "a.k").produced(out) is out

@@ -29,6 +29,7 @@ from common.audit import (
     TIERS,
     compared_tiers,
     coverage,
+    extra_totals,
     minute_text,
     reconcile,
     totals,
@@ -160,6 +161,9 @@ def run(args) -> int:
     except (client_config.CommandConfigError, KafkaException, AuditReadError) as e:
         return _error(client_config.describe_error(e))
     verdicts = reconcile(totals(records), compared, now_ms, args.grace, covered)
+    extras = extra_totals(records)
+    for v in verdicts:
+        v.extra = extras.get(v.bucket, {})
     if args.format == "json":
         import orjson
 
@@ -187,7 +191,7 @@ def print_table(verdicts, compared: set[str]) -> None:
     tiers = [t for t in TIERS if t == AGENT or t in compared]
     rows = [["MINUTE", "HOST", "TOPIC", *(t.upper() for t in tiers), "VERDICT"]]
     for v in verdicts:
-        counts = [str(v.tiers[t].count) if t in v.tiers else "-" for t in tiers]
+        counts = [_cell(v, t) for t in tiers]
         rows.append(
             [minute_text(v.bucket.minute), v.bucket.host or "-", v.bucket.topic, *counts, v.text()]
         )
@@ -196,3 +200,11 @@ def print_table(verdicts, compared: set[str]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     parts = ", ".join(f"{n} {status}" for status, n in sorted(summary(verdicts).items()))
     print(f"{len(verdicts)} buckets" + (f": {parts}" if parts else ""))
+
+
+def _cell(v, tier: str) -> str:
+    """A tier's count, and the rows a Spark job could not parse when there were any."""
+    if tier not in v.tiers:
+        return "-"
+    rejected = v.extra.get(tier, {}).get("rejected", 0)
+    return f"{v.tiers[tier].count}" + (f" ({rejected} rejected)" if rejected else "")

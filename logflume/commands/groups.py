@@ -27,8 +27,7 @@ import time
 from datetime import datetime
 
 from logflume import client_config
-
-_NONE = "-"
+from logflume.table import Table, add_output_argument
 
 
 def add_parser(subparsers) -> None:
@@ -71,6 +70,7 @@ def add_parser(subparsers) -> None:
     run_mode.add_argument("--dry-run", action="store_true", help="print the plan (default)")
     run_mode.add_argument("--execute", action="store_true", help="apply the reset")
     p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
+    add_output_argument(p)
     p.set_defaults(func=run)
 
 
@@ -100,19 +100,45 @@ def run(args) -> int:
             listed = admin.list_consumer_groups(request_timeout=timeout).result(timeout)
             if listed.errors:  # e.g. the request's own timeout, after a failed login
                 raise KafkaException(listed.errors[0])
-            for g in sorted(listed.valid, key=lambda g: g.group_id):
+            groups = sorted(listed.valid, key=lambda g: g.group_id)
+            if args.output_format == "json":
+                table = Table(["GROUP", "STATE"])
+                for g in groups:
+                    table.add(g.group_id, g.state.name if g.state is not None else None)
+                table.print("json")
+            for g in groups if args.output_format == "text" else ():
                 print(g.group_id)
             return 0
         if args.reset_offsets:
             return _reset(admin, args, timeout)
         if args.delete:
             return _delete(admin, args, timeout)
-        return max(_describe(admin, conf, args, group, timeout) for group in args.group)
+        header = MEMBERS_HEADER if args.members else OFFSETS_HEADER
+        rows = Table(header) if args.output_format == "json" else None
+        status = max(_describe(admin, conf, args, group, timeout, rows) for group in args.group)
+        if rows is not None:
+            rows.print("json")
+        return status
     except (KafkaException, ValueError, OSError) as e:
         return fail(client_config.request_error(e, admin, args))
 
 
-def _describe(admin, conf: dict, args, group: str, timeout: float) -> int:
+OFFSETS_HEADER = [
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+]
+MEMBERS_HEADER = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+
+
+def _describe(admin, conf: dict, args, group: str, timeout: float, rows: Table | None) -> int:
+    """Print `group`'s table, or add its rows to `rows` (JSON: one array for all)."""
     from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
 
     desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
@@ -123,51 +149,46 @@ def _describe(admin, conf: dict, args, group: str, timeout: float) -> int:
     if desc.state == ConsumerGroupState.DEAD and not committed:
         return fail(f"Consumer group '{group}' does not exist.")
     if not desc.members:
-        print(f"\nConsumer group '{group}' has no active members.")
+        print(
+            f"\nConsumer group '{group}' has no active members.",
+            file=sys.stdout if rows is None else sys.stderr,
+        )
+    table = rows if rows is not None else Table(MEMBERS_HEADER if args.members else OFFSETS_HEADER)
     if args.members:
-        _print_members(group, desc.members)
-        return 0
+        _members(table, group, desc.members)
+    else:
+        _offsets(table, conf, group, desc.members, committed, timeout)
+    if rows is None:
+        print()
+        table.print()
+    return 0
+
+
+def _offsets(table: Table, conf: dict, group: str, members, committed, timeout: float) -> None:
     owner = {}
-    for m in desc.members:
+    for m in members:
         for tp in m.assignment.topic_partitions if m.assignment else []:
             owner[(tp.topic, tp.partition)] = m
     keys = sorted(set(committed) | set(owner))
     ends = _log_end_offsets(conf, keys, timeout)
-    rows = []
     for key in keys:
         current = committed.get(key, -1)
         end = ends.get(key)
         member = owner.get(key)
-        rows.append(
-            [
-                group,
-                key[0],
-                str(key[1]),
-                str(current) if current >= 0 else _NONE,
-                str(end) if end is not None else _NONE,
-                str(max(end - current, 0)) if current >= 0 and end is not None else _NONE,
-                member.member_id if member else _NONE,
-                member.host if member else _NONE,
-                member.client_id if member else _NONE,
-            ]
+        table.add(
+            group,
+            key[0],
+            key[1],
+            current if current >= 0 else None,
+            end,
+            max(end - current, 0) if current >= 0 and end is not None else None,
+            member.member_id if member else None,
+            member.host if member else None,
+            member.client_id if member else None,
         )
-    header = [
-        "GROUP",
-        "TOPIC",
-        "PARTITION",
-        "CURRENT-OFFSET",
-        "LOG-END-OFFSET",
-        "LAG",
-        "CONSUMER-ID",
-        "HOST",
-        "CLIENT-ID",
-    ]
-    _print_table(header, rows)
-    return 0
 
 
-def _print_members(group: str, members) -> None:
-    rows = []
+def _members(table: Table, group: str, members) -> None:
     for m in members:
         tps = sorted(
             (tp.topic, tp.partition)
@@ -176,9 +197,8 @@ def _print_members(group: str, members) -> None:
         by_topic: dict[str, list[str]] = {}
         for topic, partition in tps:
             by_topic.setdefault(topic, []).append(str(partition))
-        assignment = ", ".join(f"{t}({','.join(ps)})" for t, ps in by_topic.items()) or _NONE
-        rows.append([group, m.member_id, m.host, m.client_id, str(len(tps)), assignment])
-    _print_table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"], rows)
+        assignment = ", ".join(f"{t}({','.join(ps)})" for t, ps in by_topic.items()) or None
+        table.add(group, m.member_id, m.host, m.client_id, len(tps), assignment)
 
 
 def _log_end_offsets(conf: dict, keys, timeout: float) -> dict[tuple[str, int], int]:
@@ -198,13 +218,6 @@ def _log_end_offsets(conf: dict, keys, timeout: float) -> dict[tuple[str, int], 
     finally:
         consumer.close()
     return ends
-
-
-def _print_table(header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    print()
-    for r in [header, *rows]:
-        print(" ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
 
 
 # -- --reset-offsets ---------------------------------------------------------------------
@@ -229,12 +242,16 @@ def _reset(admin, args, timeout: float) -> int:
         )
     if not args.topic and not args.all_topics:
         return fail("--reset-offsets needs --topic or --all-topics")
+    json_out = args.output_format == "json"
     if not args.execute and not args.dry_run:
         print(
             "WARN: No action will be performed as the --execute option is missing. "
-            "Use --dry-run to print the plan only, --execute to apply it."
+            "Use --dry-run to print the plan only, --execute to apply it.",
+            file=sys.stderr if json_out else sys.stdout,
         )
     status = 0
+    header = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+    planned = Table(header)
     for group in args.group:
         desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
         state = desc.result(timeout).state
@@ -249,14 +266,20 @@ def _reset(admin, args, timeout: float) -> int:
         committed = _committed(admin, group, timeout)
         partitions = _partitions(admin, args, committed, timeout)
         plan = _new_offsets(admin, args, partitions, committed, timeout)
-        rows = [[group, t, str(p), str(o)] for (t, p), o in sorted(plan.items())]
-        _print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows)
+        table = planned if json_out else Table(header)
+        for (t, p), o in sorted(plan.items()):
+            table.add(group, t, p, o)
+        if not json_out:
+            print()
+            table.print()
         if args.execute and plan:
             tps = [TopicPartition(t, p, o) for (t, p), o in sorted(plan.items())]
             request = [ConsumerGroupTopicPartitions(group, tps)]
             admin.alter_consumer_group_offsets(request, request_timeout=timeout)[group].result(
                 timeout
             )
+    if json_out:
+        planned.print("json")
     return status
 
 
@@ -431,18 +454,18 @@ def _offset_delete(args, security, timeout: float) -> int:
         )
     if answer["error_code"]:
         return fail(f"Encounter some unknown error: {ErrorCode(answer['error_code']).name}")
-    rows, status = [], 0
+    table, status = Table(["TOPIC", "PARTITION", "STATUS"]), 0
     for t in answer["topics"]:
         for p in t["partitions"]:
             code = ErrorCode(p["error_code"])
-            rows.append(
-                [
-                    t["name"],
-                    str(p["partition_index"]),
-                    "Successful" if not code else f"Error: {code.name}",
-                ]
+            table.add(
+                t["name"], p["partition_index"], "Successful" if not code else f"Error: {code.name}"
             )
             status |= bool(code)
+    if args.output_format == "json":
+        table.print("json")
+        return status
     print(f"Request succeed for deleting offsets from group '{group}'.")
-    _print_table(["TOPIC", "PARTITION", "STATUS"], rows)
+    print()
+    table.print()
     return status

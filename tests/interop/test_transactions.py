@@ -5,6 +5,7 @@ consumers see; DescribeTransactions and ListTransactions over the wire."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -320,6 +321,10 @@ def test_transactions_cli_lists_and_describes(broker):
         "TransactionState",
     ]
     assert any(line.split()[0] == "cli-tx" for line in listed.stdout.splitlines()[1:])
+    as_json = cli("list", "--output", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    (ours,) = [t for t in json.loads(as_json.stdout) if t["transactional_id"] == "cli-tx"]
+    assert ours["transaction_state"] == "Ongoing" and isinstance(ours["producer_id"], int)
     described = cli("describe", "--transactional-id", "cli-tx")
     assert described.returncode == 0, described.stderr
     row = described.stdout.splitlines()[1].split("\t")
@@ -328,6 +333,10 @@ def test_transactions_cli_lists_and_describes(broker):
     hanging = cli("find-hanging", "--topic", "cli", "--max-transaction-timeout", "0")
     assert hanging.returncode == 0, hanging.stderr
     assert len(hanging.stdout.splitlines()) == 1  # its coordinator will end it
+    hanging = cli(
+        "find-hanging", "--topic", "cli", "--max-transaction-timeout", "0", "--output", "json"
+    )
+    assert hanging.returncode == 0 and json.loads(hanging.stdout) == []
     unscoped = cli("find-hanging")
     assert unscoped.returncode == 1 and "--topic or --broker-id" in unscoped.stderr
     missing = cli("describe", "--transactional-id", "never-used")

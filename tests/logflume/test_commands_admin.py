@@ -2,6 +2,8 @@
 and `--command-config`, as a user runs them (kafka-configs / kafka-topics /
 kafka-consumer-groups flags), against a broker subprocess."""
 
+import json
+
 import pytest
 
 from logflume.client_config import CommandConfigError, translate
@@ -91,6 +93,15 @@ def test_groups_reset_delete_offsets_and_delete(module_broker):
         return {row[2]: row[3] for row in rows}
 
     assert committed() == {"0": "20", "1": "10"}
+    as_json = lf("groups", *b, "--describe", "--group", "readers", "--output", "json")
+    assert as_json.returncode == 0 and b"no active members" in as_json.stderr
+    assert json.loads(as_json.stdout) == [
+        {"group": "readers", "topic": "events", "partition": p, "current_offset": n,
+         "log_end_offset": n, "lag": 0, "consumer_id": None, "host": None, "client_id": None}
+        for p, n in ((0, 20), (1, 10))
+    ]  # fmt: skip
+    listed = json.loads(lf("groups", *b, "--list", "--output", "json").stdout)
+    assert {"group": "readers", "state": "EMPTY"} in listed
     plan = lf(
         "groups", *b, "--reset-offsets", "--group", "readers", "--topic", "events",
         "--to-offset", "15",
@@ -101,6 +112,13 @@ def test_groups_reset_delete_offsets_and_delete(module_broker):
         ["readers", "events", "1", "10"],  # kept within the log end
     ]
     assert committed() == {"0": "20", "1": "10"}
+    plan = lf(
+        "groups", *b, "--reset-offsets", "--group", "readers", "--topic", "events:1",
+        "--to-offset", "5", "--output", "json",
+    )  # fmt: skip
+    assert json.loads(plan.stdout) == [
+        {"group": "readers", "topic": "events", "partition": 1, "new_offset": 5}
+    ]
     r = lf(
         "groups", *b, "--reset-offsets", "--group", "readers", "--topic", "events:0",
         "--shift-by", "-5", "--execute",

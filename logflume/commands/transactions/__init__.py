@@ -9,6 +9,7 @@ import sys
 
 def add_parser(subparsers) -> None:
     from logflume import client_config
+    from logflume.table import add_output_argument
 
     p = subparsers.add_parser(
         "transactions",
@@ -19,6 +20,7 @@ def add_parser(subparsers) -> None:
     )
     client_config.add_arguments(p)
     p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
+    add_output_argument(p)
     p.add_argument(
         "subcommand",
         choices=("list", "describe", "describe-producers", "find-hanging", "abort"),

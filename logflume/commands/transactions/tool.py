@@ -35,6 +35,7 @@ from broker.protocol.client import (
 )
 from broker.transactions.state import by_topic
 from common.hostport import parse_hostport
+from logflume.table import Table
 
 
 class ToolError(Exception):
@@ -248,12 +249,12 @@ def abort_transaction(
         raise ToolError(f"{topic}-{partition}: {code.name}")
 
 
-def print_table(header: list[str], rows: list[list[str]], out=sys.stdout) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, *rows]:
-        print(
-            "\t".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip(), file=out
-        )
+def table(header: list[str], rows) -> Table:
+    """kafka-transactions.sh's table: tab-separated columns, "None" for no value."""
+    out = Table(header, missing="None", sep="\t")
+    for row in rows:
+        out.add(*row)
+    return out
 
 
 def run(args, security: Security = PLAINTEXT) -> int:
@@ -263,38 +264,34 @@ def run(args, security: Security = PLAINTEXT) -> int:
     try:
         if args.subcommand == "list":
             rows = list_transactions(args.bootstrap_server, timeout, security=security)
-            print_table(
+            table(
                 ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
                 [
-                    [
-                        r["transactional_id"],
-                        str(r["coordinator"]),
-                        str(r["producer_id"]),
-                        r["transaction_state"],
-                    ]
+                    [r["transactional_id"], r["coordinator"], r["producer_id"],
+                     r["transaction_state"]]
                     for r in rows
                 ],
-            )
+            ).print(args.output_format)  # fmt: skip
         elif args.subcommand == "describe":
-            _describe(args, timeout, security)
+            _describe(args, timeout, security).print(args.output_format)
         elif args.subcommand == "describe-producers":
-            _describe_producers(args, timeout, security)
+            _describe_producers(args, timeout, security).print(args.output_format)
         elif args.subcommand == "abort":
             _abort(args, timeout, security)
         else:
-            _find_hanging(args, timeout, security)
+            _find_hanging(args, timeout, security).print(args.output_format)
     except (ToolError, SaslAuthenticationError, SaslClientError, OSError, ValueError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     return 0
 
 
-def _describe(args, timeout: float, security: Security) -> None:
+def _describe(args, timeout: float, security: Security) -> Table:
     s = describe_transaction(args.bootstrap_server, args.transactional_id, timeout, security)
     start = s["transaction_start_time_ms"]
-    duration = str(int(time.time() * 1000) - start) if start >= 0 else "None"
+    duration = int(time.time() * 1000) - start if start >= 0 else None
     partitions = ",".join(f"{t['topic']}-{p}" for t in s["topics"] for p in t["partitions"])
-    print_table(
+    return table(
         [
             "CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
             "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
@@ -302,29 +299,27 @@ def _describe(args, timeout: float, security: Security) -> None:
         ],
         [
             [
-                str(s["coordinator"]), s["transactional_id"], str(s["producer_id"]),
-                str(s["producer_epoch"]), s["transaction_state"], str(s["transaction_timeout_ms"]),
-                str(start) if start >= 0 else "None", duration, partitions,
+                s["coordinator"], s["transactional_id"], s["producer_id"],
+                s["producer_epoch"], s["transaction_state"], s["transaction_timeout_ms"],
+                start if start >= 0 else None, duration, partitions,
             ]
         ],
     )  # fmt: skip
 
 
-def _describe_producers(args, timeout: float, security: Security) -> None:
+def _describe_producers(args, timeout: float, security: Security) -> Table:
     tp = (args.topic, args.partition)
     states = describe_producers(args.bootstrap_server, [tp], timeout, security, args.broker_id)
-    print_table(
+    return table(
         PRODUCERS_HEADER,
         [
             [
-                str(s["producer_id"]),
-                str(s["producer_epoch"]),
-                str(s["coordinator_epoch"]),
-                str(s["last_sequence"]),
-                str(s["last_timestamp"]),
-                str(s["current_txn_start_offset"])
-                if s["current_txn_start_offset"] >= 0
-                else "None",
+                s["producer_id"],
+                s["producer_epoch"],
+                s["coordinator_epoch"],
+                s["last_sequence"],
+                s["last_timestamp"],
+                s["current_txn_start_offset"] if s["current_txn_start_offset"] >= 0 else None,
             ]
             for s in states[tp]
         ],
@@ -354,7 +349,7 @@ def _abort(args, timeout: float, security: Security) -> None:
     print(f"Aborted the transaction of producer {pid} on {args.topic}-{args.partition}")
 
 
-def _find_hanging(args, timeout: float, security: Security) -> None:
+def _find_hanging(args, timeout: float, security: Security) -> Table:
     now_ms = int(time.time() * 1000)
     hanging = find_hanging(
         args.bootstrap_server,
@@ -366,18 +361,18 @@ def _find_hanging(args, timeout: float, security: Security) -> None:
         args.broker_id,
         now_ms,
     )
-    print_table(
+    return table(
         HANGING_HEADER,
         [
             [
                 topic,
-                str(partition),
-                str(s["producer_id"]),
-                str(s["producer_epoch"]),
-                str(s["coordinator_epoch"]),
-                str(s["current_txn_start_offset"]),
-                str(s["last_timestamp"]),
-                str((now_ms - s["last_timestamp"]) // 60_000),
+                partition,
+                s["producer_id"],
+                s["producer_epoch"],
+                s["coordinator_epoch"],
+                s["current_txn_start_offset"],
+                s["last_timestamp"],
+                (now_ms - s["last_timestamp"]) // 60_000,
             ]
             for topic, partition, s in hanging
         ],

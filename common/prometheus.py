@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import metadata
+from typing import TYPE_CHECKING
 
-from aiohttp import web
 from prometheus_client import (
     CollectorRegistry,
     GCCollector,
@@ -26,6 +26,9 @@ from prometheus_client import (
     ProcessCollector,
 )
 from prometheus_client.exposition import choose_encoder
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 Health = Callable[[], tuple[bool, dict]]
 
@@ -62,6 +65,10 @@ class MetricsServer:
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
+        # imported here: aiohttp is a quarter of a second of a process's start, which a
+        # broker without a metrics listener need not pay
+        from aiohttp import web
+
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/health", self._health)
@@ -78,10 +85,14 @@ class MetricsServer:
             self._runner = None
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         return web.Response(body=encoder(self.registry), headers={"Content-Type": content_type})
 
     async def _health(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         ok, details = self.health()
         return web.json_response(
             {"status": "ok" if ok else "degraded", **details}, status=200 if ok else 503

@@ -3,8 +3,9 @@
 `SCHEMAS` lists, per API, the highest version implemented, the first flexible
 version (KIP-482; None: never flexible) and the request/response declarations.
 `SUPPORTED_VERSIONS` (advertised by ApiVersions, min 0 everywhere: librdkafka enables
-features only when a broker range contains specific old versions), `is_flexible`
-and the compiled codec tables are derived from it at import time.
+features only when a broker range contains specific old versions) and `is_flexible`
+are derived from it at import time, the compiled codecs (`REQUEST_CODECS`,
+`RESPONSE_CODECS`) on first use.
 """
 
 from __future__ import annotations
@@ -108,14 +109,42 @@ def is_flexible(api_key: int, version: int) -> bool:
     return api is not None and api.flexible is not None and version >= api.flexible
 
 
-REQUEST_CODECS: dict[tuple[int, int], MessageCodec] = {
-    (key, v): compile_message(api.request, v, is_flexible(key, v))
-    for key, api in SCHEMAS.items()
-    for v in range(api.max_version + 1)
-}
+class Codecs:
+    """(api_key, version) -> the compiled codec of one side (`request` or
+    `response`), compiled on first use. Compiling every version of every API at
+    import took ~0.9 s of each broker's and command's start, most of it for versions
+    no client of that process asks for. `compile_all()` is for the tests that hold
+    every schema to Kafka's."""
 
-RESPONSE_CODECS: dict[tuple[int, int], MessageCodec] = {
-    (key, v): compile_message(api.response, v, is_flexible(key, v))
-    for key, api in SCHEMAS.items()
-    for v in range(api.max_version + 1)
-}
+    def __init__(self, side: str):
+        self.side = side
+        self._compiled: dict[tuple[int, int], MessageCodec] = {}
+
+    def get(self, key: tuple[int, int]) -> MessageCodec | None:
+        codec = self._compiled.get(key)
+        if codec is None:
+            api_key, version = key
+            api = SCHEMAS.get(api_key)
+            if api is None or not 0 <= version <= api.max_version:
+                return None
+            fields = api.request if self.side == "request" else api.response
+            codec = compile_message(fields, version, is_flexible(api_key, version))
+            self._compiled[key] = codec
+        return codec
+
+    def __getitem__(self, key: tuple[int, int]) -> MessageCodec:
+        codec = self.get(key)
+        if codec is None:
+            raise KeyError(key)
+        return codec
+
+    def compile_all(self) -> dict[tuple[int, int], MessageCodec]:
+        return {
+            (key, v): self[(key, v)]
+            for key, api in SCHEMAS.items()
+            for v in range(api.max_version + 1)
+        }
+
+
+REQUEST_CODECS = Codecs("request")
+RESPONSE_CODECS = Codecs("response")

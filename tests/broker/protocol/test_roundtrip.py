@@ -61,3 +61,14 @@ def test_every_api_has_versions_zero_to_max():
     assert SUPPORTED_VERSIONS[ApiKey.PRODUCE] == (0, 9)
     assert SUPPORTED_VERSIONS[ApiKey.FETCH] == (0, 17)
     assert SUPPORTED_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (0, 4)
+
+
+def test_every_version_of_every_api_compiles_on_both_sides():
+    """Codecs compile on first use (registry.Codecs): a schema that cannot compile at
+    some version must fail here, not at a client's first request of it."""
+    from broker.protocol.registry import REQUEST_CODECS, RESPONSE_CODECS
+
+    count = sum(hi - lo + 1 for lo, hi in SUPPORTED_VERSIONS.values())
+    assert len(REQUEST_CODECS.compile_all()) == len(RESPONSE_CODECS.compile_all()) == count
+    assert REQUEST_CODECS.get((ApiKey.PRODUCE, 99)) is None
+    assert RESPONSE_CODECS.get((9999, 0)) is None

@@ -10,8 +10,9 @@ versions in which it is nullable. A type is a primitive (INT32, STRING, RECORDS,
 `Array(primitive)`, or a list of Fields (an array of structs).
 
 `compile_message(fields, version)` turns one schema at one version into a
-`MessageCodec` whose `decode(buf, pos)` and `encode(body, out)` are generated once at
-import time as straight-line Python per struct (`_generate`): consecutive
+`MessageCodec` whose `decode(buf, pos)` and `encode(body, out)` are generated once
+(registry.py: on first use of that version) as straight-line Python per struct
+(`_generate`): consecutive
 fixed-width fields collapse into a single struct.Struct, strings and record sets are
 one reader or writer call, arrays of structs loop in place, so the hot paths
 (Produce decode, Fetch encode) do a handful of calls per partition and no per-field

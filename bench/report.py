@@ -45,7 +45,7 @@ AREAS = (
     Area("physical", "Physical limits", ("bench.physical",)),
     Area("protocol", "Wire codec", ("bench.bench_protocol",)),
     Area("log", "Storage engine (issue 2)", ("bench.bench_log",)),
-    Area("broker", "Broker core (issue 3)", ("bench.bench_broker",)),
+    Area("broker", "Broker core (issue 3)", ("bench.bench_broker", "bench.bench_startup")),
     Area("groups", "Consumer groups and idempotent producer (issue 4)", ("bench.bench_groups",)),
     Area("agent", "Agent (issue 5)", ("bench.bench_agent", "bench.bench_sources")),
     Area("spark", "Spark ETL (issue 6)", ("bench.bench_spark", "bench.bench_freshness")),

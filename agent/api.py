@@ -30,7 +30,10 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from agent.source_audit import SourceTally
 
 KINDS = ("source", "interceptor", "channel", "sink")
 
@@ -160,6 +163,9 @@ class Context:
     metrics: Metrics
     state_dir: str  # a directory this component may keep state in (positions, WAL)
     log: logging.Logger
+    # a sink that publishes the audit: the tallies of the sources it publishes for
+    # (agent/source_audit.py); the runtime fills it for sinks that `publishes_audit`
+    audited_sources: list[SourceTally] = dataclasses.field(default_factory=list)
 
 
 Emit = Callable[[list["Event"]], Awaitable[None]]
@@ -361,6 +367,13 @@ class Sink(Component):
         """True when this sink stores its sources' positions with what it delivers and
         resolves `Channel.delivered_marks` (the runtime then makes sources wait for
         it). Default False."""
+        return False
+
+    @classmethod
+    def publishes_audit(cls, config: Any) -> bool:
+        """True when this sink publishes the audit (common/audit.py): then it also
+        publishes the source tier of the sources whose lines it is the first such
+        sink to read (`Context.audited_sources`). Default False."""
         return False
 
     @abc.abstractmethod

@@ -23,12 +23,14 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 
 from agent.api import Channel, Context, Event, Source
 from agent.config import AgentSpec, SourceSpec, compile_file
 from agent.metrics import Registry
 from agent.selector import Selector
+from agent.source_audit import SourceTally
 from agent.supervisor import Supervised
 from common.hostport import parse_hostport
 from common.prometheus import MetricsServer
@@ -49,6 +51,7 @@ class AgentRuntime:
         self.source_objects: dict[str, Source] = {}
         self.sinks: dict[str, Supervised] = {}
         self.metrics_server: MetricsServer | None = None
+        self.source_tallies: dict[str, SourceTally] = {}  # the audit's source tier
         self._stop = asyncio.Event()
         self._reload_lock = asyncio.Lock()
 
@@ -73,12 +76,25 @@ class AgentRuntime:
         if opener is not None:
             await opener()
 
+    def _audit_publisher(self, source: str) -> str | None:
+        """The sink that publishes `source`'s audit tier: the first (in the file's
+        order) that publishes the audit and reads one of the source's channels."""
+        channels = self.spec.sources[source].channels
+        for name, spec in self.spec.sinks.items():
+            if spec.channel in channels and spec.cls.publishes_audit(spec.config):
+                return name
+        return None
+
     def _start_sink(self, name: str) -> None:
         spec = self.spec.sinks[name]
         channel = self.channels[spec.channel]
+        audited = [s for s in self.spec.sources if self._audit_publisher(s) == name]
+        tallies = [self.source_tallies.setdefault(s, SourceTally(s)) for s in audited]
 
         async def start() -> None:
-            sink = spec.cls(spec.config, self._context("sink", name))
+            context = self._context("sink", name)
+            context.audited_sources = tallies
+            sink = spec.cls(spec.config, context)
             await sink.run(channel)
 
         sup = Supervised(f"sink.{name}", start, self.registry.health, log)
@@ -127,13 +143,19 @@ class AgentRuntime:
             for i in spec.interceptors
         ]
         selector = Selector([(c, self.channels[c]) for c in spec.channels], spec.selector)
+        tallies, parsed = self.source_tallies, bool(interceptors)
 
         def prepare(events: list[Event]):
             n = len(events)
             counters.received.inc(n)
+            host = events[0].headers.get("host", "") if n else ""
             for interceptor in interceptors:
                 events = interceptor.intercept(events)
             counters.filtered.inc(n - len(events))
+            tally = tallies.get(spec.name)  # looked up each time: a reload may add one
+            if tally is not None and n:
+                bad = sum(1 for e in events if "parse_error" in e.headers) if parsed else 0
+                tally.count(host, n, len(events), bad, int(time.time() * 1000))
             return selector.route(events)
 
         async def emit(events: list[Event]) -> None:

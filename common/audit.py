@@ -12,9 +12,12 @@ seed of Spark's `xxhash64`) of each record's value bytes, exactly as produced; t
 Spark jobs compute it in the Python worker that parses the records. A lost record
 and a duplicated one cancel in the count, not in the checksum.
 
-Tiers, and what each counts (the lines an agent's sources read, before its
-filters, are not counted yet):
+Tiers, and what each counts:
 
+- `agent-source`: lines an agent's source read, with how many its interceptors
+  filtered out and a parser could not parse (`filtered`, `unparsable`), by the
+  agent's clock when read and under the topic of the sink that publishes them
+  (agent/source_audit.py); counts only, shown beside the others, never held to them;
 - `agent`: records the agent's kafka sink delivered (the reference the others are
   compared with);
 - `broker`: records the topic holds, recounted by `logflume audit --recount`;
@@ -47,11 +50,12 @@ MASK = (1 << 64) - 1
 MINUTE_MS = 60_000
 GRACE_S = 120.0  # a bucket is final this long after its minute ends
 
+AGENT_SOURCE = "agent-source"
 AGENT = "agent"
 BROKER = "broker"
 SPARK_OFFLINE = "spark-offline"
 SPARK_REALTIME = "spark-realtime"
-TIERS = (AGENT, BROKER, SPARK_OFFLINE, SPARK_REALTIME)
+TIERS = (AGENT_SOURCE, AGENT, BROKER, SPARK_OFFLINE, SPARK_REALTIME)
 DOWNSTREAM = (BROKER, SPARK_OFFLINE, SPARK_REALTIME)  # compared with AGENT
 # A tier's running totals are kept this long after their minute (by the agent's sink
 # and the realtime job); a record later still opens the bucket under a new writer.

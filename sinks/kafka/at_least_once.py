@@ -166,13 +166,16 @@ class AtLeastOnce:
         audit = self.audit
         assert audit is not None
         async with self._audit_lock:
-            if not audit.dirty:
+            sources = audit.take_sources()
+            if not audit.dirty and not sources:
                 return
             buckets, audit.dirty = audit.dirty, set()
-            keys, values = zip(*audit.records({}, buckets), strict=True)
+            pairs = audit.records({}, buckets) + audit.source_records(sources)
+            keys, values = zip(*pairs, strict=True)
             failed = await self.producer.produce_round(audit.topic, list(values), list(keys))
             if failed:
                 audit.dirty |= buckets
+                audit.restore_sources(sources)
                 self.metrics.audit_failures.inc()
                 now = time.monotonic()
                 if now - self._audit_logged >= AUDIT_LOG_INTERVAL_S:

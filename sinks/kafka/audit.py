@@ -26,10 +26,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
+from agent.source_audit import SourceTally
 from common.audit import (
     AGENT,
+    AGENT_SOURCE,
     KEEP_S,
     MINUTE_MS,
     AuditRecord,
@@ -78,11 +80,25 @@ class Drill:
 
 class SinkAudit:
     """Running totals of one sink's deliveries; event loop only. `produced(out)`:
-    what to produce of `out` (`out` itself but in a drill)."""
+    what to produce of `out` (`out` itself but in a drill). `sources`: the source
+    tallies it publishes too (agent/source_audit.py), under `records_topic` (the
+    sink's topic; none when a template names it per record: then not published),
+    with writers `<agent>.<source>.<run>`."""
 
-    def __init__(self, topic: str, writer: str, drill: Drill | None = None):
+    def __init__(
+        self,
+        topic: str,
+        writer: str,
+        drill: Drill | None = None,
+        sources: Sequence[SourceTally] = (),
+        records_topic: str | None = None,
+        agent: str = "",
+    ):
         self.topic = topic
         self.drill = drill
+        self.agent = agent
+        self.sources = list(sources) if records_topic is not None else []
+        self.records_topic = records_topic
         self._writer_base = f"{writer}.{uuid.uuid4().hex[:12]}"
         self._generation = 0
         self.totals: dict[Bucket, tuple[str, Tally]] = {}  # bucket -> (writer, total)
@@ -147,6 +163,30 @@ class SinkAudit:
             rec = AuditRecord(AGENT, bucket, writer, total.plus(change) if change else total)
             out.append((rec.key(), rec.value(now_ms)))
         return out
+
+    def take_sources(self) -> list[tuple[SourceTally, dict]]:
+        """The source totals changed since the last take, per tally."""
+        return [(t, taken) for t in self.sources if (taken := t.take_dirty())]
+
+    def source_records(self, taken: list[tuple[SourceTally, dict]]) -> list[tuple[bytes, bytes]]:
+        """(key, value) audit records of taken source totals."""
+        assert self.records_topic is not None or not taken
+        now_ms = int(time.time() * 1000)
+        out = []
+        for tally, totals in taken:
+            writer = f"{self.agent}.{tally.source}.{tally.writer_run}"
+            for (host, minute), c in totals.items():
+                bucket = Bucket(host, str(self.records_topic), minute)
+                extra = {"filtered": c.filtered, "unparsable": c.unparsable}
+                rec = AuditRecord(AGENT_SOURCE, bucket, writer, Tally(c.read, 0), extra)
+                out.append((rec.key(), rec.value(now_ms)))
+        return out
+
+    @staticmethod
+    def restore_sources(taken: list[tuple[SourceTally, dict]]) -> None:
+        """Taken source totals whose publication failed: taken again next time."""
+        for tally, totals in taken:
+            tally.restore(totals)
 
     def apply(self, delta: dict[Bucket, Tally]) -> None:
         """Add `delta` (now delivered) to the totals."""

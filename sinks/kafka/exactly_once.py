@@ -145,7 +145,6 @@ class ExactlyOnce:
         """Commit one transaction holding `events`, the position `records` and the
         audit totals the events change; retry aborted attempts, dead-lettering the
         records the broker refused for good."""
-        from confluent_kafka import KafkaException
 
         cfg, producer = self.config, self.producer
         out = self.records.make(events, encode_all(cfg.format, events))
@@ -173,18 +172,24 @@ class ExactlyOnce:
                 await self._produce(topic, value, key, headers, on_delivery)
             for key, value in records:
                 await self._produce(cfg.positions_topic, value, key, None, on_delivery)
-            delta = {}
+            delta, sources = {}, []
             if self.audit is not None:
                 skip = {i for i, v in enumerate(values) if v in rejected} if rejected else ()
                 delta = self.audit.delivered(out, skip)
-                for key, value in self.audit.records(delta):
-                    await self._produce(self.audit.topic, value, key, None, on_delivery)
+                sources = self.audit.take_sources()
             try:
-                await self._commit()
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.fatal():
-                    raise
+                if self.audit is not None:
+                    pairs = self.audit.records(delta) + self.audit.source_records(sources)
+                    for key, value in pairs:
+                        await self._produce(self.audit.topic, value, key, None, on_delivery)
+                err = await self._try_commit()
+            except BaseException:
+                if self.audit is not None:  # not committed: a later transaction takes them
+                    self.audit.restore_sources(sources)
+                raise
+            if err is not None:
+                if self.audit is not None:
+                    self.audit.restore_sources(sources)
                 await producer.abort_transaction(COMMIT_TIMEOUT_S)
             else:
                 if self.audit is not None:
@@ -203,6 +208,20 @@ class ExactlyOnce:
                 delay,
             )
             await asyncio.sleep(delay)
+
+    async def _try_commit(self):
+        """`_commit`; the error of a commit that failed and is to be aborted (None when
+        committed). A fatal error raises."""
+        from confluent_kafka import KafkaException
+
+        try:
+            await self._commit()
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.fatal():
+                raise
+            return err
+        return None
 
     async def _commit(self) -> None:
         """commit_transaction, called again while it fails with a retriable error (a

@@ -66,6 +66,10 @@ class KafkaSink(Sink):
     def records_positions(cls, config) -> bool:
         return config.delivery == "exactly_once"
 
+    @classmethod
+    def publishes_audit(cls, config) -> bool:
+        return config.audit
+
     def __init__(self, config, context):
         super().__init__(config, context)
         self.metrics = KafkaSinkMetrics(context)
@@ -83,6 +87,9 @@ class KafkaSink(Sink):
                 config.audit_topic,
                 f"{context.agent}.{context.name}",
                 Drill(drill.drop, drill.duplicate) if drill is not None else None,
+                context.audited_sources,
+                self.records.topic.constant,
+                context.agent,
             )
             if config.audit
             else None

@@ -104,3 +104,26 @@ agents:
     await wait_for(lambda: rt.registry.health["source.late"] == "running")
     assert rt.registry.healthy()
     await rt.shutdown()
+
+
+def test_each_source_tier_is_published_by_the_first_auditing_sink_reading_its_lines(tmp_path):
+    text = textwrap.dedent(
+        """
+        agents:
+          a:
+            sources:
+              s1: {type: test-gen, count: 1, channels: [c1, c2]}
+              s2: {type: test-gen, count: 1, channels: [c3]}
+              s3: {type: test-gen, count: 1, channels: [c4]}
+            channels: {c1: {type: memory}, c2: {type: memory}, c3: {type: memory}, c4: {type: memory}}
+            sinks:
+              quiet: {type: kafka, channel: c1, topic: t, audit: false}
+              first: {type: kafka, channel: c2, topic: t}
+              other: {type: kafka, channel: c3, topic: t}
+              files: {type: test-collect, channel: c4}
+        """
+    )
+    agents, errors = compile_text(text)
+    assert errors == []
+    rt = AgentRuntime(agents["a"], tmp_path / "state", None)
+    assert [rt._audit_publisher(s) for s in ("s1", "s2", "s3")] == ["first", "other", None]

@@ -25,6 +25,7 @@ import time
 
 from common.audit import (
     AGENT,
+    AGENT_SOURCE,
     GRACE_S,
     TIERS,
     compared_tiers,
@@ -188,7 +189,10 @@ def summary(verdicts) -> dict[str, int]:
 
 
 def print_table(verdicts, compared: set[str]) -> None:
-    tiers = [t for t in TIERS if t == AGENT or t in compared]
+    shown = {AGENT, *compared} | (
+        {AGENT_SOURCE} if any(AGENT_SOURCE in v.tiers for v in verdicts) else set()
+    )
+    tiers = [t for t in TIERS if t in shown]
     rows = [["MINUTE", "HOST", "TOPIC", *(t.upper() for t in tiers), "VERDICT"]]
     for v in verdicts:
         counts = [_cell(v, t) for t in tiers]
@@ -203,8 +207,11 @@ def print_table(verdicts, compared: set[str]) -> None:
 
 
 def _cell(v, tier: str) -> str:
-    """A tier's count, and the rows a Spark job could not parse when there were any."""
+    """A tier's count, and beside it what did not go on when there was any: the rows
+    a Spark job could not parse, the lines an agent's source filtered out or a parser
+    could not parse (kept and shipped)."""
     if tier not in v.tiers:
         return "-"
-    rejected = v.extra.get(tier, {}).get("rejected", 0)
-    return f"{v.tiers[tier].count}" + (f" ({rejected} rejected)" if rejected else "")
+    extra = v.extra.get(tier, {})
+    notes = [f"{extra[k]} {k}" for k in ("rejected", "filtered", "unparsable") if extra.get(k)]
+    return f"{v.tiers[tier].count}" + (f" ({', '.join(notes)})" if notes else "")

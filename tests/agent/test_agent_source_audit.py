@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from testkit.agent import AgentProcess
+from testkit.agent import AgentProcess, read_topic
 from testkit.procs import wait_until
 from tests.sinks.test_kafka_audit_seam import audit
 
@@ -44,6 +44,9 @@ def test_the_source_tier_shows_what_was_read_filtered_and_unparsable(tmp_path, b
     text = PIPELINE.format(log=log, bootstrap=broker.bootstrap, delivery=delivery)
     agent = AgentProcess(tmp_path, text).start()
     try:
+        # the lines first (cheap to watch); the audit records travel with them
+        shipped = read_topic(broker.bootstrap, "access", lambda msgs: len(msgs) >= 7, 120)
+        assert len(shipped) == 7, f"{len(shipped)} of 7 lines shipped"
 
         def published() -> dict | None:
             _, report = audit(broker.bootstrap, "--from", "1h", "--format", "json")
@@ -53,7 +56,9 @@ def test_the_source_tier_shows_what_was_read_filtered_and_unparsable(tmp_path, b
             read = sum(s["count"] for s in source)
             return report if delivered == 7 and read == 10 else None
 
-        report = wait_until(published, 60, "the agent's and its source's counts published")
+        report = wait_until(
+            published, 120, "the agent's and its source's counts published", every=1
+        )
     finally:
         agent.stop()
     source = [b["tiers"]["agent-source"] for b in report["buckets"] if "agent-source" in b["tiers"]]

@@ -14,7 +14,9 @@ batch, plus a look at each kept event's headers when the source has interceptors
 for `parse_error`);
 the first sink that publishes the audit and reads one of the source's channels
 publishes the totals with its own (`take_dirty`, `restore`), as running totals under
-a writer of this run, like the sink tier.
+a writer of this run, like the sink tier. Until then they are in memory only: a
+killed agent loses what it counted since its last publish (the lines themselves are
+in the channel or read again), which is one more reason this tier decides nothing.
 """
 
 from __future__ import annotations

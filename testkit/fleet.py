@@ -149,6 +149,7 @@ class WebHost:
     password: str
     anchor: subprocess.Popen | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    agent_kills: int = 0  # SIGKILLs of its agent (kill_agent) so far
 
     @property
     def prefix(self) -> Path:
@@ -449,6 +450,7 @@ class Fleet:
         proc = host.procs["agent"]
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+        host.agent_kills += 1
 
     def stop_agent(self, host: WebHost, timeout: float = 60) -> int:
         proc = host.procs["agent"]

@@ -261,6 +261,30 @@ def check_audit(run: FleetRun) -> None:
     assert got == want
     realtime = [b for b in buckets if "spark-realtime" in b["tiers"]]
     assert len(realtime) >= len(buckets) // 2, "the realtime job held to most minutes"
+    check_source_tier(run, first)
+
+
+def check_source_tier(run: FleetRun, first: int) -> None:
+    """The agents' source tier (`agent-source`, by the minute of reading) summed over
+    the whole run equals the access-log lines of each host whose agent was never
+    killed: every line read once, none filtered and none unparsable (nginx wrote them
+    all in its combined format). Everything was shipped and the traffic stopped.
+    A killed agent loses the source counts it had not published yet (README, "The
+    audit"): its host is not held to this."""
+    _, report = run.fleet.audit(
+        "--topic", "nginx-access", "--from", str(first * 1000),
+        "--to", str((int(time.time()) // 60 + 1) * 60 * 1000),
+    )  # fmt: skip
+    read: collections.Counter[str] = collections.Counter()
+    for b in report["buckets"]:
+        source = b["tiers"].get("agent-source")
+        if source is not None:
+            assert source["filtered"] == source["unparsable"] == 0, b
+            read[b["host"]] += source["count"]
+    held = [host for host in run.fleet.hosts if host.agent_kills == 0]
+    assert held, "every agent was killed: nothing to hold the source tier to"
+    lines = {host.name: len(host.access_lines()) for host in held}
+    assert {name: read[name] for name in lines} == lines
 
 
 def check_audit_drill(run: FleetRun) -> None:

@@ -5,7 +5,9 @@ row, keyed by the column names in snake_case (`LOG-END-OFFSET` -> `log_end_offse
 `Duration(min)` -> `duration_min`). A cell
 given as a number is a JSON number; a missing one (None) is null, and prints as the
 command's own placeholder (`-` in kafka-consumer-groups' tables, `None` in
-kafka-transactions')."""
+kafka-transactions'). What is not flat rows (kafka-topics' topics with their
+partitions, kafka-configs' entities with their configs) goes out through
+`print_json`, the same way."""
 
 from __future__ import annotations
 
@@ -20,15 +22,22 @@ FORMATS = ("text", "json")
 Cell = str | int | None
 
 
-def add_output_argument(parser) -> None:
+def add_output_argument(parser, help: str | None = None) -> None:
+    """`--output text|json`; `help` says what it applies to when not to a table."""
     parser.add_argument(
         "--output",
         dest="output_format",
         choices=FORMATS,
         default="text",
-        help="text: columns, as Kafka's tools print them (the default); json: an array "
+        help=help
+        or "text: columns, as Kafka's tools print them (the default); json: an array "
         "of objects, one per row",
     )
+
+
+def print_json(value: object, out: TextIO | None = None) -> None:
+    """`--output json`: `value` (the command's one array) on stdout, indented."""
+    (out or sys.stdout).write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
 def column_key(name: str) -> str:
@@ -59,7 +68,7 @@ class Table:
     def print(self, output_format: str = "text", out: TextIO | None = None) -> None:
         out = out or sys.stdout
         if output_format == "json":
-            out.write(orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+            print_json(self.to_json(), out)
             return
         text = [self.header] + [[self._text(c) for c in row] for row in self.rows]
         widths = [max(len(r[i]) for r in text) for i in range(len(self.header))]

@@ -11,14 +11,19 @@ the transactional ids; `--idempotent` adds IDEMPOTENT_WRITE on the cluster),
 `--remove` deletes the bindings matching the same options (every binding of the
 resources when no principal or operation is given); it asks first unless `--force`.
 `--list` prints the bindings of the resources given (of every resource without one),
-optionally only those of `--principal P`. Works against any Kafka-compatible broker
-through confluent-kafka's AdminClient.
+optionally only those of `--principal P`; with `--output json` (logflume/table.py),
+an array with one object per binding, `{"resource_type", "resource_name",
+"pattern_type", "principal", "host", "operation", "permission_type"}`, named as the
+text prints them (TOPIC, PREFIXED, READ, ALLOW). Works against any Kafka-compatible
+broker through confluent-kafka's AdminClient.
 """
 
 import argparse
+import itertools
 import sys
 
 from logflume import client_config
+from logflume.table import Table, add_output_argument
 
 CLUSTER_NAME = "kafka-cluster"
 _OPERATIONS = (
@@ -69,6 +74,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--idempotent", action="store_true", help="--producer: IdempotentWrite too")
     p.add_argument("--force", action="store_true", help="--remove: do not ask")
     p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
+    add_output_argument(
+        p,
+        "--list: text as kafka-acls prints it (the default), or json: an array with an "
+        "object per ACL binding",
+    )
     p.set_defaults(func=run)
 
 
@@ -181,21 +191,29 @@ def _resource_type(ack, rtype: str):
     return ack.ResourceType.BROKER if rtype == "CLUSTER" else ack.ResourceType[rtype]
 
 
-def _show(bindings) -> None:
-    by_resource: dict[tuple, list] = {}
+def _show(bindings, output_format: str = "text") -> None:
+    """The bindings under their resource patterns, as kafka-acls prints them, or
+    (--output json) one object per binding."""
+    header = ["resourceType", "resourceName", "patternType", "principal", "host", "operation",
+              "permissionType"]  # fmt: skip
+    rows = Table(header)
     for b in bindings:
         rtype = "CLUSTER" if b.restype.name == "BROKER" else b.restype.name
-        key = (rtype, b.name, b.resource_pattern_type.name)
-        by_resource.setdefault(key, []).append(b)
-    for (rtype, name, pattern), group in sorted(by_resource.items()):
+        rows.add(rtype, b.name, b.resource_pattern_type.name, b.principal, b.host,
+                 b.operation.name, b.permission_type.name)  # fmt: skip
+    rows.rows.sort(key=lambda r: r[:6])
+    if output_format == "json":
+        rows.print("json")
+        return
+    for (rtype, name, pattern), group in itertools.groupby(rows.rows, key=lambda r: r[:3]):
         print(
             f"Current ACLs for resource `ResourcePattern(resourceType={rtype}, name={name}, "
             f"patternType={pattern})`:"
         )
-        for b in sorted(group, key=lambda b: (b.principal, b.host, b.operation.name)):
+        for _, _, _, principal, host, operation, permission in group:
             print(
-                f" \t(principal={b.principal}, host={b.host}, operation={b.operation.name}, "
-                f"permissionType={b.permission_type.name})"
+                f" \t(principal={principal}, host={host}, operation={operation}, "
+                f"permissionType={permission})"
             )
         print()
 
@@ -230,7 +248,7 @@ def run(args) -> int:
             for f in filters:
                 for b in admin.describe_acls(f, request_timeout=timeout).result(timeout):
                     found[b] = None
-            _show(found)
+            _show(found, args.output_format)
             return 0
         if not args.force and not _confirmed():
             return 0

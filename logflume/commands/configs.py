@@ -27,6 +27,13 @@ over the broker's own codec (broker/protocol/client.BlockingClient), connecting 
 with no configs and refuses to alter it (INVALID_REQUEST), as it has no dynamic
 broker configs.
 
+`--describe --output json` (logflume/table.py) prints one array, an object per
+entity described: `{"entity_type", "entity_name" (null for --entity-default),
+"configs": [{"name", "value" (null when sensitive), "sensitive", "source",
+"read_only", "synonyms": [{"name", "value", "source"}]}]}`, the configs text mode
+prints (sources by Kafka's names, DYNAMIC_TOPIC_CONFIG...); for users, `"configs":
+[{"name": "SCRAM-SHA-512", "iterations": 8192}]`.
+
 Every failure, a flag combination kafka-configs refuses, a malformed --add-config,
 an unreachable broker or the broker's refusal, is one line on stderr and exit
 status 1; the broker's refusals carry Kafka's error name (INVALID_REQUEST: ...).
@@ -35,6 +42,7 @@ status 1; the broker's refusals carry Kafka's error name (INVALID_REQUEST: ...).
 import sys
 
 from logflume import client_config
+from logflume.table import add_output_argument, print_json
 
 
 def add_parser(subparsers) -> None:
@@ -64,6 +72,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--add-config", default="", metavar="K=V,K2=[A,B]", help="--alter: set")
     p.add_argument("--delete-config", default="", metavar="K,K2", help="--alter: remove")
     p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
+    add_output_argument(
+        p,
+        "--describe: text as kafka-configs prints it (the default), or json: an array "
+        "with an object per entity and its configs",
+    )
     p.set_defaults(func=run)
 
 
@@ -117,8 +130,9 @@ def run(args) -> int:
         names = _names(admin, args, timeout)
         if args.alter:
             return _alter(admin, args, names[0], added, deleted, timeout)
-        for name in names:
-            _describe(admin, args, name, timeout)
+        described = [_describe(admin, args, name, timeout) for name in names]
+        if args.output_format == "json":
+            print_json(described)
         return 0
     except (KafkaException, ValueError, TimeoutError) as e:
         return fail(client_config.request_error(e, admin, args))
@@ -160,7 +174,8 @@ def _names(admin, args, timeout: float) -> list[str]:
     return [args.entity_name]
 
 
-def _describe(admin, args, name: str, timeout: float) -> None:
+def _describe(admin, args, name: str, timeout: float) -> dict | None:
+    """Print `name`'s configs (text), or return them as --output json gives them."""
     from confluent_kafka.admin import ConfigResource, ConfigSource
 
     resource = ConfigResource(_TYPE[args.entity_type], name)
@@ -168,20 +183,40 @@ def _describe(admin, args, name: str, timeout: float) -> None:
     entries = futures[resource].result(timeout)
     explicit = (ConfigSource.DYNAMIC_TOPIC_CONFIG.value, ConfigSource.STATIC_BROKER_CONFIG.value)
     kind = "All" if args.all else ("Dynamic" if args.entity_type == "topics" else "Static")
-    print(f"{kind} configs for {_LABEL[args.entity_type]} {name} are:")
-    for e in sorted(entries.values(), key=lambda e: e.name):
-        if args.all or e.source in explicit:
-            synonyms = [(s.source, s.name, s.value) for s in e.synonyms.values()]
-            _print_entry(e.name, e.value, e.is_sensitive, synonyms)
+    return _show(
+        args,
+        f"{kind} configs for {_LABEL[args.entity_type]} {name} are:",
+        name,
+        [
+            (e.name, e.value, e.is_sensitive, e.source, e.is_read_only,
+             [(s.source, s.name, s.value) for s in e.synonyms.values()])
+            for e in sorted(entries.values(), key=lambda e: e.name)
+            if args.all or e.source in explicit
+        ],
+    )  # fmt: skip
 
 
-def _print_entry(name: str, value, sensitive: bool, synonyms: list[tuple]) -> None:
-    """One config as kafka-configs prints it; `synonyms` are (source, name, value)."""
+def _show(args, heading: str, name: str | None, entries: list[tuple]) -> dict | None:
+    """An entity's configs, (name, value, sensitive, source, read_only, synonyms)
+    with synonyms as (source, name, value): printed as kafka-configs prints them,
+    or (--output json) returned as an object."""
     from confluent_kafka.admin import ConfigSource
 
-    shown = ", ".join(f"{ConfigSource(src).name}:{n}={v}" for src, n, v in synonyms)
-    value = "null" if value is None else value
-    print(f"  {name}={value} sensitive={str(sensitive).lower()} synonyms={{{shown}}}")
+    if args.output_format == "json":
+        configs = [
+            {"name": n, "value": None if sensitive else v, "sensitive": sensitive,
+             "source": ConfigSource(src).name, "read_only": read_only,
+             "synonyms": [{"name": sn, "value": sv, "source": ConfigSource(ss).name}
+                          for ss, sn, sv in synonyms]}
+            for n, v, sensitive, src, read_only, synonyms in entries
+        ]  # fmt: skip
+        return {"entity_type": args.entity_type, "entity_name": name, "configs": configs}
+    print(heading)
+    for n, v, sensitive, _, _, synonyms in entries:
+        shown = ", ".join(f"{ConfigSource(ss).name}:{sn}={sv}" for ss, sn, sv in synonyms)
+        value = "null" if v is None else v
+        print(f"  {n}={value} sensitive={str(sensitive).lower()} synonyms={{{shown}}}")
+    return None
 
 
 def _alter(admin, args, name: str, added: dict, deleted: list, timeout: float) -> int:
@@ -243,11 +278,19 @@ def _cluster_default(args, added: dict, deleted: list, timeout: float) -> int:
     if args.alter:
         print("Completed updating default config for brokers in the cluster.")
         return 0
-    print("Default configs for brokers in the cluster are:")
-    for entry in sorted(answer["configs"], key=lambda c: c["name"]):
-        if args.all or entry["config_source"] == _DYNAMIC_DEFAULT_BROKER_CONFIG:
-            synonyms = [(s["source"], s["name"], s["value"]) for s in entry["synonyms"]]
-            _print_entry(entry["name"], entry["value"], entry["is_sensitive"], synonyms)
+    described = _show(
+        args,
+        "Default configs for brokers in the cluster are:",
+        None,
+        [
+            (c["name"], c["value"], c["is_sensitive"], c["config_source"], c["read_only"],
+             [(s["source"], s["name"], s["value"]) for s in c["synonyms"]])
+            for c in sorted(answer["configs"], key=lambda c: c["name"])
+            if args.all or c["config_source"] == _DYNAMIC_DEFAULT_BROKER_CONFIG
+        ],
+    )  # fmt: skip
+    if args.output_format == "json":
+        print_json([described])
     return 0
 
 
@@ -265,7 +308,15 @@ def _users(admin, args, added: dict, deleted: list, timeout: float) -> int:
     try:
         if not args.alter:
             names = [args.entity_name] if args.entity_name else []
-            for user, infos in sorted(users.describe(admin, names, timeout).items()):
+            found = sorted(users.describe(admin, names, timeout).items())
+            if args.output_format == "json":
+                print_json(
+                    [{"entity_type": "users", "entity_name": user,
+                      "configs": [{"name": m, "iterations": n} for m, n in infos]}
+                     for user, infos in found]
+                )  # fmt: skip
+                return 0
+            for user, infos in found:
                 creds = ",".join(f"{m}=iterations={n}" for m, n in infos)
                 print(f"SCRAM credential configs for user-principal '{user}' are {creds}")
             return 0

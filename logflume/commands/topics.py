@@ -8,12 +8,19 @@ replicas), `--unavailable-partitions` (no live leader), `--under-min-isr-partiti
 partition lines are printed. The internal topics (`__consumer_offsets`,
 `__transaction_state`) are neither deleted nor altered, as kafka-topics refuses. Works against any Kafka-compatible broker through
 confluent-kafka's AdminClient.
+
+`--output json` (logflume/table.py): `--list` prints an array of topic names,
+`--describe` one object per topic, `{"topic", "partition_count", "replication_factor",
+"configs": {name: value}, "partitions": [{"partition", "leader", "replicas", "isr"}]}`
+(leader null when there is none, -1 in text); with a filter, only the topics with a
+matching partition, and only those partitions.
 """
 
 import sys
 
 from common.topic_names import is_internal
 from logflume import client_config
+from logflume.table import add_output_argument, print_json
 
 
 def add_parser(subparsers) -> None:
@@ -66,6 +73,11 @@ def add_parser(subparsers) -> None:
         help="--describe: partitions whose ISR is smaller than min.insync.replicas",
     )
     p.add_argument("--timeout-ms", type=int, default=10000, help="give up after this long")
+    add_output_argument(
+        p,
+        "--describe, --list: text as kafka-topics prints it (the default), or json: an "
+        "array with an object per topic (--list: of names)",
+    )
     p.set_defaults(func=run)
 
 
@@ -108,6 +120,9 @@ def run(args) -> int:
         if args.alter:
             return _alter(admin, metadata, args, timeout)
         if args.list:
+            if args.output_format == "json":
+                print_json(sorted(metadata.topics))
+                return 0
             for name in sorted(metadata.topics):
                 print(name)
             return 0
@@ -166,28 +181,33 @@ def _describe(admin, metadata, args, timeout) -> int:
         return fail(f"Topic '{args.topic}' does not exist as expected")
     resources = [ConfigResource("topic", n) for n in names]
     configs = admin.describe_configs(resources, request_timeout=timeout) if resources else {}
-    overrides, min_isr = {}, {}
+    overrides: dict[str, dict[str, str]] = {}
+    min_isr = {}
     for res, future in configs.items():
         entries = future.result(timeout)
-        overrides[res.name] = ",".join(
-            f"{e.name}={e.value}"
+        overrides[res.name] = {
+            e.name: e.value
             for e in sorted(entries.values(), key=lambda e: e.name)
             if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-        )
+        }
         entry = entries.get("min.insync.replicas")
         min_isr[res.name] = int(entry.value) if entry is not None and entry.value else 1
     live = set(metadata.brokers)
     filtered = args.under_replicated_partitions or args.unavailable_partitions
     filtered = filtered or args.under_min_isr_partitions
+    described = []
     for name in names:
         topic = metadata.topics[name]
         parts = sorted(topic.partitions.values(), key=lambda p: p.id)
-        if not filtered:
-            rf = len(parts[0].replicas) if parts else 0
+        rf = len(parts[0].replicas) if parts else 0
+        config = overrides.get(name, {})
+        if not filtered and args.output_format == "text":
+            shown = ",".join(f"{k}={v}" for k, v in config.items())
             print(
                 f"Topic: {name}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\t"
-                f"Configs: {overrides.get(name, '')}"
+                f"Configs: {shown}"
             )
+        rows = []
         for p in parts:
             if args.under_replicated_partitions and len(p.isrs) >= len(p.replicas):
                 continue
@@ -195,10 +215,22 @@ def _describe(admin, metadata, args, timeout) -> int:
                 continue
             if args.under_min_isr_partitions and len(p.isrs) >= min_isr[name]:
                 continue
-            replicas = ",".join(map(str, p.replicas))
-            isr = ",".join(map(str, p.isrs))
-            print(
-                f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
-                f"Replicas: {replicas}\tIsr: {isr}"
-            )
+            rows.append(
+                {"partition": p.id, "leader": p.leader if p.leader >= 0 else None,
+                 "replicas": list(p.replicas), "isr": list(p.isrs)}
+            )  # fmt: skip
+            if args.output_format == "text":
+                replicas = ",".join(map(str, p.replicas))
+                isr = ",".join(map(str, p.isrs))
+                print(
+                    f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
+                    f"Replicas: {replicas}\tIsr: {isr}"
+                )
+        if rows or not filtered:
+            described.append(
+                {"topic": name, "partition_count": len(parts), "replication_factor": rf,
+                 "configs": config, "partitions": rows}
+            )  # fmt: skip
+    if args.output_format == "json":
+        print_json(described)
     return 0

@@ -3,6 +3,8 @@ with confluent-kafka's AdminClient; what each user may do is checked with
 confluent-kafka and, where the exact error code matters, with the broker's own wire
 client."""
 
+import json
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -294,6 +296,14 @@ def test_logflume_acls_cli(acl, tmp_path):
     ) in text
     assert "(principal=User:etl, host=*, operation=READ, permissionType=ALLOW)" in text
     assert "(principal=User:etl, host=*, operation=DESCRIBE, permissionType=ALLOW)" in text
+    as_json = lf("acls", *b, "--list", "--topic", "cli-", "--resource-pattern-type", "prefixed",
+                 "--output", "json")  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == [
+        {"resource_type": "TOPIC", "resource_name": "cli-", "pattern_type": "PREFIXED",
+         "principal": "User:etl", "host": "*", "operation": op, "permission_type": "ALLOW"}
+        for op in ("DESCRIBE", "READ")
+    ]  # fmt: skip
     everything = lf("acls", *b, "--list", "--principal", "User:etl").stdout.decode()
     assert "name=etl, patternType=PREFIXED" in everything and "name=web" not in everything
     kept = lf("acls", *b, "--remove", "--topic", "cli-", "--resource-pattern-type", "prefixed",

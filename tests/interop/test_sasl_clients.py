@@ -8,6 +8,7 @@ authentication and hostile SASL frames close the connection and leave the broker
 serving; `logflume users` and `logflume configs --entity-type users` manage SCRAM
 users; SCRAM users survive a restart."""
 
+import json
 import struct
 import types
 
@@ -345,6 +346,12 @@ def test_users_and_configs_commands(sasl, tmp_path):
     assert out.stdout == (
         b"SCRAM credential configs for user-principal 'frank' are SCRAM-SHA-512=iterations=8192\n"
     )
+    out = lf("configs", *secure, "--describe", "--entity-type", "users", "--entity-name", "frank",
+             "--output", "json")  # fmt: skip
+    assert json.loads(out.stdout) == [
+        {"entity_type": "users", "entity_name": "frank",
+         "configs": [{"name": "SCRAM-SHA-512", "iterations": 8192}]}
+    ], out.stderr  # fmt: skip
     assert _authenticates_scram(sasl, "SCRAM-SHA-512", "frank", "frank-secret")
     r = lf(
         "configs", *plain, "--alter", "--entity-type", "users", "--entity-name", "frank",

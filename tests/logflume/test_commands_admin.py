@@ -28,6 +28,22 @@ def test_configs_alter_and_describe(module_broker):
     assert text.splitlines()[0] == "Dynamic configs for topic cfg are:"
     assert "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:" in text
     assert "  retention.ms=3600000 sensitive=false" in text
+    as_json = lf(
+        "configs", *b, "--entity-type", "topics", "--entity-name", "cfg", "--describe",
+        "--output", "json",
+    )  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    (described,) = json.loads(as_json.stdout)
+    assert described["entity_type"] == "topics" and described["entity_name"] == "cfg"
+    assert [c["name"] for c in described["configs"]] == ["cleanup.policy", "retention.ms"]
+    assert described["configs"][1] == {
+        "name": "retention.ms", "value": "3600000", "sensitive": False,
+        "source": "DYNAMIC_TOPIC_CONFIG", "read_only": False,
+        "synonyms": [
+            {"name": "retention.ms", "value": "3600000", "source": "DYNAMIC_TOPIC_CONFIG"},
+            {"name": "log.retention.ms", "value": "604800000", "source": "DEFAULT_CONFIG"},
+        ],
+    }  # fmt: skip
     r = lf(
         "configs", *b, "--entity-type", "topics", "--entity-name", "cfg", "--alter",
         "--delete-config", "cleanup.policy,retention.ms",
@@ -53,6 +69,18 @@ def test_configs_alter_and_describe(module_broker):
     brokers = lf("configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--describe")
     assert b"Static configs for broker 0 are:" in brokers.stdout
     assert b"  listeners=" in brokers.stdout
+    brokers = lf("configs", *b, "--entity-type", "brokers", "--describe", "--output", "json").stdout
+    (broker,) = json.loads(brokers)
+    assert broker["entity_type"] == "brokers" and broker["entity_name"] == "0"
+    (listeners,) = [c for c in broker["configs"] if c["name"] == "listeners"]
+    assert listeners["source"] == "STATIC_BROKER_CONFIG" and listeners["read_only"] is True
+    default = lf(
+        "configs", *b, "--entity-type", "brokers", "--entity-default", "--describe",
+        "--output", "json",
+    )  # fmt: skip
+    assert json.loads(default.stdout) == [
+        {"entity_type": "brokers", "entity_name": None, "configs": []}
+    ], default.stderr
 
 
 def test_topics_alter_partitions_and_describe_filters(module_broker):
@@ -74,6 +102,12 @@ def test_topics_alter_partitions_and_describe_filters(module_broker):
     create_topic(module_broker.bootstrap, "strict", config={"min.insync.replicas": "2"})
     r = lf("topics", *b, "--describe", "--under-min-isr-partitions")
     assert r.stdout.decode().split("\t")[1:3] == ["Topic: strict", "Partition: 0"]
+    r = lf("topics", *b, "--describe", "--under-min-isr-partitions", "--output", "json")
+    assert json.loads(r.stdout) == [
+        {"topic": "strict", "partition_count": 1, "replication_factor": 1,
+         "configs": {"min.insync.replicas": "2"},
+         "partitions": [{"partition": 0, "leader": 0, "replicas": [0], "isr": [0]}]}
+    ]  # fmt: skip
 
 
 def test_groups_reset_delete_offsets_and_delete(module_broker):

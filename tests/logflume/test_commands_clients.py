@@ -1,5 +1,6 @@
 """`logflume broker/topics/produce/consume` end to end, as a user runs them."""
 
+import json
 import subprocess
 import sys
 
@@ -36,6 +37,15 @@ def test_topics_produce_consume_roundtrip(module_broker):
         in desc
     )
     assert "\tTopic: cli-t\tPartition: 1\tLeader: 0\tReplicas: 0\tIsr: 0" in desc
+    as_json = lf("topics", *b, "--describe", "--topic", "cli-t", "--output", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == [
+        {"topic": "cli-t", "partition_count": 2, "replication_factor": 1,
+         "configs": {"retention.ms": "3600000"},
+         "partitions": [{"partition": p, "leader": 0, "replicas": [0], "isr": [0]}
+                        for p in (0, 1)]}
+    ]  # fmt: skip
+    assert "cli-t" in json.loads(lf("topics", *b, "--list", "--output", "json").stdout)
 
     lines = b"".join(b"k%d:value %d\n" % (i % 5, i) for i in range(300))
     r = lf(

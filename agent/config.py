@@ -287,8 +287,10 @@ def _compile_component(kind, name, node, path, errors: Errors, failures):
     else:
         config, broken = build_partial(cls.Config, node, path, errors, skip=WIRING_KEYS[kind])
         if config is not None:
-            # with other errors, the keys that parsed are checked in this pass too
-            _run_validate(cls, config, node, path, errors, broken if len(errors) > before else None)
+            # with other errors, the keys that parsed are checked in this pass too; a
+            # key is also broken when its ${VAR} or ${file:...} failed (reported before)
+            failed = broken if broken or len(errors) > before else None
+            _run_validate(cls, config, node, path, errors, failed)
     extra: dict[str, Any] = {}
     if kind == "source":
         extra = _source_wiring(node, path, errors, failures)

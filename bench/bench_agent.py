@@ -7,6 +7,7 @@ raw workload through syslog-ng, and UDP loss at a fixed rate.
     .venv/bin/python -m bench.bench_agent --cases raw,eos   # delivery: exactly_once vs at_least_once
     .venv/bin/python -m bench.bench_agent --cases host,host-noheaders   # the host record header
     .venv/bin/python -m bench.bench_agent --cases raw,noaudit,json,json-noaudit  # the audit's cost
+    .venv/bin/python -m bench.bench_agent --cases json,json-anon   # anonymize_ip + strip_query
 
 Starts a local broker (testkit.procs.BrokerProcess). One log file of realistic nginx
 combined lines (spark_etl.loggen, ~190 bytes) is written once, before anything
@@ -18,7 +19,9 @@ medians over runs. `host` is `raw` with the source's `add_host: true` and the si
 default `headers: [host]` (a `host` record header on every record), `host-noheaders`
 the same with `headers: []`: the cost of record headers, side by side; `noaudit`
 and `json-noaudit` are `raw` and `json` with the sink's `audit: false`: the cost of
-the audit's counts and checksums, side by side.
+the audit's counts and checksums, side by side; `json-anon` is `json` with
+`anonymize_ip` (truncate) and `strip_query` after the parser: the cost of a web
+host's privacy transforms, side by side with `json`.
 
 Clock: the topic's high watermark, polled every 20 ms, i.e. records the broker
 has acknowledged (acks=all). "lines/s" is the steady rate from the first poll
@@ -128,9 +131,12 @@ def measure(pid: int, count, n: int, started: float, limit: float = 600) -> dict
 
 
 def tail_case(tmp: Path, log: Path, n: int, broker: BrokerProcess, kind: str, idem: str, run):
-    """One run of tail case `kind`: raw, json, eos, host or host-noheaders; a
-    `-noaudit` suffix (or `noaudit` alone: raw) turns the sink's audit off."""
+    """One run of tail case `kind`: raw, json, json-anon, eos, host or host-noheaders;
+    a `-noaudit` suffix (or `noaudit` alone: raw) turns the sink's audit off."""
     parsed = kind.startswith("json")
+    interceptors = "{type: nginx}"
+    if kind == "json-anon":
+        interceptors += ", {type: anonymize_ip}, {type: strip_query}"
     case = tmp / f"tail-{kind}-{run}"
     case.mkdir(parents=True)
     topic = f"bench-{case.name}"
@@ -140,7 +146,7 @@ def tail_case(tmp: Path, log: Path, n: int, broker: BrokerProcess, kind: str, id
         bootstrap=broker.bootstrap,
         idem="true" if kind == "eos" else idem,
         fmt="json" if parsed else "raw",
-        interceptors=", interceptors: [{type: nginx}]" if parsed else "",
+        interceptors=f", interceptors: [{interceptors}]" if parsed else "",
         delivery="exactly_once" if kind == "eos" else "at_least_once",
         add_host=", add_host: true" if kind.startswith("host") else "",
         headers=", headers: []" if kind == "host-noheaders" else "",
@@ -271,6 +277,9 @@ def run_cases(
                 if on in med and off in med:
                     ratio = med[on]["lines/s"] / med[off]["lines/s"]
                     print(f"audit on / off ({on}): {ratio:.3f}x lines/s")
+            if "json" in med and "json-anon" in med:
+                ratio = med["json-anon"]["lines/s"] / med["json"]["lines/s"]
+                print(f"anonymize_ip + strip_query / nginx alone: {ratio:.3f}x lines/s")
             if "raw" in med and "eos" in med:
                 ratio = med["eos"]["lines/s"] / med["raw"]["lines/s"]
                 print(f"exactly_once/at_least_once (raw): {ratio:.2f}x lines/s")

@@ -1,6 +1,7 @@
 """The pipeline compiler: every error, with file:line:column, in one pass."""
 
 import os
+import re
 import shutil
 import tempfile
 import textwrap
@@ -376,6 +377,26 @@ def test_checks_of_a_key_that_failed_to_parse_are_not_reported_twice(tmp_path):
     assert errors_of(text) == [
         "pipelines.yaml:8:35: agents.web.channels.mem.capacity: expected int, got 'many'"
     ]
+
+
+def test_checks_of_a_key_whose_variable_or_file_failed_are_not_reported_either(
+    tmp_path, monkeypatch
+):
+    """A `${VAR}` not set or a `${file:...}` not readable is reported when the file's
+    values are expanded, before any component is compiled: its key is broken all the
+    same, and a check of the default standing in for it (here: a hash mode without a
+    salt) is not reported."""
+    monkeypatch.delenv("LF_IP_SALT", raising=False)
+    gen = "{type: test-gen, count: 5, channels: [mem]}"
+    for salt, error in (
+        ("${LF_IP_SALT}", "environment variable LF_IP_SALT is not set"),
+        (f"${{file:{tmp_path}/ip-salt}}", f"cannot read {tmp_path}/ip-salt"),
+    ):
+        interceptor = f'{{type: anonymize_ip, mode: hash, salt: "{salt}"}}'
+        text = GOOD.replace(gen, gen[:-1] + f", interceptors: [{interceptor}]}}")
+        (found,) = errors_of(text)
+        where = r"pipelines\.yaml:6:\d+: agents\.web\.sources\.gen\.interceptors\[0\]\.salt: "
+        assert re.match(where + re.escape(error), found), found
 
 
 # -- the kafka sink's tls: and sasl: blocks ----------------------------------------------

@@ -386,19 +386,42 @@ REGISTRY: dict[tuple[str, str], type[Component]] = {}
 C = TypeVar("C", bound=type[Component])
 
 
+class DuplicateType(ValueError):
+    """A class registered under a (kind, type name) another class already has. Never
+    replaced: the first stays (agent/plugins.py loads the built-in types first, so a
+    plugin never displaces one), and the decorator registers none of the second
+    class's names."""
+
+    def __init__(self, kind: str, name: str, existing: type, new: type):
+        self.kind, self.name, self.existing, self.new = kind, name, existing, new
+        super().__init__(
+            f"{kind} type {name!r} registered twice: by {_qualified(existing)} "
+            f"and by {_qualified(new)}"
+        )
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def register(kind: str, type_name: str, aliases: tuple[str, ...] = ()) -> Callable[[C], C]:
     """Class decorator: `@register("source", "tail")`. The class needs a `Config` dataclass.
     `aliases`: other names the same type answers to in pipelines.yaml (a type renamed
-    for users keeps its old name working)."""
+    for users keeps its old name working). A name already registered raises
+    DuplicateType, and then none of the class's names is registered."""
     if kind not in KINDS:
         raise ValueError(f"unknown component kind {kind!r}")
 
     def deco(cls: C) -> C:
         if not dataclasses.is_dataclass(getattr(cls, "Config", None)):
             raise TypeError(f"{cls.__name__} needs a dataclass named Config")
-        for name in (type_name, *aliases):
+        names = (type_name, *aliases)
+        for name in names:
             if (kind, name) in REGISTRY:
-                raise ValueError(f"{kind} type {name!r} registered twice")
+                raise DuplicateType(kind, name, REGISTRY[(kind, name)], cls)
+        if len(set(names)) < len(names):
+            raise ValueError(f"{kind} type {type_name!r}: a name is given twice in {names}")
+        for name in names:
             REGISTRY[(kind, name)] = cls
         cls.kind, cls.type_name = kind, type_name
         return cls

@@ -261,8 +261,10 @@ def _resolve(kind, node, path, errors: Errors, failures) -> type[Component] | No
     if cls is None:
         known = sorted(t for k, t in REGISTRY if k == kind)
         msg = f"unknown {kind} type {type_name!r}; known: {', '.join(known) or 'none'}"
-        if failures:
-            msg += "; plugin modules that failed to import: " + ", ".join(sorted(failures))
+        if failures:  # modules of the plugin packages, and plugins (agent/plugins.py)
+            msg += "; failed to load: " + "; ".join(
+                f"{what}: {error}" for what, error in sorted(failures.items())
+            )
         errors.add(found[1], f"{path}.type", msg)
     return cls
 

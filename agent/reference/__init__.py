@@ -15,9 +15,13 @@ the file. `logflume agent reference` writes either (`render`);
 tests/agent/test_reference.py fails when a key has no comment or when the
 checked-in files differ from what this package produces.
 
-Only the types of the plugin packages (agent.plugins.PLUGIN_PACKAGES) are in the
-reference: other code loaded in the same process, such as the test plugins, may
-register types too.
+The types of the plugin packages (agent.plugins.PLUGIN_PACKAGES) are in the
+reference, and, with `plugins=True`, those of the installed third-party plugins
+(entry points, agent/plugins.py), each with its distribution: what `logflume agent
+reference` writes unless `--builtin-only`. The checked-in files hold the built-in
+types alone, so that they do not depend on what is installed where they are made.
+Types registered by other code loaded in the same process, such as the test
+plugins, are never in it.
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ FORMATS = ("markdown", "json-schema")
 __all__ = ["FORMATS", "MissingPlugins", "render"]
 
 
-def render(fmt: str) -> str:
-    """The text of the reference in `fmt` (one of FORMATS), as the files hold it."""
+def render(fmt: str, plugins: bool = False) -> str:
+    """The text of the reference in `fmt` (one of FORMATS), as the files hold it;
+    with `plugins`, the installed plugins' types too."""
     if fmt == "markdown":
-        return markdown.markdown()
+        return markdown.markdown(plugins)
     if fmt == "json-schema":
-        return json.dumps(json_schema.json_schema(), indent=2, ensure_ascii=False) + "\n"
+        schema = json_schema.json_schema(plugins)
+        return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
     raise ValueError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")

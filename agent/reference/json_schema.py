@@ -37,15 +37,16 @@ SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([kKmMgGtT][iI]?)?[bB]?\s*$"
 DURATION_PATTERN = DURATION_RE.pattern  # also a valid JSON Schema (ECMA-262) pattern
 
 
-def json_schema() -> dict:
+def json_schema(plugins: bool = False) -> dict:
     """A JSON Schema (draft 2020-12) of pipelines.yaml.
 
     Each kind is a `$defs` entry that requires `type` and, through `allOf` of
     `if`/`then`, applies the schema of the type named: all its keys (wiring keys
     included), with `additionalProperties: false`. A `type` given as `${VAR}`
     matches no `if`, so only the kind's schema applies. Any scalar may also be a
-    string holding `${`, as environment references are expanded before typing."""
-    found = component_types()
+    string holding `${`, as environment references are expanded before typing.
+    With `plugins`, the installed plugins' types are in it too."""
+    found = component_types(plugins)
     defs: dict[str, Any] = {
         "env": {
             "description": "an environment or file reference: ${NAME}, ${NAME:-default}, ${file:/path}",
@@ -128,7 +129,10 @@ def _type_schema(t: ComponentType) -> dict:
         "description": f"the {t.kind} type",
         "enum": [t.name, *t.aliases],
     }
-    return {"title": f"{t.kind} {t.name}", "description": t.summary, **schema}
+    summary = t.summary
+    if not t.origin.builtin:
+        summary = f"{summary} ({t.origin.provider})".lstrip()
+    return {"title": f"{t.kind} {t.name}", "description": summary, **schema}
 
 
 def _object_schema(keys: tuple[Key, ...]) -> dict:

@@ -1,5 +1,6 @@
-"""The model of the reference: every type of the plugin packages with its keys, each
-key with its annotation, default and meaning (the comment on its line)."""
+"""The model of the reference: every type of the plugin packages (and, when asked,
+of the installed third-party plugins) with its keys, each key with its annotation,
+default and meaning (the comment on its line)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 from agent.annotations import config_fields, nested_block, shape_of
 from agent.api import REGISTRY, Interceptor
 from agent.config import AgentSettings, SelectorConfig
-from agent.plugins import PLUGIN_PACKAGES, load_plugins
+from agent.plugins import BUILTIN, Origin, failed_plugins, load_plugins, origin
 
 ORDER = ("source", "interceptor", "channel", "sink")  # the order of the sections
 
@@ -56,7 +57,8 @@ WIRING = {
 
 
 class MissingPlugins(RuntimeError):
-    """Plugin modules failed to import: a reference made now would lack their types."""
+    """Plugin modules or plugins failed to load: a reference made now would lack their
+    types."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +81,7 @@ class ComponentType:
     summary: str  # the first paragraph of the module's docstring
     module: str  # the file that implements it, e.g. sources/tail.py
     keys: tuple[Key, ...]  # the keys of its Config, without the wiring keys
+    origin: Origin = BUILTIN  # or the third-party plugin it comes from
 
 
 def field_comments(cls: type) -> dict[str, str]:
@@ -126,18 +129,24 @@ def keys_of(cls: type) -> tuple[Key, ...]:
     return tuple(keys)
 
 
-def component_types() -> list[ComponentType]:
-    """Every type of the plugin packages, sorted by kind (ORDER) then name."""
+def component_types(plugins: bool = False) -> list[ComponentType]:
+    """Every type of the plugin packages, and with `plugins` those of the installed
+    third-party plugins (agent/plugins.py), sorted by kind (ORDER) then name. Types
+    registered by code loaded some other way (the tests' fakes) are never in it.
+    Raises MissingPlugins when one of those it covers failed to load."""
     failures = load_plugins()
+    if not plugins:
+        failures = {k: v for k, v in failures.items() if k not in failed_plugins()}
     if failures:
-        detail = "; ".join(f"{module}: {error}" for module, error in sorted(failures.items()))
-        raise MissingPlugins(f"plugin modules failed to import: {detail}")
-    names: dict[type, list[str]] = {}
-    for (_kind, name), cls in REGISTRY.items():
-        if cls.__module__.startswith(tuple(f"{p}." for p in PLUGIN_PACKAGES)):
-            names.setdefault(cls, []).append(name)
+        detail = "; ".join(f"{what}: {error}" for what, error in sorted(failures.items()))
+        raise MissingPlugins(f"failed to load: {detail}")
+    names: dict[type, tuple[Origin, list[str]]] = {}
+    for (kind, name), cls in REGISTRY.items():
+        where = origin(kind, name)
+        if where is not None and (where.builtin or plugins):
+            names.setdefault(cls, (where, []))[1].append(name)
     found = []
-    for cls, registered in names.items():
+    for cls, (where, registered) in names.items():
         module = sys.modules[cls.__module__]
         found.append(
             ComponentType(
@@ -147,6 +156,7 @@ def component_types() -> list[ComponentType]:
                 summary=" ".join((module.__doc__ or "").strip().split("\n\n")[0].split()),
                 module=cls.__module__.replace(".", "/") + ".py",
                 keys=keys_of(cls.Config),
+                origin=where,
             )
         )
     return sorted(found, key=lambda t: (ORDER.index(t.kind), t.name))

@@ -1,5 +1,7 @@
-"""`logflume agent run|validate|reference`: run one agent of pipelines.yaml, check the
-file, or print the reference of its keys (CONFIGURATION.md, pipelines.schema.json)."""
+"""`logflume agent run|validate|reference|plugins`: run one agent of pipelines.yaml,
+check the file, print the reference of its keys (CONFIGURATION.md,
+pipelines.schema.json), or list the component types installed, built-in and from
+plugins (agent/plugins.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+
+from logflume.table import add_output_argument
 
 
 def add_parser(subparsers) -> None:
@@ -38,7 +42,25 @@ def add_parser(subparsers) -> None:
         help="markdown (CONFIGURATION.md, the default) or json-schema (pipelines.schema.json)",
     )
     ref_p.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
+    ref_p.add_argument(
+        "--builtin-only",
+        action="store_true",
+        help="leave out the types of installed plugins (entry points logflume.plugins), "
+        "as the checked-in CONFIGURATION.md and pipelines.schema.json do",
+    )
     ref_p.set_defaults(func=reference)
+    plugins_p = sub.add_parser(
+        "plugins",
+        help="list the source, interceptor, channel and sink types installed, each with "
+        "where it comes from (built-in, or a plugin's distribution and version), and the "
+        "plugins that failed to load (then exit 1)",
+    )
+    add_output_argument(
+        plugins_p,
+        help="text: a table (the default); json: an array of objects, one per type; "
+        "failures go to stderr either way",
+    )
+    plugins_p.set_defaults(func=plugins)
 
 
 def add_env_file_argument(parser) -> None:
@@ -71,6 +93,25 @@ def _compile(path: str, environ: Mapping[str, str] | None = None):
     return agents, errors
 
 
+def _plugin_types_used(agents) -> list[str]:
+    """`interceptor upper (site-plugins 1.0)` for each plugin type the agents use."""
+    from agent.plugins import origin
+
+    classes = set()
+    for spec in agents.values():
+        for source in spec.sources.values():
+            classes.add(source.cls)
+            classes.update(i.cls for i in source.interceptors)
+        classes.update(c.cls for c in spec.channels.values())
+        classes.update(s.cls for s in spec.sinks.values())
+    used = []
+    for cls in classes:
+        where = origin(cls.kind, cls.type_name)
+        if where is not None and not where.builtin:
+            used.append((cls.kind, cls.type_name, where.provider))
+    return [f"{kind} {name} ({provider})" for kind, name, provider in sorted(used)]
+
+
 def _env_file(path: str | None) -> dict[str, str] | None:
     """The variables of `--env-file` ({} without one); None when the file is missing
     or malformed, which is said on stderr."""
@@ -84,25 +125,35 @@ def _env_file(path: str | None) -> dict[str, str] | None:
 
 
 def validate(args: argparse.Namespace) -> int:
+    from agent.plugins import failed_plugins
+
     variables = _env_file(args.env_file)
     if variables is None:
         return 1
+    for what, error in sorted(failed_plugins().items()):  # loads them: before the errors
+        print(f"warning: {what} failed to load: {error}", file=sys.stderr)
     agents, errors = _compile(args.config, {**os.environ, **variables})
     if errors:
         print(f"{len(errors)} error(s) in {args.config}", file=sys.stderr)
         return 1
     print(f"OK: agents {', '.join(agents)}")
+    used = _plugin_types_used(agents)
+    if used:
+        print(f"plugin types used: {', '.join(used)}")
     return 0
 
 
 def reference(args: argparse.Namespace) -> int:
     """CONFIGURATION.md and pipelines.schema.json are this command's output."""
+    from agent.plugins import failed_plugins
     from agent.reference import MissingPlugins, render
 
     try:
-        text = render(args.format)
+        text = render(args.format, plugins=not args.builtin_only)
     except MissingPlugins as exc:
         print(f"cannot make the reference: {exc}", file=sys.stderr)
+        if failed_plugins() and not args.builtin_only:
+            print("(--builtin-only makes it without the plugins)", file=sys.stderr)
         return 1
     if args.output:
         Path(args.output).write_text(text)
@@ -111,9 +162,36 @@ def reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def plugins(args: argparse.Namespace) -> int:
+    """Every registered type, with its kind and origin; failures on stderr."""
+    import logflume
+    from agent.api import KINDS, REGISTRY
+    from agent.plugins import load_plugins, origin
+    from logflume.table import Table
+
+    failures = load_plugins()
+    table = Table(["KIND", "TYPE", "ALIAS-OF", "ORIGIN", "VERSION", "ENTRY-POINT", "MODULE"])
+    for (kind, name), cls in sorted(REGISTRY.items(), key=lambda r: (KINDS.index(r[0][0]), r[0])):
+        where = origin(kind, name)
+        cells: tuple[str | None, str | None, str | None]  # origin, version, entry point
+        if where is None:  # registered by no plugin package and no entry point
+            cells = ("unknown", None, None)
+        elif where.builtin:
+            cells = ("built-in", logflume.__version__, None)
+        else:
+            cells = (where.distribution, where.version, where.entry_point)
+        alias_of = cls.type_name if name != cls.type_name else None
+        table.add(kind, name, alias_of, *cells, cls.__module__)
+    table.print(args.output_format)
+    for what, error in sorted(failures.items()):
+        print(f"failed to load: {what}: {error}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def run(args: argparse.Namespace) -> int:
     import uvloop
 
+    from agent.plugins import failed_plugins
     from agent.runtime import AgentRuntime
 
     variables = _env_file(args.env_file)
@@ -122,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
     # Into the process's environment, as systemd's EnvironmentFile= puts them: the
     # host name of headers and transactional ids and each reload (SIGHUP) read it.
     os.environ.update(variables)
+    for what, error in sorted(failed_plugins().items()):  # loads them: before the errors
+        logging.getLogger("agent").warning("%s failed to load: %s", what, error)
     agents, errors = _compile(args.config)
     if errors:
         return 1

@@ -49,7 +49,7 @@ def test_subcommands_and_their_actions(script):
     assert {"agent", "broker", "topics", "groups", "completion", "manpage"} <= set(
         complete(script, "logflume ")
     )
-    assert complete(script, "logflume agent ") == ["run", "validate", "reference"]
+    assert complete(script, "logflume agent ") == ["run", "validate", "reference", "plugins"]
 
 
 def test_flags_and_their_choices(script):

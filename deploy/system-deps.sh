@@ -8,7 +8,7 @@
 #   test   `make test` and `make soak`: the demo's set, and what the suite runs besides
 #          (ZooKeeper, Node.js and Go Kafka clients, headless Chromium, promtool, nginx,
 #          logrotate, the tools of the fleet lab's network namespaces, the .deb's
-#          Debian Python, ...).
+#          Debian Python, zsh for the completion tests, ...).
 #   bench  `make bench`: what the benchmarks run (Java, kcat, ZooKeeper, the fleet lab)
 #          and the peers they are measured against (Redis, syslog-ng with its Kafka
 #          module).
@@ -38,6 +38,7 @@ want_test() {
   wanted[chromedriver]=chromium-driver
   wanted[man]=man-db  # the tests render `logflume manpage`
   wanted[groff]=groff-base
+  wanted[zsh]=zsh  # the tests drive `logflume completion zsh` in a real zsh (bash is Debian's own)
   # promtool checks deploy/monitoring's alert rules and scrape config. The package
   # also holds the Prometheus server, which its postinst does not start in a
   # container (policy-rc.d forbids it, or invoke-rc.d finds no runlevel); on a host

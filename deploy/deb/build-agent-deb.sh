@@ -11,8 +11,9 @@
 # /etc/logflume/agent.env, whose settings are unset; and, a conffile too,
 # /etc/sysctl.d/60-logflume-agent.conf (net.core.rmem_max for a UDP source's receive
 # buffer: read at the next boot, not applied by the installation). And the
-# logflume-agent@.service template, /usr/bin/logflume, the manual page and bash
-# completion. Installing it creates the `logflume` user and the state directories and
+# logflume-agent@.service template, /usr/bin/logflume, the manual page and bash and
+# zsh completion (zsh's in /usr/share/zsh/vendor-completions, where Debian's packages
+# put theirs). Installing it creates the `logflume` user and the state directories and
 # starts and enables nothing: agent.env needs this host's settings first. Upgrading it
 # restarts the running agents (postinst); removing it stops and disables them (prerm).
 #
@@ -74,6 +75,7 @@ venv="$root/opt/logflume"
   "${pip_args[@]}" "${wheel}[agent]"
 "$venv/bin/python" -m logflume manpage | gzip -9n >"$stage/logflume.1.gz"
 "$venv/bin/python" -m logflume completion bash >"$stage/logflume.bash"
+"$venv/bin/python" -m logflume completion zsh >"$stage/_logflume"
 grep -rlI --null -F "$venv" "$venv" | xargs -0 -r sed -i "s|$venv|/opt/logflume|g"
 find "$venv" -name __pycache__ -type d -prune -exec rm -rf {} +
 if grep -rqF "$stage" "$venv"; then
@@ -85,7 +87,7 @@ install -m 0644 "$source_dir/deploy/README.md" "$venv/share/logflume/README.md"
 # 2. Configuration, unit, command, manual, completion, documentation.
 install -d "$root/etc/logflume" "$root/etc/sysctl.d" "$root/lib/systemd/system" "$root/usr/bin" \
   "$root/usr/share/man/man1" "$root/usr/share/bash-completion/completions" \
-  "$root/usr/share/doc/logflume-agent"
+  "$root/usr/share/zsh/vendor-completions" "$root/usr/share/doc/logflume-agent"
 install -m 0640 "$source_dir/deploy/agent/pipelines.yaml" "$source_dir/deploy/agent/agent.env" \
   "$root/etc/logflume/"
 install -m 0644 "$source_dir/deploy/sysctl/60-logflume-agent.conf" "$root/etc/sysctl.d/"
@@ -93,6 +95,7 @@ install -m 0644 "$source_dir/deploy/systemd/logflume-agent@.service" "$root/lib/
 ln -s /opt/logflume/bin/logflume "$root/usr/bin/logflume"
 install -m 0644 "$stage/logflume.1.gz" "$root/usr/share/man/man1/logflume.1.gz"
 install -m 0644 "$stage/logflume.bash" "$root/usr/share/bash-completion/completions/logflume"
+install -m 0644 "$stage/_logflume" "$root/usr/share/zsh/vendor-completions/_logflume"
 install -m 0644 "$source_dir/deploy/README.md" "$root/usr/share/doc/logflume-agent/README.md"
 
 # 3. Package metadata and maintainer scripts.

@@ -80,6 +80,7 @@ def test_package_fields_and_contents(deb):
         "/lib/systemd/system/logflume-agent@.service",
         "/usr/share/man/man1/logflume.1.gz",
         "/usr/share/bash-completion/completions/logflume",
+        "/usr/share/zsh/vendor-completions/_logflume",
     } <= paths
     assert not [p for p in paths if p.endswith(".pyc")]  # compiled by postinst
     assert not [p for p in paths if "/pyspark/" in p or "/kazoo/" in p]  # the agent only
@@ -98,6 +99,10 @@ def test_dpkg_install_sets_up_user_config_and_command(installed):
     assert state.st_uid == user.pw_uid and state.st_mode & 0o777 == 0o750
     assert run(["/usr/bin/logflume", "--help"]).returncode == 0
     assert run(["man", "-w", "logflume"]).stdout.strip() == "/usr/share/man/man1/logflume.1.gz"
+    # Debian's zsh has vendor-completions on its fpath, and compinit finds _logflume
+    comps = "autoload -Uz compinit && compinit -u -D && print -rl $_comps[logflume] $^fpath/_logflume(N)"
+    found = run(["zsh", "-f", "-c", comps]).stdout.splitlines()
+    assert found[0] == "_logflume" and "/usr/share/zsh/vendor-completions/_logflume" in found
     assert list(Path("/opt/logflume/lib").rglob("__pycache__"))  # postinst compiled them
 
 

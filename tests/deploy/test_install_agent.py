@@ -198,7 +198,7 @@ def test_trial_install_prepares_the_cron_line_and_guards_the_config(trial):
         assert (prefix / "etc" / "logflume" / name).stat().st_mode & 0o777 == 0o640
 
 
-def test_trial_install_brings_the_man_page_and_bash_completion(trial):
+def test_trial_install_brings_the_man_page_and_bash_and_zsh_completion(trial):
     prefix, _ = trial
     page = prefix / "share" / "man" / "man1" / "logflume.1"
     shown = run(["man", "-l", str(page)], env={**os.environ, "MANPAGER": "cat"})
@@ -206,6 +206,12 @@ def test_trial_install_brings_the_man_page_and_bash_completion(trial):
     completion = prefix / "share" / "bash-completion" / "completions" / "logflume"
     loaded = run(["bash", "--norc", "-c", f"source {completion} && complete -p logflume"])
     assert loaded.returncode == 0 and loaded.stdout.startswith("complete "), loaded.stderr
+    # zsh: compinit, with site-functions on the fpath, makes _logflume complete logflume
+    functions = prefix / "share" / "zsh" / "site-functions"
+    assert (functions / "_logflume").read_text().startswith("#compdef logflume\n")
+    comps = "autoload -Uz compinit && compinit -u -D && print -r -- $_comps[logflume]"
+    loaded = run(["zsh", "-f", "-c", f"fpath=($1 $fpath) && {comps}", "zsh", str(functions)])
+    assert loaded.returncode == 0 and loaded.stdout == "_logflume\n", loaded.stderr
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""`logflume completion bash`, driven in a real bash as its completion would be."""
+"""`logflume completion bash`, driven in a real bash as its completion would be
+(zsh's: test_completion_zsh.py)."""
 
 import subprocess
 import sys
@@ -50,6 +51,7 @@ def test_subcommands_and_their_actions(script):
         complete(script, "logflume ")
     )
     assert complete(script, "logflume agent ") == ["run", "validate", "reference", "plugins"]
+    assert complete(script, "logflume completion ") == ["bash", "zsh"]
 
 
 def test_flags_and_their_choices(script):

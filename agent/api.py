@@ -395,12 +395,13 @@ class DuplicateType(ValueError):
     def __init__(self, kind: str, name: str, existing: type, new: type):
         self.kind, self.name, self.existing, self.new = kind, name, existing, new
         super().__init__(
-            f"{kind} type {name!r} registered twice: by {_qualified(existing)} "
-            f"and by {_qualified(new)}"
+            f"{kind} type {name!r} registered twice: by {qualified_name(existing)} "
+            f"and by {qualified_name(new)}"
         )
 
 
-def _qualified(cls: type) -> str:
+def qualified_name(cls: type) -> str:
+    """`package.module.Class`: how errors about registered types name a class."""
     return f"{cls.__module__}.{cls.__qualname__}"
 
 

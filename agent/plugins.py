@@ -39,7 +39,7 @@ import importlib.metadata
 import pkgutil
 import sys
 
-from agent.api import REGISTRY, DuplicateType
+from agent.api import REGISTRY, DuplicateType, qualified_name
 
 PLUGIN_PACKAGES = ("agent.channels", "agent.interceptors", "sources", "sinks")
 ENTRY_POINT_GROUP = "logflume.plugins"
@@ -184,17 +184,13 @@ def _load_entry_point(entry_point: importlib.metadata.EntryPoint, loaded: _Loade
 def _refusal(exc: DuplicateType, loaded: _Loaded) -> str:
     """The error of a plugin that registered a name that is taken, naming both."""
     taken = loaded.origins.get((exc.kind, exc.name))
-    holder = _qualified(exc.existing)
+    holder = qualified_name(exc.existing)
     if taken is not None:
         holder += f" of {taken}"
     elif is_builtin(exc.existing):
         holder = f"the built-in {holder}"
     return (
-        f"{exc.kind} type {exc.name!r} of {_qualified(exc.new)} is refused: the name is "
+        f"{exc.kind} type {exc.name!r} of {qualified_name(exc.new)} is refused: the name is "
         f"taken by {holder}, and a plugin cannot replace a type; give the plugin's type "
         "another name"
     )
-
-
-def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"

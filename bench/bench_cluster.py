@@ -28,8 +28,13 @@ processes).
    leader is cut off from ZooKeeper and both followers while clients still reach it,
    and each client's stall is timed: from the cut to its first acknowledgement from
    the new leader (librdkafka, kafka-python, kafkajs producers, `testkit.producers`).
+5. `--zookeeper-kills N`: a fresh cluster on a 3-member ZooKeeper ensemble; N times
+   the ensemble's leader is SIGKILLed under the idempotent acks=all load and the longest
+   gap between acknowledgements over two session timeouts is compared with as long a
+   window of steady state just before (goal: no gap above 1 s).
 
     sudo .venv/bin/python -m bench.bench_cluster --skip-throughput --kills 10 --session-ms 3000 --partition-cuts 10
+    .venv/bin/python -m bench.bench_cluster --skip-throughput --skip-failover --zookeeper-kills 10 --session-ms 3000
 """
 
 from __future__ import annotations
@@ -67,18 +72,24 @@ def settings(session_ms: int) -> dict:
 
 
 class Cluster:
-    """A ZooKeeper, a BrokerCluster on it and a ZooKeeper reader for partition states."""
+    """ZooKeeper (one server, or an ensemble of `zookeepers`), a BrokerCluster on it and
+    a ZooKeeper reader for partition states."""
 
-    def __init__(self, session_ms: int):
+    def __init__(self, session_ms: int, zookeepers: int = 1):
         from kazoo.client import KazooClient
 
-        from testkit.procs import BrokerCluster, zookeeper_process
+        from broker.cluster.launcher import ensemble_connect
+        from testkit.procs import BrokerCluster, zookeeper_ensemble_processes, zookeeper_process
 
         self.dir = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
-        self.zookeeper = zookeeper_process(self.dir / "zookeeper", tick_ms=ZK_TICK_MS)
-        self.local = BrokerCluster(self.dir, self.zookeeper.connect, RF, settings(session_ms))
+        if zookeepers == 1:
+            self.zookeepers = [zookeeper_process(self.dir / "zookeeper", tick_ms=ZK_TICK_MS)]
+        else:
+            self.zookeepers = zookeeper_ensemble_processes(self.dir, zookeepers, ZK_TICK_MS)
+        connect = ensemble_connect(self.zookeepers)
+        self.local = BrokerCluster(self.dir, connect, RF, settings(session_ms))
         self.local.start().wait_joined()
-        self.zk = KazooClient(hosts=self.zookeeper.connect)
+        self.zk = KazooClient(hosts=connect)
         self.zk.start(timeout=30)
         wait_until(lambda: self._live() == RF, 60, "every broker to register")
 
@@ -122,7 +133,8 @@ class Cluster:
         self.zk.stop()
         self.zk.close()
         self.local.stop()
-        self.zookeeper.stop()
+        for zookeeper in self.zookeepers:
+            zookeeper.stop()
         if keep:
             print(f"cluster data and logs kept in {self.dir}", flush=True)
         else:
@@ -194,6 +206,7 @@ class LoadProducer:
         self.next_seq = 0
         self.acked = 0
         self.acked_seqs: list[int] = []
+        self.ack_times: list[float] = []  # time.monotonic() of each acknowledgement
         self.errors: list[str] = []
         self._mark_seq: int | None = None
         self._mark_time = 0.0
@@ -217,6 +230,7 @@ class LoadProducer:
             return
         seq = int(msg.value())
         self.acked_seqs.append(seq)
+        self.ack_times.append(time.monotonic())
         self.acked += 1
         if (
             self._mark_seq is not None
@@ -314,6 +328,72 @@ def failover(cluster: Cluster, kills: int, load_rate: int, label: str) -> dict:
         "lost_acked": len(acked - set(values)),
         "duplicates": len(values) - len(set(values)),
         "in_order": values == sorted(values),
+    }
+
+
+# -- losing a member of the ZooKeeper ensemble -------------------------------------------
+
+
+def longest_gap(times: list[float], start: float, end: float) -> float:
+    """The longest time within [start, end] without an acknowledgement."""
+    inside = [t for t in times if start <= t <= end]
+    edges = [start, *inside, end]
+    return max(b - a for a, b in zip(edges, edges[1:], strict=False))
+
+
+def zookeeper_loss(kills: int, load_rate: int, session_ms: int) -> dict:
+    """Three brokers on a 3-member ZooKeeper ensemble under idempotent acks=all load.
+    `kills` times: SIGKILL the ensemble's leader, keep the load on for two session
+    timeouts (a broker that could not move its session would have fenced by then),
+    restart the member. Per kill, the longest gap between acknowledgements in that
+    window and in as long a window of steady state just before; every acknowledged
+    record is read back."""
+    cluster = Cluster(session_ms, zookeepers=3)
+    topic = "zookeeper-loss"
+    window = 2 * session_ms / 1000
+    steady: list[float] = []
+    during: list[float] = []
+    try:
+        cluster.create_topic(topic, 1)
+        epoch = cluster.state(topic)["leader_epoch"]
+        load = LoadProducer(cluster.bootstrap, topic, load_rate).start()
+        try:
+            wait_until(lambda: load.acked > load_rate // 2, 60, "first acks")
+            for k in range(kills):
+                time.sleep(window)
+                leader = next(zk for zk in cluster.zookeepers if zk.mode() == "leader")
+                killed_at = time.monotonic()
+                assert leader.proc is not None
+                leader.proc.kill()
+                leader.proc.wait()
+                time.sleep(window)
+                steady.append(longest_gap(load.ack_times, killed_at - window, killed_at))
+                during.append(longest_gap(load.ack_times, killed_at, killed_at + window))
+                print(
+                    f"  kill {k + 1}/{kills}: ZooKeeper {leader.server_id} (the leader); longest"
+                    f" gap between acks {during[-1] * 1000:.0f} ms, steady state before"
+                    f" {steady[-1] * 1000:.0f} ms; load {load_average()}",
+                    flush=True,
+                )
+                leader.start()
+        finally:
+            load.stop()
+        epoch_after = cluster.state(topic)["leader_epoch"]
+        acked = set(load.acked_seqs)
+        values = [int(v) for _, v in read_back(cluster.bootstrap, topic, len(acked))]
+    finally:
+        cluster.stop(False)
+    return {
+        "kills": kills,
+        "gap_during_median_s": statistics.median(during),
+        "gap_during_max_s": max(during),
+        "gap_steady_median_s": statistics.median(steady),
+        "gap_steady_max_s": max(steady),
+        "leader_elections": epoch_after - epoch,
+        "delivery_errors": len(load.errors),
+        "acked": len(acked),
+        "lost_acked": len(acked - set(values)),
+        "duplicates": len(values) - len(set(values)),
     }
 
 
@@ -511,6 +591,13 @@ def main() -> None:
     ap.add_argument("--skip-failover", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the cluster's data and logs")
     ap.add_argument(
+        "--zookeeper-kills",
+        type=int,
+        default=0,
+        help="also run a cluster on a 3-member ZooKeeper ensemble and kill its leader this"
+        " many times under load",
+    )
+    ap.add_argument(
         "--partition-cuts",
         type=int,
         default=0,
@@ -520,40 +607,41 @@ def main() -> None:
 
     print(f"load average at start: {load_average()}", flush=True)
     results: dict = {"session_ms": args.session_ms, "load_start": load_average()}
-    cluster = Cluster(args.session_ms)
-    try:
-        if not args.skip_throughput:
-            for acks, name in (("all", "acks=all"), ("1", "acks=1")):
-                r = throughput(cluster, acks, args.seconds, args.producers)
-                results[name] = r
+    if not (args.skip_throughput and args.skip_failover and not args.soak):
+        cluster = Cluster(args.session_ms)
+        try:
+            if not args.skip_throughput:
+                for acks, name in (("all", "acks=all"), ("1", "acks=1")):
+                    r = throughput(cluster, acks, args.seconds, args.producers)
+                    results[name] = r
+                    print(
+                        f"produce {name}, RF 3, min.insync.replicas 2, {args.producers} producers, "
+                        f"{args.seconds:g} s: {r['rate']:,.0f} records/s "
+                        f"(brokers {r['brokers_cpu_util']:.0%} of a core, producers "
+                        f"{r['producers_cpu_util']:.0%}; load {load_average()})",
+                        flush=True,
+                    )
+            runs = [] if args.skip_failover else [("failover", args.kills)]
+            if args.soak:
+                runs.append(("soak", args.soak_kills))
+            for label, kills in runs:
                 print(
-                    f"produce {name}, RF 3, min.insync.replicas 2, {args.producers} producers, "
-                    f"{args.seconds:g} s: {r['rate']:,.0f} records/s "
-                    f"(brokers {r['brokers_cpu_util']:.0%} of a core, producers "
-                    f"{r['producers_cpu_util']:.0%}; load {load_average()})",
+                    f"{label}: {kills} leader kills, load {args.load_rate:,} records/s acks=all, "
+                    f"session timeout {args.session_ms} ms",
                     flush=True,
                 )
-        runs = [] if args.skip_failover else [("failover", args.kills)]
-        if args.soak:
-            runs.append(("soak", args.soak_kills))
-        for label, kills in runs:
-            print(
-                f"{label}: {kills} leader kills, load {args.load_rate:,} records/s acks=all, "
-                f"session timeout {args.session_ms} ms",
-                flush=True,
-            )
-            r = failover(cluster, kills, args.load_rate, label)
-            results[label] = r
-            print(
-                f"{label}: failover median {r['median_s']:.2f} s (min {r['min_s']:.2f}, max "
-                f"{r['max_s']:.2f}) over {kills} kills; {r['acked']:,} acked of "
-                f"{r['produced']:,} produced, {r['lost_acked']} acked records lost, "
-                f"{r['duplicates']} duplicates, in order: {r['in_order']}, delivery errors "
-                f"{r['delivery_errors']}; load {load_average()}",
-                flush=True,
-            )
-    finally:
-        cluster.stop(args.keep)
+                r = failover(cluster, kills, args.load_rate, label)
+                results[label] = r
+                print(
+                    f"{label}: failover median {r['median_s']:.2f} s (min {r['min_s']:.2f}, max "
+                    f"{r['max_s']:.2f}) over {kills} kills; {r['acked']:,} acked of "
+                    f"{r['produced']:,} produced, {r['lost_acked']} acked records lost, "
+                    f"{r['duplicates']} duplicates, in order: {r['in_order']}, delivery errors "
+                    f"{r['delivery_errors']}; load {load_average()}",
+                    flush=True,
+                )
+        finally:
+            cluster.stop(args.keep)
     if args.partition_cuts:
         print(
             f"partitioned leader: {args.partition_cuts} cuts, `logflume cluster up` defaults",
@@ -568,6 +656,24 @@ def main() -> None:
             )
             + f"; {r['acked']:,} acked, {r['lost_acked']} lost, {r['duplicates']} duplicates; "
             f"load {load_average()}",
+            flush=True,
+        )
+    if args.zookeeper_kills:
+        print(
+            f"ZooKeeper ensemble of 3: {args.zookeeper_kills} kills of its leader, load"
+            f" {args.load_rate:,} records/s acks=all, session timeout {args.session_ms} ms",
+            flush=True,
+        )
+        r = results["zookeeper_loss"] = zookeeper_loss(
+            args.zookeeper_kills, args.load_rate, args.session_ms
+        )
+        print(
+            f"ZooKeeper leader lost: longest gap between acks median"
+            f" {r['gap_during_median_s'] * 1000:.0f} ms, max {r['gap_during_max_s'] * 1000:.0f} ms"
+            f" (steady state median {r['gap_steady_median_s'] * 1000:.0f} ms, max"
+            f" {r['gap_steady_max_s'] * 1000:.0f} ms); partition leader elections"
+            f" {r['leader_elections']}, delivery errors {r['delivery_errors']}; {r['acked']:,}"
+            f" acked, {r['lost_acked']} lost, {r['duplicates']} duplicates; load {load_average()}",
             flush=True,
         )
     results["load_end"] = load_average()

@@ -11,7 +11,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from broker.cluster.launcher import ZooKeeperProcess, broker_command, brokers_seen, stop_process
+from broker.cluster.launcher import (
+    ZooKeeperProcess,
+    broker_command,
+    brokers_seen,
+    stop_process,
+    zookeeper_ensemble,
+)
 from common.ports import free_port, wait_for_port
 
 
@@ -109,6 +115,20 @@ def zookeeper_process(data_dir: Path, tick_ms: int = 500) -> ZooKeeperProcess:
     It does not fsync (`force_sync=False`): a session waiting on the shared disk of a
     busy test machine timed out once, and no test is about surviving a power loss."""
     return ZooKeeperProcess(Path(data_dir), tick_ms=tick_ms, force_sync=False).start()
+
+
+def zookeeper_ensemble_processes(
+    data_dir: Path, count: int = 3, tick_ms: int = 500
+) -> list[ZooKeeperProcess]:
+    """An ensemble of `count` ZooKeepers on free loopback ports, started, serving once
+    a majority runs; connect with `broker.cluster.launcher.ensemble_connect`."""
+    members = zookeeper_ensemble(Path(data_dir), count, tick_ms=tick_ms, force_sync=False)
+    for zk in members:
+        zk.start(wait=False)
+    for zk in members:
+        assert zk.proc is not None
+        zk.wait_serving(zk.proc)
+    return members
 
 
 class BrokerCluster:

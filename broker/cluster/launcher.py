@@ -11,10 +11,13 @@ that they serve. The one place that knows their command lines; three runners use
 
 ZooKeeper comes from Debian's `zookeeper` package (jars under /usr/share/java) and
 is started directly as `java -cp <jars> org.apache.zookeeper.server.quorum.QuorumPeerMain
-<zoo.cfg>` with a generated standalone config (dataDir under the given directory,
-client port on the given address, admin server off). A broker is `python -m logflume
+<zoo.cfg>` with a generated config (dataDir under the given directory, client port on
+the given address, admin server off): standalone, or one member of an ensemble
+(`zookeeper_ensemble`: `server.N` lines naming every member and a `myid` file), which
+serves as long as a majority of its members run. A broker is `python -m logflume
 broker --data-dir ... [--listen ...] [--zookeeper ... --broker-id N] [--set k=v ...]`.
-Readiness: ZooKeeper answers `ruok` with `imok`; a broker of a cluster lists every
+Readiness: ZooKeeper answers `srvr` with its mode (standalone, leader or follower; a
+member without a quorum says it is not serving); a broker of a cluster lists every
 broker in its Metadata (it listens before ZooKeeper has told it about its peers).
 `logflume cluster up` writes pid files (`pid_file`) so that `logflume cluster down`
 can stop a cluster started elsewhere (`stop_from_pid_files`).
@@ -28,6 +31,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from common.ports import LOOPBACK, free_port, wait_for_port
@@ -87,14 +92,30 @@ def stop_process(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None
         proc.wait(10)
 
 
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One member of a ZooKeeper ensemble as every member's config names it: its
+    `server.N` id, the address clients and peers reach it on, and its three ports."""
+
+    server_id: int
+    host: str
+    client_port: int
+    quorum_port: int
+    election_port: int
+
+    def config_line(self) -> str:
+        return f"server.{self.server_id}={self.host}:{self.quorum_port}:{self.election_port}"
+
+
 class ZooKeeperProcess:
-    """A standalone ZooKeeper server on `host`:`port` (loopback and a free port unless
-    given) with its config, data and log under `data_dir`. `start()` runs it as this
-    process's child; `command()` is for callers that run it themselves. Owned by one
-    thread. `force_sync=False` (ZooKeeper's `forceSync=no`) stops it fsyncing its
-    transaction log before each answer: for test machines, where every session and
-    write would otherwise wait on a disk shared with everything else running; never
-    for a cluster that must survive a power loss."""
+    """A ZooKeeper server on `host`:`port` (loopback and a free port unless given) with
+    its config, data and log under `data_dir`: standalone, or, given `peers` (every
+    member, itself included) and its own `server_id`, one member of that ensemble.
+    `start()` runs it as this process's child; `command()` is for callers that run it
+    themselves. Owned by one thread. `force_sync=False` (ZooKeeper's `forceSync=no`)
+    stops it fsyncing its transaction log before each answer: for test machines, where
+    every session and write would otherwise wait on a disk shared with everything else
+    running; never for a cluster that must survive a power loss."""
 
     def __init__(
         self,
@@ -103,12 +124,18 @@ class ZooKeeperProcess:
         tick_ms: int = 500,
         host: str = LOOPBACK,
         force_sync: bool = True,
+        peers: Sequence[QuorumPeer] = (),
+        server_id: int | None = None,
     ):
+        if peers and server_id not in {p.server_id for p in peers}:
+            raise ValueError(f"server id {server_id} is not one of the ensemble's members")
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port()
         self.tick_ms = tick_ms
         self.force_sync = force_sync
+        self.peers = tuple(peers)
+        self.server_id = server_id
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir / "zookeeper.log"
 
@@ -117,51 +144,104 @@ class ZooKeeperProcess:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        """Write the standalone config and return the server's command line."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cfg = self.data_dir / "zoo.cfg"
-        cfg.write_text(
-            f"tickTime={self.tick_ms}\n"
-            f"dataDir={self.data_dir / 'data'}\n"
-            f"clientPort={self.port}\n"
-            f"clientPortAddress={self.host}\n"
-            "admin.enableServer=false\n"
-            f"minSessionTimeout={2 * self.tick_ms}\n"
-            "maxSessionTimeout=60000\n"
-            "maxClientCnxns=0\n"
-            "4lw.commands.whitelist=*\n"
-            f"forceSync={'yes' if self.force_sync else 'no'}\n"
-        )
+        """Write the config (and an ensemble member's `myid`) and return the server's
+        command line."""
+        data = self.data_dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"tickTime={self.tick_ms}",
+            f"dataDir={data}",
+            f"clientPort={self.port}",
+            f"clientPortAddress={self.host}",
+            "admin.enableServer=false",
+            f"minSessionTimeout={2 * self.tick_ms}",
+            "maxSessionTimeout=60000",
+            "maxClientCnxns=0",
+            "4lw.commands.whitelist=*",
+            f"forceSync={'yes' if self.force_sync else 'no'}",
+        ]
+        if self.peers:
+            # A follower has initLimit ticks to sync with a new leader and is dropped
+            # after syncLimit ticks without hearing from it (ZooKeeper's usual 10 and 5).
+            lines += ["initLimit=10", "syncLimit=5"]
+            lines += [peer.config_line() for peer in self.peers]
+            (data / "myid").write_text(f"{self.server_id}\n")
+        (self.data_dir / "zoo.cfg").write_text("\n".join(lines) + "\n")
         cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", zookeeper_classpath()]
-        cmd += ["-Dzookeeper.jmx.log4j.disable=true", ZK_MAIN, str(cfg)]
+        cmd += ["-Dzookeeper.jmx.log4j.disable=true", ZK_MAIN, str(self.data_dir / "zoo.cfg")]
         return cmd
 
     def wait_serving(self, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
-        """Wait until the server (run as `proc`) answers `ruok`."""
+        """Wait until the server (run as `proc`) serves clients."""
         wait_for_port(self.port, timeout_s, proc, self.host, ready=self.is_serving)
 
-    def start(self, timeout_s: float = 30.0) -> ZooKeeperProcess:
+    def start(self, timeout_s: float = 30.0, wait: bool = True) -> ZooKeeperProcess:
+        """Run the server; `wait=False` returns at once (an ensemble member serves
+        only once a majority of the members run, so start them all, then wait)."""
         cmd = self.command()
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        self.wait_serving(self.proc, timeout_s)
+        if wait:
+            self.wait_serving(self.proc, timeout_s)
         return self
 
-    def is_serving(self) -> bool:
-        """True once the server answers the `ruok` four-letter word with `imok`."""
+    def mode(self) -> str | None:
+        """`standalone`, `leader` or `follower` as the server reports it (`srvr`);
+        None while it does not serve clients (down, or a member without a quorum)."""
         try:
             with socket.create_connection((self.host, self.port), timeout=2) as s:
-                s.sendall(b"ruok")
-                return s.recv(4) == b"imok"
+                s.sendall(b"srvr")
+                reply = b""
+                while chunk := s.recv(4096):
+                    reply += chunk
         except OSError:
-            return False
+            return None
+        for line in reply.decode(errors="replace").splitlines():
+            if line.startswith("Mode: "):
+                return line.removeprefix("Mode: ").strip()
+        return None
+
+    def is_serving(self) -> bool:
+        return self.mode() is not None
 
     def stop(self) -> None:
         stop_process(self.proc)
         if getattr(self, "_log", None):
             self._log.close()
+
+
+def zookeeper_ensemble(
+    root: Path,
+    count: int,
+    host: str = LOOPBACK,
+    tick_ms: int = 500,
+    force_sync: bool = True,
+) -> list[ZooKeeperProcess]:
+    """`count` members of one ensemble (ids 1..count, data in `root/zookeeper-N`, free
+    ports on `host`), not started. Three members survive the loss of any one; five,
+    of two. `ensemble_connect` gives the connect string a broker is started with."""
+    peers = [
+        QuorumPeer(i, host, free_port(), free_port(), free_port()) for i in range(1, count + 1)
+    ]
+    return [
+        ZooKeeperProcess(
+            Path(root) / f"zookeeper-{p.server_id}",
+            p.client_port,
+            tick_ms,
+            host,
+            force_sync,
+            peers,
+            p.server_id,
+        )
+        for p in peers
+    ]
+
+
+def ensemble_connect(servers: Sequence[ZooKeeperProcess]) -> str:
+    """The ZooKeeper connect string naming every server: `host:port,host:port,...`."""
+    return ",".join(zk.connect for zk in servers)
 
 
 def broker_command(
@@ -202,14 +282,15 @@ def stop_from_pid_files(data_dir: Path, timeout_s: float = 30.0) -> list[str]:
     """Stop a cluster started in the background. The `logflume cluster up` process
     (`cluster.pid`) gets SIGTERM first and stops its brokers and ZooKeeper in order;
     processes whose pid files are still there after that (their supervisor was
-    SIGKILLed, and they outlived it) get SIGTERM one by one, brokers before ZooKeeper."""
+    SIGKILLed, and they outlived it) get SIGTERM one by one, brokers before ZooKeeper
+    (`zookeeper`, or the members of an ensemble, `zookeeper-N`)."""
     data_dir = Path(data_dir)
     stopped = []
     supervisor = pid_file(data_dir, "cluster")
     if _terminate(_read_pid(supervisor), timeout_s * 2):
         stopped.append("cluster")
     supervisor.unlink(missing_ok=True)
-    files = sorted(data_dir.glob("broker-*.pid")) + [pid_file(data_dir, "zookeeper")]
+    files = sorted(data_dir.glob("broker-*.pid")) + sorted(data_dir.glob("zookeeper*.pid"))
     for path in files:
         if _terminate(_read_pid(path), timeout_s):
             stopped.append(path.stem)

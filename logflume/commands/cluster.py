@@ -1,12 +1,12 @@
 """`logflume cluster up|down`: a local ZooKeeper plus N brokers on loopback.
 
-`up` starts ZooKeeper (Debian's package, run directly with java) and the brokers
-under `--data-dir` as children of a `logflume.supervisor.Supervisor`, prints the
-bootstrap servers and stays in the foreground until Ctrl-C or SIGTERM, which stops
-them all. A broker or ZooKeeper that dies meanwhile is reported on the console and
+`up` starts ZooKeeper (Debian's package, run directly with java; one server, or an
+ensemble with `--zookeepers 3`) and the brokers under `--data-dir` as children of a
+`logflume.supervisor.Supervisor`, prints the bootstrap servers and stays in the
+foreground until Ctrl-C or SIGTERM, which stops them all. A broker or ZooKeeper that dies meanwhile is reported on the console and
 restarted with backoff while the others keep running, so that killing a partition
 leader shows a follower taking over and the old leader rejoining. Each child's
-output goes to its log file (`broker-N.log`, `zookeeper/zookeeper.log`) and its pid
+output goes to its log file (`broker-N.log`, `zookeeper[-N]/zookeeper.log`) and its pid
 to `<name>.pid`; `down` stops a cluster started in the background: it signals the
 `up` process through `<data dir>/cluster.pid`, or, if that one is gone, each process
 from its pid file. `logflume up --cluster` starts its cluster with `start_cluster`
@@ -34,6 +34,14 @@ def add_parser(subparsers) -> None:
         "up", help="start ZooKeeper and the brokers (foreground; restarts what dies)"
     )
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument(
+        "--zookeepers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="ZooKeeper servers (default 1); 3 or 5 make an ensemble that keeps serving "
+        "while 1 or 2 of them are down",
+    )
     up.add_argument("--data-dir", required=True, help="directory for ZooKeeper and broker data")
     up.add_argument(
         "--base-port",
@@ -65,14 +73,23 @@ def start_cluster(
     to_files: bool,
     timeout: float = 90.0,
     log_flags: list[str] | None = None,
+    zookeepers: int = 1,
 ) -> str:
-    """Start ZooKeeper, then broker i (id i, data in `root/broker-i`) on `ports[i]`,
-    as children of `sup`, waiting until each serves and sees all the others (so that
-    an RF N topic can be created at once); returns ZooKeeper's connect
+    """Start ZooKeeper (one server, `zookeeper`, or an ensemble of `zookeepers`
+    members, `zookeeper-1`...), then broker i (id i, data in `root/broker-i`) on
+    `ports[i]`, as children of `sup`, waiting until each serves and sees all the others
+    (so that an RF N topic can be created at once); returns ZooKeeper's connect
     string. `to_files`: output to log files and pids to pid files under `root`
     instead of output to the console. `log_flags`: global `logflume` flags for the
     brokers (`logflume.cli.logging_flags`)."""
-    from broker.cluster.launcher import ZooKeeperProcess, broker_command, brokers_seen, pid_file
+    from broker.cluster.launcher import (
+        ZooKeeperProcess,
+        broker_command,
+        brokers_seen,
+        ensemble_connect,
+        pid_file,
+        zookeeper_ensemble,
+    )
     from logflume.supervisor import ChildSpec
 
     def spec(name: str, argv: list[str], log: Path) -> ChildSpec:
@@ -81,17 +98,25 @@ def start_cluster(
         return ChildSpec(name, argv, log_file=log, pid_file=pid_file(root, name))
 
     root.mkdir(parents=True, exist_ok=True)
-    zk = ZooKeeperProcess(root / "zookeeper")
-    sup.start(spec("zookeeper", zk.command(), zk.log_path))
-    sup.wait_for("zookeeper", zk.is_serving, timeout, stop)
+    if zookeepers == 1:
+        servers = {"zookeeper": ZooKeeperProcess(root / "zookeeper")}
+    else:
+        members = zookeeper_ensemble(root, zookeepers)
+        servers = {zk.data_dir.name: zk for zk in members}
+    for name, zk in servers.items():
+        sup.start(spec(name, zk.command(), zk.log_path))
+    # An ensemble member serves only once a majority runs: start all, then wait.
+    for name, zk in servers.items():
+        sup.wait_for(name, zk.is_serving, timeout, stop)
+    connect = ensemble_connect(list(servers.values()))
     for i, port in enumerate(ports):
         argv = broker_command(
-            root / f"broker-{i}", f"127.0.0.1:{port}", zk.connect, i, settings, log_flags
+            root / f"broker-{i}", f"127.0.0.1:{port}", connect, i, settings, log_flags
         )
         sup.start(spec(f"broker-{i}", argv, root / f"broker-{i}.log"))
     for i, port in enumerate(ports):
         sup.wait_for(f"broker-{i}", lambda p=port: brokers_seen(p) >= len(ports), timeout, stop)
-    return zk.connect
+    return connect
 
 
 def run(args) -> int:
@@ -105,8 +130,8 @@ def run(args) -> int:
         stopped = stop_from_pid_files(data_dir)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
-    if args.brokers < 1:
-        print("logflume cluster: --brokers must be at least 1", file=sys.stderr)
+    if args.brokers < 1 or args.zookeepers < 1:
+        print("logflume cluster: --brokers and --zookeepers must be at least 1", file=sys.stderr)
         return 2
     settings = {}
     for item in args.set:
@@ -128,7 +153,14 @@ def run(args) -> int:
 
     def start() -> None:
         zookeeper = start_cluster(
-            sup, data_dir, ports, settings, stop, to_files=True, log_flags=logging_flags(args)
+            sup,
+            data_dir,
+            ports,
+            settings,
+            stop,
+            to_files=True,
+            log_flags=logging_flags(args),
+            zookeepers=args.zookeepers,
         )
         sup.say(f"zookeeper: {zookeeper}")
         sup.say("bootstrap servers: " + ",".join(f"127.0.0.1:{p}" for p in ports))

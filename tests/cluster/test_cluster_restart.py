@@ -24,7 +24,7 @@ from kazoo.client import KazooClient
 from broker.cluster.launcher import ZooKeeperProcess, brokers_seen
 from broker.protocol import ApiKey
 from tests.broker.server.wire import WireClient
-from tests.cluster.util import wait_until
+from tests.cluster.util import consume_all, wait_until
 from tests.logflume.proc_scan import alive
 
 # Quick failure detection, so that a killed leader is replaced within seconds.
@@ -38,12 +38,14 @@ DEADLINE = 90.0  # generous: a loaded 2-core machine restarts a broker in second
 
 
 class ClusterUp:
-    """`logflume cluster up --brokers 3` in a subprocess; its output goes to a file."""
+    """`logflume cluster up --brokers 3 [--zookeepers N]` in a subprocess; its output
+    goes to a file."""
 
-    def __init__(self, tmp_path: Path):
+    def __init__(self, tmp_path: Path, zookeepers: int = 1):
         self.data = tmp_path / "cluster"
         self.out = tmp_path / "up.out"
         cmd = [sys.executable, "-m", "logflume", "cluster", "up", "--brokers", "3"]
+        cmd += ["--zookeepers", str(zookeepers)]
         cmd += ["--data-dir", str(self.data), "--base-port", "0"]
         for key, value in FAST.items():
             cmd += ["--set", f"{key}={value}"]
@@ -71,7 +73,11 @@ class ClusterUp:
             return None
 
     def pids(self) -> dict[str, int]:
-        names = ["zookeeper"] + [f"broker-{i}" for i in range(len(self.ports))]
+        members = len(self.zookeeper.split(","))
+        zookeepers = (
+            ["zookeeper"] if members == 1 else [f"zookeeper-{i + 1}" for i in range(members)]
+        )
+        names = zookeepers + [f"broker-{i}" for i in range(len(self.ports))]
         return {n: self.pid(n) for n in names}
 
     def stop(self) -> None:
@@ -79,15 +85,25 @@ class ClusterUp:
         assert self.proc.wait(90) == 0, self.out.read_text(errors="replace")
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    up = ClusterUp(tmp_path)
+def _cluster_up(tmp_path: Path, zookeepers: int):
+    up = ClusterUp(tmp_path, zookeepers)
     # printed only once every broker sees the others: an RF 3 topic can be made at once
     assert [brokers_seen(p) for p in up.ports] == [3, 3, 3]
     yield up
     if up.proc.poll() is None:
         up.proc.kill()  # its children die with it (PR_SET_PDEATHSIG)
         up.proc.wait(30)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    yield from _cluster_up(tmp_path, zookeepers=1)
+
+
+@pytest.fixture
+def ensemble_cluster(tmp_path):
+    """Three brokers on a ZooKeeper ensemble of three."""
+    yield from _cluster_up(tmp_path, zookeepers=3)
 
 
 def _answers_metadata(port: int) -> bool:
@@ -136,8 +152,8 @@ def _produce_all_acks(up: ClusterUp, topic: str, values: list[bytes]) -> None:
 
 
 def _kill(up: ClusterUp, name: str) -> dict[str, int]:
-    """SIGKILL `name` (broker-N, zookeeper) and wait for the report; returns the pids
-    from before the kill."""
+    """SIGKILL `name` (broker-N, zookeeper, zookeeper-N) and wait for the report;
+    returns the pids from before the kill."""
     before = up.pids()
     os.kill(before[name], signal.SIGKILL)
     wait_until(
@@ -243,3 +259,91 @@ def test_restarted_broker_registers_again(cluster):
     finally:
         zk.stop()
         zk.close()
+
+
+def _zookeeper_leader(up: ClusterUp) -> str:
+    """The pid-file name (`zookeeper-N`) of the ensemble's current leader."""
+    for i, address in enumerate(up.zookeeper.split(",")):
+        host, _, port = address.rpartition(":")
+        member = ZooKeeperProcess(up.data / f"zookeeper-{i + 1}", port=int(port), host=host)
+        if member.mode() == "leader":
+            return f"zookeeper-{i + 1}"
+    raise AssertionError("no member of the ensemble says it leads")
+
+
+def _leader_epoch(up: ClusterUp, topic: str) -> int:
+    with WireClient(up.ports[0], timeout=10) as client:
+        md = client.request(
+            ApiKey.METADATA, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+        )
+    return md["topics"][0]["partitions"][0]["leader_epoch"]
+
+
+def test_losing_the_zookeeper_leader_of_an_ensemble_is_invisible_to_producers(
+    ensemble_cluster,
+):
+    """Three brokers on three ZooKeepers: SIGKILL the ensemble's leader under acks=all
+    load. The others elect a new one, each broker's client moves its session to a
+    member still up, and no broker fences itself or loses leadership, so every record
+    is delivered once, none fails, and the partition's leader epoch is unchanged."""
+    up = ensemble_cluster
+    assert up.zookeeper.count(",") == 2
+    _rf3_topic(up, "through-zookeeper-loss")
+    epoch = _leader_epoch(up, "through-zookeeper-loss")
+    zk = KazooClient(hosts=up.zookeeper)
+    zk.start(timeout=30)
+    try:
+        controller_before = zk.get("/controller")[0]
+    finally:
+        zk.stop()
+        zk.close()
+
+    errors: list = []
+    delivered: list[bytes] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": up.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": int(DEADLINE * 1000),
+        }
+    )
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered.append(msg.value())
+
+    sent = 0
+
+    def produce_for(seconds: float) -> None:
+        nonlocal sent
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            producer.produce("through-zookeeper-loss", b"%d" % sent, on_delivery=on_delivery)
+            sent += 1
+            producer.poll(0.005)
+
+    produce_for(1.0)
+    _kill(up, _zookeeper_leader(up))
+    # Past two session timeouts a broker that could not move its session has fenced.
+    produce_for(2 * FAST["zookeeper.session.timeout.ms"] / 1000)
+    assert producer.flush(DEADLINE) == 0
+    assert errors == []
+    assert sorted(delivered, key=int) == [b"%d" % i for i in range(sent)]
+    stored = consume_all(up, "through-zookeeper-loss", sent)
+    assert sorted(stored, key=int) == [b"%d" % i for i in range(sent)]
+    assert _leader_epoch(up, "through-zookeeper-loss") == epoch
+    zk = KazooClient(hosts=up.zookeeper)
+    zk.start(timeout=30)
+    try:
+        assert zk.get("/controller")[0] == controller_before
+        assert sorted(zk.get_children("/brokers/ids")) == ["0", "1", "2"]
+    finally:
+        zk.stop()
+        zk.close()
+    logs = {i: (up.data / f"broker-{i}.log").read_text(errors="replace") for i in range(3)}
+    assert not [i for i, text in logs.items() if "fenced" in text], logs
+    up.stop()

@@ -59,3 +59,30 @@ def test_zookeeper_without_its_jars_says_what_to_install(monkeypatch):
     monkeypatch.setattr(launcher, "JAR_DIRS", (Path("/nonexistent"),))
     with pytest.raises(launcher.LauncherError, match="apt-get install zookeeper"):
         launcher.zookeeper_classpath()
+
+
+def test_an_ensemble_member_names_every_member_and_its_own_id(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher, "zookeeper_classpath", lambda: "zk.jar")
+    members = launcher.zookeeper_ensemble(tmp_path, 3, host="10.213.7.10")
+    assert [zk.data_dir.name for zk in members] == ["zookeeper-1", "zookeeper-2", "zookeeper-3"]
+    for zk in members:
+        zk.command()
+    second = dict(
+        line.split("=", 1)
+        for line in (tmp_path / "zookeeper-2" / "zoo.cfg").read_text().splitlines()
+    )
+    servers = {k: v for k, v in second.items() if k.startswith("server.")}
+    assert sorted(servers) == ["server.1", "server.2", "server.3"]
+    assert all(v.startswith("10.213.7.10:") and v.count(":") == 2 for v in servers.values())
+    assert (second["initLimit"], second["syncLimit"]) == ("10", "5")
+    assert (tmp_path / "zookeeper-2" / "data" / "myid").read_text() == "2\n"
+    assert launcher.ensemble_connect(members) == ",".join(zk.connect for zk in members)
+    with pytest.raises(ValueError, match="server id 4"):
+        ZooKeeperProcess(tmp_path / "x", peers=members[0].peers, server_id=4)
+
+
+def test_a_standalone_zookeeper_has_no_ensemble(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher, "zookeeper_classpath", lambda: "zk.jar")
+    ZooKeeperProcess(tmp_path / "zk").command()
+    assert "server." not in (tmp_path / "zk" / "zoo.cfg").read_text()
+    assert not (tmp_path / "zk" / "data" / "myid").exists()

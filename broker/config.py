@@ -215,6 +215,13 @@ _TABLE: list[Key | Section] = [
     Key("min.insync.replicas", "int", 1, "ISR size needed for acks=all."),
     Key("message.max.bytes", "int", 1048588, "Largest record batch accepted."),
     Key("socket.request.max.bytes", "int", 104857600, "Largest request accepted."),
+    Key(
+        "max.request.partition.size.limit",
+        "int",
+        2000,
+        "Most partitions one DescribeTopicPartitions answer lists (the request's own limit "
+        "may be lower).",
+    ),
     Key("connections.max.idle.ms", "long", 600000, "Close idle connections (-1: never)."),
     Key("compression.type", "string", "producer", "Codec of stored batches (producer: as sent)."),
     Section(
@@ -599,6 +606,7 @@ class BrokerConfig:
             "min.insync.replicas",
             "message.max.bytes",
             "socket.request.max.bytes",
+            "max.request.partition.size.limit",
             "offsets.topic.num.partitions",
             "offsets.topic.replication.factor",
             "transaction.state.log.num.partitions",

@@ -1,11 +1,24 @@
-"""Schemas of ApiVersions, topic admin, InitProducerId, DescribeConfigs and SASL.
+"""Schemas of ApiVersions, topic admin, InitProducerId, DescribeConfigs, SASL and
+DescribeTopicPartitions.
 
 Declared from Kafka's message JSON, flexible versions (tagged fields) included.
 """
 
 from __future__ import annotations
 
-from broker.protocol.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, UUID, Array, F
+from broker.protocol.schema import (
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UUID,
+    Array,
+    F,
+    Struct,
+)
 
 API_VERSIONS_REQUEST = [
     F("client_software_name", STRING, "3+"),
@@ -386,4 +399,43 @@ ELECT_LEADERS_RESPONSE = [
             ),
         ],
     ),
+]
+
+# KIP-966: Metadata's partitions, paged. The cursor is where a walk starts (request)
+# or goes on (response); null: from the first topic, or nothing left.
+_CURSOR = Struct((F("topic_name", STRING), F("partition_index", INT32)))
+
+DESCRIBE_TOPIC_PARTITIONS_REQUEST = [
+    F("topics", [F("name", STRING)]),
+    F("response_partition_limit", INT32, default=2000),
+    F("cursor", _CURSOR, nullable="0+"),
+]
+
+DESCRIBE_TOPIC_PARTITIONS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "topics",
+        [
+            F("error_code", INT16),
+            F("name", STRING, nullable="0+"),
+            F("topic_id", UUID),
+            F("is_internal", BOOL),
+            F(
+                "partitions",
+                [
+                    F("error_code", INT16),
+                    F("partition_index", INT32),
+                    F("leader_id", INT32),
+                    F("leader_epoch", INT32, default=-1),
+                    F("replica_nodes", Array(INT32)),
+                    F("isr_nodes", Array(INT32)),
+                    F("eligible_leader_replicas", Array(INT32), nullable="0+"),
+                    F("last_known_elr", Array(INT32), nullable="0+"),
+                    F("offline_replicas", Array(INT32)),
+                ],
+            ),
+            F("topic_authorized_operations", INT32, default=-(2**31)),
+        ],
+    ),
+    F("next_cursor", _CURSOR, nullable="0+"),
 ]

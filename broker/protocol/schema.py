@@ -84,7 +84,9 @@ class Array:
 
 @dataclass(frozen=True)
 class Struct:
-    """A single struct field (not an array): Kafka's LeaderIdAndEpoch and the like."""
+    """A single struct field (not an array): Kafka's LeaderIdAndEpoch and the like.
+    Where it is nullable (an untagged field: DescribeTopicPartitions' Cursor), Kafka
+    writes an int8 before it: -1 for null, 1 for a struct that follows."""
 
     fields: tuple
 
@@ -231,6 +233,16 @@ def _array_step(f: Field, version: int, flexible: bool):
 def _struct_step(f: Field, version: int, flexible: bool):
     name = f.name
     decode = compile_message(list(f.type.fields), version, flexible).decode
+    if f.nullable_at(version):
+
+        def nullable_step(buf, pos, d):
+            if p.INT8.unpack_from(buf, pos)[0] < 0:
+                d[name] = None
+                return pos + 1
+            d[name], pos = decode(buf, pos + 1)
+            return pos
+
+        return nullable_step
 
     def step(buf, pos, d):
         d[name], pos = decode(buf, pos)
@@ -376,6 +388,17 @@ def _array_encoder(f: Field, version: int, flexible: bool):
 def _struct_encoder(f: Field, version: int, flexible: bool):
     name = f.name
     encode = compile_message(list(f.type.fields), version, flexible).encode
+    if f.nullable_at(version):
+
+        def nullable_step(d, out):
+            value = d.get(name)
+            if value is None:
+                out.append(b"\xff")
+                return
+            out.append(b"\x01")
+            encode(value, out)
+
+        return nullable_step
     default = f.default_value()
 
     def step(d, out):

@@ -142,6 +142,7 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
         _c((RT.TOPIC, Op.DESCRIBE), when="for each topic of the transaction shown"),
     ),
     ApiKey.LIST_TRANSACTIONS: (_c((RT.TRANSACTIONAL_ID, Op.DESCRIBE), when="for each id listed"),),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (_c((RT.TOPIC, Op.DESCRIBE)),),
 }
 
 

@@ -194,3 +194,67 @@ def test_create_topics_answers_when_the_topic_is_served_as_created(cluster_facto
     with WireClient(brokers[0].port) as client:
         again = client.request(ApiKey.CREATE_TOPICS, 4, _create_request("made0", 2))
     assert again["topics"][0]["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+# Partition fields compared apart: no ELR here, and Metadata's error code for a
+# leaderless partition is one DescribeTopicPartitions does not set.
+_NOT_IN_METADATA = ("eligible_leader_replicas", "last_known_elr", "error_code")
+
+
+def _described_partitions(broker, topic: str, limit: int) -> list[dict]:
+    """`topic`'s partitions as DescribeTopicPartitions pages them from `broker`,
+    following the cursor; without the fields Metadata has no equivalent of."""
+    partitions: list[dict] = []
+    cursor = None
+    with WireClient(broker.port) as client:
+        while True:
+            body = {"topics": [{"name": topic}], "response_partition_limit": limit}
+            answer = client.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, body | {"cursor": cursor})
+            (entry,) = answer["topics"]
+            assert entry["error_code"] == ErrorCode.NONE
+            for p in entry["partitions"]:
+                assert p["eligible_leader_replicas"] == [] and p["last_known_elr"] == []
+                assert p["error_code"] == ErrorCode.NONE
+                partitions.append({k: v for k, v in p.items() if k not in _NOT_IN_METADATA})
+            cursor = answer["next_cursor"]
+            if cursor is None:
+                return partitions
+
+
+def _metadata_partitions(broker, topic: str) -> list[dict]:
+    with WireClient(broker.port) as client:
+        answer = client.request(
+            ApiKey.METADATA, 12, {"topics": [{"name": topic, "topic_id": None}]}
+        )
+    (entry,) = answer["topics"]
+    return [
+        {k: v for k, v in p.items() if k != "error_code"}
+        for p in sorted(entry["partitions"], key=lambda p: p["partition_index"])
+    ]
+
+
+def test_describe_topic_partitions_agrees_with_metadata_on_every_broker(cluster_factory):
+    """Leaders, epochs, replicas, ISR and offline replicas, paged 4 at a time: the
+    same as each broker's Metadata, with all three brokers up and after one died
+    (its partitions led elsewhere, it left every ISR and shows as offline)."""
+    cluster = cluster_factory(3)
+    create_topic(cluster, "dtp-c", partitions=6)
+    for broker in cluster.brokers.values():
+        described = _described_partitions(broker, "dtp-c", 4)
+        assert [p["partition_index"] for p in described] == list(range(6))
+        assert described == _metadata_partitions(broker, "dtp-c")
+        assert all(sorted(p["isr_nodes"]) == [0, 1, 2] for p in described)
+
+    cluster.brokers[2].kill()
+    for broker in (cluster.brokers[0], cluster.brokers[1]):
+
+        def settled(b=broker) -> bool:
+            described = _described_partitions(b, "dtp-c", 4)
+            return described == _metadata_partitions(b, "dtp-c") and all(
+                p["leader_id"] in (0, 1)
+                and 2 not in p["isr_nodes"]
+                and p["offline_replicas"] == [2]
+                for p in described
+            )
+
+        wait_until(settled, what=f"broker {broker.port} to describe dtp-c without broker 2")

@@ -3,6 +3,9 @@
     api_versions.py   ApiVersions; SaslHandshake, SaslAuthenticate where no login is due
                       (a SASL connection logging in is answered by the connection)
     metadata.py       Metadata
+    describe_topic_partitions.py
+                      DescribeTopicPartitions (KIP-966: Metadata's partitions, paged by a
+                      cursor; shares metadata.py's partition fields)
     produce.py        Produce (acks 0/1/all, KIP-890 verification of transactional batches)
     fetch.py          Fetch (long poll via DelayedFetch, sendfile slices, follower fetches)
     offsets.py        ListOffsets, OffsetForLeaderEpoch

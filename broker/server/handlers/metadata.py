@@ -90,24 +90,29 @@ def visible(ctx, names) -> list[str]:
     return sorted(n for n in names if allowed(ctx, Op.DESCRIBE, RT.TOPIC, n))
 
 
+def partition_entry(core, name: str, index: int) -> dict:
+    """A partition as the cluster view describes it: leader, replicas, ISR and offline
+    replicas (the fields Metadata and DescribeTopicPartitions share; no error code,
+    which each API sets by its own rule)."""
+    view = core.cluster.partition_view(name, index)
+    return {
+        "partition_index": index,
+        "leader_id": view.leader,
+        "leader_epoch": view.leader_epoch,
+        "replica_nodes": view.replicas,
+        "isr_nodes": view.isr,
+        "offline_replicas": view.offline,
+    }
+
+
 def topic_entry(core, name: str, meta) -> dict:
     """A topic as the cluster view describes it: leaders, ISRs and offline replicas."""
     partitions = []
     for index in range(meta.partitions):
-        view = core.cluster.partition_view(name, index)
-        partitions.append(
-            {
-                "error_code": ErrorCode.NONE
-                if view.leader >= 0
-                else ErrorCode.LEADER_NOT_AVAILABLE,
-                "partition_index": index,
-                "leader_id": view.leader,
-                "leader_epoch": view.leader_epoch,
-                "replica_nodes": view.replicas,
-                "isr_nodes": view.isr,
-                "offline_replicas": view.offline,
-            }
-        )
+        entry = partition_entry(core, name, index)
+        leaderless = entry["leader_id"] < 0
+        entry["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE if leaderless else ErrorCode.NONE
+        partitions.append(entry)
     return {
         "error_code": ErrorCode.NONE,
         "name": name,

@@ -58,7 +58,7 @@ def expected(fields: list, version: int, value: dict) -> dict:
             out[f.name] = f.default_value()
         elif isinstance(f.type, list) and value[f.name] is not None:
             out[f.name] = [expected(f.type, version, item) for item in value[f.name]]
-        elif isinstance(f.type, s.Struct):
+        elif isinstance(f.type, s.Struct) and value[f.name] is not None:
             out[f.name] = expected(list(f.type.fields), version, value[f.name])
         else:
             out[f.name] = value[f.name]

@@ -278,3 +278,82 @@ def test_describe_cluster_v0_response():
     }
     decoded = check_response(ApiKey.DESCRIBE_CLUSTER, 0, body, wire)
     assert decoded["brokers"] == body["brokers"] and decoded["cluster_id"] == "abc"
+
+
+def test_describe_topic_partitions_v0_request_with_a_cursor():
+    body = {
+        "topics": [{"name": "a"}, {"name": "b"}],
+        "response_partition_limit": 300,
+        "cursor": {"topic_name": "b", "partition_index": 5},
+    }
+    wire = frame(
+        "004b 0000 00000001 ffff 00"  # header v2
+        "03 0261 00 0262 00"  # two topics, each with its tagged fields
+        "0000012c"  # response partition limit
+        "01 0262 00000005 00"  # cursor present (int8 1), "b", 5, its tagged fields
+        "00"
+    )
+    assert check_request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, body, wire) == body
+
+
+def test_describe_topic_partitions_v0_request_without_a_cursor():
+    wire = frame("004b 0000 00000001 ffff 00 01 000007d0 ff 00")  # no topics, null cursor
+    body = {"topics": [], "response_partition_limit": 2000, "cursor": None}
+    assert check_request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, body, wire) == body
+    decoded = check_request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": []}, wire)
+    assert decoded == body  # the limit's default is Kafka's 2000, the cursor's null
+
+
+def test_describe_topic_partitions_v0_response():
+    body = {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "error_code": 0,
+                "name": "t",
+                "topic_id": TOPIC_ID,
+                "is_internal": False,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition_index": 0,
+                        "leader_id": 1,
+                        "leader_epoch": 3,
+                        "replica_nodes": [1, 2],
+                        "isr_nodes": [1],
+                        "eligible_leader_replicas": [],
+                        "last_known_elr": None,
+                        "offline_replicas": [2],
+                    }
+                ],
+                "topic_authorized_operations": 0x100,
+            },
+            {
+                "error_code": 29,
+                "name": "x",
+                "topic_id": uuid.UUID(int=0),
+                "is_internal": False,
+                "partitions": [],
+                "topic_authorized_operations": -(2**31),
+            },
+        ],
+        "next_cursor": {"topic_name": "t", "partition_index": 1},
+    }
+    wire = frame(
+        "00000001 00"  # response header v1
+        "00000000"  # throttle
+        "03"  # two topics
+        "0000 0274" + TOPIC_ID.hex + "00"  # error, "t", id, not internal
+        "02 0000 00000000 00000001 00000003"  # one partition: error, index, leader, epoch
+        "03 00000001 00000002 02 00000001"  # replicas, isr
+        "01 00"  # eligible leader replicas empty, last known ELR null
+        "02 00000002 00"  # offline replicas, partition tags
+        "00000100 00"  # authorized operations (DESCRIBE), topic tags
+        "001d 0278" + "00" * 16 + "00 01 80000000 00"  # TOPIC_AUTHORIZATION_FAILED
+        "01 0274 00000001 00"  # next cursor present: "t", 1, its tagged fields
+        "00"
+    )
+    assert check_response(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, body, wire) == body
+    last = frame("00000001 00 00000000 01 ff 00")  # no topics, null next cursor
+    decoded = check_response(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": []}, last)
+    assert decoded == {"throttle_time_ms": 0, "topics": [], "next_cursor": None}

@@ -316,6 +316,8 @@ REQUESTS = [
     ),
     (ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TXN]}, "refused"),
     (ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": [], "producer_id_filters": []}, "empty"),
+    (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [{"name": TOPIC}]}, "refused"),
+    (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": []}, "empty"),
 ]
 
 

@@ -91,6 +91,10 @@ class LeaseKeeper:
     def expired(self) -> bool:
         return self.lease.expired
 
+    def silent_s(self) -> float:
+        """How long since ZooKeeper last answered a probe."""
+        return time.monotonic() - self._last_answer
+
     def start(self) -> None:
         now = time.monotonic()
         self.lease.renew(now, now)
@@ -112,11 +116,16 @@ class LeaseKeeper:
             except Exception as e:
                 log.debug("ZooKeeper probe unanswered: %s", e)
             else:
-                self._last_answer = time.monotonic()
-                if self.lease.renew(sent, self._last_answer):
-                    self.on_renewed()
-                self._arm()
+                self.answered(sent)
             await asyncio.sleep(max(0.0, sent + self.interval_s - time.monotonic()))
+
+    def answered(self, sent: float) -> None:
+        """ZooKeeper answered a request sent at `sent` (a probe, or another request
+        whose answer proves the session alive)."""
+        self._last_answer = time.monotonic()
+        if self.lease.renew(sent, self._last_answer):
+            self.on_renewed()
+        self._arm()
 
     def _arm(self) -> None:
         """(Re)set the timer that fires when the lease runs out."""

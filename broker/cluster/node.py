@@ -83,9 +83,11 @@ from broker.cluster.view import (
 )
 from broker.cluster.zk import BrokerInfo, PartitionState, ZkSession
 from broker.cluster.zk_acls import ZkAclStore
+from broker.cluster.zk_outage import SharedOutage
 from broker.cluster.zk_topics import ZkTopics
 from broker.config import BrokerConfig
 from broker.metrics import BrokerMetrics, gauge
+from broker.protocol.api_keys import ApiKey
 from broker.protocol.errors import ErrorCode
 from broker.sasl.credentials import ZkCredentialStore
 from broker.tasks import cancel_and_wait
@@ -131,7 +133,16 @@ class ClusterNode:
         self.isr = IsrManager(self, self.config)
         self.producer_ids = ProducerIdBlocks(ZkBlockStore(self.zk, self.broker_id).reserve)
         self.credentials = ZkCredentialStore()  # watched from start()
-        self.lease = LeaseKeeper(self.zk, zk.BROKER_IDS, session_s, self._fence, self._unfence)
+        self.lease = LeaseKeeper(
+            self.zk, zk.BROKER_IDS, session_s, self._lease_expired, self._unfence
+        )
+        self.riding_out = False  # the lease ran out in an outage every broker shares
+        self.peer_channels = BrokerChannels(
+            self.fetchers, lambda: self.brokers, self.broker_id, "zookeeper-outage"
+        )
+        self.outage = SharedOutage(
+            session_s, self.lease.silent_s, self._peers, self._peer_controller, self._outage_over
+        )
         self.controller: Controller | None = None
         self.registered = False
         self._stops: list = []
@@ -167,6 +178,7 @@ class ClusterNode:
         ]
         self.isr.start()
         self.lease.start()
+        self.outage.start()
         self._spawn(self._register())
         log.info("broker %d joined ZooKeeper at %s", self.broker_id, self.zk.connect)
 
@@ -195,6 +207,8 @@ class ClusterNode:
             await self.controller.stop()
         await cancel_and_wait(list(self._tasks))
         await self.lease.stop()
+        await self.outage.stop()
+        self.peer_channels.close()
         await self.isr.stop()
         await self.fetchers.stop()
         try:
@@ -248,8 +262,38 @@ class ClusterNode:
     def fenced(self) -> bool:
         """True while the session lease has run out (see `lease`): ZooKeeper may
         already have expired this broker, so it neither leads nor follows, and its
-        Metadata names no leader and leaves itself out of the live brokers."""
-        return self.lease.expired
+        Metadata names no leader and leaves itself out of the live brokers. Not while
+        it rides out an outage that every broker shares (`zk_outage`)."""
+        return self.lease.expired and not self.riding_out
+
+    def _lease_expired(self, silent_s: float) -> None:
+        if self._stopping:
+            return
+        if not self.outage.confirmed():
+            self._fence(silent_s)
+            return
+        self.riding_out = True
+        log.warning(
+            "ZooKeeper unanswered for %.1f s (session timeout %.1f s), and by every other "
+            "broker too: no leader can be elected, so this broker keeps its leaders, "
+            "followers and ISR until ZooKeeper answers (it fences if another broker "
+            "gets ZooKeeper first)",
+            silent_s,
+            self.lease.lease.timeout_s,
+        )
+
+    def _outage_over(self) -> None:
+        """The other brokers no longer all confirm that ZooKeeper is gone for them."""
+        if self.riding_out and self.lease.expired:
+            self.riding_out = False
+            self._fence(self.lease.silent_s())
+
+    def _peers(self) -> list[int]:
+        return [b for b in self.cache.brokers if b != self.broker_id]
+
+    async def _peer_controller(self, broker_id: int) -> int:
+        resp = await self.peer_channels.request(broker_id, ApiKey.METADATA, 1, {"topics": []})
+        return int(resp["controller_id"])
 
     def _fence(self, silent_s: float) -> None:
         if self._stopping:
@@ -264,6 +308,11 @@ class ClusterNode:
         self._tell_fenced(True)
 
     def _unfence(self) -> None:
+        if self.riding_out:
+            self.riding_out = False
+            log.info("ZooKeeper answers again after an outage every broker shared")
+            self._spawn(self.reread_states())
+            return
         if not self._stopping:
             log.info("ZooKeeper answers again: re-reading the partitions' states")
             self._spawn(self._rejoin())
@@ -335,11 +384,15 @@ class ClusterNode:
             self._spawn(self._try_control())
 
     async def _try_control(self) -> None:
+        sent = time.monotonic()
         try:
             epoch = await elect_controller(self.zk, self.broker_id)
         except Exception as e:
             log.warning("controller election failed: %s", e)
             return
+        # ZooKeeper answered: from now on this broker's peers must hear that it trusts
+        # a controller (zk_outage, "Recovery"), not only after its next lease probe.
+        self.lease.answered(sent)
         if epoch is None or self._stopping or self.controller is not None:
             return
         self.cache.controller_id = self.broker_id
@@ -410,10 +463,12 @@ class ClusterNode:
         return self.cache.partition_view(topic, index)
 
     def active_controller_id(self) -> int:
-        return -1 if self.fenced else self.cache.controller_id
+        return -1 if self.fenced or self.outage.distrusted else self.cache.controller_id
 
     def check_lease(self) -> None:
         self.lease.poll()
+        if self.riding_out and not self.outage.confirmed():
+            self._outage_over()
 
     def follower_fetched(self, partition: Partition, replica_id: int) -> None:
         self.isr.maybe_expand(partition, replica_id)

@@ -33,12 +33,14 @@ class _Conn:
 
 class BrokerChannels:
     """`fetchers` is the cluster node's ReplicaFetcherManager (listener, TLS, SASL,
-    timeout) and `brokers()` the live brokers' registrations by id."""
+    timeout) and `brokers()` the live brokers' registrations by id; `purpose` names
+    the connections' client id (the cluster node asks its peers about ZooKeeper
+    outages on channels of its own, `zk_outage`)."""
 
-    def __init__(self, fetchers, brokers, broker_id: int):
+    def __init__(self, fetchers, brokers, broker_id: int, purpose: str = "txn-coordinator"):
         self._settings = fetchers
         self._brokers = brokers
-        self._client_id = f"txn-coordinator-{broker_id}"
+        self._client_id = f"{purpose}-{broker_id}"
         self._conns: dict[int, _Conn] = {}
 
     @property

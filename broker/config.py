@@ -29,7 +29,8 @@ Listeners (broker.listeners): `listeners` and `advertised.listeners` are lists o
 (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), `inter.broker.listener.name` or
 `security.inter.broker.protocol` the one brokers replicate over. The ssl.* keys are
 Kafka's with PEM material (broker.server.tls); each may be overridden for one
-listener as `listener.name.<lowercase name>.ssl.*`, as in Kafka. SASL listeners take
+listener as `listener.name.<lowercase name>.ssl.*`, as in Kafka (and a SASL_SSL
+listener takes `ssl.client.auth` only so: KIP-684). SASL listeners take
 `sasl.enabled.mechanisms` (or `listener.name.<l>.sasl.enabled.mechanisms`) and the
 JAAS entries `listener.name.<l>.<mechanism>.sasl.jaas.config` (broker.sasl.settings),
 checked here before anything starts. Other `listener.name.*` keys are accepted as
@@ -57,6 +58,7 @@ from pathlib import Path
 import javaproperties
 
 from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, ListenerSetup, resolve
+from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker.sasl.settings import client_credentials, listener_sasl
 from broker.security.authorizer import AUTHORIZER_CLASSES
 from common.hostport import parse_hostport
@@ -137,7 +139,14 @@ _TABLE: list[Key | Section] = [
     Key("ssl.truststore.type", "string", "JKS", "PEM is supported (JKS/PKCS12 are not)."),
     Key("ssl.truststore.location", "string", None, "PEM file of trusted CA certificates."),
     Key("ssl.truststore.certificates", "password", None, "Inline PEM trusted CA certificates."),
-    Key("ssl.client.auth", "string", "none", "Client certificates: none, requested, required."),
+    Key(
+        "ssl.client.auth",
+        "string",
+        "none",
+        "Client certificates: none, requested, required. Broker-wide it applies to SSL "
+        "listeners only; a SASL_SSL listener takes it only as "
+        "`listener.name.<lowercase listener name>.ssl.client.auth` (default none), as in Kafka.",
+    ),
     Key("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions (TLSv1.2 at least)."),
     Key("ssl.protocol", "string", "TLSv1.3", "TLS, TLSv1.2 or TLSv1.3 (the highest allowed)."),
     Key(
@@ -276,6 +285,20 @@ _TABLE: list[Key | Section] = [
         "How far in the future a CreateTime timestamp may be.",
     ),
     Key("log.preallocate", "bool", False, "Preallocate segment files."),
+    Key(
+        "log.message.format.version",
+        "string",
+        "3.0-IV1",
+        "Deprecated since Kafka 3.0, no effect: every batch is stored in format v2 "
+        "(a Kafka version such as 2.8 or 3.0-IV1).",
+    ),
+    Key(
+        "log.message.downconversion.enable",
+        "bool",
+        True,
+        "Down-convert to legacy messages for consumers that fetch with Fetch v0-3; "
+        "false answers them UNSUPPORTED_VERSION.",
+    ),
     Section("Log compaction"),
     Key("log.cleanup.policy", "list", "delete", "delete, compact or both."),
     Key("log.cleaner.enable", "bool", True, "Run the log cleaner."),
@@ -376,6 +399,8 @@ TOPIC_SYNONYMS: dict[str, str] = {
     "index.interval.bytes": "log.index.interval.bytes",
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "max.message.bytes": "message.max.bytes",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+    "message.format.version": "log.message.format.version",
     "message.timestamp.type": "log.message.timestamp.type",
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
@@ -628,12 +653,26 @@ class BrokerConfig:
                 raise ConfigError(f"{name}: must be > 0, got {self.get(name)}")
         if self.get("broker.id") < 0:
             raise ConfigError("broker.id: must be >= 0")
+        self._check_topic_defaults()
         authorizer = self.get("authorizer.class.name")
         if authorizer and authorizer not in AUTHORIZER_CLASSES:
             raise ConfigError(
                 f"authorizer.class.name: {authorizer!r} is not served; use one of "
                 + ", ".join(sorted(AUTHORIZER_CLASSES))
             )
+
+    def _check_topic_defaults(self) -> None:
+        """A broker key that gives a topic default must hold a value the topic config
+        takes (log.message.timestamp.type, log.message.format.version ...): the error
+        names the broker key, before anything starts."""
+        for topic_name, value in self.topic_defaults().items():
+            if topic_name not in TOPIC_CONFIG_NAMES:
+                continue
+            try:
+                LogConfig.from_props({topic_name: value})
+            except ValueError as e:
+                key = self.topic_default_source(topic_name) or TOPIC_SYNONYMS[topic_name]
+                raise ConfigError(f"{key}: {str(e).partition(': ')[2]}") from None
 
     def get(self, name: str):
         if name in self._explicit:
@@ -663,8 +702,30 @@ class BrokerConfig:
         return self.get(name)
 
     def ssl_settings(self, listener: str) -> dict[str, object]:
-        """Every ssl.* key as listener `listener` sees it (for broker.server.tls)."""
-        return {n: self.for_listener(listener, n) for n in KEYS if n.startswith("ssl.")}
+        """Every ssl.* key as listener `listener` sees it (for broker.server.tls).
+
+        Kafka's exception (KIP-684): on a SASL_SSL listener `ssl.client.auth` is only its
+        own `listener.name.<l>.ssl.client.auth`, default none. Its clients log in with
+        SASL, so the broker-wide key, which asks the SSL listeners' clients for a
+        certificate, must not refuse every SASL client that has none."""
+        settings = {n: self.for_listener(listener, n) for n in KEYS if n.startswith("ssl.")}
+        if self.listeners.by_name(listener).protocol == "SASL_SSL":
+            own = f"{LISTENER_PREFIX}{listener.lower()}.ssl.client.auth"
+            settings["ssl.client.auth"] = self._explicit.get(own, "none")
+        return settings
+
+    def client_auth_not_applied(self) -> list[str]:
+        """The SASL_SSL listeners the broker-wide `ssl.client.auth` (set to other than
+        none) does not apply to, having no `listener.name.<l>.ssl.client.auth` of their
+        own: the broker warns of them, as Kafka does."""
+        if str(self.get("ssl.client.auth")).strip().lower() == "none":
+            return []
+        return [
+            lst.name
+            for lst in self.listeners.listeners
+            if lst.protocol == "SASL_SSL"
+            and f"{LISTENER_PREFIX}{lst.name.lower()}.ssl.client.auth" not in self._explicit
+        ]
 
     def retention_ms(self) -> int:
         if self.get("log.retention.ms") is not None:

@@ -37,6 +37,13 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
+    # Deprecated since Kafka 3.0 (KIP-724) and without effect: every batch is stored in
+    # format v2 whatever it says. Accepted and shown, as Kafka 3.9 does, for the
+    # clients and tools that still set it.
+    message_format_version: str = "3.0-IV1"
+    # False: a consumer's Fetch v0-3, whose answer would be down-converted to legacy
+    # messages, is answered UNSUPPORTED_VERSION instead.
+    message_downconversion_enable: bool = True
     # Not a topic config: the broker's producer.id.expiration.ms, carried to every log
     # with the defaults (Kafka hands it to each log's ProducerStateManager).
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
@@ -97,6 +104,8 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "min.insync.replicas": "min_insync_replicas",
     "unclean.leader.election.enable": "unclean_leader_election_enable",
     "compression.type": "compression_type",
+    "message.format.version": "message_format_version",
+    "message.downconversion.enable": "message_downconversion_enable",
 }
 
 # attr -> smallest allowed value (retention.* accept -1 = unlimited)
@@ -123,6 +132,36 @@ _CHOICES = {
 }
 _TYPES = {f.name: f.type for f in fields(LogConfig)}
 
+# Kafka's releases as `message.format.version` (a MetadataVersion) names them, with
+# how many internal versions (`-IV0` ...) each has; the 0.8 and 0.9 ones have none.
+_RELEASE_IVS = {
+    "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0,
+    "0.10.0": 2, "0.10.1": 3, "0.10.2": 1, "0.11.0": 3,
+    "1.0": 1, "1.1": 1,
+    "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1, "2.6": 1, "2.7": 3, "2.8": 2,
+    "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3, "3.6": 3, "3.7": 5, "3.8": 1,
+    "3.9": 1,
+}  # fmt: skip
+
+
+def is_kafka_version(text: str) -> bool:
+    """Whether Kafka 3.9 takes `text` as a version: a release ("2.8", "0.10.0"), one of
+    its internal versions ("3.0-IV1"), or a release with a patch part, which is
+    dropped ("2.8.1", "0.10.0.1")."""
+    parts = text.split(".")
+    kept = 3 if text.startswith("0.") else 2
+    key = text if len(parts) <= kept else ".".join(parts[:kept])
+    release, sep, internal = key.partition("-IV")
+    if release not in _RELEASE_IVS:
+        return False
+    if not sep:
+        return True
+    return (
+        internal.isdigit()
+        and str(int(internal)) == internal
+        and int(internal) < _RELEASE_IVS[release]
+    )
+
 
 def _parse(name: str, attr: str, raw: str):
     kind = _TYPES[attr]
@@ -144,6 +183,10 @@ def _parse(name: str, attr: str, raw: str):
             raise ValueError(f"{name}: {value} does not fit in an int32")
         return value
     text = raw.strip()
+    if attr == "message_format_version":
+        if not is_kafka_version(text):
+            raise ValueError(f"{name}: {raw!r} is not a valid Kafka version")
+        return text
     if attr == "cleanup_policy":
         text = ",".join(sorted(p.strip() for p in text.split(",") if p.strip()))
     if text not in _CHOICES[attr]:

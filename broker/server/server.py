@@ -120,6 +120,13 @@ class BrokerServer:
                 except ValueError as e:
                     raise ConfigError(str(e)) from None
                 out[listener.name] = (tls.server_context(settings, listener.name), rules)
+        for name in self.config.client_auth_not_applied():
+            log.warning(
+                "ssl.client.auth applies to SSL listeners only: SASL_SSL listener %s asks "
+                "for no client certificate (set listener.name.%s.ssl.client.auth for it)",
+                name,
+                name.lower(),
+            )
         inter = self.config.listeners.inter_broker
         if self.config["zookeeper.connect"] is not None and inter in out:
             # what replica fetchers will use: a configuration error, before anything starts

@@ -19,13 +19,15 @@ ended. Partitions where the producer had a transaction ongoing get `UNVERIFIED`,
 which passes only while that transaction is still ongoing.
 
 The verifier's per-partition errors answer as Kafka 3.9 answers clients that predate
-KIP-890 part 2: INVALID_TXN_STATE as it is, the coordinator's retriable errors
-(CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
-COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) as NOT_ENOUGH_REPLICAS, which old
-clients retry without a metadata refresh, anything else as it is. A partition
-missing from the verifier's answer is INVALID_TXN_STATE; a verifier that raises or
-does not answer within the produce's timeout leaves every pending partition
-NOT_ENOUGH_REPLICAS.
+KIP-890 part 2: INVALID_TXN_STATE as it is, PRODUCER_FENCED (an older epoch than the
+coordinator's) as INVALID_PRODUCER_EPOCH, the error producers expect from a Produce
+and that librdkafka makes fatal (PRODUCER_FENCED would only abort the transaction),
+the coordinator's retriable errors (CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION,
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) as
+NOT_ENOUGH_REPLICAS, which old clients retry without a metadata refresh, anything
+else as it is. A partition missing from the verifier's answer is INVALID_TXN_STATE; a
+verifier that raises or does not answer within the produce's timeout leaves every
+pending partition NOT_ENOUGH_REPLICAS.
 
 `TxnGuards` is built and used by one produce request on the event loop.
 """
@@ -55,6 +57,8 @@ _MIN_TIMEOUT_S = 1.0
 
 def client_error(code: ErrorCode) -> ErrorCode:
     """What a produce answers for the verifier's `code` on a partition."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     return ErrorCode.NOT_ENOUGH_REPLICAS if code in _RETRIABLE else code
 
 

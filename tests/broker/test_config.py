@@ -217,3 +217,23 @@ def test_listener_forms():
     assert one("127.0.0.1:0") == {"PLAINTEXT": ("127.0.0.1", 0)}
     assert one("[::1]:9092") == {"PLAINTEXT": ("::1", 9092)}
     assert one("plaintext://:1,Ssl://h:2") == {"PLAINTEXT": ("0.0.0.0", 1), "SSL": ("h", 2)}
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("log.message.format.version=0.10", "log.message.format.version: '0.10' is not a valid"),
+        ("log.message.timestamp.type=Now", "log.message.timestamp.type: 'Now' is not one of"),
+        ("log.message.downconversion.enable=no", "log.message.downconversion.enable: 'no'"),
+    ],
+)
+def test_a_bad_topic_default_names_the_broker_key(tmp_path, setting, message):
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.load(None, [setting], tmp_path)
+
+
+def test_deprecated_message_format_version_is_taken_as_kafka_takes_it(tmp_path):
+    cfg = BrokerConfig.load(None, ["log.message.format.version=2.8"], tmp_path)
+    assert cfg.topic_defaults()["message.format.version"] == "2.8"
+    assert cfg.topic_default_source("message.format.version") == "log.message.format.version"
+    assert "log.message.format.version" not in cfg.unused

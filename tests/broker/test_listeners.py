@@ -108,6 +108,68 @@ def test_per_listener_ssl_overrides_and_unserved_keys(tmp_path):
     ]
 
 
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret";'
+)
+
+
+def _plain_logins(*listeners: str) -> dict[str, str]:
+    """PLAIN on each of these SASL listeners, with its JAAS entry."""
+    entries = {f"listener.name.{name}.plain.sasl.jaas.config": PLAIN_JAAS for name in listeners}
+    return {"sasl.enabled.mechanisms": "PLAIN", **entries}
+
+
+def test_broker_wide_client_auth_applies_to_ssl_listeners_only(tmp_path):
+    """KIP-684: a SASL_SSL listener takes ssl.client.auth only from its own
+    listener.name.<l>.ssl.client.auth (default none); an SSL listener from its own or
+    else the broker-wide key."""
+    cfg = _config(
+        tmp_path,
+        listeners=(
+            "SSL://h:1,MTLS://h:2,SASL_SSL://h:3,SASL_MTLS://h:4,SASL_PLAINTEXT://h:5,"
+            "SASL_OPEN://h:6"
+        ),
+        **{
+            "listener.security.protocol.map": (
+                "SSL:SSL,MTLS:SSL,SASL_SSL:SASL_SSL,SASL_MTLS:SASL_SSL,"
+                "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_OPEN:SASL_SSL"
+            ),
+            "security.inter.broker.protocol": "SSL",
+            **_plain_logins("sasl_ssl", "sasl_mtls", "sasl_plaintext", "sasl_open"),
+            "ssl.client.auth": "required",
+            "listener.name.mtls.ssl.client.auth": "requested",
+            "listener.name.sasl_mtls.ssl.client.auth": "requested",
+            "listener.name.sasl_open.ssl.client.auth": "none",
+        },
+    )
+    auth = {
+        name: cfg.ssl_settings(name)["ssl.client.auth"]
+        for name in ("SSL", "MTLS", "SASL_SSL", "SASL_MTLS", "SASL_OPEN")
+    }
+    assert auth == {
+        "SSL": "required",
+        "MTLS": "requested",
+        "SASL_SSL": "none",
+        "SASL_MTLS": "requested",
+        "SASL_OPEN": "none",
+    }
+    assert cfg.client_auth_not_applied() == ["SASL_SSL"]  # SASL_OPEN set its own
+
+
+def test_no_warning_when_client_auth_is_left_at_none(tmp_path):
+    cfg = _config(
+        tmp_path,
+        listeners="SSL://h:1,SASL_SSL://h:3",
+        **{
+            "security.inter.broker.protocol": "SSL",
+            **_plain_logins("sasl_ssl"),
+        },
+    )
+    assert cfg.ssl_settings("SASL_SSL")["ssl.client.auth"] == "none"
+    assert cfg.client_auth_not_applied() == []
+
+
 def test_registration_round_trip_and_brokers_per_listener():
     """/brokers/ids/<id> as Kafka writes it, and Metadata's broker list for a client of
     one listener: each broker's endpoint of that listener, a broker without it left

@@ -10,7 +10,14 @@ import subprocess
 import sys
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 from kafka import TopicPartition as KTopicPartition
@@ -132,6 +139,35 @@ def test_second_producer_fences_the_first_and_aborts_its_transaction(broker):
         first.produce("zombie", value=b"late", partition=0)
         first.commit_transaction(10)
     assert read_values(broker.bootstrap, "zombie", "read_committed", 1) == [b"from-the-new-one"]
+
+
+def test_a_fenced_producers_produce_is_a_fatal_fenced_error(broker):
+    """librdkafka's test 0103 (do_test_fenced_txn, producing after the fence): the
+    fenced producer's Produce is answered INVALID_PRODUCER_EPOCH, as Kafka answers it,
+    which librdkafka makes a fatal _FENCED error; PRODUCER_FENCED there would only
+    make the transaction abortable."""
+    create_topic(broker.bootstrap, "fenced", 1)
+    first = txn_producer(broker.bootstrap, "fenced-tx")
+    first.begin_transaction()
+    first.produce("fenced", value=b"before-the-fence", partition=0)
+    assert first.flush(30) == 0
+    second = txn_producer(broker.bootstrap, "fenced-tx")
+    first.produce("fenced", value=b"after-the-fence", partition=0)
+    with pytest.raises(KafkaException) as raised:  # confluent-kafka raises a fatal error
+        first.flush(30)
+    error = raised.value.args[0]
+    assert error.code() == KafkaError._FENCED, error
+    assert error.fatal() and not error.txn_requires_abort()
+    assert "old epoch" in error.str()  # INVALID_PRODUCER_EPOCH's message
+    with pytest.raises(KafkaException) as raised:
+        first.commit_transaction(30)
+    error = raised.value.args[0]
+    assert error.code() == KafkaError._FENCED, error
+    assert error.fatal() and not error.txn_requires_abort()
+    second.begin_transaction()
+    second.produce("fenced", value=b"from-the-new-one", partition=0)
+    second.commit_transaction(30)
+    assert read_values(broker.bootstrap, "fenced", "read_committed", 1) == [b"from-the-new-one"]
 
 
 def test_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(broker):

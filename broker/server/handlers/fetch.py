@@ -30,8 +30,9 @@ each `on_change`, which fires when the LSO can move (HW moves, markers).
 
 Fetch v13+ names topics by id and v15+ moves the replica id into `replica_state`
 (`_by_id` maps both back). Fetch v0-3 predate record batches v2: their answers are down-converted to legacy
-messages (protocol/legacy.py) from bytes read out of the slice; later versions
-never touch the record bytes.
+messages (protocol/legacy.py) from bytes read out of the slice, or, for a consumer
+of a topic with message.downconversion.enable=false, answered UNSUPPORTED_VERSION;
+later versions never touch the record bytes.
 
 Authorization: a consumer needs READ on each topic, a follower CLUSTER_ACTION on
 the cluster; a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED.
@@ -174,7 +175,7 @@ def _aborted(partition, req: dict, piece) -> list[dict]:
 def _response(core, topics: list[dict], version: int, body: dict) -> dict:
     _count_out(core, topics, body)
     if version <= 3:
-        _down_convert(topics, version, body)
+        _down_convert(core, topics, version, body)
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -205,12 +206,23 @@ def _count_out(core, topics: list[dict], body: dict) -> None:
             stats[topic["topic"]].messages_out += messages
 
 
-def _down_convert(topics: list[dict], version: int, body: dict) -> None:
-    """Fetch v0-3 answers legacy messages (v0-1 magic 0, v2-3 magic 1)."""
+def _down_convert(core, topics: list[dict], version: int, body: dict) -> None:
+    """Fetch v0-3 answers legacy messages (v0-1 magic 0, v2-3 magic 1). A consumer's
+    partition whose topic has message.downconversion.enable=false is answered
+    UNSUPPORTED_VERSION instead, as Kafka answers it."""
     magic = 0 if version <= 1 else 1
+    consumer = body["replica_id"] < 0
     for topic, wanted in zip(topics, body["topics"], strict=True):
-        for part, req in zip(topic["partitions"], wanted["partitions"], strict=True):
-            if len(part["records"]):
+        parts = topic["partitions"]
+        for i, (part, req) in enumerate(zip(parts, wanted["partitions"], strict=True)):
+            partition = core.replicas.get_partition(topic["topic"], req["partition"])
+            if (
+                consumer
+                and partition is not None
+                and not partition.log.config.message_downconversion_enable
+            ):
+                parts[i] = _empty(req["partition"], ErrorCode.UNSUPPORTED_VERSION)
+            elif len(part["records"]):
                 part["records"] = down_convert(
                     part["records"].read_bytes(),
                     magic,

@@ -2,6 +2,7 @@ import pytest
 
 from broker.log import TOPIC_CONFIG_NAMES, LeaderEpochCache, LogConfig
 from broker.log.checkpoint import CheckpointError, read_offsets, write_offsets
+from broker.log.config import is_kafka_version
 
 
 def test_leader_epoch_cache(tmp_path):
@@ -69,7 +70,29 @@ def test_log_config_props():
         ("cleanup.policy", "keep"),
         ("message.timestamp.type", "Now"),
         ("unclean.leader.election.enable", "yes"),
+        ("message.format.version", "0.10.0-IV2"),
+        ("message.downconversion.enable", "no"),
         ("no.such.config", "1"),
     ]:
         with pytest.raises(ValueError, match=key.replace(".", r"\.")):
             LogConfig.from_props({key: value})
+
+
+def test_message_format_version_is_kept_as_given_and_checked_as_kafka_checks_it():
+    """Deprecated and without effect since Kafka 3.0, yet Kafka 3.9 validates it as a
+    version (MetadataVersion) and keeps what was given; default 3.0-IV1."""
+    defaults = LogConfig().to_props()
+    assert defaults["message.format.version"] == "3.0-IV1"
+    assert defaults["message.downconversion.enable"] == "true"
+    for good in ("0.8.2", "0.10.0", "0.10.0-IV1", "0.10.0.1", "0.11.0", "1.0", "2.8.1", "3.9"):
+        assert is_kafka_version(good), good
+        assert (
+            LogConfig.from_props({"message.format.version": good}).to_props()[
+                "message.format.version"
+            ]
+            == good
+        )
+    for bad in ("", "0.10", "0.8.0-IV0", "3.0-IV2", "3.0-IV01", "4.1", "2.8-IVx", "latest"):
+        assert not is_kafka_version(bad), bad
+    off = LogConfig.from_props({"message.downconversion.enable": "false"})
+    assert off.message_downconversion_enable is False

@@ -28,7 +28,7 @@ from kafka.structs import TopicPartition as KTopicPartition
 
 from broker.protocol import ApiKey, ErrorCode
 from testkit.kafka import consume_all, create_topic, produce
-from tests.broker.server.wire import WireClient
+from tests.broker.server.wire import WireClient, fetch_body
 
 TIMEOUT = 30
 
@@ -147,6 +147,60 @@ def test_legacy_alter_configs_replaces_every_override(broker, admin):
         )
     assert answer["responses"][0]["error_code"] == 0
     assert _overrides(admin, "legacy") == {"retention.bytes": "8192"}
+
+
+def test_deprecated_message_format_version_is_accepted_and_described(broker, admin):
+    """librdkafka's test 0092 creates a topic with message.format.version=0.10.0:
+    Kafka 3.9 takes it (deprecated since 3.0, no effect: batches stay v2), checks it is
+    a version, keeps it as given and describes it, default 3.0-IV1 from
+    log.message.format.version. message.downconversion.enable=false refuses a legacy
+    consumer (Fetch v0-3) its down-converted answer."""
+    topic = "mfv"
+    create_topic(broker.bootstrap, topic, config={"message.format.version": "0.10.0"})
+    resource = ConfigResource("TOPIC", topic)
+    entries = admin.describe_configs([resource])[resource].result(TIMEOUT)
+    mfv = entries["message.format.version"]
+    assert (mfv.value, mfv.source) == ("0.10.0", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    assert [(s.name, s.value) for s in mfv.synonyms.values()] == [
+        ("message.format.version", "0.10.0"),
+        ("log.message.format.version", "3.0-IV1"),
+    ]
+    down = entries["message.downconversion.enable"]
+    assert (down.value, down.source) == ("true", ConfigSource.DEFAULT_CONFIG.value)
+    produce(broker.bootstrap, topic, [b"still-v2"], headers=[("h", b"1")])  # headers: v2 only
+    assert [m.headers() for m in consume_all(broker.bootstrap, topic)] == [[("h", b"1")]]
+
+    changes = [
+        ("SET", "message.format.version", "2.8-IV1"),
+        ("SET", "message.downconversion.enable", "false"),
+    ]
+    assert _incremental(admin, topic, *changes) is None
+    assert _overrides(admin, topic) == {
+        "message.format.version": "2.8-IV1",
+        "message.downconversion.enable": "false",
+    }
+    with WireClient(broker.port) as wire:
+        legacy = wire.request(ApiKey.FETCH, 3, fetch_body(topic))
+        current = wire.request(ApiKey.FETCH, 4, fetch_body(topic))
+    assert legacy["responses"][0]["partitions"][0]["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    assert current["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+    assert len(current["responses"][0]["partitions"][0]["records"]) > 0
+
+    bad = _incremental(admin, topic, ("SET", "message.format.version", "0.10"))
+    assert bad.code() == KafkaError.INVALID_CONFIG and "message.format.version" in bad.str()
+    resource = {
+        "resource_type": 2,
+        "resource_name": topic,
+        "configs": [{"name": "message.format.version", "value": "0.11.0"}],
+    }
+    with WireClient(broker.port) as wire:
+        altered = wire.request(
+            ApiKey.ALTER_CONFIGS, 1, {"resources": [resource], "validate_only": False}
+        )
+        legacy = wire.request(ApiKey.FETCH, 3, fetch_body(topic))
+    assert altered["responses"][0]["error_code"] == 0
+    assert _overrides(admin, topic) == {"message.format.version": "0.11.0"}
+    assert legacy["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
 
 
 def test_create_partitions(broker, admin):

@@ -185,6 +185,15 @@ def test_produce_verifies_first_transactional_writes_with_the_coordinator(live):
         live.on_loop(lambda: setattr(live.core, "txn_verifier", unavailable))
         retry = produce(c, topic, txn_records(6000, 0, b"e"), partition=1)
         assert retry["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+
+        # A fenced producer (an older epoch than the coordinator's) is told, as Kafka
+        # tells a Produce, INVALID_PRODUCER_EPOCH: clients make it fatal.
+        async def fenced(txn_id, pid, epoch, partitions):
+            return dict.fromkeys(partitions, ErrorCode.PRODUCER_FENCED)
+
+        live.on_loop(lambda: setattr(live.core, "txn_verifier", fenced))
+        zombie = produce(c, topic, txn_records(7000, 0, b"f"), partition=1)
+        assert zombie["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
         # Non-transactional writes never wait for the coordinator.
         assert produce(c, topic, batch(b"plain"), partition=1, txn_id=None)["error_code"] == 0
 

@@ -10,13 +10,17 @@ then the same rotation is used, except that a replica goes to the next broker wh
 rack does not hold one of the partition's replicas yet (while some rack has none) and
 that is not already a replica. Pure functions; safe anywhere.
 
-Replica lists a client gives (CreatePartitions with assignments) are checked by
-`check_new_assignments`, with Kafka's messages.
+Replica lists a client gives are checked here, with Kafka's messages, over the ids
+of the registered brokers: `check_topic_assignment` for a new topic (CreateTopics),
+`check_new_assignments` for added partitions (CreatePartitions), both through
+`check_replicas`, the check of one partition's list that moving a partition's
+replicas will need too.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable, Sequence, Set
 
 
 class AssignmentError(ValueError):
@@ -88,6 +92,49 @@ def assign_replicas(
     return out
 
 
+def check_replicas(partition: int, replicas: Sequence[int], live: Set[int]) -> None:
+    """One partition's replica list: not empty, no broker twice, every broker among
+    the `live` (registered) ones; InvalidAssignment if not."""
+    if not replicas:
+        raise InvalidAssignment(
+            f"Cannot have replication factor of 0 for partition id {partition}."
+        )
+    if len(set(replicas)) != len(replicas):
+        raise InvalidAssignment(
+            f"Duplicate brokers not allowed in replica assignment: "
+            f"{', '.join(map(str, replicas))} for partition id {partition}."
+        )
+    unknown = sorted(set(replicas) - live)
+    if unknown:
+        raise InvalidAssignment(
+            f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+        )
+
+
+def check_topic_assignment(
+    assignment: Iterable[tuple[int, Sequence[int]]], live: Set[int]
+) -> list[list[int]]:
+    """A new topic's replica lists as a client gives them, (partition, replicas) pairs in
+    any order: each partition once, partitions 0..n-1, one replication factor for all,
+    each list valid for `check_replicas`. Returns the lists in partition order, each in
+    the given order (its first replica the preferred leader); InvalidAssignment if
+    unusable."""
+    lists: dict[int, list[int]] = {}
+    for partition, replicas in assignment:
+        if partition in lists:
+            raise InvalidAssignment(
+                f"Found multiple manual partition assignments for partition {partition}"
+            )
+        lists[partition] = list(replicas)
+    if len({len(replicas) for replicas in lists.values()}) != 1:
+        raise InvalidAssignment("All partitions should have the same number of replicas")
+    if sorted(lists) != list(range(len(lists))):
+        raise InvalidAssignment("partitions should be a consecutive 0-based integer sequence")
+    for partition in range(len(lists)):
+        check_replicas(partition, lists[partition], live)
+    return [lists[partition] for partition in range(len(lists))]
+
+
 def check_new_assignments(
     assignments: list[list[int]], added: int, rf: int, live: set[int], first: int
 ) -> None:
@@ -99,18 +146,9 @@ def check_new_assignments(
             "assignments provided."
         )
     for i, replicas in enumerate(assignments, start=first):
-        if len(set(replicas)) != len(replicas):
-            raise InvalidAssignment(
-                f"Duplicate brokers not allowed in replica assignment: "
-                f"{', '.join(map(str, replicas))} for partition id {i}."
-            )
+        check_replicas(i, replicas, live)
         if len(replicas) != rf:
             raise InvalidAssignment(
                 f"Inconsistent replication factor between partitions, partition 0 has {rf} "
                 f"while partition {i} has {len(replicas)}."
-            )
-        unknown = sorted(set(replicas) - live)
-        if unknown:
-            raise InvalidAssignment(
-                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
             )

@@ -1,7 +1,9 @@
 """TopicAdmin: the topic writes clients ask for, checked the way Kafka checks them.
 
 CreateTopics and auto-creation (names, partition counts, replication factors and
-configs; replicas assigned over the cluster view's live brokers), DeleteTopics,
+configs; replicas assigned over the cluster view's live brokers, or given by the
+client and checked against its registered ones, on a single node as in a
+cluster), DeleteTopics,
 AlterConfigs and IncrementalAlterConfigs (`with_configs`: the whole new override
 set), CreatePartitions (`with_partitions`, with client-given replica lists or
 assigned ones). A checked write goes to the cluster view (broker.cluster.view),
@@ -22,6 +24,7 @@ from broker.cluster.assignment import (
     InvalidAssignment,
     assign_replicas,
     check_new_assignments,
+    check_topic_assignment,
     first_broker,
 )
 from broker.cluster.metadata_store import TopicMeta
@@ -39,6 +42,15 @@ class TopicAdmin:
         self.config = config
         self.replicas = replicas
 
+    def check_new_name(self, name: str) -> None:
+        """TopicError unless `name` is a valid name no topic has."""
+        try:
+            validate_topic_name(name)
+        except InvalidTopicName as e:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
+        if name in self.replicas.store:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+
     def validate_new_topic(
         self,
         name: str,
@@ -47,12 +59,7 @@ class TopicAdmin:
         configs: dict[str, str | None],
     ) -> tuple[int, int, dict[str, str]]:
         """Check a CreateTopics entry; returns (partitions, rf, overrides) or raises TopicError."""
-        try:
-            validate_topic_name(name)
-        except InvalidTopicName as e:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        if name in self.replicas.store:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        self.check_new_name(name)
         if num_partitions == -1:
             num_partitions = self.config["num.partitions"]
         if not 1 <= num_partitions <= MAX_PARTITIONS:
@@ -85,18 +92,26 @@ class TopicAdmin:
         num_partitions: int = -1,
         replication_factor: int = -1,
         configs: dict[str, str | None] | None = None,
+        given: list[tuple[int, list[int]]] | None = None,
     ) -> TopicMeta:
-        """A new topic checked and its replicas assigned, not yet created (TopicError)."""
+        """A new topic checked and its replicas assigned, not yet created (TopicError).
+        `given`: the client's (partition, replicas) pairs instead of an assignment made
+        here; the partition count and replication factor must then be -1, as Kafka's
+        CreateTopics wants."""
+        if given:
+            assignments = self._given_assignments(name, num_partitions, replication_factor, given)
+            num_partitions, replication_factor = len(assignments), len(assignments[0])
         partitions, rf, overrides = self.validate_new_topic(
             name, num_partitions, replication_factor, configs or {}
         )
-        brokers = {b: info.rack for b, info in self.replicas.cluster.brokers.items()}
-        try:
-            assignments = assign_replicas(
-                brokers, partitions, rf, start=first_broker(name, brokers)
-            )
-        except AssignmentError as e:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+        if not given:
+            brokers = {b: info.rack for b, info in self.replicas.cluster.brokers.items()}
+            try:
+                assignments = assign_replicas(
+                    brokers, partitions, rf, start=first_broker(name, brokers)
+                )
+            except AssignmentError as e:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         return TopicMeta(
             name=name,
             partitions=partitions,
@@ -104,6 +119,23 @@ class TopicAdmin:
             configs=overrides,
             assignments=assignments,
         )
+
+    def _given_assignments(
+        self, name: str, num_partitions: int, rf: int, given: list[tuple[int, list[int]]]
+    ) -> list[list[int]]:
+        """The client's replica lists in partition order, checked against the
+        registered brokers (TopicError)."""
+        if num_partitions != -1 or rf != -1:
+            raise TopicError(
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        self.check_new_name(name)
+        try:
+            return check_topic_assignment(given, set(self.replicas.cluster.brokers))
+        except InvalidAssignment as e:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
 
     def create_topic(
         self,

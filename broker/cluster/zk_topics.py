@@ -165,7 +165,14 @@ class ZkTopics:
     # -- writes ---------------------------------------------------------------------------
 
     async def create(self, meta: TopicMeta) -> None:
-        """Write a new topic's config and assignment (raises NodeExistsError)."""
+        """Write a new topic's config and assignment (raises NodeExistsError). Refused
+        while a deletion of the same name is pending, as Kafka refuses a topic "marked
+        for deletion" (TopicError TOPIC_ALREADY_EXISTS): the controller removes the old
+        topic's znodes first and the deletion request last."""
+        if await self.zk.call("exists", f"{zk.DELETE_TOPICS}/{meta.name}") is not None:
+            raise TopicError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{meta.name}' is marked for deletion."
+            )
         await self.zk.call(
             "create", zk.config_path(meta.name), zk.encode_config(meta.configs), makepath=True
         )
@@ -212,6 +219,8 @@ class ZkTopics:
             log.info("created topic %s: %s", meta.name, meta.assignments)
         except NodeExistsError:
             pass
+        except TopicError as e:
+            log.info("not creating topic %s: %s", meta.name, e.message)
         except Exception as e:
             log.warning("creating topic %s failed: %s", meta.name, e)
 

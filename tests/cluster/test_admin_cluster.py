@@ -2,17 +2,26 @@
 every broker (configs, partitions), deleted records stay deleted on the followers
 (a follower that becomes leader starts where the old leader did), and ElectLeaders
 gives leadership back to the preferred replica. CreateTopics answers once the
-topic is served as created, also when an auto-creation races it."""
+topic is served as created, also when an auto-creation races it, and takes replica
+lists naming the cluster's brokers."""
 
 import threading
 
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
+import pytest
+from confluent_kafka import (
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     NewPartitions,
+    NewTopic,
 )
 
 from broker.protocol import ApiKey, ErrorCode
@@ -258,3 +267,40 @@ def test_describe_topic_partitions_agrees_with_metadata_on_every_broker(cluster_
             )
 
         wait_until(settled, what=f"broker {broker.port} to describe dtp-c without broker 2")
+
+
+def test_create_topics_with_a_replica_assignment_over_the_cluster(cluster_factory):
+    """Replica lists naming the brokers of the cluster make the topic as given (each
+    partition's replicas in the given order, its first replica leading); a broker
+    the cluster does not have is refused, as Kafka does."""
+    cluster = cluster_factory(3)
+    ids = sorted(cluster.brokers)
+    given = [[ids[1], ids[2], ids[0]], ids]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    made = admin.create_topics([NewTopic("placed", 2, replica_assignment=given)])
+    made["placed"].result(TIMEOUT)
+    assert [cluster.zk.assignment("placed", p) for p in range(2)] == given
+
+    def described():
+        futures = admin.describe_topics(TopicCollection(["placed"]))
+        partitions = futures["placed"].result(TIMEOUT).partitions
+        return [
+            ([r.id for r in p.replicas], p.leader.id if p.leader is not None else -1)
+            for p in sorted(partitions, key=lambda p: p.id)
+        ]
+
+    wait_until(
+        lambda: described() == [(replicas, replicas[0]) for replicas in given],
+        what="placed's partitions described with the given replicas, led by the first",
+    )
+
+    unknown = max(ids) + 10
+    refused = admin.create_topics(
+        [NewTopic("misplaced", 1, replica_assignment=[[ids[0], unknown]])]
+    )
+    with pytest.raises(KafkaException) as caught:
+        refused["misplaced"].result(TIMEOUT)
+    error = caught.value.args[0]
+    assert error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert f"Unknown broker(s) in replica assignment: {unknown}." in error.str()
+    assert "misplaced" not in admin.list_topics(timeout=10).topics

@@ -9,6 +9,8 @@ from broker.cluster.assignment import (
     InvalidAssignment,
     assign_replicas,
     check_new_assignments,
+    check_replicas,
+    check_topic_assignment,
 )
 from broker.cluster.controller import decide, elect, initial_state, preferred_moves
 from broker.cluster.zk import PartitionState
@@ -112,3 +114,35 @@ def test_client_given_replica_lists_are_checked_with_kafkas_messages():
     for assignments, message in bad:
         with pytest.raises(InvalidAssignment, match=re.escape(message)):
             check_new_assignments(assignments, 2, 2, live, first=3)
+
+
+def test_a_new_topics_replica_lists_come_back_in_partition_order_as_given():
+    live = {1, 2, 3}
+    given = [(1, [3, 1, 2]), (0, [2, 3, 1])]
+    assert check_topic_assignment(given, live) == [[2, 3, 1], [3, 1, 2]]
+    assert check_topic_assignment([(0, [1])], {1}) == [[1]]
+
+
+def test_a_new_topics_replica_lists_are_checked_with_kafkas_messages():
+    live = {1, 2, 3}
+    bad = [
+        ([(0, [1, 2]), (0, [2, 3])], "Found multiple manual partition assignments for partition 0"),
+        ([(0, [1, 2]), (1, [3])], "All partitions should have the same number of replicas"),
+        ([(0, [1]), (2, [2])], "partitions should be a consecutive 0-based integer sequence"),
+        ([(1, [1])], "partitions should be a consecutive 0-based integer sequence"),
+        ([(0, [1, 2]), (1, [3, 3])], "Duplicate brokers not allowed in replica assignment: 3, 3"),
+        ([(0, [0, 1, 2])], "Unknown broker(s) in replica assignment: 0."),
+        ([(0, [])], "Cannot have replication factor of 0 for partition id 0."),
+        ([], "All partitions should have the same number of replicas"),
+    ]
+    for given, message in bad:
+        with pytest.raises(InvalidAssignment, match=re.escape(message)):
+            check_topic_assignment(given, live)
+
+
+def test_one_partitions_replica_list_is_checked_against_the_registered_brokers():
+    check_replicas(4, [3, 1], {1, 2, 3})
+    with pytest.raises(InvalidAssignment, match=re.escape("in replica assignment: 5, 7.")):
+        check_replicas(4, [7, 1, 5], {1, 2, 3})
+    with pytest.raises(InvalidAssignment, match=re.escape("1, 2, 1 for partition id 4.")):
+        check_replicas(4, [1, 2, 1], {1, 2, 3})

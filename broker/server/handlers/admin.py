@@ -2,9 +2,10 @@
 
 CreateTopics accepts per-topic configs (any topic config the log understands:
 retention.ms, retention.bytes, segment.bytes, segment.ms, cleanup.policy,
-min.insync.replicas, max.message.bytes ...) and `validate_only`. A single node
-accepts replication factor 1 (or -1 = `default.replication.factor`) and manual
-assignments naming only itself. Errors: TOPIC_ALREADY_EXISTS,
+min.insync.replicas, max.message.bytes ...) and `validate_only`. The replication
+factor may not exceed the live brokers (a single node: 1); manual assignments
+(partition count and replication factor -1) may name only registered brokers
+(TopicAdmin checks them). Errors: TOPIC_ALREADY_EXISTS,
 INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (a topic
 named twice in one request).
@@ -27,6 +28,7 @@ themselves are TopicAdmin's (with_partitions / alter_topic) and ReplicaManager's
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from broker.cluster.metadata_store import TopicMeta
@@ -79,11 +81,12 @@ def _plan(ctx, topic: dict, named: int):
             )
         if not may_create_topic(ctx, name):
             raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-        partitions, rf = topic["num_partitions"], topic["replication_factor"]
-        if topic["assignments"]:
-            partitions, rf = _check_assignments(ctx.core.broker_id, topic)
+        given = [(a["partition_index"], a["broker_ids"]) for a in topic["assignments"]]
         configs = {c["name"]: c["value"] for c in topic["configs"]}
-        return ctx.core.topic_admin.plan_topic(name, partitions, rf, configs), None
+        meta = ctx.core.topic_admin.plan_topic(
+            name, topic["num_partitions"], topic["replication_factor"], configs, given
+        )
+        return meta, None
     except TopicError as e:
         return None, e
 
@@ -154,28 +157,11 @@ def _created(core, planned: TopicMeta, validate_only: bool):
     }
 
 
-def _check_assignments(broker_id: int, topic: dict) -> tuple[int, int]:
-    if topic["num_partitions"] != -1 or topic["replication_factor"] != -1:
-        raise TopicError(
-            ErrorCode.INVALID_REQUEST,
-            "Both numPartitions or replicationFactor and replicasAssignments were set.",
-        )
-    indexes = sorted(a["partition_index"] for a in topic["assignments"])
-    if indexes != list(range(len(indexes))):
-        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be 0..n-1.")
-    for a in topic["assignments"]:
-        if a["broker_ids"] != [broker_id]:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Assignment {a['broker_ids']} names brokers other than {broker_id}.",
-            )
-    return len(indexes), 1
-
-
 @handles(ApiKey.DELETE_TOPICS)
 def delete_topics(ctx, body):
     """v0-5 name topics; v6 names them or gives their ids (an unknown id answers
-    UNKNOWN_TOPIC_ID with a null name)."""
+    UNKNOWN_TOPIC_ID with a null name). The answer comes once this broker no longer
+    knows the deleted topics (a single node at once), as Kafka's delayed delete does."""
     if ctx.api_version >= 6:
         wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]
     else:
@@ -204,7 +190,28 @@ def delete_topics(ctx, body):
         except TopicError as e:
             result["error_code"], result["error_message"] = e.code, e.message
         results.append(result)
-    return {"throttle_time_ms": 0, "responses": results}
+    response = {"throttle_time_ms": 0, "responses": results}
+    deleted = [r for r in results if r["error_code"] == ErrorCode.NONE]
+    if not any(r["name"] in ctx.core.cluster.topics for r in deleted):
+        return response
+    return _when_deleted(ctx, body["timeout_ms"] / 1000, deleted, response)
+
+
+async def _when_deleted(ctx, timeout_s: float, deleted: list[dict], response: dict) -> dict:
+    """A cluster's answer: once the controller removed the topics from ZooKeeper and
+    this broker's watch dropped them, so that a client's next Metadata does not find
+    them; REQUEST_TIMED_OUT for those still known after `timeout_s` (their deletion
+    goes on), as in Kafka."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while any(r["name"] in ctx.core.cluster.topics for r in deleted):
+        if loop.time() >= deadline:
+            break
+        await asyncio.sleep(0.02)
+    for r in deleted:
+        if r["name"] in ctx.core.cluster.topics:
+            r["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return response
 
 
 @handles(ApiKey.CREATE_PARTITIONS)

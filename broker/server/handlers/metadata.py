@@ -3,10 +3,12 @@
 Version quirks (see reference/kafka-protocol.md): v0 sends an empty topic list to
 mean "all topics"; v1+ uses null for all and empty for none. Requested topics that
 do not exist are created when `auto.create.topics.enable` is on and (v4+) the client
-allows it; a single node creates them synchronously, so the answer already carries
-their partitions. A cluster creates them through ZooKeeper and the controller; the
-answer then waits (bounded by AUTO_CREATE_WAIT_S) until their
-partitions have leaders, and says LEADER_NOT_AVAILABLE (retriable) only past that.
+allows it (a single node at once, a cluster through ZooKeeper and the controller),
+and the request that creates a topic is answered LEADER_NOT_AVAILABLE (retriable)
+with no partitions, as Kafka's AutoTopicCreationManager answers: the client's retry
+finds the topic. A cluster does not create a topic again while its deletion is
+pending in ZooKeeper (Kafka's "marked for deletion", broker.cluster.zk_topics): the
+answer is the same, and a later retry creates it.
 Authorization: an all-topics answer lists only the topics the caller may DESCRIBE;
 a named topic it may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED whether it
 exists or not, so no answer reveals a name; auto-creation (when on) needs CREATE
@@ -16,7 +18,6 @@ v10+ carries each topic's id, and a requested topic may be named by id alone (na
 null): an unknown id answers UNKNOWN_TOPIC_ID with a null name.
 """
 
-import asyncio
 import uuid
 
 from broker.protocol import ApiKey, ErrorCode
@@ -24,7 +25,6 @@ from broker.server.authz import RT, Op, allowed, authorized_operations, may_auto
 from broker.server.dispatch import handles
 from common.topic_names import is_internal
 
-AUTO_CREATE_WAIT_S = 3.0
 NO_TOPIC_ID = uuid.UUID(int=0)
 
 
@@ -124,34 +124,6 @@ def topic_entry(core, name: str, meta) -> dict:
 
 @handles(ApiKey.METADATA)
 def metadata(ctx, body):
-    """When this request auto-created topics in a cluster, the answer waits (at most
-    AUTO_CREATE_WAIT_S) until the controller gave their partitions leaders, so the
-    client gets a usable answer instead of LEADER_NOT_AVAILABLE for a topic that is
-    an instant away from being ready."""
-    created: list[str] = []
-    response = _response(ctx, body, created)
-    if not created:
-        return response
-    return _when_led(ctx, body, created)
-
-
-async def _when_led(ctx, body, names: list[str]) -> dict:
-    cluster = ctx.core.cluster
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + AUTO_CREATE_WAIT_S
-    while loop.time() < deadline and not all(_led(cluster, n) for n in names):  # noqa: ASYNC110
-        await asyncio.sleep(0.02)
-    return _response(ctx, body, [])
-
-
-def _led(cluster, name: str) -> bool:
-    meta = cluster.topics.get(name)
-    return meta is not None and all(cluster.leader_of(name, i) >= 0 for i in range(meta.partitions))
-
-
-def _response(ctx, body, created: list[str]) -> dict:
-    """The answer; the names of topics auto-created in the background (a cluster
-    writes them to ZooKeeper) go to `created`."""
     core = ctx.core
     known = core.cluster.topics
     requested = body["topics"]
@@ -174,14 +146,14 @@ def _response(ctx, body, created: list[str]) -> dict:
                 continue
             code = refused if refused is not None else core.topic_admin.auto_create(name)
             if code == ErrorCode.NONE:
-                meta = core.cluster.topics.get(name)
-                if meta is not None:  # created at once (a single node)
-                    topics.append(topic_entry(core, name, meta))
-                    continue
-                created.append(name)
                 code = ErrorCode.LEADER_NOT_AVAILABLE
             topics.append(
-                {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+                {
+                    "error_code": code,
+                    "name": name,
+                    "is_internal": is_internal(name),
+                    "partitions": [],
+                }
             )
     response = {
         "throttle_time_ms": 0,

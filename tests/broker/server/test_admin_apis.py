@@ -20,6 +20,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
     NewPartitions,
+    NewTopic,
     OffsetSpec,
 )
 from kafka.admin import ConfigResource as KConfigResource
@@ -220,6 +221,35 @@ def test_create_partitions(broker, admin):
     assert err.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT and "7" in err.str()
     err = _error(admin.create_partitions([NewPartitions("nothing", 2)])["nothing"])
     assert err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_create_topics_with_a_replica_assignment(broker, admin):
+    """A single node takes replica lists naming itself (its id is 0), and refuses a
+    broker it does not know or a count given with the lists, as Kafka does."""
+    made = admin.create_topics([NewTopic("placed", 2, replica_assignment=[[0], [0]])])
+    assert _error(made["placed"]) is None
+    partitions = admin.list_topics("placed", timeout=10).topics["placed"].partitions
+    assert sorted(partitions) == [0, 1]
+    assert all(p.replicas == [0] and p.leader == 0 for p in partitions.values())
+
+    refused = admin.create_topics([NewTopic("misplaced", 2, replica_assignment=[[0], [5]])])
+    err = _error(refused["misplaced"])
+    assert err.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert "Unknown broker(s) in replica assignment: 5." in err.str()
+    topic = {
+        "name": "counted",
+        "num_partitions": 1,
+        "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [0]}],
+        "configs": [],
+    }
+    with WireClient(broker.port) as wire:
+        answer = wire.request(
+            ApiKey.CREATE_TOPICS, 4, {"topics": [topic], "timeout_ms": 5000, "validate_only": False}
+        )
+    assert answer["topics"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+    assert set(admin.list_topics(timeout=10).topics) >= {"placed"}
+    assert not {"misplaced", "counted"} & set(admin.list_topics(timeout=10).topics)
 
 
 def _earliest(admin, topic: str, partition: int = 0) -> int:

@@ -4,8 +4,11 @@
 //	go run kafkago.go <bootstrap> <topic> <group> <replication factor>
 //
 // It creates the topic, writes 20 records uncompressed and 20 gzip-compressed,
-// reads all 40 in a group committing each, and prints one JSON
-// line with what it saw. Errors exit non-zero.
+// reads all 40 in a group committing each. Then, as kafka-go's own test "delete
+// topics with an invalid topic" does, it creates <topic>-deleted, deletes it with
+// an unknown name beside it, and reads its partitions at once (Metadata v1, which
+// auto-creates it again). It prints one JSON line with what it saw. Errors exit
+// non-zero.
 package main
 
 import (
@@ -79,8 +82,37 @@ func main() {
 		}
 	}
 	reader.Close()
+	deleteError, partitions := deleteThenRead(conn, topic+"-deleted", replication)
 	conn.Close()
 	sort.Strings(seen)
-	out, _ := json.Marshal(map[string]interface{}{"consumed": seen})
+	out, _ := json.Marshal(map[string]interface{}{
+		"consumed":         seen,
+		"delete_error":     deleteError,
+		"partitions_after": partitions,
+	})
 	fmt.Println(string(out))
+}
+
+// deleteThenRead creates `deleted`, deletes it together with a topic that does not
+// exist, and reads its partitions right after: the deletion's error (kafka-go's
+// test wants UnknownTopicOrPartition, for the unknown topic) and how many
+// partitions the read found (it wants none).
+func deleteThenRead(conn *kafka.Conn, deleted string, replication int) (string, int) {
+	err := conn.CreateTopics(kafka.TopicConfig{Topic: deleted, NumPartitions: 1, ReplicationFactor: replication})
+	if err != nil {
+		fail("create "+deleted, err)
+	}
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	deleteError := "none"
+	if err := conn.DeleteTopics("invalid-topic", deleted); err == kafka.UnknownTopicOrPartition {
+		deleteError = "UnknownTopicOrPartition"
+	} else if err != nil {
+		deleteError = err.Error()
+	}
+	partitions, err := conn.ReadPartitions(deleted)
+	if err != nil {
+		fail("read partitions of "+deleted, err)
+	}
+	conn.SetDeadline(time.Time{})
+	return deleteError, len(partitions)
 }

@@ -299,6 +299,18 @@ _TABLE: list[Key | Section] = [
         "Down-convert to legacy messages for consumers that fetch with Fetch v0-3; "
         "false answers them UNSUPPORTED_VERSION.",
     ),
+    Section(
+        "Client quotas",
+        "The quotas themselves are set per user and client id with AlterClientQuotas "
+        "(`logflume configs --entity-type users|clients`).",
+    ),
+    Key(
+        "quota.window.num",
+        "int",
+        11,
+        "Samples a client's byte rate is measured over (producer and consumer quotas).",
+    ),
+    Key("quota.window.size.seconds", "int", 1, "Length of one quota sample, in seconds."),
     Section("Log compaction"),
     Key("log.cleanup.policy", "list", "delete", "delete, compact or both."),
     Key("log.cleaner.enable", "bool", True, "Run the log cleaner."),
@@ -647,6 +659,8 @@ class BrokerConfig:
             "log.flush.offset.checkpoint.interval.ms",
             "log.flush.start.offset.checkpoint.interval.ms",
             "log.flush.scheduler.interval.ms",
+            "quota.window.num",
+            "quota.window.size.seconds",
         )
         for name in positive:
             if self.get(name) <= 0:

@@ -89,6 +89,7 @@ from broker.config import BrokerConfig
 from broker.metrics import BrokerMetrics, gauge
 from broker.protocol.api_keys import ApiKey
 from broker.protocol.errors import ErrorCode
+from broker.quotas.store import ZkQuotaStore
 from broker.sasl.credentials import ZkCredentialStore
 from broker.tasks import cancel_and_wait
 from broker.transactions.channel import BrokerChannels
@@ -133,6 +134,7 @@ class ClusterNode:
         self.isr = IsrManager(self, self.config)
         self.producer_ids = ProducerIdBlocks(ZkBlockStore(self.zk, self.broker_id).reserve)
         self.credentials = ZkCredentialStore()  # watched from start()
+        self.client_quotas = ZkQuotaStore()  # watched from start()
         self.lease = LeaseKeeper(
             self.zk, zk.BROKER_IDS, session_s, self._lease_expired, self._unfence
         )
@@ -175,6 +177,7 @@ class ClusterNode:
             self.zk.watch_data(zk.CONTROLLER, self._controller_changed),
             self.zk.watch_children(zk.CONTROLLED_SHUTDOWN, self._leaving_changed),
             *self.credentials.watch(self.zk),  # broker.sasl.credentials
+            *self.client_quotas.watch(self.zk),  # broker.quotas.store
         ]
         self.isr.start()
         self.lease.start()

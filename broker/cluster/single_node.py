@@ -27,6 +27,7 @@ from broker.cluster.view import (
 from broker.cluster.zk import BrokerInfo
 from broker.metrics import gauge
 from broker.protocol.errors import ErrorCode
+from broker.quotas.store import LocalQuotaStore
 from broker.sasl.credentials import LocalCredentialStore
 from broker.security.acl_store import LocalAclStore
 
@@ -59,6 +60,7 @@ class SingleNode:
         self.endpoints = endpoints  # every listener's advertised address
         self.producer_ids = ProducerIdBlocks(FileBlockStore.in_data_dir(data_dir).reserve)
         self.credentials = LocalCredentialStore(data_dir)
+        self.client_quotas = LocalQuotaStore(data_dir)
         self.fence_listeners: list[Callable[[bool], None]] = []  # never told: never fenced
 
     @property

@@ -48,11 +48,15 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER_ID = "/cluster/id"
 CONFIG_USERS = "/config/users"
+CONFIG_CLIENTS = "/config/clients"
+CONFIG_CHANGES = "/config/changes"  # Kafka's entity config change notifications
 BASE_PATHS = (
     BROKER_IDS,
     TOPICS,
     CONFIG_TOPICS,
     CONFIG_USERS,
+    CONFIG_CLIENTS,
+    CONFIG_CHANGES,
     DELETE_TOPICS,
     CONTROLLED_SHUTDOWN,
     "/cluster",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from broker.protocol.schema import (
     BOOL,
     BYTES,
+    FLOAT64,
     INT8,
     INT16,
     INT32,
@@ -225,6 +226,52 @@ ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = [
     F(
         "results",
         [F("user", STRING), F("error_code", INT16), F("error_message", STRING, nullable="0+")],
+    ),
+]
+
+# KIP-546: an entity is a list of (type, name) components; a null name is the
+# type's default entity.
+_QUOTA_ENTITY = [F("entity_type", STRING), F("entity_name", STRING, nullable="0+")]
+
+DESCRIBE_CLIENT_QUOTAS_REQUEST = [
+    F(
+        "components",
+        [F("entity_type", STRING), F("match_type", INT8), F("match", STRING, nullable="0+")],
+    ),
+    F("strict", BOOL),
+]
+
+DESCRIBE_CLIENT_QUOTAS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F(
+        "entries",
+        [F("entity", _QUOTA_ENTITY), F("values", [F("key", STRING), F("value", FLOAT64)])],
+        nullable="0+",
+    ),
+]
+
+ALTER_CLIENT_QUOTAS_REQUEST = [
+    F(
+        "entries",
+        [
+            F("entity", _QUOTA_ENTITY),
+            F("ops", [F("key", STRING), F("value", FLOAT64), F("remove", BOOL)]),
+        ],
+    ),
+    F("validate_only", BOOL),
+]
+
+ALTER_CLIENT_QUOTAS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "entries",
+        [
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("entity", _QUOTA_ENTITY),
+        ],
     ),
 ]
 

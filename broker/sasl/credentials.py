@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from broker.cluster.zk import CONFIG_USERS, ZkSession
 from broker.sasl.scram import ScramCredential
@@ -171,7 +171,7 @@ class ZkCredentialStore(_Store):
                     elif config:
                         await zk.call("set", path, payload, version=version)
                     else:
-                        await zk.call("delete", path, version=version)
+                        await self._delete(zk, path, version)
                     break
                 except (BadVersionError, NodeExistsError, NoNodeError):
                     continue  # raced with another writer: read again
@@ -180,3 +180,14 @@ class ZkCredentialStore(_Store):
                 self.users[user] = creds
             else:
                 self.users.pop(user, None)
+
+    @staticmethod
+    async def _delete(zk, path: str, version: int) -> None:
+        """Remove a user's znode left without configs, or empty its config when it
+        still has children (client quotas of the user's client ids,
+        /config/users/<user>/clients/...)."""
+        try:
+            await zk.call("delete", path, version=version)
+        except NotEmptyError:
+            payload = orjson.dumps({"version": 1, "config": {}})
+            await zk.call("set", path, payload, version=version)

@@ -131,6 +131,8 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
         _c((RT.CLUSTER, Op.ALTER_CONFIGS), when="for a broker"),
     ),
     ApiKey.OFFSET_DELETE: (_c((RT.GROUP, Op.DELETE)), _c((RT.TOPIC, Op.READ))),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (_c((RT.CLUSTER, Op.DESCRIBE_CONFIGS)),),
+    ApiKey.ALTER_CLIENT_QUOTAS: (_c((RT.CLUSTER, Op.ALTER_CONFIGS)),),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (_c((RT.CLUSTER, Op.DESCRIBE)),),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_c((RT.CLUSTER, Op.ALTER)),),
     ApiKey.DESCRIBE_CLUSTER: (

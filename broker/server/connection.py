@@ -30,6 +30,14 @@ Theory of operation:
   `connection.failed.authentication.delay.ms`. Success sets `principal` to
   `User:<name>` (TLS listeners: from the client certificate); every handler's ACL
   authorization (broker.server.authz) checks that principal.
+- Quotas (KIP-219): a handler that found its client over its byte-rate quota
+  (broker.quotas) sets `ctx.throttle_ms`; the response carries it as
+  throttle_time_ms and the connection reads no further request for that long
+  (muted), starting when the response is released; frames already received wait
+  in the framer. Clients of the versions that
+  throttle themselves (Produce v6+, Fetch v8+) get the response at once; older ones
+  get it when the throttle time has passed, as Kafka delays it. An acks=0 produce
+  only mutes.
 - Errors: an undecodable frame, an unknown API or version (other than ApiVersions,
   which gets the v0 fallback answer), a handler that raises: the connection closes
   and the reason is logged. Other connections are unaffected.
@@ -59,6 +67,7 @@ from broker.protocol import (
     decode_request,
     encode_response,
 )
+from broker.quotas.manager import client_throttles
 from broker.sasl.scram import AuthenticationFailed
 from broker.server.dispatch import CloseConnection, RequestContext, lookup
 from broker.server.framing import FrameTooLarge, RequestFramer
@@ -107,6 +116,7 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._stopped = False
+        self._muted: asyncio.TimerHandle | None = None  # quota throttle: unmutes when it fires
         self._drain_waiter: asyncio.Future | None = None
         self.closed = False
         self.last_active = time.monotonic()
@@ -139,6 +149,8 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._muted is not None:
+            self._muted.cancel()
         self.server.connections.discard(self)
         for future in self._waiting:
             future.cancel()
@@ -167,9 +179,16 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        self.framer.receive_data(data)
+        self._handle_frames()
+        self._update_reading()
+
+    def _handle_frames(self) -> None:
+        """Handle the complete frames buffered, in order; a muted connection (quota
+        throttle) leaves the rest buffered until it is unmuted, as a muted Kafka
+        channel reads nothing more."""
         framer = self.framer
-        framer.receive_data(data)
-        while not self.closed:
+        while not self.closed and self._muted is None:
             try:
                 frame = framer.next_frame()
             except FrameTooLarge as e:
@@ -179,7 +198,6 @@ class Connection(asyncio.Protocol):
             if frame is None:
                 break
             self._handle_frame(frame)
-        self._update_reading()
 
     # -- requests --------------------------------------------------------------------
 
@@ -217,7 +235,13 @@ class Connection(asyncio.Protocol):
             self.close(f"no handler for api key {header.api_key}")
             return
         ctx = RequestContext(
-            self.core, header, self.peer[0], self.peer[1], self.listener, self.principal
+            self.core,
+            header,
+            self.peer[0],
+            self.peer[1],
+            self.listener,
+            self.principal,
+            request_size=len(frame),
         )
         try:
             result = handler(ctx, body)
@@ -232,18 +256,55 @@ class Connection(asyncio.Protocol):
             return
         if result is None or isinstance(result, dict):
             self.metrics.request_done(header.api_key, started, result)
-            if result is not None:
+            if ctx.throttle_ms:
+                self._throttle(header, result, ctx.throttle_ms, None)
+            elif result is not None:
                 self._order.add((header, result))
                 self._pump()
             return
         future = asyncio.ensure_future(result)
         sequence = self._order.expect()
         self._waiting.add(future)
-        future.add_done_callback(lambda f: self._on_future_done(f, sequence, header, started))
+        future.add_done_callback(lambda f: self._on_future_done(f, sequence, ctx, started))
+
+    def _throttle(self, header: RequestHeader, body: dict | None, ms: int, sequence) -> None:
+        """Answer a request whose client exceeded its quota, and mute for `ms`."""
+        self._mute(ms)
+        if body is not None and "throttle_time_ms" in body:
+            body["throttle_time_ms"] = max(body["throttle_time_ms"], ms)
+        response = None if body is None else (header, body)
+        if response is not None and not client_throttles(header.api_key, header.api_version):
+            if sequence is None:
+                sequence = self._order.expect()
+            loop = asyncio.get_running_loop()
+            loop.call_later(ms / 1000, self._release_late, sequence, response)
+            return
+        if sequence is not None:
+            self._order.complete(sequence, response)
+        elif response is not None:
+            self._order.add(response)
+        self._pump()
+
+    def _release_late(self, sequence: int, response: Response) -> None:
+        if not self.closed:
+            self._order.complete(sequence, response)
+            self._pump()
+
+    def _mute(self, ms: int) -> None:
+        if self._muted is not None:
+            self._muted.cancel()
+        self._muted = asyncio.get_running_loop().call_later(ms / 1000, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self._muted = None
+        self._handle_frames()
+        self._update_reading()
 
     def _on_future_done(
-        self, future: asyncio.Future, sequence: int, header: RequestHeader, started: float
+        self, future: asyncio.Future, sequence: int, ctx: RequestContext, started: float
     ) -> None:
+        header = ctx.header
         self._waiting.discard(future)
         if future.cancelled():
             return
@@ -256,6 +317,9 @@ class Connection(asyncio.Protocol):
         else:
             body = future.result()
             self.metrics.request_done(header.api_key, started, body)
+            if ctx.throttle_ms:
+                self._throttle(header, body, ctx.throttle_ms, sequence)
+                return
             self._order.complete(sequence, None if body is None else (header, body))
             self._pump()
 
@@ -341,7 +405,9 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
-        should_pause = self._stopped or self._write_paused or self._order.full
+        should_pause = (
+            self._stopped or self._write_paused or self._order.full or self._muted is not None
+        )
         if should_pause and not self._read_paused:
             self.transport.pause_reading()
             self._read_paused = True

@@ -9,9 +9,10 @@ order, each service as a typed attribute from those before it:
 3. `replicas`: the `ReplicaManager` with every hosted `Partition`,
 4. `cluster`: the cluster view (`broker.cluster.view`), chosen here and only here:
    `SingleNode` without `zookeeper.connect`, else `ClusterNode`. It brings the
-   producer-id allocator (`producer_ids`) and the SCRAM credential store (`scram`)
-   of its mode; `topic_admin` checks the topic writes clients ask for and hands them
-   to it;
+   producer-id allocator (`producer_ids`), the SCRAM credential store (`scram`)
+   and the client quota store (`client_quotas`) of its mode; `quotas`, the
+   byte-rate quota enforcement over it (broker.quotas.manager); `topic_admin`
+   checks the topic writes clients ask for and hands them to it;
 5. `groups`: the `GroupCoordinator` over `__consumer_offsets`,
 6. `markers` and `transactions`: transaction markers written here, and the
    `TransactionCoordinator` over `__transaction_state`, with `txn_verifier` (KIP-890:
@@ -57,6 +58,8 @@ from broker.groups.coordinator import GroupCoordinator
 from broker.groups.metrics import group_metrics
 from broker.log import LogConfig, LogManager
 from broker.metrics import BrokerMetrics
+from broker.quotas.manager import QuotaManager
+from broker.quotas.store import LocalQuotaStore, ZkQuotaStore
 from broker.sasl.credentials import LocalCredentialStore, ZkCredentialStore
 from broker.security.authorizer import Authorizer, parse_super_users
 from broker.server import coordinators
@@ -80,6 +83,8 @@ class BrokerCore:
     topic_admin: TopicAdmin
     producer_ids: ProducerIdBlocks
     scram: LocalCredentialStore | ZkCredentialStore
+    client_quotas: LocalQuotaStore | ZkQuotaStore
+    quotas: QuotaManager
     groups: GroupCoordinator
     markers: LocalMarkers
     transactions: TransactionCoordinator
@@ -138,6 +143,10 @@ class BrokerCore:
         self.topic_admin = TopicAdmin(config, self.replicas)
         self.producer_ids = self.cluster.producer_ids
         self.scram = self.cluster.credentials
+        self.client_quotas = self.cluster.client_quotas
+        self.quotas = QuotaManager(
+            self.client_quotas, config["quota.window.num"], config["quota.window.size.seconds"]
+        )
 
         self.groups = coordinators.group_coordinator(config, self.replicas, self.produce_purgatory)
         self.markers = LocalMarkers(self.replicas, self.produce_purgatory, self.groups)
@@ -169,6 +178,7 @@ class BrokerCore:
         )
         self.metrics.add_collector(lambda: replica_metrics(self.replicas, self.data_dir))
         self.metrics.add_collector(self.cluster.collect_metrics)
+        self.metrics.add_collector(self.quotas.collect)
         self.metrics.add_collector(lambda: group_metrics(self.groups, self._high_watermark))
         log.info(
             "broker %d ready: %d topic(s), %d partition(s) in %s",

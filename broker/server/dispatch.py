@@ -52,6 +52,8 @@ class RequestContext:
     client_port: int
     listener: str = "PLAINTEXT"  # name of the listener the request arrived on
     principal: str = "User:ANONYMOUS"  # who sent it (broker.server.principal)
+    request_size: int = 0  # bytes of the request frame (the produce quota counts them)
+    throttle_ms: int = 0  # set by a handler whose client exceeded its quota (broker.quotas)
 
     @property
     def api_version(self) -> int:

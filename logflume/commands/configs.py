@@ -19,6 +19,16 @@ IncrementalAlterConfigs: SET for `--add-config` (a list value in square brackets
 DELETE for `--delete-config`. A broker resource's configs are static on logflume's
 broker (the broker says so when asked to alter them).
 
+Client quotas (KIP-546), as kafka-configs sets them; a user's quotas share its
+entity with its SCRAM credentials, and `--entity-type users --entity-name U
+--entity-type clients --entity-name C` is the pair (either may be --entity-default):
+
+    logflume configs ... --alter --entity-type clients --entity-name app \
+        --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
+    logflume configs ... --alter --entity-type users --entity-default --delete-config consumer_byte_rate
+    logflume configs ... --describe --entity-type users --entity-name alice --entity-type clients
+    (logflume/quota_configs.py: DescribeClientQuotas, AlterClientQuotas)
+
 `--entity-type brokers --entity-default` is the cluster-wide default, the broker
 resource Kafka names "" (empty). librdkafka refuses a resource with an empty name
 (confluent-kafka raised "ValueError: Invalid ConfigResource(4,)"), so that one goes
@@ -32,7 +42,9 @@ entity described: `{"entity_type", "entity_name" (null for --entity-default),
 "configs": [{"name", "value" (null when sensitive), "sensitive", "source",
 "read_only", "synonyms": [{"name", "value", "source"}]}]}`, the configs text mode
 prints (sources by Kafka's names, DYNAMIC_TOPIC_CONFIG...); for users, `"configs":
-[{"name": "SCRAM-SHA-512", "iterations": 8192}]`.
+[{"name": "SCRAM-SHA-512", "iterations": 8192}]` and quotas as `{"name":
+"producer_byte_rate", "value": 1048576.0}`; a (user, client id) pair adds
+`"client_id"`; a default entity's name is null.
 
 Every failure, a flag combination kafka-configs refuses, a malformed --add-config,
 an unreachable broker or the broker's refusal, is one line on stderr and exit
@@ -55,13 +67,22 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--entity-type",
         required=True,
-        choices=("topics", "brokers", "users"),
-        help="what the configs belong to",
+        action="append",
+        choices=("topics", "brokers", "users", "clients"),
+        help="what the configs belong to; users and clients together: a user's client id",
     )
-    name = p.add_mutually_exclusive_group()
-    name.add_argument("--entity-name", help="the topic or broker id (default: all)")
-    name.add_argument(
-        "--entity-default", action="store_true", help="brokers: the cluster-wide default"
+    p.add_argument(
+        "--entity-name",
+        action="append",
+        dest="entity_names",
+        help="the topic, broker id, user or client id (default: all); one per --entity-type",
+    )
+    p.add_argument(
+        "--entity-default",
+        action="append_const",
+        const=None,
+        dest="entity_names",
+        help="brokers: the cluster-wide default; users, clients: the default quota entity",
     )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="print the configs")
@@ -109,6 +130,7 @@ def run(args) -> int:
 
     timeout = args.timeout_ms / 1000
     try:
+        entity = _entity(args)
         _check_flags(args)
         added = parse_add_config(args.add_config)
     except ValueError as e:
@@ -117,7 +139,29 @@ def run(args) -> int:
     if args.alter and not (added or deleted):
         return fail("--alter needs --add-config or --delete-config")
     if args.alter and not (args.entity_name or args.entity_default):
-        return fail("--alter needs --entity-name (or --entity-default for brokers)")
+        return fail("--alter needs --entity-name (or --entity-default)")
+    user_quotas: list = []  # a users describe: their quotas, shown with their credentials
+    if args.entity_type in ("users", "clients"):
+        scram = {k: v for k, v in added.items() if k.startswith("SCRAM-")}
+        scram_deleted = [k for k in deleted if k.startswith("SCRAM-")]
+        quota = {k: v for k, v in added.items() if k not in scram}
+        quota_deleted = [k for k in deleted if k not in scram_deleted]
+        if len(entity) > 1 or args.entity_type == "clients" or args.entity_default:
+            if scram or scram_deleted:
+                return fail("SCRAM credentials belong to --entity-type users --entity-name U")
+            return _quotas(args, entity, quota, quota_deleted)
+        if args.alter and (quota or quota_deleted):
+            status = _quotas(args, entity, quota, quota_deleted, quiet=bool(scram or scram_deleted))
+            if status or not (scram or scram_deleted):
+                return status
+            added, deleted = scram, scram_deleted
+        elif not args.alter:
+            from logflume import quota_configs
+
+            try:
+                user_quotas = quota_configs.describe(args, entity)
+            except quota_configs.QuotaCommandError as e:
+                return fail(str(e))
     if args.entity_default:
         return _cluster_default(args, added, deleted, timeout)
     try:
@@ -125,7 +169,7 @@ def run(args) -> int:
     except (client_config.CommandConfigError, KafkaException, ValueError) as e:
         return fail(client_config.describe_error(e))
     if args.entity_type == "users":
-        return _users(admin, args, added, deleted, timeout)
+        return _users(admin, args, added, deleted, timeout, user_quotas)
     try:
         names = _names(admin, args, timeout)
         if args.alter:
@@ -138,9 +182,34 @@ def run(args) -> int:
         return fail(client_config.request_error(e, admin, args))
 
 
+def _entity(args) -> list[tuple[str, str | None]]:
+    """Pair each --entity-type with the --entity-name or --entity-default (None) given
+    in the same position, as kafka-configs does (a type without one: every name, see
+    logflume.quota_configs.ANY); sets `entity_type`, `entity_name` and
+    `entity_default` from the first pair. ValueError for a combination kafka-configs
+    refuses."""
+    from logflume.quota_configs import ANY
+
+    types = args.entity_type
+    names = args.entity_names or []
+    if len(names) > len(types):
+        raise ValueError("each --entity-name or --entity-default needs its --entity-type")
+    if len(types) > 1 and sorted(types) != ["clients", "users"]:
+        raise ValueError(
+            "only --entity-type users and --entity-type clients combine (a user's client id)"
+        )
+    entity = [(t, names[i] if i < len(names) else ANY) for i, t in enumerate(types)]
+    args.entity_type, first = entity[0]
+    args.entity_default = first is None
+    args.entity_name = None if first in (None, ANY) else first
+    if args.alter and any(n == ANY for _, n in entity):
+        raise ValueError("--alter needs --entity-name (or --entity-default) for each --entity-type")
+    return entity
+
+
 def _check_flags(args) -> None:
     """The flag combinations kafka-configs refuses before connecting (ValueError)."""
-    if args.entity_default and args.entity_type != "brokers":
+    if args.entity_default and args.entity_type not in ("brokers", "users", "clients"):
         raise ValueError(f"--entity-default is for --entity-type brokers, not {args.entity_type}")
     if args.entity_name is not None and not args.entity_name.strip():
         raise ValueError("--entity-name is empty")
@@ -294,11 +363,13 @@ def _cluster_default(args, added: dict, deleted: list, timeout: float) -> int:
     return 0
 
 
-def _users(admin, args, added: dict, deleted: list, timeout: float) -> int:
+def _users(admin, args, added: dict, deleted: list, timeout: float, quotas: list) -> int:
     """SCRAM credentials: `SCRAM-SHA-512=[iterations=N,password=P]` to add, the
-    mechanism name to delete."""
+    mechanism name to delete. A describe shows the users' `quotas`
+    (logflume.quota_configs.describe) first."""
     from confluent_kafka import KafkaException
 
+    from logflume import quota_configs
     from logflume.commands import users
 
     mechanisms = ", ".join(users.MECHANISMS)
@@ -310,12 +381,19 @@ def _users(admin, args, added: dict, deleted: list, timeout: float) -> int:
             names = [args.entity_name] if args.entity_name else []
             found = sorted(users.describe(admin, names, timeout).items())
             if args.output_format == "json":
-                print_json(
-                    [{"entity_type": "users", "entity_name": user,
-                      "configs": [{"name": m, "iterations": n} for m, n in infos]}
-                     for user, infos in found]
-                )  # fmt: skip
+                described = {}
+                for entity, values in quotas:
+                    obj = quota_configs.json_object(entity, values)
+                    described[obj["entity_name"]] = obj
+                for user, infos in found:
+                    obj = described.setdefault(
+                        user, {"entity_type": "users", "entity_name": user, "configs": []}
+                    )
+                    obj["configs"] += [{"name": m, "iterations": n} for m, n in infos]
+                print_json(list(described.values()))
                 return 0
+            for entity, values in quotas:
+                print(quota_configs.text_line(entity, values))
             for user, infos in found:
                 creds = ",".join(f"{m}=iterations={n}" for m, n in infos)
                 print(f"SCRAM credential configs for user-principal '{user}' are {creds}")
@@ -335,4 +413,30 @@ def _users(admin, args, added: dict, deleted: list, timeout: float) -> int:
     except (KafkaException, ValueError, TimeoutError) as e:
         return fail(client_config.request_error(e, admin, args))
     print(f"Completed updating config for user {args.entity_name}.")
+    return 0
+
+
+def _quotas(args, entity, added: dict, deleted: list, quiet: bool = False) -> int:
+    """Client quotas (logflume.quota_configs): alter (`quiet`: no "Completed" line,
+    the SCRAM credentials of the same command print it), or describe."""
+    from logflume import quota_configs as q
+
+    try:
+        if args.alter:
+            q.alter(args, entity, added, deleted)
+            if not quiet:
+                kind, name = entity[0]
+                if name is None:
+                    print(f"Completed updating default config for {kind} in the cluster.")
+                else:
+                    print(f"Completed updating config for {kind[:-1]} {name}.")
+            return 0
+        found = q.describe(args, entity)
+    except q.QuotaCommandError as e:
+        return fail(str(e))
+    if args.output_format == "json":
+        print_json([q.json_object(ent, values) for ent, values in found])
+        return 0
+    for ent, values in found:
+        print(q.text_line(ent, values))
     return 0

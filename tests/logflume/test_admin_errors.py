@@ -54,10 +54,28 @@ CONFIGS_MISTAKES = {
         ["--entity-type", "topics", "--entity-default", "--describe"],
         "--entity-default is for --entity-type brokers, not topics",
     ),
-    "default of users": (
+    "default of users with credentials": (
         ["--entity-type", "users", "--entity-default", "--alter", "--delete-config",
          "SCRAM-SHA-512"],
-        "--entity-default is for --entity-type brokers, not users",
+        "SCRAM credentials belong to --entity-type users --entity-name U",
+    ),
+    "topics and clients": (
+        ["--entity-type", "topics", "--entity-type", "clients", "--describe"],
+        "only --entity-type users and --entity-type clients combine",
+    ),
+    "a name without a type": (
+        ["--entity-type", "clients", "--entity-name", "a", "--entity-name", "b", "--describe"],
+        "each --entity-name or --entity-default needs its --entity-type",
+    ),
+    "quota not a number": (
+        ["--entity-type", "clients", "--entity-name", "a", "--alter", "--add-config",
+         "producer_byte_rate=fast"],
+        "--add-config producer_byte_rate=fast: not a number",
+    ),
+    "unknown quota": (
+        ["--entity-type", "clients", "--entity-name", "a", "--alter", "--add-config",
+         "producer_rate=1"],
+        "INVALID_REQUEST: Invalid configuration key producer_rate",
     ),
     "broker name not an id": (
         ["--entity-type", "brokers", "--entity-name", "broker-1", "--describe"],
@@ -171,7 +189,7 @@ def test_unknown_choices_are_usage_errors():
     """argparse's own refusal: usage, then one error line, status 2."""
     b = ["--bootstrap-server", "127.0.0.1:9"]
     for args, expected in (
-        (["configs", *b, "--entity-type", "clients", "--describe"], "invalid choice: 'clients'"),
+        (["configs", *b, "--entity-type", "ips", "--describe"], "invalid choice: 'ips'"),
         (["acls", *b, "--list", "--operation", "Fly"], "'Fly' is not one of All, Read"),
     ):
         r = lf(*args)
@@ -185,6 +203,7 @@ UNREACHABLE = [
     ["configs", "--entity-type", "brokers", "--describe"],
     ["configs", "--entity-type", "brokers", "--entity-default", "--describe"],
     ["configs", "--entity-type", "users", "--describe"],
+    ["configs", "--entity-type", "clients", "--describe"],
     ["topics", "--describe"],
     ["groups", "--list"],
     ["groups", "--describe", "--group", "g"],

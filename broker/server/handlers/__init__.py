@@ -14,6 +14,7 @@
     cluster_admin.py  DescribeCluster, DescribeLogDirs, ElectLeaders
     acls.py           DescribeAcls, CreateAcls, DeleteAcls
     scram_users.py    Describe/AlterUserScramCredentials
+    client_quotas.py  Describe/AlterClientQuotas (the quotas: broker/quotas)
     groups.py         consumer-group APIs on the group coordinator (broker/groups)
     producer_id.py    InitProducerId (idempotent producers; transactional ones go to
                       transactions.py)

@@ -34,6 +34,11 @@ messages (protocol/legacy.py) from bytes read out of the slice, or, for a consum
 of a topic with message.downconversion.enable=false, answered UNSUPPORTED_VERSION;
 later versions never touch the record bytes.
 
+Quota (broker.quotas): a consumer's answer counts its record bytes against its
+`consumer_byte_rate`; over it, the fetch is answered empty (no partitions, the bytes
+taken back) with the throttle time, and `ctx.throttle_ms` tells the connection to
+throttle, as Kafka does. Followers are never throttled.
+
 Authorization: a consumer needs READ on each topic, a follower CLUSTER_ACTION on
 the cluster; a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED.
 
@@ -53,6 +58,7 @@ import asyncio
 from broker.log.common import OffsetOutOfRangeError
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.legacy import down_convert
+from broker.quotas.manager import FETCH
 from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
 from broker.server.purgatory import DelayedOperation
@@ -172,10 +178,23 @@ def _aborted(partition, req: dict, piece) -> list[dict]:
     return [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in txns]
 
 
-def _response(core, topics: list[dict], version: int, body: dict) -> dict:
+def _response(ctx, topics: list[dict], body: dict) -> dict:
+    core = ctx.core
+    if body["replica_id"] < 0:  # followers are never throttled
+        size = sum(len(p["records"]) for t in topics for p in t["partitions"])
+        throttle_ms = core.quotas.record(FETCH, ctx.principal, ctx.header.client_id, size)
+        if throttle_ms:
+            core.quotas.unrecord(FETCH, ctx.principal, ctx.header.client_id, size)
+            ctx.throttle_ms = throttle_ms
+            return {
+                "throttle_time_ms": throttle_ms,
+                "error_code": ErrorCode.NONE,
+                "session_id": 0,
+                "responses": [],
+            }
     _count_out(core, topics, body)
-    if version <= 3:
-        _down_convert(core, topics, version, body)
+    if ctx.api_version <= 3:
+        _down_convert(core, topics, ctx.api_version, body)
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -234,14 +253,12 @@ def _down_convert(core, topics: list[dict], version: int, body: dict) -> None:
 class DelayedFetch(DelayedOperation):
     """A fetch waiting for min_bytes; owned by the fetch purgatory."""
 
-    def __init__(
-        self, core, body: dict, version: int, future: asyncio.Future, denied: frozenset[str]
-    ):
+    def __init__(self, ctx, body: dict, future: asyncio.Future, denied: frozenset[str]):
         super().__init__(body["max_wait_ms"] / 1000)
-        self.core = core
+        self.ctx = ctx
+        self.core = ctx.core
         self.body = body
         self.denied = denied
-        self.version = version
         self.future = future
         self.result: list[dict] | None = None
 
@@ -259,7 +276,7 @@ class DelayedFetch(DelayedOperation):
             return
         if self.result is None:
             self.result, _, _ = read_partitions(self.core, self.body, self.denied)
-        self.future.set_result(_response(self.core, self.result, self.version, self.body))
+        self.future.set_result(_response(self.ctx, self.result, self.body))
 
 
 def _by_id(core, body: dict, version: int) -> None:
@@ -290,9 +307,9 @@ def fetch(ctx, body):
     denied = _denied(ctx, body)
     topics, found, errors = read_partitions(core, body, denied)
     if body["max_wait_ms"] <= 0 or found >= body["min_bytes"] or errors or not topics:
-        return _response(core, topics, ctx.api_version, body)
+        return _response(ctx, topics, body)
     future = asyncio.get_running_loop().create_future()
-    op = DelayedFetch(core, body, ctx.api_version, future, denied)
+    op = DelayedFetch(ctx, body, future, denied)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     core.fetch_purgatory.try_complete_else_watch(op, keys)
     return future

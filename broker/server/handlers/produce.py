@@ -48,6 +48,10 @@ taken before the await makes a marker that lands meanwhile void it
 A produce carrying transactional batches without a transactional id is refused
 whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka refuses it.
 
+Quota (broker.quotas): the request's size counts against the client's
+`producer_byte_rate`; over it, `ctx.throttle_ms` tells the connection to throttle
+(the appends happen all the same, as in Kafka).
+
 A write that fails in the file system (ENOSPC on a full data directory, EIO) answers
 KAFKA_STORAGE_ERROR, which clients retry: the log rolled the failed append back to
 its last batch boundary, so the partition takes produces again once there is room.
@@ -70,6 +74,7 @@ from broker.protocol.records import (
     TRANSACTIONAL_MASK,
     CorruptRecordError,
 )
+from broker.quotas.manager import PRODUCE
 from broker.server import txn_verification
 from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import CloseConnection, handles
@@ -131,6 +136,9 @@ def produce(ctx, body):
     if acks not in (0, 1, -1):  # the request is refused whole: nothing created or appended
         return _answer_all(body, ErrorCode.INVALID_REQUIRED_ACKS)
     core = ctx.core
+    ctx.throttle_ms = core.quotas.record(
+        PRODUCE, ctx.principal, ctx.header.client_id, ctx.request_size
+    )
     if _has_transactional_records(body):
         tid = body.get("transactional_id")
         if tid is None or not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):

@@ -357,3 +357,82 @@ def test_describe_topic_partitions_v0_response():
     last = frame("00000001 00 00000000 01 ff 00")  # no topics, null next cursor
     decoded = check_response(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": []}, last)
     assert decoded == {"throttle_time_ms": 0, "topics": [], "next_cursor": None}
+
+
+def test_describe_client_quotas_v1_request_and_response():
+    wire = frame(
+        "0030 0001 00000001 0001" + b"c".hex() + "00"  # header v2
+        "02" + "05" + b"user".hex() + "00" + "06" + b"alice".hex() + "00"  # one component
+        "01 00"  # strict, tagged fields
+    )
+    body = {
+        "components": [{"entity_type": "user", "match_type": 0, "match": "alice"}],
+        "strict": True,
+    }
+    assert check_request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, body, wire, "c") == body
+
+    response = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "entries": [
+            {
+                "entity": [{"entity_type": "user", "entity_name": None}],
+                "values": [{"key": "producer_byte_rate", "value": 1048576.0}],
+            }
+        ],
+    }
+    wire = frame(
+        "00000001 00"  # header v1
+        "00000000 0000 00"  # throttle, error code, null message
+        "02 02" + "05" + b"user".hex() + "00 00"  # one entry, its entity: the default user
+        "02 13" + b"producer_byte_rate".hex() + "4130000000000000 00"  # 1048576.0
+        "00 00"
+    )
+    assert check_response(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, response, wire) == response
+
+
+def test_alter_client_quotas_v0_request_and_v1_response():
+    wire = frame(
+        "".join(
+            [
+                "0031 0000 00000001 0001" + b"c".hex(),  # header v1
+                "00000001 00000002",  # one entry, an entity of two components
+                "0004" + b"user".hex() + "0001" + b"u".hex(),
+                "0009" + b"client-id".hex() + "ffff",  # the default client id
+                "00000001 0012" + b"consumer_byte_rate".hex(),  # one op
+                "4090000000000000 00",  # 1024.0, not removed
+                "01",  # validate_only
+            ]
+        )
+    )
+    body = {
+        "entries": [
+            {
+                "entity": [
+                    {"entity_type": "user", "entity_name": "u"},
+                    {"entity_type": "client-id", "entity_name": None},
+                ],
+                "ops": [{"key": "consumer_byte_rate", "value": 1024.0, "remove": False}],
+            }
+        ],
+        "validate_only": True,
+    }
+    assert check_request(ApiKey.ALTER_CLIENT_QUOTAS, 0, body, wire, "c") == body
+
+    response = {
+        "throttle_time_ms": 0,
+        "entries": [
+            {
+                "error_code": 42,
+                "error_message": "bad",
+                "entity": [{"entity_type": "user", "entity_name": "u"}],
+            }
+        ],
+    }
+    wire = frame(
+        "00000001 00 00000000"
+        "02 002a 04" + b"bad".hex() + "02 05" + b"user".hex() + "02" + b"u".hex() + "00 00"
+        "00"
+    )
+    assert check_response(ApiKey.ALTER_CLIENT_QUOTAS, 1, response, wire) == response

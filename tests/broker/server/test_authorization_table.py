@@ -289,6 +289,21 @@ REQUESTS = [
         {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
         "refused",
     ),
+    (ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False}, "refused"),
+    (
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "user", "entity_name": "eve"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+        "refused",
+    ),
     (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}, "refused"),
     (
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
@@ -352,6 +367,9 @@ def _snapshot(client: WireClient) -> dict:
         "scram": client.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})[
             "results"
         ],
+        "quotas": client.request(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False}
+        )["entries"],
         "groups": client.request(ApiKey.LIST_GROUPS, 4, {"states_filter": []})["groups"],
         "transactions": client.request(
             ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TXN]}

@@ -99,8 +99,11 @@ def read_replica(data_dir: Path, topic: str = TOPIC, partition: int = 0) -> list
     return out
 
 
-def consume_all(bootstrap: str, timeout: float = 60.0) -> list[tuple]:
-    """(offset, leader epoch, value) of everything committed, read by a consumer."""
+def consume_all(bootstrap: str, log_end: int, timeout: float = 60.0) -> list[tuple]:
+    """(offset, leader epoch, value) of everything committed, read by a consumer, once
+    the high watermark has reached `log_end`, where the replicas' files end: a leader
+    elected at the heal learns that its followers hold its whole log only from their
+    next fetches, so its high watermark can trail the files for a moment."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -110,7 +113,18 @@ def consume_all(bootstrap: str, timeout: float = 60.0) -> list[tuple]:
         }
     )
     try:
-        _, high = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=20)
+        tp = TopicPartition(TOPIC, 0)
+
+        def reached() -> tuple[int] | None:
+            high = c.get_watermark_offsets(tp, timeout=20, cached=False)[1]
+            return (high,) if high >= log_end else None
+
+        (high,) = wait_until(
+            reached,
+            timeout=timeout,
+            what=f"the high watermark to reach the replicas' log end {log_end}",
+            every=0.2,
+        )
         c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
         out = []
         deadline = time.monotonic() + timeout
@@ -322,7 +336,7 @@ def check_outcome(cluster: NetnsCluster, producers: Producers, figures: dict, ki
 
     # Everything acknowledged is there once, at the acknowledged offset; the consumer
     # sees exactly the replicas' log.
-    consumed = consume_all(cluster.bootstrap)
+    consumed = consume_all(cluster.bootstrap, figures["log_end_offset"])
     assert [(o, v) for o, _, v in consumed] == [(o, v) for o, _, v in log], (
         "consumer and replica files differ"
     )

@@ -34,7 +34,16 @@ processes).
    window of steady state just before (goal: no gap above 1 s).
 
     sudo .venv/bin/python -m bench.bench_cluster --skip-throughput --kills 10 --session-ms 3000 --partition-cuts 10
+6. `--rolling-restarts N`: a fresh `logflume cluster up` cluster; its acks=all
+   throughput is measured as in 1, then an idempotent acks=all producer writes to a
+   3-partition topic (a leader on every broker) at half that rate (or `--load-rate`,
+   if lower: one producer thread of this process cannot always offer half), and
+   `logflume cluster restart --rolling` runs N times. Produce latency (produce() to
+   the delivery callback) at p50/p99 during the rolls against as long a window of
+   steady state just before; delivery errors; every acknowledged record read back.
+
     .venv/bin/python -m bench.bench_cluster --skip-throughput --skip-failover --zookeeper-kills 10 --session-ms 3000
+    .venv/bin/python -m bench.bench_cluster --skip-throughput --skip-failover --rolling-restarts 3
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -207,6 +217,7 @@ class LoadProducer:
         self.acked = 0
         self.acked_seqs: list[int] = []
         self.ack_times: list[float] = []  # time.monotonic() of each acknowledgement
+        self.latencies: list[float] = []  # produce() to acknowledgement, s, in ack order
         self.errors: list[str] = []
         self._mark_seq: int | None = None
         self._mark_time = 0.0
@@ -231,6 +242,7 @@ class LoadProducer:
         seq = int(msg.value())
         self.acked_seqs.append(seq)
         self.ack_times.append(time.monotonic())
+        self.latencies.append(msg.latency())
         self.acked += 1
         if (
             self._mark_seq is not None
@@ -259,10 +271,10 @@ class LoadProducer:
 
 
 def read_back(
-    bootstrap: str, topic: str, expected: int, timeout_s: float = 300
+    bootstrap: str, topic: str, expected: int, timeout_s: float = 300, partitions: int = 1
 ) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record of partition 0, once `expected` were read and
-    nothing more came for 5 s."""
+    """(offset, value) of every record of partitions 0..`partitions`-1, once `expected`
+    were read and nothing more came for 5 s."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer(
@@ -273,7 +285,7 @@ def read_back(
             "queued.min.messages": 200000,
         }
     )
-    c.assign([TopicPartition(topic, 0, 0)])
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[tuple[int, bytes]] = []
     deadline = time.monotonic() + timeout_s
     idle = 0
@@ -392,6 +404,148 @@ def zookeeper_loss(kills: int, load_rate: int, session_ms: int) -> dict:
         "leader_elections": epoch_after - epoch,
         "delivery_errors": len(load.errors),
         "acked": len(acked),
+        "lost_acked": len(acked - set(values)),
+        "duplicates": len(values) - len(set(values)),
+    }
+
+
+# -- rolling restart ----------------------------------------------------------------------
+
+
+class UpCluster:
+    """`logflume cluster up` (3 brokers, `settings`) in a subprocess, for the rolling
+    restarts: what `throughput()` needs of a cluster, and the restart command."""
+
+    def __init__(self, session_ms: int):
+        from broker.cluster.launcher import bootstrap_file
+
+        self.dir = Path(tempfile.mkdtemp(prefix="bench-rolling-"))
+        cmd = [sys.executable, "-m", "logflume", "--log-level", "WARNING", "cluster", "up"]
+        cmd += ["--brokers", str(RF), "--data-dir", str(self.dir / "cluster"), "--base-port", "0"]
+        for key, value in settings(session_ms).items():
+            cmd += ["--set", f"{key}={value}"]
+        self.out = open(self.dir / "up.out", "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT)
+        boot = bootstrap_file(self.dir / "cluster")
+        wait_until(lambda: boot.exists() or self.proc.poll() is not None, 120, "cluster up")
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"cluster up exited: {(self.dir / 'up.out').read_text()}")
+        self.bootstrap = boot.read_text().strip()
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(name, partitions, RF)])[name].result(20)
+
+        def ready() -> bool:
+            parts = admin.list_topics(name, timeout=10).topics[name].partitions
+            return len(parts) == partitions and all(
+                p.leader >= 0 and len(p.isrs) == RF for p in parts.values()
+            )
+
+        wait_until(ready, 60, f"{name} to have leaders and full ISRs")
+
+    def cpu_seconds(self) -> float:
+        from broker.cluster.launcher import pid_file, read_pid
+
+        total = 0.0
+        for b in range(RF):
+            pid = read_pid(pid_file(self.dir / "cluster", f"broker-{b}"))
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except (FileNotFoundError, TypeError):
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return total
+
+    def roll(self) -> None:
+        cmd = [sys.executable, "-m", "logflume", "cluster", "restart", "--rolling"]
+        cmd += ["--data-dir", str(self.dir / "cluster"), "--timeout", "120"]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        for line in done.stdout.splitlines():
+            if "restarted (" in line or "done" in line:
+                print("   " + line, flush=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"rolling restart failed: {done.stdout}{done.stderr}")
+
+    def stop(self, keep: bool = False) -> None:
+        self.proc.terminate()
+        self.proc.wait(120)
+        self.out.close()
+        if keep:
+            print(f"cluster data and logs kept in {self.dir}", flush=True)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+STEADY_S = 5.0  # the shortest window of steady state before a roll
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def rolling_restarts(
+    restarts: int, load_rate: int, session_ms: int, seconds: float, producers: int, keep: bool
+) -> dict:
+    """`restarts` rolling restarts of a `cluster up` cluster under acks=all load at half
+    its measured acks=all throughput (at most `load_rate`); produce latency during the
+    rolls against the steady state just before each."""
+    cluster = UpCluster(session_ms)
+    topic = "rolling"
+    steady: list[float] = []
+    during: list[float] = []
+    roll_s: list[float] = []
+    try:
+        capacity = throughput(cluster, "all", seconds, producers)["rate"]
+        rate = int(min(capacity / 2, load_rate))
+        print(
+            f"  acks=all throughput {capacity:,.0f} records/s; load {rate:,} records/s",
+            flush=True,
+        )
+        cluster.create_topic(topic, RF)
+        load = LoadProducer(cluster.bootstrap, topic, rate).start()
+        try:
+            wait_until(lambda: load.acked > rate // 2, 60, "first acks")
+            quiet_s = STEADY_S
+            for k in range(restarts):
+                time.sleep(quiet_s)  # steady state, as long as the last roll took
+                began = time.monotonic()
+                cluster.roll()
+                ended = time.monotonic()
+                roll_s.append(ended - began)
+                window = list(zip(load.ack_times, load.latencies, strict=False))
+                before = [lat for t, lat in window if began - quiet_s <= t < began]
+                inside = [lat for t, lat in window if began <= t < ended]
+                quiet_s = max(STEADY_S, roll_s[-1])
+                steady.append(percentile(before, 0.99))
+                during.append(percentile(inside, 0.99))
+                print(
+                    f"  roll {k + 1}/{restarts}: {roll_s[-1]:.1f} s; produce p99 "
+                    f"{during[-1] * 1000:.0f} ms during (p50 {percentile(inside, 0.5) * 1000:.0f}"
+                    f" ms), {steady[-1] * 1000:.0f} ms steady before (p50 "
+                    f"{percentile(before, 0.5) * 1000:.0f} ms); load {load_average()}",
+                    flush=True,
+                )
+        finally:
+            load.stop()
+        acked = set(load.acked_seqs)
+        values = [int(v) for _, v in read_back(cluster.bootstrap, topic, len(acked), partitions=RF)]
+    finally:
+        cluster.stop(keep)
+    return {
+        "restarts": restarts,
+        "acks_all_capacity": round(capacity),
+        "load_rate": rate,
+        "roll_s": [round(t, 1) for t in roll_s],
+        "p99_during_s": [round(x, 4) for x in during],
+        "p99_steady_s": [round(x, 4) for x in steady],
+        "delivery_errors": len(load.errors),
+        "acked": len(acked),
+        "produced": load.next_seq,
         "lost_acked": len(acked - set(values)),
         "duplicates": len(values) - len(set(values)),
     }
@@ -603,6 +757,13 @@ def main() -> None:
         default=0,
         help="also cut the leader off by the network this many times (needs root)",
     )
+    ap.add_argument(
+        "--rolling-restarts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also roll a `logflume cluster up` cluster N times under acks=all load",
+    )
     args = ap.parse_args()
 
     print(f"load average at start: {load_average()}", flush=True)
@@ -674,6 +835,28 @@ def main() -> None:
             f" {r['gap_steady_max_s'] * 1000:.0f} ms); partition leader elections"
             f" {r['leader_elections']}, delivery errors {r['delivery_errors']}; {r['acked']:,}"
             f" acked, {r['lost_acked']} lost, {r['duplicates']} duplicates; load {load_average()}",
+            flush=True,
+        )
+    if args.rolling_restarts:
+        print(
+            f"rolling restart: {args.rolling_restarts} rolls of 3 brokers, `logflume cluster up`",
+            flush=True,
+        )
+        r = results["rolling_restart"] = rolling_restarts(
+            args.rolling_restarts,
+            args.load_rate,
+            args.session_ms,
+            args.seconds,
+            args.producers,
+            args.keep,
+        )
+        print(
+            f"rolling restart: {r['load_rate']:,} records/s ({r['acks_all_capacity']:,} acks=all"
+            f" capacity), roll {statistics.median(r['roll_s']):.1f} s (median); produce p99"
+            f" {max(r['p99_during_s']) * 1000:.0f} ms during (max over rolls), "
+            f"{max(r['p99_steady_s']) * 1000:.0f} ms steady; delivery errors "
+            f"{r['delivery_errors']}; {r['acked']:,} acked, {r['lost_acked']} lost, "
+            f"{r['duplicates']} duplicates; load {load_average()}",
             flush=True,
         )
     results["load_end"] = load_average()

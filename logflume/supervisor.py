@@ -25,6 +25,13 @@ Theory of operation (used by `logflume up` and `logflume cluster up`):
   again once the child had stayed up 30 s). `run()` is that whole life: the caller's
   start function (which waits for each child with `wait_for()`), then polling until a
   stop is asked, then `stop()`.
+- A child with a `restart_file` is restarted on request: when that file appears,
+  `poll()` removes it and SIGTERMs the child as `stop()` would (SIGKILL after
+  `grace`), and restarts it as soon as it has exited, without backoff and without
+  reporting a crash (`logflume cluster restart --rolling` asks for each broker in
+  turn this way). A file rather than a signal: it names the child, survives a
+  supervisor busy elsewhere for a moment, and its removal tells the asker that the
+  request was taken.
 - `stop()` signals the children in reverse start order: SIGTERM to the process
   group (or to the child alone, see `ChildSpec.term_group`), up to `grace` seconds
   for the group to empty, then SIGKILL to what is left of it.
@@ -128,6 +135,7 @@ class ChildSpec:
 
     `log_file`: append the child's output there instead of copying it to ours.
     `pid_file`: holds the running child's pid; removed while it is down or stopped.
+    `restart_file`: a file whose appearance asks for a graceful restart of the child.
     """
 
     name: str
@@ -138,6 +146,7 @@ class ChildSpec:
     cwd: str | None = None
     log_file: Path | None = None
     pid_file: Path | None = None
+    restart_file: Path | None = None
 
 
 class Stopped(Exception):
@@ -208,6 +217,8 @@ class Child:
         self.restarts = 0
         self.backoff = Backoff(BACKOFF_FIRST, BACKOFF_MAX, stable_after=STABLE_AFTER)
         self.restart_at: float | None = None
+        # set while a requested restart waits for the child to exit: SIGKILL after it
+        self.kill_at: float | None = None
 
     @property
     def running(self) -> bool:
@@ -271,6 +282,9 @@ class Supervisor:
                 log.close()
         child.started_at = time.monotonic()
         child.restart_at = None
+        child.kill_at = None
+        if child.spec.restart_file is not None:  # a request made while it was down is met
+            child.spec.restart_file.unlink(missing_ok=True)
         if child.spec.pid_file is not None:
             atomic_write(child.spec.pid_file, f"{child.proc.pid}\n")  # never read half-written
         if log is None:
@@ -297,11 +311,18 @@ class Supervisor:
                     self.say(f"restarting {child.spec.name} (restart #{child.restarts})")
                     self._spawn(child)
                 continue
-            if child.proc is None or child.proc.poll() is None:
+            if child.proc is None:
+                continue
+            if child.proc.poll() is None:
+                self._requested_restart(child, now)
                 continue
             code = child.proc.returncode
             _signal_group(child.proc.pid, signal.SIGKILL)  # leftovers of the dead child
             _forget_pid(child)
+            if child.kill_at is not None:
+                self.say(f"{child.spec.name} {describe_exit(code)}; starting it again as asked")
+                self._spawn(child)
+                continue
             if not self.supervising:
                 raise ChildExited(child.spec.name, code)
             if not child.spec.restart:
@@ -316,6 +337,36 @@ class Supervisor:
                 f"{child.spec.name} {describe_exit(code)}; restarting in {delay:.0f}s",
                 logging.WARNING,
             )
+
+    def _requested_restart(self, child: Child, now: float) -> None:
+        """For a running child: take a restart request (SIGTERM), or SIGKILL a child
+        that has not exited within `grace` of one."""
+        if child.kill_at is not None:
+            if now >= child.kill_at:
+                assert child.proc is not None  # running
+                self.say(
+                    f"{child.spec.name} ignored SIGTERM for {self.grace:.0f}s; killing it",
+                    logging.WARNING,
+                )
+                _signal_group(child.proc.pid, signal.SIGKILL)
+                child.kill_at = float("inf")  # still a requested restart; kill once
+            return
+        request = child.spec.restart_file
+        if request is None or not request.exists():
+            return
+        request.unlink(missing_ok=True)
+        assert child.proc is not None  # running
+        self.say(f"restart of {child.spec.name} (pid {child.proc.pid}) asked: stopping it")
+        self._terminate(child)
+        child.kill_at = now + self.grace
+
+    def _terminate(self, child: Child) -> None:
+        """SIGTERM the child's group, or the child alone (`ChildSpec.term_group`)."""
+        assert child.proc is not None
+        if child.spec.term_group:
+            _signal_group(child.proc.pid, signal.SIGTERM)
+        elif child.proc.poll() is None:
+            child.proc.send_signal(signal.SIGTERM)
 
     def run(self, start, stop: threading.Event) -> int:
         """A whole foreground life: `start()` starts the children and waits for them
@@ -359,10 +410,7 @@ class Supervisor:
                 continue
             if proc.poll() is None:
                 self.say(f"stopping {child.spec.name} (pid {proc.pid})")
-            if child.spec.term_group:
-                _signal_group(proc.pid, signal.SIGTERM)
-            elif proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+            self._terminate(child)
             deadline = time.monotonic() + self.grace
             try:
                 proc.wait(self.grace)

@@ -5,7 +5,8 @@ check (`CLIENTS`): confluent-kafka (librdkafka), kafka-python and kafkajs, each 
 `<name>-<seq>` records to partition 0 of one topic from the client namespace of a
 `testkit.netns.NetLab`, and records (producer, seq, offset, time) of every
 acknowledgement, so a test or benchmark can check that nothing acknowledged was lost
-and time how long each client stalled.
+and time how long each client stalled. Without a lab (a cluster on this machine's
+loopback), only the two in-process producers run.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ class Producers:
     """Three producers, idempotent, acks=all, each writing `<name>-<seq>` records until
     `stop()`: confluent-kafka (`ck`) and kafka-python (`kp`) in threads of this
     process, kafkajs (`js`, tests/interop/node/steady_producer.mjs) as a Node process
-    in the lab's client namespace, its outcomes read from its output by a thread."""
+    in the lab's client namespace, its outcomes read from its output by a thread
+    (`lab` None: no kafkajs producer)."""
 
     bootstrap: str
     topic: str
-    lab: NetLab
+    lab: NetLab | None
     root: Path
     acks: list[Ack] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -59,15 +61,17 @@ class Producers:
         self._threads = [
             threading.Thread(target=self._confluent, name="ck-producer"),
             threading.Thread(target=self._kafka_python, name="kp-producer"),
-            threading.Thread(target=self._kafkajs, name="js-reader"),
         ]
+        if self.lab is not None:
+            self._threads.append(threading.Thread(target=self._kafkajs, name="js-reader"))
         self._js: subprocess.Popen | None = None
 
     def start(self) -> Producers:
-        out = self.root / "kafkajs-producer.jsonl"
-        cmd = ["node", str(NODE_DIR / "steady_producer.mjs"), self.bootstrap, self.topic, "js"]
-        self._js = self.lab.popen("client", cmd, out, cwd=NODE_DIR)
-        self._js_out = out
+        if self.lab is not None:
+            out = self.root / "kafkajs-producer.jsonl"
+            cmd = ["node", str(NODE_DIR / "steady_producer.mjs"), self.bootstrap, self.topic]
+            self._js = self.lab.popen("client", [*cmd, "js"], out, cwd=NODE_DIR)
+            self._js_out = out
         for t in self._threads:
             t.start()
         return self

@@ -20,7 +20,9 @@ Readiness: ZooKeeper answers `srvr` with its mode (standalone, leader or followe
 member without a quorum says it is not serving); a broker of a cluster lists every
 broker in its Metadata (it listens before ZooKeeper has told it about its peers).
 `logflume cluster up` writes pid files (`pid_file`) so that `logflume cluster down`
-can stop a cluster started elsewhere (`stop_from_pid_files`).
+can stop a cluster started elsewhere (`stop_from_pid_files`), `restart_file`s so
+that `logflume cluster restart --rolling` can have it restart a broker, and its
+brokers' addresses (`bootstrap_file`).
 """
 
 from __future__ import annotations
@@ -278,6 +280,26 @@ def pid_file(data_dir: Path, name: str) -> Path:
     return Path(data_dir) / f"{name}.pid"
 
 
+def restart_file(data_dir: Path, name: str) -> Path:
+    """The file that asks `logflume cluster up` to restart its child `name` gracefully
+    (`logflume.supervisor.ChildSpec.restart_file`); it removes the file when it acts."""
+    return Path(data_dir) / f"{name}.restart"
+
+
+def bootstrap_file(data_dir: Path) -> Path:
+    """Where `logflume cluster up` writes its brokers' addresses, comma-separated, for
+    the commands that act on the cluster by its data directory."""
+    return Path(data_dir) / "bootstrap.servers"
+
+
+def read_pid(path: Path) -> int | None:
+    """The pid in a pid file, None when there is none (yet)."""
+    try:
+        return int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 def stop_from_pid_files(data_dir: Path, timeout_s: float = 30.0) -> list[str]:
     """Stop a cluster started in the background. The `logflume cluster up` process
     (`cluster.pid`) gets SIGTERM first and stops its brokers and ZooKeeper in order;
@@ -287,22 +309,15 @@ def stop_from_pid_files(data_dir: Path, timeout_s: float = 30.0) -> list[str]:
     data_dir = Path(data_dir)
     stopped = []
     supervisor = pid_file(data_dir, "cluster")
-    if _terminate(_read_pid(supervisor), timeout_s * 2):
+    if _terminate(read_pid(supervisor), timeout_s * 2):
         stopped.append("cluster")
     supervisor.unlink(missing_ok=True)
     files = sorted(data_dir.glob("broker-*.pid")) + sorted(data_dir.glob("zookeeper*.pid"))
     for path in files:
-        if _terminate(_read_pid(path), timeout_s):
+        if _terminate(read_pid(path), timeout_s):
             stopped.append(path.stem)
         path.unlink(missing_ok=True)
     return stopped
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
 
 
 def _terminate(pid: int | None, timeout_s: float) -> bool:

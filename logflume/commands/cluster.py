@@ -1,4 +1,4 @@
-"""`logflume cluster up|down`: a local ZooKeeper plus N brokers on loopback.
+"""`logflume cluster up|down|restart`: a local ZooKeeper plus N brokers on loopback.
 
 `up` starts ZooKeeper (Debian's package, run directly with java; one server, or an
 ensemble with `--zookeepers 3`) and the brokers under `--data-dir` as children of a
@@ -11,7 +11,13 @@ to `<name>.pid`; `down` stops a cluster started in the background: it signals th
 `up` process through `<data dir>/cluster.pid`, or, if that one is gone, each process
 from its pid file. `logflume up --cluster` starts its cluster with `start_cluster`
 too, with the output on the console. The brokers get our `--log-level` and
-`--log-format`; ZooKeeper logs as its log4j set-up says.
+`--log-format`; ZooKeeper logs as its log4j set-up says. `up` also writes its brokers'
+addresses to `<data dir>/bootstrap.servers`.
+
+`restart --rolling` restarts the brokers one at a time (logflume/rolling_restart.py):
+those of a `cluster up --data-dir D`, each restarted by that supervisor on request
+(`<data dir>/broker-N.restart`, `logflume.supervisor.ChildSpec.restart_file`), or
+brokers run by systemd (`--systemd-unit`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import signal
 import sys
 import threading
 from pathlib import Path
+
+from common.client_options import BOOTSTRAP_ENV, COMMAND_CONFIG_HELP, default_command_config
 
 
 def add_parser(subparsers) -> None:
@@ -57,6 +65,59 @@ def add_parser(subparsers) -> None:
         help="broker config for every broker (repeatable); a local cluster defaults to "
         "zookeeper.session.timeout.ms=3000 for failover in about 4 s",
     )
+    restart = sub.add_parser(
+        "restart",
+        help="restart every broker, one at a time (--rolling)",
+        description="Rolling restart: each broker in turn, the controller last, once no "
+        "partition is under-replicated; a controlled shutdown moves its leaderships "
+        "first; then wait until it serves, is back in every ISR and the preferred "
+        "leaders lead again. The brokers of `cluster up --data-dir D` are restarted by "
+        "that supervisor; brokers run by systemd by `systemctl restart` of "
+        "--systemd-unit.",
+    )
+    restart.add_argument(
+        "--rolling",
+        action="store_true",
+        help="one broker at a time (the only kind of restart offered)",
+    )
+    where = restart.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data-dir", help="the --data-dir of a running `logflume cluster up`")
+    where.add_argument(
+        "--systemd-unit",
+        metavar="TEMPLATE",
+        help="the brokers' systemd unit, {id} the broker id (e.g. logflume-broker@{id}); "
+        "needs --bootstrap-server",
+    )
+    restart.add_argument(
+        "--systemd-host",
+        metavar="TEMPLATE",
+        help="with --systemd-unit: the broker's host, {id} the broker id (e.g. "
+        "root@broker{id}.example.net), reached by `systemctl --host` (ssh); "
+        "default: this machine",
+    )
+    restart.add_argument(
+        "--bootstrap-server",
+        default=os.environ.get(BOOTSTRAP_ENV) or None,
+        metavar="HOST:PORT",
+        help=f"broker(s) to ask for the cluster's state (default: ${BOOTSTRAP_ENV}; with "
+        "--data-dir, the brokers `cluster up` started)",
+    )
+    restart.add_argument(
+        "--command-config",
+        default=default_command_config(),
+        metavar="FILE",
+        help=COMMAND_CONFIG_HELP,
+    )
+    restart.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="give up (status 1) when a step takes longer (default 300)",
+    )
+    restart.add_argument(
+        "--dry-run", action="store_true", help="print the plan and restart nothing"
+    )
     down = sub.add_parser("down", help="stop a cluster started in the background")
     down.add_argument(
         "--data-dir", required=True, help="the --data-dir the cluster was started with"
@@ -88,6 +149,7 @@ def start_cluster(
         brokers_seen,
         ensemble_connect,
         pid_file,
+        restart_file,
         zookeeper_ensemble,
     )
     from logflume.supervisor import ChildSpec
@@ -95,7 +157,13 @@ def start_cluster(
     def spec(name: str, argv: list[str], log: Path) -> ChildSpec:
         if not to_files:
             return ChildSpec(name, argv)
-        return ChildSpec(name, argv, log_file=log, pid_file=pid_file(root, name))
+        return ChildSpec(
+            name,
+            argv,
+            log_file=log,
+            pid_file=pid_file(root, name),
+            restart_file=restart_file(root, name),
+        )
 
     root.mkdir(parents=True, exist_ok=True)
     if zookeepers == 1:
@@ -119,12 +187,74 @@ def start_cluster(
     return connect
 
 
+def restart(args) -> int:
+    """`cluster restart --rolling` (logflume/rolling_restart.py)."""
+    from logflume import wire_config
+    from logflume.client_config import CommandConfigError
+    from logflume.rolling_restart import (
+        MetadataSource,
+        Restarter,
+        Roll,
+        RollError,
+        SupervisorRestarter,
+        SystemdRestarter,
+        data_dir_bootstrap,
+    )
+
+    def usage(message: str) -> int:
+        print(f"logflume cluster restart: {message}", file=sys.stderr)
+        return 2
+
+    if not args.rolling:
+        return usage("only rolling restarts are offered: give --rolling")
+    if args.timeout <= 0:
+        return usage("--timeout must be positive")
+    restarter: Restarter
+    try:
+        if args.data_dir is not None:
+            if args.systemd_host is not None:
+                return usage("--systemd-host goes with --systemd-unit")
+            restarter = SupervisorRestarter(Path(args.data_dir))
+            restarter.check()
+            bootstrap = args.bootstrap_server or data_dir_bootstrap(Path(args.data_dir))
+        else:
+            if "{id}" not in args.systemd_unit:
+                return usage("--systemd-unit must name the broker id as {id}")
+            if args.systemd_host is not None and "{id}" not in args.systemd_host:
+                return usage("--systemd-host must name the broker id as {id}")
+            if not args.bootstrap_server:
+                return usage(f"--systemd-unit needs --bootstrap-server (or ${BOOTSTRAP_ENV})")
+            restarter = SystemdRestarter(args.systemd_unit, args.systemd_host)
+            bootstrap = args.bootstrap_server
+        source = MetadataSource(bootstrap, wire_config.security(args))
+    except (ValueError, CommandConfigError) as e:
+        return usage(str(e))
+    except RollError as e:
+        print(f"logflume cluster restart: {e}", file=sys.stderr)
+        return 1
+    roll = Roll(source, restarter, args.timeout, sys.stdout)
+    try:
+        roll.run(dry_run=args.dry_run)
+    except RollError as e:
+        roll.say(f"stopped: {e}")
+        print(f"logflume cluster restart: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def run(args) -> int:
-    from broker.cluster.launcher import LOCAL_CLUSTER_DEFAULTS, pid_file, stop_from_pid_files
+    from broker.cluster.launcher import (
+        LOCAL_CLUSTER_DEFAULTS,
+        bootstrap_file,
+        pid_file,
+        stop_from_pid_files,
+    )
     from common.ports import free_port
     from logflume.cli import logging_flags
     from logflume.supervisor import Supervisor
 
+    if args.action == "restart":
+        return restart(args)
     data_dir = Path(args.data_dir)
     if args.action == "down":
         stopped = stop_from_pid_files(data_dir)
@@ -148,7 +278,9 @@ def run(args) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    sup = Supervisor(log_format=args.log_format)
+    # A broker's controlled shutdown may take controlled.shutdown.timeout.ms (15 s)
+    # before it flushes and exits: give it that and more before a SIGKILL.
+    sup = Supervisor(log_format=args.log_format, grace=30.0)
     sup.label = "cluster"
 
     def start() -> None:
@@ -163,7 +295,9 @@ def run(args) -> int:
             zookeepers=args.zookeepers,
         )
         sup.say(f"zookeeper: {zookeeper}")
-        sup.say("bootstrap servers: " + ",".join(f"127.0.0.1:{p}" for p in ports))
+        bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+        bootstrap_file(data_dir).write_text(bootstrap + "\n")
+        sup.say("bootstrap servers: " + bootstrap)
         sup.say(f"logs and pid files in {data_dir}; what dies is restarted with backoff")
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -173,3 +307,4 @@ def run(args) -> int:
         return sup.run(start, stop)
     finally:
         own_pid.unlink(missing_ok=True)
+        bootstrap_file(data_dir).unlink(missing_ok=True)

@@ -77,6 +77,13 @@ def handles(*api_keys: int) -> Callable[[Handler], Handler]:
     return register
 
 
+async def answer_when_written(written: Awaitable, response: dict) -> dict:
+    """A handler's answer once `written` (a store's write of the change it answers)
+    is done: what a handler returns when its store writes in the background."""
+    await written
+    return response
+
+
 def load_handlers() -> list[ModuleType]:
     """Import every handler module once; returns them in name order."""
     if not _modules:

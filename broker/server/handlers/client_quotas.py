@@ -32,7 +32,7 @@ from broker.quotas.entity import (
     parse_filter,
 )
 from broker.server.authz import RT, Op, allowed
-from broker.server.dispatch import handles
+from broker.server.dispatch import answer_when_written, handles
 
 
 def _error(e: QuotaError) -> ErrorCode:
@@ -97,9 +97,4 @@ def alter_client_quotas(ctx, body):
     written = store.apply(changes)
     if written is None:
         return response
-    return _after(written, response)
-
-
-async def _after(written, response):
-    await written
-    return response
+    return answer_when_written(written, response)

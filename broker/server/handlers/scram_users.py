@@ -19,7 +19,7 @@ from __future__ import annotations
 from broker.protocol import ApiKey, ErrorCode
 from broker.sasl.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 from broker.server.authz import RT, Op, allowed
-from broker.server.dispatch import handles
+from broker.server.dispatch import answer_when_written, handles
 
 MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 MECHANISM_NUMBERS = {v: k for k, v in MECHANISM_IDS.items()}
@@ -139,9 +139,4 @@ def alter_user_scram_credentials(ctx, body):
     written = store.apply(changes)
     if written is None:
         return response
-    return _after(written, response)
-
-
-async def _after(written, response):
-    await written
-    return response
+    return answer_when_written(written, response)

@@ -20,9 +20,10 @@ error that suggests the nearest known key (a typo must not be silently ignored).
 The keys of KRaft mode (`process.roles`, `node.id`, `controller.quorum.*`,
 `controller.listener.names`) are errors too, naming the file and what to set
 instead: this broker runs in ZooKeeper mode only, and ignoring them would start a
-lone broker 0 where the file asks for a cluster node. Every key is static
-(read-only): read once at start; DescribeConfigs says so and altering a broker's
-config is refused (broker/server/handlers/configs.py).
+lone broker 0 where the file asks for a cluster node. The keys Kafka marks dynamic
+(broker/dynamic_keys.py) may change while the broker runs, per broker or as the
+cluster-wide default (broker/dynamic_config.py: `BrokerConfig.adopt` takes the
+merged layers); the others are read once at start.
 
 Listeners (broker.listeners): `listeners` and `advertised.listeners` are lists of
 `NAME://host:port`, `listener.security.protocol.map` gives each name its protocol
@@ -59,6 +60,7 @@ import javaproperties
 
 from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, ListenerSetup, resolve
 from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
+from broker.password_encoder import DEFAULT_KEY_FACTORY, check_settings
 from broker.sasl.settings import client_credentials, listener_sasl
 from broker.security.authorizer import AUTHORIZER_CLASSES
 from common.hostport import parse_hostport
@@ -154,6 +156,18 @@ _TABLE: list[Key | Section] = [
         "string",
         "https",
         "Inter-broker: https checks the server's host name; empty does not.",
+    ),
+    Key(
+        "ssl.allow.dn.changes",
+        "bool",
+        False,
+        "A keystore changed dynamically may hold a certificate of another subject DN.",
+    ),
+    Key(
+        "ssl.allow.san.changes",
+        "bool",
+        False,
+        "A keystore changed dynamically may hold a certificate of other subject alt names.",
     ),
     Key(
         "ssl.principal.mapping.rules",
@@ -382,6 +396,37 @@ _TABLE: list[Key | Section] = [
     Key("auto.leader.rebalance.enable", "bool", True, "Give leaders back to preferred."),
     Key("leader.imbalance.check.interval.seconds", "long", 300, "Rebalance check period."),
     Key("leader.imbalance.per.broker.percentage", "int", 10, "Allowed imbalance."),
+    Section(
+        "Dynamic broker configs",
+        "Password-type dynamic configs are stored encrypted with this secret "
+        "(Kafka's PasswordEncoder); without it they are refused.",
+    ),
+    Key(
+        "password.encoder.secret",
+        "password",
+        None,
+        "Secret that encrypts dynamic password configs (the same on every broker).",
+    ),
+    Key(
+        "password.encoder.old.secret",
+        "password",
+        None,
+        "The previous secret: passwords it encrypted are re-encrypted with the new one at start.",
+    ),
+    Key(
+        "password.encoder.keyfactory.algorithm",
+        "string",
+        None,
+        "PBKDF2WithHmacSHA512 (unset), PBKDF2WithHmacSHA256 or PBKDF2WithHmacSHA1.",
+    ),
+    Key(
+        "password.encoder.cipher.algorithm",
+        "string",
+        "AES/CBC/PKCS5Padding",
+        "AES/CBC/PKCS5Padding or AES/GCM/NoPadding.",
+    ),
+    Key("password.encoder.key.length", "int", 128, "Key length in bits: 128, 192 or 256."),
+    Key("password.encoder.iterations", "int", 4096, "PBKDF2 iterations."),
     Section("Metrics", "logflume's own: Kafka exports its metrics over JMX instead."),
     Key("metrics.listen", "string", None, "HOST:PORT of /metrics and /health; off when unset."),
 ]
@@ -540,10 +585,16 @@ def read_properties(path: str | Path) -> dict[str, str]:
 
 
 class BrokerConfig:
-    """Resolved broker settings; immutable after construction, safe to share."""
+    """Resolved broker settings, safe to share: every holder reads the current value
+    with `get`. Only dynamic broker configs change them, through `adopt`
+    (broker/dynamic_config.py), on the event loop."""
 
     def __init__(self, values: Mapping[str, str] | None = None):
         self._explicit: dict[str, object] = {}
+        self.static_values: dict[str, str] = dict(values or {})  # as given, unparsed
+        # The dynamic layers in force (broker/dynamic_config.py), passwords in clear.
+        self.dynamic_broker: dict[str, str] = {}
+        self.dynamic_default: dict[str, str] = {}
         self.unused: list[str] = []  # Kafka keys set but not used by this broker
         refused = kraft_key_error(values or {})
         if refused is not None:
@@ -667,6 +718,16 @@ class BrokerConfig:
                 raise ConfigError(f"{name}: must be > 0, got {self.get(name)}")
         if self.get("broker.id") < 0:
             raise ConfigError("broker.id: must be >= 0")
+        try:
+            check_settings(
+                self.get("password.encoder.keyfactory.algorithm") or DEFAULT_KEY_FACTORY,
+                self.get("password.encoder.cipher.algorithm"),
+                self.get("password.encoder.key.length"),
+            )
+        except ValueError as e:
+            raise ConfigError(f"password.encoder: {e}") from None
+        if self.get("password.encoder.iterations") < 1024:
+            raise ConfigError("password.encoder.iterations: must be >= 1024")
         self._check_topic_defaults()
         authorizer = self.get("authorizer.class.name")
         if authorizer and authorizer not in AUTHORIZER_CLASSES:
@@ -687,6 +748,17 @@ class BrokerConfig:
             except ValueError as e:
                 key = self.topic_default_source(topic_name) or TOPIC_SYNONYMS[topic_name]
                 raise ConfigError(f"{key}: {str(e).partition(': ')[2]}") from None
+
+    def adopt(
+        self, merged: BrokerConfig, per_broker: Mapping[str, str], default: Mapping[str, str]
+    ) -> None:
+        """Take the values of `merged` (built from `static_values` with the dynamic
+        layers `per_broker` and `default` over them, and so checked as at start). The
+        listeners, SASL and metrics settings stay: none of them changes dynamically."""
+        self._explicit = merged._explicit
+        self.unused = merged.unused
+        self.dynamic_broker = dict(per_broker)
+        self.dynamic_default = dict(default)
 
     def get(self, name: str):
         if name in self._explicit:
@@ -781,18 +853,3 @@ class BrokerConfig:
             return None
         family = SYNONYM_FAMILIES.get(broker_name, (broker_name,))
         return next((n for n in family if self.is_explicit(n)), None)
-
-    def describe(self) -> list[tuple[str, str | None, bool]]:
-        """(name, value as string or None, is_default) for every broker key."""
-        out = []
-        for name, key in KEYS.items():
-            value = self.get(name)
-            if name == "log.dirs" and value is None:
-                value = self.get("log.dir")
-            text = (
-                None
-                if value is None
-                else (str(value).lower() if key.type == "bool" else str(value))
-            )
-            out.append((name, text, not self.is_explicit(name)))
-        return out

@@ -1,6 +1,6 @@
 """BROKER-CONFIGURATION.md: the reference of the broker's configuration keys, made
 from the table in broker/config.py (its sections, each key's type, default and
-doc) so that the two cannot drift apart; `logflume broker --reference` prints it
+doc, and whether Kafka changes it dynamically: broker/dynamic_keys.py) so that the two cannot drift apart; `logflume broker --reference` prints it
 and tests/broker/test_config_reference.py fails when the checked-in file is out of date.
 """
 
@@ -14,6 +14,7 @@ from broker.config import (
     TOPIC_SYNONYMS,
     Key,
 )
+from broker.dynamic_keys import update_mode
 from broker.log.config import TOPIC_CONFIG_NAMES
 
 COMMAND = "logflume broker --reference --output BROKER-CONFIGURATION.md"
@@ -46,11 +47,27 @@ is broker/kafka_broker_keys.txt) is accepted and named in one warning at start, 
 that an existing Kafka `server.properties` starts a broker; any other unknown key is
 an error that suggests the nearest known key.
 
-Every key is static (read-only): it is read once, at start, and a change needs a
-restart. DescribeConfigs reports the keys as read-only, and altering a broker's
-config (`logflume configs --entity-type brokers --alter`, kafka-configs.sh) is
-refused with INVALID_REQUEST. The topic configs whose default a broker key gives
-(named in its meaning) can be changed per topic at run time:
+Most keys are static (read-only): read once, at start; a change needs a restart.
+The keys Kafka marks dynamic (column "Dynamic": Kafka's update modes, per-broker or
+cluster-wide; read-only for the others) change while the broker runs (KIP-226), as
+in Kafka 3.9: `per-broker` ones for one broker
+(`logflume configs --entity-type brokers --entity-name 0 --alter --add-config ...`,
+kafka-configs.sh, AdminClient's alter_configs on the broker resource "0"),
+`cluster-wide` ones for one broker or as the default of every broker
+(`--entity-default`, the resource ""). Precedence: a broker's own dynamic value, the
+cluster-wide dynamic default, the static value, the default. They are stored in
+ZooKeeper (`/config/brokers/<id>`, `/config/brokers/<default>`) or, on a single node,
+in `<data dir>/meta/broker-configs.json`, and survive restarts. The TLS keys change
+only per listener, as `listener.name.<lowercase listener name>.<key>` (a keystore
+rotated so serves new connections, and a file rewritten in place is re-read when an
+alter names it again; the new certificate must keep the subject DN and alternative
+names unless `ssl.allow.dn.changes` / `ssl.allow.san.changes`).
+Password values are stored encrypted with `password.encoder.secret`, and refused
+without it. Other keys Kafka marks dynamic that mean nothing to this broker
+(`num.io.threads`, `log.cleaner.threads` ...) are accepted and stored, with a log line
+saying so; `leader.replication.throttled.rate` and `follower.replication.throttled.rate`
+are stored and described, not yet enforced. The topic configs whose default a broker
+key gives (named in its meaning) can also be changed per topic:
 `logflume configs --entity-type topics --entity-name T --alter --add-config ...`.
 Keys of type password are never shown by DescribeConfigs.
 
@@ -100,14 +117,14 @@ def markdown() -> str:
 
 def _table(keys: list[Key]) -> list[str]:
     topic_configs = _topic_configs()
-    rows = ["| Key | Type | Default | Meaning |", "|---|---|---|---|"]
+    rows = ["| Key | Type | Default | Dynamic | Meaning |", "|---|---|---|---|---|"]
     for key in keys:
         meaning = _escape(key.doc)
         if key.name in topic_configs:
             meaning += f" Default of the topic config `{topic_configs[key.name]}`."
-        rows.append(
-            _row(f"`{key.name}`", _TYPE_NAMES.get(key.type, key.type), _default(key), meaning)
-        )
+        kind = _TYPE_NAMES.get(key.type, key.type)
+        mode = update_mode(key.name) or "read-only"
+        rows.append(_row(f"`{key.name}`", kind, _default(key), mode, meaning))
     return rows
 
 

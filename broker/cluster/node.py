@@ -86,6 +86,7 @@ from broker.cluster.zk_acls import ZkAclStore
 from broker.cluster.zk_outage import SharedOutage
 from broker.cluster.zk_topics import ZkTopics
 from broker.config import BrokerConfig
+from broker.dynamic_config import ZkBrokerConfigStore
 from broker.metrics import BrokerMetrics, gauge
 from broker.protocol.api_keys import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -135,6 +136,8 @@ class ClusterNode:
         self.producer_ids = ProducerIdBlocks(ZkBlockStore(self.zk, self.broker_id).reserve)
         self.credentials = ZkCredentialStore()  # watched from start()
         self.client_quotas = ZkQuotaStore()  # watched from start()
+        # dynamic broker configs: notified through the client quota store's watcher
+        self.broker_configs = ZkBrokerConfigStore(self.zk, self.client_quotas)
         self.lease = LeaseKeeper(
             self.zk, zk.BROKER_IDS, session_s, self._lease_expired, self._unfence
         )

@@ -157,13 +157,27 @@ class ReplicaManager:
     def log_config(self, overrides: dict[str, str]) -> LogConfig:
         return LogConfig.from_props(overrides, base=self.default_log_config)
 
-    def _reconfigure(self, meta: TopicMeta, cfg: LogConfig) -> None:
+    def _reconfigure(self, meta: TopicMeta, cfg: LogConfig, quiet: bool = False) -> None:
         for index in range(meta.partitions):
             part = self.partitions.get((meta.name, index))
             if part is not None:
                 part.log.update_config(cfg)
                 part.min_insync_replicas = cfg.min_insync_replicas
-        log.info("topic %s config overrides: %s", meta.name, meta.configs or "none")
+        if not quiet:
+            log.info("topic %s config overrides: %s", meta.name, meta.configs or "none")
+
+    def defaults_changed(self) -> None:
+        """The broker's topic defaults changed (dynamic broker configs): every hosted
+        partition takes them for the configs its topic does not override, as Kafka's
+        DynamicLogConfig updates every log."""
+        defaults = default_log_config(self.config)
+        if defaults == self.default_log_config:
+            return
+        self.default_log_config = defaults
+        self.logs.default_config = defaults
+        for meta in self.store.topics().values():
+            self._reconfigure(meta, self.log_config(meta.configs), quiet=True)
+        log.info("topic defaults changed: %s", defaults)
 
     # -- role changes (a cluster: the partition states the controller writes) -----------
 

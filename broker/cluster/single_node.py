@@ -25,6 +25,7 @@ from broker.cluster.view import (
     answer_everywhere,
 )
 from broker.cluster.zk import BrokerInfo
+from broker.dynamic_config import LocalBrokerConfigStore
 from broker.metrics import gauge
 from broker.protocol.errors import ErrorCode
 from broker.quotas.store import LocalQuotaStore
@@ -61,6 +62,7 @@ class SingleNode:
         self.producer_ids = ProducerIdBlocks(FileBlockStore.in_data_dir(data_dir).reserve)
         self.credentials = LocalCredentialStore(data_dir)
         self.client_quotas = LocalQuotaStore(data_dir)
+        self.broker_configs = LocalBrokerConfigStore(data_dir)
         self.fence_listeners: list[Callable[[bool], None]] = []  # never told: never fenced
 
     @property

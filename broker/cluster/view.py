@@ -13,7 +13,8 @@ never which mode the broker runs in:
   applies them to its replica manager at once; a cluster writes them to ZooKeeper
   and every broker applies them from its watches;
 - what depends on where metadata lives: `producer_ids`, the SCRAM `credentials`,
-  the `client_quotas` (broker.quotas.store),
+  the `client_quotas` (broker.quotas.store), the dynamic `broker_configs`
+  (broker.dynamic_config),
   `open_acl_store()`, `open_channels()` to the other brokers;
 - replication duties: `check_lease` before a produce appends, `follower_fetched`
   after a follower's fetch (ISR expansion), `elect_leaders`;
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from broker.cluster.producer_ids import ProducerIdBlocks
     from broker.cluster.zk import BrokerInfo
     from broker.cluster.zk_acls import ZkAclStore
+    from broker.dynamic_config import LocalBrokerConfigStore, ZkBrokerConfigStore
     from broker.quotas.store import LocalQuotaStore, ZkQuotaStore
     from broker.sasl.credentials import LocalCredentialStore, ZkCredentialStore
     from broker.security.acl import Entries, Resource
@@ -73,6 +75,9 @@ class ClusterView(Protocol):
 
     @property
     def client_quotas(self) -> LocalQuotaStore | ZkQuotaStore: ...
+
+    @property
+    def broker_configs(self) -> LocalBrokerConfigStore | ZkBrokerConfigStore: ...
 
     @property
     def elects_leaders(self) -> bool: ...

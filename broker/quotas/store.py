@@ -11,7 +11,12 @@
   `/config/changes/config_change_<seq>` = `{"version":2,"entity_path":"users/<user>"}`,
   as Kafka writes it; every broker watches `/config/changes` and re-reads the
   entities named by notifications it has not seen yet (all of them once at start).
-  Old notifications are not purged (Kafka deletes them after 15 minutes).
+  Old notifications are not purged (Kafka deletes them after 15 minutes). The same
+  watcher serves the other entity types Kafka notifies of: a notification for
+  `<type>/<name>` goes to `entity_handlers[<type>]` (dynamic broker configs register
+  `brokers`: broker/dynamic_config.py), the full load at start calls
+  `entity_loaders` too (a change notified before it is not lost), and they write
+  their own notifications through `notify`.
 
 `quotas` is the in-memory view the quota manager reads; `version` grows with every
 change it sees, so that readers can cache what they derived from it. `apply(changes)`
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import urllib.parse
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
@@ -136,6 +142,10 @@ class ZkQuotaStore(_Store):
         self._loaded = False
         self._pending: list[str] | None = None
         self._task: asyncio.Task | None = None
+        # entity type -> async fn(entity name): notified changes of other entity types;
+        # and what re-reads all of theirs when this store (re)loads everything
+        self.entity_handlers: dict[str, Callable[[str], Awaitable[None]]] = {}
+        self.entity_loaders: list[Callable[[], Awaitable[None]]] = []
 
     def watch(self, zk) -> list:
         self._zk = zk
@@ -181,13 +191,18 @@ class ZkQuotaStore(_Store):
                 continue
             try:
                 data, _ = await self._session().call("get", f"{CONFIG_CHANGES}/{name}")
-                entity = parse_entity_path(orjson.loads(data)["entity_path"])
+                path = str(orjson.loads(data)["entity_path"])
             except NoNodeError:
-                entity = None
+                path = ""
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 log.error("unreadable config change notification %s; skipped", name)
-                entity = None
-            if entity is not None:
+                path = ""
+            kind, _, rest = path.partition("/")
+            handler = self.entity_handlers.get(kind)
+            entity = parse_entity_path(path)
+            if handler is not None:
+                await handler(rest)
+            elif entity is not None:
                 await self._read(entity)
             self._seen = seq
 
@@ -204,6 +219,8 @@ class ZkQuotaStore(_Store):
                 await self._read(Entity(_decode(user), _decode(client)))
         for client in await self._children(CONFIG_CLIENTS):
             await self._read(Entity(None, _decode(client)))
+        for load in self.entity_loaders:
+            await load()
 
     async def _read(self, entity: Entity) -> None:
         try:
@@ -240,8 +257,12 @@ class ZkQuotaStore(_Store):
                     break
                 except (BadVersionError, NodeExistsError, NoNodeError):
                     continue  # raced with another writer: read again
-            notice = orjson.dumps({"version": 2, "entity_path": entity_path(entity)})
-            await zk.call(
-                "create", f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", notice, sequence=True, makepath=True
-            )
+            await self.notify(entity_path(entity))
             self._set(entity, configs)  # this broker's view follows at once
+
+    async def notify(self, path: str) -> None:
+        """Tell every broker that the entity at /config/`path` changed, as Kafka does."""
+        notice = orjson.dumps({"version": 2, "entity_path": path})
+        await self._session().call(
+            "create", f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", notice, sequence=True, makepath=True
+        )

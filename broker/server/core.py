@@ -17,7 +17,10 @@ order, each service as a typed attribute from those before it:
 6. `markers` and `transactions`: transaction markers written here, and the
    `TransactionCoordinator` over `__transaction_state`, with `txn_verifier` (KIP-890:
    what a transactional produce awaits; tests may replace or clear it);
-7. the cluster joins (ZooKeeper: registration, watches, roles),
+7. the cluster joins (ZooKeeper: registration, watches, roles), and `dynamic`, the
+   dynamic broker configs (broker.dynamic_config) over the cluster view's store, is
+   read and applied: the log defaults (`replicas`) and whatever else registered in
+   `reconfigurables` (the server's TLS listeners) follow it from then on,
 8. `authorizer`, when `authorizer.class.name` is set (its ACL store is the
    cluster view's: a local file or ZooKeeper),
 9. the background duties Kafka runs on timers: retention
@@ -54,6 +57,7 @@ from broker.cluster.single_node import SingleNode
 from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
+from broker.dynamic_config import DynamicBrokerConfig, Reconfigurable
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.metrics import group_metrics
 from broker.log import LogConfig, LogManager
@@ -88,6 +92,7 @@ class BrokerCore:
     groups: GroupCoordinator
     markers: LocalMarkers
     transactions: TransactionCoordinator
+    dynamic: DynamicBrokerConfig
 
     def __init__(self, config: BrokerConfig):
         self.config = config
@@ -99,6 +104,8 @@ class BrokerCore:
         self.fetch_purgatory = Purgatory("fetch")
         self.authorizer: Authorizer | None = None
         self.txn_verifier: TxnVerifier | None = None  # None: transactional writes unverified
+        # What follows dynamic broker configs; the server adds its TLS listeners.
+        self.reconfigurables: list[Reconfigurable] = []
         self._channels: BrokerChannels | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._undo: list[tuple[str, Callable[[], Awaitable[None]]]] = []
@@ -162,6 +169,11 @@ class BrokerCore:
         self._undo.append(("stopping the background tasks", self._stop_tasks))
         self._undo.append(("leaving the cluster", self.cluster.stop))
         await self.cluster.start()
+        self.reconfigurables.insert(0, _LogDefaults(self.replicas))
+        self.dynamic = DynamicBrokerConfig(
+            config, self.cluster.broker_configs, self.reconfigurables
+        )
+        await self.dynamic.start()
         if config["authorizer.class.name"]:
             acl_store, acls = await self.cluster.open_acl_store()
             self.authorizer = Authorizer(
@@ -295,3 +307,19 @@ class BrokerCore:
     async def _close_logs(self) -> None:
         if self.logs.close():
             log.info("logs flushed and closed cleanly")
+
+
+class _LogDefaults:
+    """The topic defaults every partition inherits, as a dynamic config reconfigurable."""
+
+    def __init__(self, replicas: ReplicaManager):
+        self.replicas = replicas
+
+    def validate(self, new: BrokerConfig) -> None:
+        """Nothing more to check: the merged BrokerConfig checked every topic default."""
+
+    def reconfigure(self) -> None:
+        self.replicas.defaults_changed()
+
+    def reload(self, new: BrokerConfig) -> None:
+        """No file to re-read."""

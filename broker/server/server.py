@@ -53,6 +53,7 @@ class BrokerServer:
         self._servers: list[asyncio.Server] = []  # the plaintext listeners
         self._tls_listeners: list[TlsListener] = []
         self._contexts = self._tls_contexts()
+        self.core.reconfigurables.append(TlsRotation(self))
         self.sasl_factories = {
             name: server_factories(sasl, self._scram_lookup) for name, sasl in config.sasl.items()
         }
@@ -218,6 +219,69 @@ class BrokerServer:
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         await self.core.stop()
+
+
+class TlsRotation:
+    """The SSL listeners as dynamic broker configs change their key material
+    (`listener.name.<l>.ssl.keystore.location` ...): the new context is built and
+    checked first (broker.server.tls), then new connections get it; established
+    connections keep theirs, as in Kafka. `reload` re-reads keystore and truststore
+    files rewritten in place when an alter names them again unchanged (Kafka's
+    reloadUpdatedFilesWithoutConfigChange)."""
+
+    def __init__(self, server: BrokerServer):
+        self.server = server
+        self.settings = {name: server.config.ssl_settings(name) for name in server._contexts}
+        self.certs = {name: tls.leaf_certificate(s) for name, s in self.settings.items()}
+        self.stamps = {name: _stamps(s) for name, s in self.settings.items()}
+
+    def validate(self, new: BrokerConfig) -> None:
+        for name, old in self.settings.items():
+            settings = new.ssl_settings(name)
+            if settings != old:
+                tls.server_context(settings, name)
+                tls.check_keystore_update(self.certs[name], settings, name)
+
+    def reconfigure(self) -> None:
+        for name, old in self.settings.items():
+            settings = self.server.config.ssl_settings(name)
+            if settings != old:
+                self._use(name, settings)
+
+    def reload(self, new: BrokerConfig) -> None:
+        for name, old in self.settings.items():
+            settings = new.ssl_settings(name)
+            if settings == old and _stamps(settings) != self.stamps[name]:
+                tls.server_context(settings, name)
+                tls.check_keystore_update(self.certs[name], settings, name)
+                self._use(name, settings)
+
+    def _use(self, name: str, settings: dict) -> None:
+        context = tls.server_context(settings, name)
+        _, rules = self.server._contexts[name]
+        self.server._contexts[name] = (context, rules)
+        for tls_listener in self.server._tls_listeners:
+            if tls_listener.listener.name == name:
+                tls_listener.context = context
+        self.settings[name] = settings
+        self.stamps[name] = _stamps(settings)
+        self.certs[name] = cert = tls.leaf_certificate(settings)
+        log.info(
+            "listener %s: new TLS key material for new connections (certificate serial %s)",
+            name,
+            None if cert is None else format(cert.serial_number, "x"),
+        )
+
+
+def _stamps(settings: dict) -> tuple:
+    """When the keystore and truststore files were last written (None: no file)."""
+    out = []
+    for key in ("ssl.keystore.location", "ssl.truststore.location"):
+        try:
+            out.append(os.stat(str(settings[key])).st_mtime_ns if settings[key] else None)
+        except OSError:
+            out.append(None)
+    return tuple(out)
 
 
 def run(config: BrokerConfig, event_loop: str = "asyncio") -> int:

@@ -16,6 +16,11 @@ with backslashes); it is re-wrapped before OpenSSL sees it. Python's ssl module
 loads a key chain only from a file, so inline material goes through a private
 temporary file that is removed at once. JKS and PKCS12 stores are refused.
 
+A keystore changed dynamically (broker/dynamic_config.py) is checked as Kafka's
+SslFactory checks it: `check_keystore_update` refuses a certificate of another subject
+DN, or without every subject alt name of the one in use, unless
+`ssl.allow.dn.changes` / `ssl.allow.san.changes`.
+
 `ssl.enabled.protocols` and `ssl.protocol` bound the TLS versions; TLSv1.2 is the
 floor (TLSv1 and TLSv1.1 are refused in the config and in the handshake).
 `ssl.client.auth`: none, requested (a certificate is verified if sent) or required.
@@ -28,6 +33,8 @@ import re
 import ssl
 import tempfile
 from collections.abc import Mapping
+
+from cryptography import x509
 
 from broker.config import ConfigError
 
@@ -192,3 +199,48 @@ def client_context(settings: Mapping[str, object]) -> ssl.SSLContext:
         _load_keystore(ctx, settings)
     ctx.check_hostname = str(settings["ssl.endpoint.identification.algorithm"]).lower() == "https"
     return ctx
+
+
+def leaf_certificate(settings: Mapping[str, object]) -> x509.Certificate | None:
+    """The first certificate of the keystore `settings` name (None without one)."""
+    location, chain = settings["ssl.keystore.location"], settings["ssl.keystore.certificate.chain"]
+    try:
+        if location:
+            with open(str(location), "rb") as f:
+                pem = f.read()
+        elif chain:
+            pem = normalize_pem(str(chain)).encode()
+        else:
+            return None
+        return x509.load_pem_x509_certificates(pem)[0]
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"ssl.keystore.location: {_reason(e)}") from None
+
+
+def _alt_names(cert: x509.Certificate) -> set[str]:
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return set()
+    return {str(name.value) for name in ext.value}
+
+
+def check_keystore_update(
+    old: x509.Certificate | None, settings: Mapping[str, object], listener: str
+) -> None:
+    """Kafka's SslFactory.validateReconfiguration for a new keystore: the same subject
+    DN, and at least the subject alt names of `old`, unless allowed to change."""
+    new = leaf_certificate(settings)
+    if old is None or new is None:
+        return
+    if not settings["ssl.allow.dn.changes"] and new.subject != old.subject:
+        raise ConfigError(
+            f"listener {listener}: Keystore DistinguishedName does not match: "
+            f"existing={{DN={old.subject.rfc4514_string()}}}, "
+            f"new={{DN={new.subject.rfc4514_string()}}}"
+        )
+    if not settings["ssl.allow.san.changes"] and not _alt_names(old) <= _alt_names(new):
+        raise ConfigError(
+            f"listener {listener}: Keystore SubjectAltNames do not match: "
+            f"existing={{SAN={sorted(_alt_names(old))}}}, new={{SAN={sorted(_alt_names(new))}}}"
+        )

@@ -13,11 +13,16 @@ Users (SCRAM credentials, as kafka-configs takes them; see `logflume users`):
     logflume configs ... --alter --entity-type users --entity-name alice --delete-config SCRAM-SHA-512
     logflume configs ... --describe --entity-type users [--entity-name alice]
 
-`--describe` prints the overrides (topics) or the explicitly set keys (brokers, all
-static here) with their synonyms, as kafka-configs does; `--all` prints every config. `--alter` uses
-IncrementalAlterConfigs: SET for `--add-config` (a list value in square brackets),
-DELETE for `--delete-config`. A broker resource's configs are static on logflume's
-broker (the broker says so when asked to alter them).
+`--describe` prints the overrides (topics) or the dynamic configs (brokers: those of
+the broker, DYNAMIC_BROKER_CONFIG) with their synonyms, as kafka-configs does; `--all`
+prints every config. `--alter` uses IncrementalAlterConfigs: SET for `--add-config`
+(a list value in square brackets), DELETE for `--delete-config`. Brokers take the keys
+Kafka marks dynamic, per broker or as the cluster-wide default (KIP-226,
+BROKER-CONFIGURATION.md); others the broker refuses with Kafka's message:
+
+    logflume configs ... --entity-type brokers --entity-name 0 --alter \
+        --add-config message.max.bytes=2000000,listener.name.ssl.ssl.keystore.location=/etc/new.pem
+    logflume configs ... --entity-type brokers --entity-default --alter --add-config log.retention.ms=3600000
 
 Client quotas (KIP-546), as kafka-configs sets them; a user's quotas share its
 entity with its SCRAM credentials, and `--entity-type users --entity-name U
@@ -33,9 +38,8 @@ entity with its SCRAM credentials, and `--entity-type users --entity-name U
 resource Kafka names "" (empty). librdkafka refuses a resource with an empty name
 (confluent-kafka raised "ValueError: Invalid ConfigResource(4,)"), so that one goes
 over the broker's own codec (broker/protocol/client.BlockingClient), connecting as
---command-config says (logflume/wire_config.py). logflume's broker describes it
-with no configs and refuses to alter it (INVALID_REQUEST), as it has no dynamic
-broker configs.
+--command-config says (logflume/wire_config.py); `--describe` shows its configs
+(DYNAMIC_DEFAULT_BROKER_CONFIG).
 
 `--describe --output json` (logflume/table.py) prints one array, an object per
 entity described: `{"entity_type", "entity_name" (null for --entity-default),
@@ -250,8 +254,8 @@ def _describe(admin, args, name: str, timeout: float) -> dict | None:
     resource = ConfigResource(_TYPE[args.entity_type], name)
     futures = admin.describe_configs([resource], request_timeout=timeout)
     entries = futures[resource].result(timeout)
-    explicit = (ConfigSource.DYNAMIC_TOPIC_CONFIG.value, ConfigSource.STATIC_BROKER_CONFIG.value)
-    kind = "All" if args.all else ("Dynamic" if args.entity_type == "topics" else "Static")
+    explicit = (ConfigSource.DYNAMIC_TOPIC_CONFIG.value, ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    kind = "All" if args.all else "Dynamic"
     return _show(
         args,
         f"{kind} configs for {_LABEL[args.entity_type]} {name} are:",

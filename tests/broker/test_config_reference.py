@@ -35,9 +35,14 @@ def test_every_key_has_a_row_in_its_section_with_type_default_and_meaning():
     assert sum(len(keys) for _, keys in SECTIONS) == len(KEYS)  # no key twice
     rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| `")}
     assert rows["| `log.retention.hours`"] == (
-        "| `log.retention.hours` | int | `168` | Time retention, in hours. "
+        "| `log.retention.hours` | int | `168` | read-only | Time retention, in hours. "
         "Default of the topic config `retention.ms`. |"
     )
+    # Kafka's dynamic update modes (KIP-226)
+    assert rows["| `log.retention.ms`"].startswith(
+        "| `log.retention.ms` | long | unset | cluster-wide |"
+    )
+    assert rows["| `ssl.keystore.location`"].split(" | ")[3] == "per-broker"
     assert rows["| `auto.create.topics.enable`"].startswith(
         "| `auto.create.topics.enable` | boolean | `true` |"
     )

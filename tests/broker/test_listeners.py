@@ -293,4 +293,11 @@ def test_inter_broker_sasl_needs_the_brokers_own_credentials(tmp_path):
     )
     cfg = _config(tmp_path, **base)
     assert cfg.sasl["SASL_SSL"].jaas["SCRAM-SHA-512"].options["username"] == "broker"
-    assert ("sasl.jaas.config", None, True) in cfg.describe()  # never the JAAS text
+    from types import SimpleNamespace
+
+    from broker.server.handlers.configs import _broker_entries
+
+    core = SimpleNamespace(config=cfg, broker_id=0)
+    entries = {e["name"]: e for e in _broker_entries(core, "0", {})}
+    assert entries["sasl.jaas.config"]["value"] is None  # never the JAAS text
+    assert "broker-secret" not in repr(entries)

@@ -20,32 +20,48 @@ def one_error_line(r) -> str:
     return lines[0]
 
 
-def test_cluster_default_broker_configs_are_refused_by_name(module_broker):
-    """The command of the report: the broker resource "" (kafka-configs'
-    --entity-default) reaches the broker, which refuses it as it refuses any broker
-    config change (all are static), and describes it with no configs."""
+def test_cluster_default_broker_configs_altered_and_described(module_broker):
+    """kafka-configs' --entity-default (the broker resource ""): a dynamic key is
+    taken and described with its source; a read-only one, or a per-broker one at the
+    default level, is refused in one line with Kafka's message."""
     b = ["--bootstrap-server", module_broker.bootstrap]
     r = lf(
         "configs", *b, "--entity-type", "brokers", "--entity-default", "--alter",
-        "--add-config", "message.max.bytes=2000",
+        "--add-config", "log.retention.ms=7200000",
+    )  # fmt: skip
+    assert r.stdout == b"Completed updating default config for brokers in the cluster.\n", r.stderr
+    r = lf("configs", *b, "--entity-type", "brokers", "--entity-default", "--describe")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == [
+        "Default configs for brokers in the cluster are:",
+        "  log.retention.ms=7200000 sensitive=false "
+        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000}",
+    ]
+    r = lf(
+        "configs", *b, "--entity-type", "brokers", "--entity-default", "--alter",
+        "--delete-config", "log.retention.ms",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = lf(
+        "configs", *b, "--entity-type", "brokers", "--entity-default", "--alter",
+        "--add-config", "log.retention.hours=2",
     )  # fmt: skip
     assert r.returncode == 1 and r.stdout == b""
     assert one_error_line(r) == (
-        "Error while executing config command with args: INVALID_REQUEST: "
-        "Cannot update these configs dynamically: message.max.bytes"
+        "Error while executing config command with args: INVALID_CONFIG: Invalid config "
+        "value for resource ConfigResource(type=BROKER, name=''): Cannot update these "
+        "configs dynamically: Set(log.retention.hours)"
     )
     r = lf(
         "configs", *b, "--entity-type", "brokers", "--entity-default", "--alter",
-        "--delete-config", "log.retention.hours",
+        "--add-config", "listener.name.plaintext.ssl.keystore.location=/x.pem",
     )  # fmt: skip
-    assert "INVALID_REQUEST: Cannot update these configs dynamically" in one_error_line(r)
-    r = lf("configs", *b, "--entity-type", "brokers", "--entity-default", "--describe")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.decode().splitlines() == ["Default configs for brokers in the cluster are:"]
+    assert "Cannot update these configs at default cluster level" in one_error_line(r)
     r = lf("configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--alter",
-           "--add-config", "message.max.bytes=2000")  # fmt: skip
+           "--add-config", "broker.id=2")  # fmt: skip
     assert one_error_line(r).endswith(
-        "INVALID_REQUEST: Cannot update these configs dynamically: message.max.bytes"
+        "INVALID_CONFIG: Invalid config value for resource ConfigResource(type=BROKER, "
+        "name='0'): Cannot update these configs dynamically: Set(broker.id)"
     )
 
 

@@ -63,13 +63,32 @@ def test_configs_alter_and_describe(module_broker):
     assert r.returncode == 1 and b"retention.ms" in r.stderr
     r = lf(
         "configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--alter",
-        "--add-config", "num.io.threads=4",
+        "--add-config", "num.partitions=4",
     )  # fmt: skip
     assert r.returncode == 1 and b"Cannot update these configs dynamically" in r.stderr
+    r = lf(
+        "configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--alter",
+        "--add-config", "log.cleaner.threads=2",
+    )  # fmt: skip
+    assert r.stdout == b"Completed updating config for broker 0.\n", r.stderr
     brokers = lf("configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--describe")
-    assert b"Static configs for broker 0 are:" in brokers.stdout
+    assert brokers.stdout.decode().splitlines() == [
+        "Dynamic configs for broker 0 are:",
+        "  log.cleaner.threads=2 sensitive=false "
+        "synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2}",
+    ]
+    r = lf(
+        "configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--alter",
+        "--delete-config", "log.cleaner.threads",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    brokers = lf("configs", *b, "--entity-type", "brokers", "--entity-name", "0", "--describe",
+                 "--all")  # fmt: skip
+    assert b"All configs for broker 0 are:" in brokers.stdout
     assert b"  listeners=" in brokers.stdout
-    brokers = lf("configs", *b, "--entity-type", "brokers", "--describe", "--output", "json").stdout
+    brokers = lf(
+        "configs", *b, "--entity-type", "brokers", "--describe", "--all", "--output", "json"
+    ).stdout
     (broker,) = json.loads(brokers)
     assert broker["entity_type"] == "brokers" and broker["entity_name"] == "0"
     (listeners,) = [c for c in broker["configs"] if c["name"] == "listeners"]

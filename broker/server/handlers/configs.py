@@ -1,8 +1,9 @@
 """Configs: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
 DescribeConfigs covers topic (2) and broker (4) resources. Per version: v0 reports
-`is_default`; v1+ `config_source` (1 topic override, 4 static broker config, 5
-default) and, on request, `synonyms`; v3 `config_type` and `documentation`.
+`is_default`; v1+ `config_source` (1 topic override, 2 dynamic broker config, 3
+dynamic cluster-wide default, 4 static broker config, 5 default) and, on request,
+`synonyms` in Kafka's precedence order; v3 `config_type` and `documentation`.
 
 Topic configs change as in Kafka: IncrementalAlterConfigs SETs or DELETEs single
 overrides and APPENDs to or SUBTRACTs from list configs (cleanup.policy); the
@@ -11,10 +12,15 @@ first (unknown topic: UNKNOWN_TOPIC_OR_PARTITION; unknown key or bad value:
 INVALID_CONFIG; a key twice, a null value to set, an unknown operation:
 INVALID_REQUEST) and nothing is written for `validate_only`. A cluster writes the
 new overrides to ZooKeeper and every broker applies them (topic_admin.py).
-Broker configs are static here (no dynamic broker config yet): altering one, for a
-broker or for the cluster-wide default (the broker resource named ""), is refused
-with INVALID_REQUEST naming the keys, as Kafka refuses a read-only key, and the
-default resource is described with no configs (it holds only dynamic ones).
+
+Broker configs (KIP-226, broker/dynamic_config.py): the resource "<id>" (this
+broker's own; another id is INVALID_REQUEST, as Kafka answers) or "" (the
+cluster-wide default) takes the keys Kafka marks dynamic (broker/dynamic_keys.py);
+a read-only key, a bare ssl.* key, a per-broker key at the default level, a bad
+value or a password without `password.encoder.secret` is INVALID_CONFIG with
+Kafka's message ("Invalid config value for resource ConfigResource(type=BROKER,
+name='0'): Cannot update these configs dynamically: Set(broker.id)"). The default
+resource describes its dynamic configs only.
 
 Authorization: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
 (TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
@@ -26,6 +32,20 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.config import KEYS, TOPIC_SYNONYMS
+from broker.dynamic_config import key_type
+from broker.dynamic_keys import (
+    ALL_DYNAMIC,
+    APPEND,
+    BROKER_QUOTAS,
+    DELETE,
+    SET,
+    SUBTRACT,
+    DynamicConfigError,
+    apply_incremental,
+    broker_synonyms,
+    is_password,
+    topic_synonym_family,
+)
 from broker.log.config import TOPIC_CONFIG_NAMES
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
@@ -35,6 +55,8 @@ from broker.server.dispatch import handles
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 SOURCE_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 # Kafka's DescribeConfigs ConfigType numbers.
@@ -138,11 +160,8 @@ def _topic_entries(core, name: str, result: dict) -> list[dict]:
         synonyms = []
         if key in meta.configs:
             synonyms.append({"name": key, "value": meta.configs[key], "source": SOURCE_TOPIC})
-        broker_key = cfg.topic_default_source(key)
-        if broker_key is not None:
-            synonyms.append(
-                {"name": broker_key, "value": defaults[key], "source": SOURCE_STATIC_BROKER}
-            )
+        family = topic_synonym_family(key)
+        synonyms += [s for s in _layer_synonyms(cfg, family) if s["source"] != SOURCE_DEFAULT]
         synonyms.append(
             {"name": TOPIC_SYNONYMS.get(key, key), "value": defaults[key], "source": SOURCE_DEFAULT}
         )
@@ -163,28 +182,79 @@ def _topic_type(key: str, value: str) -> int:
     return TYPE_LONG if value.lstrip("-").isdigit() else TYPE_STRING
 
 
+def _layer_synonyms(cfg, names: list[str], sensitive: bool = False) -> list[dict]:
+    """Kafka's configSynonyms: each of `names` (one setting's keys, in precedence
+    order) as the dynamic per-broker, dynamic default, static and default layers set
+    it, in that order."""
+    layers = (
+        (cfg.dynamic_broker, SOURCE_DYNAMIC_BROKER),
+        (cfg.dynamic_default, SOURCE_DYNAMIC_DEFAULT),
+        (cfg.static_values, SOURCE_STATIC_BROKER),
+        (_DEFAULTS, SOURCE_DEFAULT),
+    )
+    return [
+        {"name": n, "value": None if sensitive else str(layer[n]), "source": source}
+        for layer, source in layers
+        for n in names
+        if n in layer
+    ]
+
+
+def _text(value) -> str | None:
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+_DEFAULTS = {k.name: _text(k.default) for k in KEYS.values() if k.default is not None}
+
+
 def _broker_entries(core, name: str, result: dict) -> list[dict]:
+    cfg = core.config
     if name == "":
-        # The cluster-wide default resource holds the dynamic default configs only
-        # (Kafka's DYNAMIC_DEFAULT_BROKER_CONFIG); broker configs are static here.
-        return []
-    if name != str(core.broker_id):
+        names = sorted(cfg.dynamic_default)
+    elif name != str(core.broker_id):
         result["error_code"] = ErrorCode.INVALID_REQUEST
-        result["error_message"] = f"This is broker {core.broker_id}, not {name}"
+        result["error_message"] = (
+            f"Unexpected broker id, expected {core.broker_id} or empty string, but received {name}"
+        )
         return []
+    else:
+        extra = set(cfg.dynamic_broker) | set(cfg.dynamic_default)
+        names = list(KEYS) + sorted(extra - set(KEYS))
     entries = []
-    for key, value, is_default in core.config.describe():
-        source = SOURCE_DEFAULT if is_default else SOURCE_STATIC_BROKER
-        spec = KEYS[key]
-        shown = None if spec.type == "password" else value
-        synonyms = [{"name": key, "value": shown, "source": source}]
+    for key in names:
+        kind = key_type(key)
+        sensitive = kind == "password" or is_password(key)
+        synonyms = _layer_synonyms(cfg, broker_synonyms(key, match_listener=True), sensitive)
+        while synonyms and synonyms[0]["name"] != key:  # a base key: no listener override
+            synonyms.pop(0)
+        if name == "":
+            synonyms = [s for s in synonyms if s["source"] == SOURCE_DYNAMIC_DEFAULT]
+            value = cfg.dynamic_default[key]
+        elif key in KEYS and key not in cfg.dynamic_broker and key not in cfg.dynamic_default:
+            value = _text(cfg.get(key))
+            if key == "log.dirs" and value is None:
+                value = _text(cfg.get("log.dir"))
+        else:
+            value = cfg.dynamic_broker.get(key, cfg.dynamic_default.get(key))
+        source = synonyms[0]["source"] if synonyms else SOURCE_DEFAULT
+        read_only = key not in ALL_DYNAMIC and key not in BROKER_QUOTAS and key in KEYS
+        spec = KEYS.get(key)
         entries.append(
-            _entry(key, value, True, source, synonyms, _BROKER_TYPES[spec.type], spec.doc)
+            _entry(
+                key,
+                value,
+                read_only,
+                source,
+                synonyms,
+                TYPE_PASSWORD if sensitive else _BROKER_TYPES[kind],
+                spec.doc if spec else None,
+            )
         )
     return entries
 
 
-SET, DELETE, APPEND, SUBTRACT = range(4)
 _LIST_TOPIC_CONFIGS = {"cleanup.policy"}
 
 
@@ -218,10 +288,7 @@ async def _alter(ctx, body, incremental: bool) -> dict:
                 if not body["validate_only"]:
                     await topic_admin.alter_topic(meta)
             elif rtype == RESOURCE_BROKER:
-                raise ApiError(
-                    ErrorCode.INVALID_REQUEST,
-                    "Cannot update these configs dynamically: " + ", ".join(sorted(names)),
-                )
+                await _alter_broker(ctx.core, rname, res["configs"], incremental, body)
             else:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
         except ApiError as e:
@@ -235,6 +302,42 @@ async def _alter(ctx, body, incremental: bool) -> dict:
             }
         )
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def _alter_broker(core, name: str, changes: list, is_incremental: bool, body) -> None:
+    """Kafka's alterBrokerConfigs: the resource's new dynamic config set, checked and
+    stored (broker/dynamic_config.py); ApiError as Kafka answers."""
+    if name != "":
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+            ) from None
+        if broker_id != core.broker_id:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"Unexpected broker id, expected {core.broker_id}, but received {name}",
+            )
+    for c in changes:
+        op = c["config_operation"] if is_incremental else SET
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for {c['name']}"
+            )
+        if op != DELETE and c["value"] is None:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c['name']}")
+    try:
+        if is_incremental:
+            props = apply_incremental(core.dynamic.layer(name), changes)
+        else:
+            props = {c["name"]: c["value"] for c in changes}
+        await core.dynamic.alter(name, props, body["validate_only"])
+    except DynamicConfigError as e:
+        raise ApiError(
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {e}",
+        ) from None
 
 
 def _new_overrides(core, topic: str, current: dict, changes: list, incremental: bool) -> dict:

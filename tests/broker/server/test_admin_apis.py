@@ -104,11 +104,11 @@ def test_incremental_alter_configs_set_append_subtract_delete(broker, admin):
         "BROKER",
         "0",
         incremental_configs=[
-            ConfigEntry("num.io.threads", "4", incremental_operation=AlterConfigOpType.SET)
+            ConfigEntry("num.partitions", "4", incremental_operation=AlterConfigOpType.SET)
         ],
     )
     err = _error(admin.incremental_alter_configs([broker_resource])[broker_resource])
-    assert err.code() == KafkaError.INVALID_REQUEST and "num.io.threads" in err.str()
+    assert err.code() == KafkaError.INVALID_CONFIG and "Set(num.partitions)" in err.str()
 
 
 def test_a_changed_config_applies_to_the_partitions_at_once(broker, admin):

@@ -37,11 +37,14 @@ def parse(*argv: str):
 
 def broker_commands() -> list[str]:
     """Every command that takes --bootstrap-server and has no default broker (the
-    ETL jobs default to 127.0.0.1:9092)."""
+    ETL jobs default to 127.0.0.1:9092; `cluster restart` reads the brokers of the
+    `cluster up` named by --data-dir: test_cluster_restart_on_systemd_needs_a_broker)."""
     return sorted(
         name
         for name, p in commands(build_parser())
-        if "--bootstrap-server" in p._option_string_actions and not name.startswith("etl")
+        if "--bootstrap-server" in p._option_string_actions
+        and not name.startswith("etl")
+        and name != "cluster restart"
     )
 
 
@@ -54,6 +57,15 @@ def test_without_a_broker_every_command_says_the_flag_and_the_variable(clean_env
         err = capsys.readouterr().err
         assert stopped.value.code == 2, name
         assert err == f"logflume {name}: error: {NO_BROKER}\n", name
+
+
+def test_cluster_restart_on_systemd_needs_a_broker(clean_env):
+    argv = [*LF, "cluster", "restart", "--rolling", "--systemd-unit", "logflume-broker@{id}"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == (
+        f"logflume cluster restart: --systemd-unit needs --bootstrap-server (or ${BOOTSTRAP_ENV})\n"
+    )
 
 
 def test_the_command_prints_one_line(clean_env):

@@ -20,6 +20,9 @@ one task, so two decisions never interleave):
   (first live replica leads, live replicas in the ISR, epoch 0).
 - `/admin/delete_topics` children: the topic's znodes are removed; brokers watching
   `/brokers/topics` delete their logs.
+- AlterPartitionReassignments, and the state znode of every partition being moved
+  (its ISR): the steps of a move, in `reassignment.py`; a new controller resumes the
+  moves the topic znodes record.
 - A timer (`leader.imbalance.check.interval.seconds`), when
   `auto.leader.rebalance.enable`: a broker leading fewer than
   (100 - `leader.imbalance.per.broker.percentage`)% of the partitions it is the
@@ -39,7 +42,8 @@ import logging
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.cluster import zk
-from broker.cluster.zk import PartitionState, ZkSession
+from broker.cluster.reassignment import Listing, Outcome, Reassignments
+from broker.cluster.zk import Moving, PartitionState, ZkSession
 from broker.protocol.errors import ErrorCode
 from broker.tasks import cancel_and_wait
 
@@ -143,8 +147,11 @@ class Controller:
         self.live: set[int] = set()
         self.leaving: set[int] = set()
         self.assignments: dict[str, list[list[int]]] = {}
+        self.moving: dict[str, dict[int, Moving]] = {}  # partitions being reassigned
+        self.reassignments = Reassignments(self)
         self.unclean: dict[str, bool] = {}
         self._events: asyncio.Queue = asyncio.Queue()
+        self._altering: set[asyncio.Future] = set()  # requests waiting for their turn
         self._stoppers: list = []
         self._tasks: list[asyncio.Task] = []
 
@@ -163,8 +170,12 @@ class Controller:
     async def stop(self) -> None:
         for stop in self._stoppers:
             stop()
+        self.reassignments.stop()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
+        for done in self._altering:  # no longer the controller: they get NOT_CONTROLLER
+            if not done.done():
+                done.set_result(None)
 
     def _put(self, kind: str, children: list[str]) -> None:
         self._events.put_nowait((kind, children))
@@ -176,6 +187,28 @@ class Controller:
         done = asyncio.get_running_loop().create_future()
         self._events.put_nowait(("elect", (wanted, unclean, done)))
         return await done
+
+    async def alter_reassignments(
+        self, wanted: dict[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], Outcome] | None:
+        """AlterPartitionReassignments, run in turn with the other events; None if
+        this broker stopped being the controller first."""
+        done = asyncio.get_running_loop().create_future()
+        self._altering.add(done)
+        self._events.put_nowait(("alter", (wanted, done)))
+        try:
+            return await done
+        finally:
+            self._altering.discard(done)
+
+    def list_reassignments(
+        self, wanted: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], Listing]:
+        return self.reassignments.listing(wanted)
+
+    def reassignment_changed(self, topic: str, p: int) -> None:
+        """The state of a partition being moved changed (its ISR, maybe)."""
+        self._events.put_nowait(("reassign", (topic, p)))
 
     def topic_changed(self, topic: str) -> None:
         """A known topic's config or assignment changed (the cluster node's topic watches)."""
@@ -216,10 +249,17 @@ class Controller:
             wanted, unclean, done = arg
             if not done.done():
                 done.set_result(await self._elect(wanted, unclean))
+        elif kind == "alter":
+            wanted, done = arg
+            if not done.done():
+                done.set_result(await self.reassignments.alter(wanted))
+        elif kind == "reassign":
+            await self.reassignments.check(*arg)
 
     async def _topics_changed(self, names: set[str]) -> None:
         for gone in set(self.assignments) - names:
             self.assignments.pop(gone, None)
+            self.moving.pop(gone, None)
             self.unclean.pop(gone, None)
         new = sorted(names - set(self.assignments))
         if new:  # fresh from ZooKeeper: a broker whose watch event is still queued counts
@@ -229,6 +269,9 @@ class Controller:
             await self._read_topic(topic)
         if new:
             await self._reconcile_all()
+        for topic in new:  # moves a previous controller started: resume them
+            for p in self.moving.get(topic, {}):
+                self.reassignments.watch(topic, p)
 
     async def _read_topic(self, topic: str) -> None:
         """(Re-)read a topic's assignment and config; new partitions get a state."""
@@ -241,6 +284,7 @@ class Controller:
         configs = zk.decode_config(cfg_data)
         known = len(self.assignments.get(topic, ()))
         self.assignments[topic] = assignments
+        self.moving[topic] = zk.decode_reassigning(data)
         default = self.config["unclean.leader.election.enable"]
         flag = configs.get("unclean.leader.election.enable")
         self.unclean[topic] = default if flag is None else flag.lower() == "true"
@@ -288,12 +332,14 @@ class Controller:
             conflicts = 0
             for (t, p), (assignment, state) in states.items():
                 new = decide(assignment, state, self.live, self.leaving, self.unclean.get(t, False))
-                if new is not None and not await self._write(t, p, new):
+                if new is not None and not await self.write_state(t, p, new):
                     conflicts += 1
             if not conflicts:
                 return
 
-    async def _write(self, topic: str, p: int, state: PartitionState) -> bool:
+    async def write_state(self, topic: str, p: int, state: PartitionState) -> bool:
+        """Compare-and-set a partition's state (against `state.version`); False on a
+        conflict or when the partition is gone."""
         new = state.replace(controller_epoch=self.epoch)
         try:
             await self.zk.call(
@@ -340,7 +386,7 @@ class Controller:
                 code, new = elect(assignment, state, self.live - self.leaving, unclean)
                 if new is None:
                     results[key] = code
-                elif await self._write(*key, new):
+                elif await self.write_state(*key, new):
                     results[key] = ErrorCode.NONE
                 elif attempt < 2:
                     retry.append(key)
@@ -361,7 +407,7 @@ class Controller:
         pct = self.config["leader.imbalance.per.broker.percentage"]
         for (t, p), new in preferred_moves(states, self.live, self.leaving, pct):
             log.info("controller: preferred leader %d for %s-%d", new.leader, t, p)
-            await self._write(t, p, new)
+            await self.write_state(t, p, new)
 
 
 async def elect_controller(session: ZkSession, broker_id: int) -> int | None:

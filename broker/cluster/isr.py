@@ -4,10 +4,14 @@ The leader decides, ZooKeeper commits. A follower has caught up at time t if its
 at t asked for the leader's log end offset (or for at least the log end the leader had
 at that follower's previous fetch, which then is its caught-up time; see
 `Partition.update_follower_leo`). Every `replica.lag.time.max.ms / 2` the leader
-removes ISR followers not caught up for `replica.lag.time.max.ms`; a follower outside
-the ISR whose log end reaches the high watermark and the start of the current leader
-epoch is added back (checked on each of its fetches), unless that broker is in
-controlled shutdown.
+removes ISR followers not caught up for `replica.lag.time.max.ms`, and those a
+reassignment no longer lists as replicas (checked at once too when a topic's
+assignment changes: the leader may have taken one back before it learnt the new
+assignment). A follower outside the ISR whose log end reaches the high watermark and
+the start of the current leader epoch is added back (checked on each of its fetches),
+unless that broker is in controlled shutdown or a reassignment is removing that
+replica (so that the ISR the controller shrinks at the end of a move stays so;
+broker.cluster.reassignment).
 
 Each change is a compare-and-set of the partition state znode against the version the
 leader last saw, with the leader and leader epoch unchanged. The leader applies the
@@ -68,14 +72,16 @@ class IsrManager:
             if not partition.is_leader or partition.key in self._pending:
                 continue
             lagging = partition.lagging_followers(now_ms, self.lag_ms)
-            if lagging:
-                new_isr = [r for r in partition.isr_list() if r not in lagging]
+            gone = partition.isr - set(partition.replicas) - {self.broker_id}
+            if lagging or gone:
+                new_isr = [r for r in partition.isr_list() if r not in lagging | gone]
                 log.info(
-                    "%s-%d: shrinking ISR %s -> %s (lagging %s)",
+                    "%s-%d: shrinking ISR %s -> %s (lagging %s, no longer replicas %s)",
                     *partition.key,
                     partition.isr_list(),
                     new_isr,
                     sorted(lagging),
+                    sorted(gone),
                 )
                 self._submit(partition, new_isr)
 
@@ -88,6 +94,8 @@ class IsrManager:
             return
         if replica_id in self.node.leaving:
             return
+        if replica_id in self.node.cache.removing(*partition.key):
+            return  # a reassignment removes it (broker.cluster.reassignment)
         if replica_id in partition.isr or not partition.can_join_isr(replica_id):
             return
         new_isr = partition.isr_list() + [replica_id]

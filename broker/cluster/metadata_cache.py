@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from broker.cluster.metadata_store import TopicMeta
 from broker.cluster.view import PartitionView
-from broker.cluster.zk import BrokerInfo, PartitionState
+from broker.cluster.zk import BrokerInfo, Moving, PartitionState
 
 TopicPartition = tuple[str, int]
 
@@ -29,6 +29,7 @@ class MetadataCache:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicMeta] = {}
         self.states: dict[TopicPartition, PartitionState] = {}
+        self.moving: dict[str, dict[int, Moving]] = {}  # partitions being reassigned
         self.controller_id = -1
 
     def record_state(self, key: TopicPartition, state: PartitionState) -> bool:
@@ -42,7 +43,17 @@ class MetadataCache:
         self.states[key] = state
         return True
 
+    def record_moving(self, topic: str, moves: dict[int, Moving]) -> None:
+        """The topic znode's partitions being reassigned."""
+        self.moving[topic] = moves
+
+    def removing(self, topic: str, index: int) -> tuple[int, ...]:
+        """The replicas a reassignment is removing from the partition."""
+        moving = self.moving.get(topic, {}).get(index)
+        return moving.removing if moving else ()
+
     def forget_topic(self, name: str, partitions: int) -> None:
+        self.moving.pop(name, None)
         for index in range(partitions):
             self.states.pop((name, index), None)
 

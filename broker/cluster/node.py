@@ -72,6 +72,7 @@ from broker.cluster.lease import LeaseKeeper
 from broker.cluster.metadata_cache import MetadataCache
 from broker.cluster.metadata_store import TopicMeta
 from broker.cluster.producer_ids import ProducerIdBlocks, ZkBlockStore
+from broker.cluster.reassignment import Listing, Outcome
 from broker.cluster.replica_fetcher import ReplicaFetcherManager
 from broker.cluster.replica_manager import ReplicaManager
 from broker.cluster.view import (
@@ -160,6 +161,7 @@ class ClusterNode:
             self.on_state,
             self._topic_gone,
             self._topic_changed,
+            self._replicas_deleted,
         )
         self._broker_gen = 0
         self.leaving: set[int] = set()
@@ -412,7 +414,12 @@ class ClusterNode:
         for p in range(partitions):
             self.fetchers.remove((name, p))
 
+    def _replicas_deleted(self, keys: list[tuple[str, int]]) -> None:
+        for key in keys:
+            self.fetchers.remove(key)
+
     def _topic_changed(self, name: str) -> None:
+        self.isr.check_shrink(int(time.monotonic() * 1000))  # replicas moved away (isr)
         if self.controller is not None:
             self.controller.topic_changed(name)
 
@@ -486,6 +493,25 @@ class ClusterNode:
         if self.controller is not None:
             return await self.controller.elect_leaders(wanted, unclean)
         return answer_everywhere(self.replicas.topics(), wanted, ErrorCode.NOT_CONTROLLER)
+
+    async def alter_reassignments(
+        self, wanted: dict[TopicPartition, list[int] | None]
+    ) -> tuple[ErrorCode, dict[TopicPartition, Outcome]]:
+        """AlterPartitionReassignments runs on the controller; elsewhere NOT_CONTROLLER
+        for the whole request, as Kafka answers."""
+        results = None
+        if self.controller is not None:
+            results = await self.controller.alter_reassignments(wanted)
+        if results is None:
+            return ErrorCode.NOT_CONTROLLER, {}
+        return ErrorCode.NONE, results
+
+    def list_reassignments(
+        self, wanted: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, Listing]]:
+        if self.controller is None:
+            return ErrorCode.NOT_CONTROLLER, {}
+        return ErrorCode.NONE, self.controller.list_reassignments(wanted)
 
     async def open_acl_store(self) -> tuple[ZkAclStore, dict[Resource, Entries]]:
         store = ZkAclStore(self.zk)

@@ -124,9 +124,11 @@ class ReplicaManager:
 
     # -- topics as ZooKeeper has them (a cluster) ---------------------------------------
 
-    def apply_topic(self, meta: TopicMeta) -> None:
+    def apply_topic(self, meta: TopicMeta) -> list[tuple[str, int]]:
         """Mirror a topic read from ZooKeeper; create logs for the hosted partitions
-        and give the existing ones its current config."""
+        and give the existing ones their current config and replica list. A partition
+        this broker no longer replicates (a reassignment moved it away) is deleted, as
+        Kafka's StopReplica with delete does: returns those, whose fetchers must stop."""
         known = self.store.get(meta.name)
         if known is None or (known.assignments, known.configs, known.topic_id) != (
             meta.assignments,
@@ -139,11 +141,27 @@ class ReplicaManager:
         cfg = self.log_config(meta.configs)
         if known is not None and known.configs != meta.configs:
             self._reconfigure(meta, cfg)
+        deleted = []
         for index in range(meta.partitions):
-            if (meta.name, index) in self.partitions or not self._hosts(meta, index):
-                continue
-            plog = self.logs.get(meta.name, index) or self.logs.create(meta.name, index, cfg)
-            self._attach(meta, index, plog, cfg)
+            part = self.partitions.get((meta.name, index))
+            if part is not None and not self._hosts(meta, index):
+                self._delete_replica(part)
+                deleted.append(part.key)
+            elif part is not None:
+                part.replicas = list(meta.assignments[index])
+            elif self._hosts(meta, index):
+                plog = self.logs.get(meta.name, index) or self.logs.create(meta.name, index, cfg)
+                self._attach(meta, index, plog, cfg)
+        return deleted
+
+    def _delete_replica(self, part: Partition) -> None:
+        was_leader = part.is_leader
+        part.become_follower(-1, part.leader_epoch, (), part.zk_version)
+        if was_leader:
+            self.on_leadership(part.topic, part.index, False)
+        del self.partitions[part.key]
+        self.logs.delete(part.topic, part.index)
+        log.info("%s-%d: replica moved to other brokers, deleted", part.topic, part.index)
 
     def remove_topic(self, name: str) -> None:
         """A topic gone from ZooKeeper: drop it and its local logs."""

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
+from broker.cluster.assignment import InvalidAssignment
 from broker.cluster.producer_ids import FileBlockStore, ProducerIdBlocks
+from broker.cluster.reassignment import Listing, Outcome, check_target
 from broker.cluster.view import (
     ACTIVE_CONTROLLER_DOC,
     OFFLINE_DOC,
@@ -106,6 +108,41 @@ class SingleNode:
         self, wanted: list[TopicPartition] | None, unclean: bool
     ) -> dict[TopicPartition, ErrorCode]:
         return answer_everywhere(self.replicas.topics(), wanted, ErrorCode.ELECTION_NOT_NEEDED)
+
+    async def alter_reassignments(
+        self, wanted: dict[TopicPartition, list[int] | None]
+    ) -> tuple[ErrorCode, dict[TopicPartition, Outcome]]:
+        """As a one-broker Kafka: a move to this broker is already done, any other
+        broker is unknown (INVALID_REPLICA_ASSIGNMENT), nothing is ever in progress."""
+        topics = self.replicas.topics()
+        results: dict[TopicPartition, Outcome] = {}
+        for (topic, p), target in wanted.items():
+            meta = topics.get(topic)
+            origin = meta.assignments[p] if meta is not None and 0 <= p < meta.partitions else []
+            try:
+                if target is not None:
+                    check_target(p, target, origin, {self.broker_id})
+            except InvalidAssignment as e:
+                results[(topic, p)] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e))
+                continue
+            if target is None:
+                results[(topic, p)] = (
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    "No partition reassignment is in progress.",
+                )
+            elif not origin:
+                results[(topic, p)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "The partition does not exist.",
+                )
+            else:
+                results[(topic, p)] = (ErrorCode.NONE, None)
+        return ErrorCode.NONE, results
+
+    def list_reassignments(
+        self, wanted: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, Listing]]:
+        return ErrorCode.NONE, {}
 
     def submit_create(self, meta: TopicMeta) -> None:
         self.replicas.create_local(meta)

@@ -17,7 +17,8 @@ never which mode the broker runs in:
   (broker.dynamic_config),
   `open_acl_store()`, `open_channels()` to the other brokers;
 - replication duties: `check_lease` before a produce appends, `follower_fetched`
-  after a follower's fetch (ISR expansion), `elect_leaders`;
+  after a follower's fetch (ISR expansion), `elect_leaders`,
+  `alter_reassignments` and `list_reassignments` (broker.cluster.reassignment);
 - `elects_leaders`: False when this broker leads every partition it has (single
   node), True when partitions wait for the controller to give them a role;
 - `collect_metrics()`: the gauges only the cluster knows (active controller,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from broker.cluster.metadata_store import TopicMeta
     from broker.cluster.partition import Partition
     from broker.cluster.producer_ids import ProducerIdBlocks
+    from broker.cluster.reassignment import Listing, Outcome
     from broker.cluster.zk import BrokerInfo
     from broker.cluster.zk_acls import ZkAclStore
     from broker.dynamic_config import LocalBrokerConfigStore, ZkBrokerConfigStore
@@ -129,6 +131,19 @@ class ClusterView(Protocol):
     async def elect_leaders(
         self, wanted: list[TopicPartition] | None, unclean: bool
     ) -> dict[TopicPartition, ErrorCode]: ...
+
+    async def alter_reassignments(
+        self, wanted: dict[TopicPartition, list[int] | None]
+    ) -> tuple[ErrorCode, dict[TopicPartition, Outcome]]:
+        """Start, replace or (None) cancel moves: the request's error code and each
+        partition's outcome."""
+        ...
+
+    def list_reassignments(
+        self, wanted: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, Listing]]:
+        """The moves in progress among `wanted` (None: all)."""
+        ...
 
     def submit_create(self, meta: TopicMeta) -> None: ...
 

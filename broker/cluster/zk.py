@@ -6,7 +6,8 @@ Znodes (Kafka's ZooKeeper-mode layout, JSON as Kafka writes it):
     /controller                      ephemeral       {"version": 1, "brokerid": N, "timestamp": ...}
     /controller_epoch                                "7"
     /brokers/ids/<id>                ephemeral       {"version": 5, "host", "port", "rack", "endpoints", ...}
-    /brokers/topics/<topic>                          {"version": 3, "topic_id", "partitions": {"0": [1, 2, 3]}, ...}
+    /brokers/topics/<topic>                          {"version": 3, "topic_id", "partitions": {"0": [1, 2, 3]},
+                                                      "adding_replicas": {"0": [3]}, "removing_replicas": {"0": [1]}}
     /brokers/topics/<topic>/partitions/<p>/state     {"version": 1, "leader", "leader_epoch", "isr", "controller_epoch"}
     /config/topics/<topic>                           {"version": 1, "config": {...}}
     /config/users/<user>                             {"version": 1, "config": {"SCRAM-SHA-512": ...}}
@@ -166,14 +167,23 @@ def decode_state(data: bytes, version: int) -> PartitionState:
     )
 
 
-def encode_assignment(assignments: list[list[int]], topic_id: str) -> bytes:
+def encode_assignment(
+    assignments: list[list[int]],
+    topic_id: str,
+    reassigning: dict[int, Moving] | None = None,
+) -> bytes:
+    """Kafka's TopicZNode (version 3); `reassigning` gives the partitions being moved
+    (KIP-455): their adding and removing replicas, written only where non-empty."""
+    moving = reassigning or {}
     return orjson.dumps(
         {
             "version": 3,
             "topic_id": topic_id,
             "partitions": {str(i): list(r) for i, r in enumerate(assignments)},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(p): list(m.adding) for p, m in moving.items() if m.adding},
+            "removing_replicas": {
+                str(p): list(m.removing) for p, m in moving.items() if m.removing
+            },
         }
     )
 
@@ -183,6 +193,29 @@ def decode_assignment(data: bytes) -> tuple[list[list[int]], str]:
     parts = raw["partitions"]
     assignments = [[int(b) for b in parts[str(i)]] for i in range(len(parts))]
     return assignments, str(raw.get("topic_id") or "")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Moving:
+    """A partition being reassigned: the replicas being added and being removed (the
+    topic znode's `adding_replicas` / `removing_replicas`)."""
+
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+
+def decode_reassigning(data: bytes) -> dict[int, Moving]:
+    """The partitions of a topic znode being reassigned (absent fields: none, as a
+    topic znode written before KIP-455 has them)."""
+    raw = orjson.loads(data)
+    adding = raw.get("adding_replicas") or {}
+    removing = raw.get("removing_replicas") or {}
+    return {
+        int(p): Moving(
+            tuple(int(b) for b in adding.get(p, ())), tuple(int(b) for b in removing.get(p, ()))
+        )
+        for p in sorted(set(adding) | set(removing), key=int)
+    }
 
 
 def encode_config(configs: dict[str, str]) -> bytes:

@@ -9,9 +9,12 @@ Both directions of a topic's life in ZooKeeper, for the cluster node:
   the partitions this broker replicates); a data watch is set on every partition's
   state znode (its callback is the node's `on_state`). Topics that disappear are
   removed with their logs. Each `/config/topics/<t>` and `/brokers/topics/<t>` data
-  -> changed config overrides and added partitions are applied the same way, and the
+  -> changed config overrides, added partitions and changed replica lists (a
+  reassignment, broker.cluster.reassignment: replicas created here, or deleted, with
+  their fetchers stopped, `on_replicas_deleted`) are applied the same way, and the
   controller hears of them too (`on_topic_changed`), to give new partitions a state
-  and to know the unclean-election flag.
+  and to know the unclean-election flag. The partitions being moved (the znode's
+  adding/removing replicas) go to the metadata cache.
 - Writes (any broker writes, the controller acts): CreateTopics and auto-creation
   write a new topic's config and assignment; AlterConfigs and CreatePartitions write a
   known topic's (`write`, applied here at once, the other brokers follow from their
@@ -51,6 +54,7 @@ class ZkTopics:
         on_state: Callable[[str, int, PartitionState], None],
         on_topic_gone: Callable[[str, int], None],
         on_topic_changed: Callable[[str], None],
+        on_replicas_deleted: Callable[[list[tuple[str, int]]], None],
     ):
         self.zk = session
         self.cache = cache
@@ -58,7 +62,8 @@ class ZkTopics:
         self._spawn = spawn  # runs a coroutine as one of the node's tasks
         self._on_state = on_state
         self._on_topic_gone = on_topic_gone  # (topic, partitions): stop fetching them
-        self._on_topic_changed = on_topic_changed  # a known topic's config or partitions
+        self._on_topic_changed = on_topic_changed  # a known topic's config or assignment
+        self._on_replicas_deleted = on_replicas_deleted  # replicas moved off this broker
         self._stops: dict[str, list] = {}  # topic -> its watches' stop functions
         self._lock = asyncio.Lock()
 
@@ -99,7 +104,8 @@ class ZkTopics:
                     topic_id=topic_id or name,
                 )
                 self.cache.topics[name] = meta
-                self.replicas.apply_topic(meta)
+                self.cache.record_moving(name, zk.decode_reassigning(data))
+                self._apply(meta)
                 # mypy infers no type for a lambda with default arguments (misc)
                 self._stops[name] = [
                     self.zk.watch_data(
@@ -139,18 +145,38 @@ class ZkTopics:
         if meta is None or data is None:
             return
         assignments, _ = zk.decode_assignment(data)
-        if len(assignments) > meta.partitions:
+        self.cache.record_moving(name, zk.decode_reassigning(data))
+        if assignments != meta.assignments and len(assignments) >= meta.partitions:
             self._changed(
-                dataclasses.replace(meta, partitions=len(assignments), assignments=assignments)
+                dataclasses.replace(
+                    meta,
+                    partitions=len(assignments),
+                    replication_factor=len(assignments[0]),
+                    assignments=assignments,
+                )
             )
 
     def _changed(self, meta: TopicMeta) -> None:
         """A known topic's new config or partitions, from a watch or our own write."""
         old = self.cache.topics[meta.name]
         self.cache.topics[meta.name] = meta
-        self.replicas.apply_topic(meta)
+        self._apply(meta)
         self._watch_states(meta.name, range(old.partitions, meta.partitions))
         self._on_topic_changed(meta.name)
+
+    def _apply(self, meta: TopicMeta) -> None:
+        """Give the replica manager the topic; replicas it no longer hosts (moved to
+        other brokers by a reassignment) were deleted: their fetchers stop. A replica
+        it starts to host (a reassignment added it) takes the partition's state as
+        last read: that state's watch may have fired before the topic's."""
+        deleted = self.replicas.apply_topic(meta)
+        if deleted:
+            self._on_replicas_deleted(deleted)
+        for index in range(meta.partitions):
+            part = self.replicas.get_partition(meta.name, index)
+            state = self.cache.states.get((meta.name, index))
+            if part is not None and part.leader == -1 and state is not None:
+                self._on_state(meta.name, index, state)
 
     def _remove(self, name: str) -> None:
         for stop in self._stops.pop(name, []):
@@ -240,6 +266,11 @@ class ZkTopics:
                 raise TopicError(
                     ErrorCode.REASSIGNMENT_IN_PROGRESS,
                     "The topic's partitions changed meanwhile; try again.",
+                )
+            if zk.decode_reassigning(data):
+                raise TopicError(
+                    ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                    f"A partition reassignment is in progress for the topic '{meta.name}'.",
                 )
             await self.zk.call(
                 "set",

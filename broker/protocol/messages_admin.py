@@ -423,6 +423,67 @@ DESCRIBE_LOG_DIRS_RESPONSE = [
     ),
 ]
 
+# KIP-455 (flexible from v0). Null replicas cancel a partition's move.
+ALTER_PARTITION_REASSIGNMENTS_REQUEST = [
+    F("timeout_ms", INT32, default=60000),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F(
+                "partitions",
+                [F("partition_index", INT32), F("replicas", Array(INT32), nullable="0+")],
+            ),
+        ],
+    ),
+]
+
+ALTER_PARTITION_REASSIGNMENTS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F(
+        "responses",
+        [
+            F("name", STRING),
+            F(
+                "partitions",
+                [
+                    F("partition_index", INT32),
+                    F("error_code", INT16),
+                    F("error_message", STRING, nullable="0+"),
+                ],
+            ),
+        ],
+    ),
+]
+
+LIST_PARTITION_REASSIGNMENTS_REQUEST = [
+    F("timeout_ms", INT32, default=60000),
+    F("topics", [F("name", STRING), F("partition_indexes", Array(INT32))], nullable="0+"),
+]
+
+LIST_PARTITION_REASSIGNMENTS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F(
+        "topics",
+        [
+            F("name", STRING),
+            F(
+                "partitions",
+                [
+                    F("partition_index", INT32),
+                    F("replicas", Array(INT32)),
+                    F("adding_replicas", Array(INT32)),
+                    F("removing_replicas", Array(INT32)),
+                ],
+            ),
+        ],
+    ),
+]
+
 ELECT_LEADERS_REQUEST = [
     F("election_type", INT8, "1+"),
     F("topic_partitions", [F("topic", STRING), F("partitions", Array(INT32))], nullable="0+"),

@@ -126,6 +126,8 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
     ApiKey.CREATE_PARTITIONS: (_c((RT.TOPIC, Op.ALTER)),),
     ApiKey.DELETE_GROUPS: (_c((RT.GROUP, Op.DELETE)),),
     ApiKey.ELECT_LEADERS: (_c((RT.CLUSTER, Op.ALTER)),),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (_c((RT.CLUSTER, Op.ALTER)),),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (_c((RT.CLUSTER, Op.DESCRIBE)),),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (
         _c((RT.TOPIC, Op.ALTER_CONFIGS), when="for a topic"),
         _c((RT.CLUSTER, Op.ALTER_CONFIGS), when="for a broker"),

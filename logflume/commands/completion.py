@@ -20,7 +20,14 @@ from collections.abc import Iterator
 SHELLS = ("bash", "zsh")
 
 # Options whose value is a path: they complete file or directory names.
-FILE_OPTIONS = {"config", "command_config", "env_file", "output"}
+FILE_OPTIONS = {
+    "config",
+    "command_config",
+    "env_file",
+    "output",
+    "topics_to_move_json_file",
+    "reassignment_json_file",
+}
 DIRECTORY_OPTIONS = {"data_dir", "state_dir", "checkpoint"}
 
 

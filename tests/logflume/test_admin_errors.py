@@ -190,6 +190,63 @@ def test_other_admin_commands_mistakes_are_one_line(module_broker):
         assert expected in line, (args, line)
 
 
+def test_reassign_mistakes_are_one_line(module_broker, tmp_path):
+    b = ["--bootstrap-server", module_broker.bootstrap]
+    create_topic(module_broker.bootstrap, "err-r")
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"version": 1, "topics": [{"topic": "err-r"}]}')
+    twice = tmp_path / "twice.json"
+    twice.write_text(
+        '{"version": 1, "partitions": [{"topic": "err-r", "partition": 0, "replicas": [0, 0]}]}'
+    )
+    nowhere = tmp_path / "nowhere.json"
+    nowhere.write_text(
+        '{"version": 1, "partitions": [{"topic": "nowhere", "partition": 0, "replicas": [0]}]}'
+    )
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"version": 1, "partitions": [')
+    for args, expected in (
+        (["--generate", "--topics-to-move-json-file", str(topics)],
+         'Missing required argument "[--broker-list]"'),
+        (["--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "0,0"],
+         "Broker list contains duplicate entries: 0"),
+        (["--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "0,5"],
+         "The following brokers are not present in the cluster: 5"),
+        (["--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "one"],
+         "--broker-list one: broker ids"),
+        (["--verify", "--reassignment-json-file", str(tmp_path / "missing.json")],
+         "Cannot read"),
+        (["--execute", "--reassignment-json-file", str(broken)], "is not valid JSON"),
+        (["--execute", "--reassignment-json-file", str(twice)],
+         "Partition replica lists may not contain duplicate entries: err-r-0 contains 0,0"),
+        (["--execute", "--reassignment-json-file", str(nowhere)], "Topic(s) nowhere do not exist"),
+        (["--list", "--reassignment-json-file", str(twice)],
+         'Option "[--reassignment-json-file]" can\'t be used with "[--list]"'),
+    ):  # fmt: skip
+        line = one_error_line(lf("reassign", *b, *args))
+        assert expected in line, (args, line)
+
+
+def test_reassign_on_a_single_broker_completes_at_once(module_broker, tmp_path):
+    """As on a one-broker Kafka: a move onto the only broker is done when started."""
+    b = ["--bootstrap-server", module_broker.bootstrap]
+    create_topic(module_broker.bootstrap, "err-s")
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "err-s", "partition": 0, '
+                    '"replicas": [0]}]}')  # fmt: skip
+    r = lf("reassign", *b, "--execute", "--reassignment-json-file", str(plan), "--throttle", "1000")
+    assert r.returncode == 0, r.stderr
+    assert b"--throttle is not enforced" in r.stderr
+    assert r.stdout.decode().endswith("Successfully started partition reassignment for err-s-0\n")
+    r = lf("reassign", *b, "--verify", "--reassignment-json-file", str(plan))
+    assert r.stdout.decode().splitlines() == [
+        "Status of partition reassignment:",
+        "Reassignment of partition err-s-0 is completed.",
+    ]
+    r = lf("reassign", *b, "--list")
+    assert (r.returncode, r.stdout) == (0, b"No partition reassignments found.\n")
+
+
 def test_acls_remove_without_an_answer_removes_nothing(module_broker):
     """--remove asks first; with no terminal to answer (stdin closed) it removes
     nothing, where it used to end in EOFError."""
@@ -226,6 +283,7 @@ UNREACHABLE = [
     ["groups", "--delete-offsets", "--group", "g", "--topic", "t"],
     ["acls", "--list"],
     ["users", "list"],
+    ["reassign", "--list"],
 ]
 
 

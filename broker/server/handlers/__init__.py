@@ -12,6 +12,8 @@
     admin.py          CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords
     configs.py        DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
     cluster_admin.py  DescribeCluster, DescribeLogDirs, ElectLeaders
+    reassignments.py  Alter/ListPartitionReassignments (the controller's; the moves:
+                      broker/cluster/reassignment.py)
     acls.py           DescribeAcls, CreateAcls, DeleteAcls
     scram_users.py    Describe/AlterUserScramCredentials
     client_quotas.py  Describe/AlterClientQuotas (the quotas: broker/quotas)

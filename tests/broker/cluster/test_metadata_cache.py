@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from broker.cluster.metadata_cache import MetadataCache
 from broker.cluster.metadata_store import TopicMeta
-from broker.cluster.zk import BrokerInfo, PartitionState
+from broker.cluster.zk import BrokerInfo, Moving, PartitionState
 
 KEY = ("t", 0)
 states = st.builds(
@@ -52,3 +52,13 @@ def test_partition_view_as_metadata_describes_it():
     cache = _cache()
     cache.forget_topic("t", 2)
     assert cache.partition_view("t", 1) == (-1, -1, [1, 2, 0], [], [2])
+
+
+def test_the_replicas_a_reassignment_removes_are_known_until_the_topic_goes():
+    cache = _cache()
+    cache.record_moving("t", {1: Moving(adding=(3,), removing=(0,))})
+    assert cache.removing("t", 1) == (0,)
+    assert cache.removing("t", 0) == ()
+    assert cache.removing("other", 0) == ()
+    cache.forget_topic("t", 2)
+    assert cache.removing("t", 1) == ()

@@ -436,3 +436,101 @@ def test_alter_client_quotas_v0_request_and_v1_response():
         "00"
     )
     assert check_response(ApiKey.ALTER_CLIENT_QUOTAS, 1, response, wire) == response
+
+
+def test_alter_partition_reassignments_v0_request_and_response():
+    # Kafka's AlterPartitionReassignmentsRequest.json v0: timeout_ms, then topics of
+    # partitions whose replicas are a nullable compact int32 array (null: cancel).
+    wire = frame(
+        "002d 0000 00000001 0001" + b"c".hex() + "00"  # header v2
+        "00007530"  # timeout_ms 30000
+        "02 02"
+        + b"t".hex()  # one topic "t"
+        + "03"  # two partitions
+        "00000000 03 00000001 00000002 00"  # partition 0 -> [1, 2]
+        "00000001 00 00"  # partition 1: null replicas (cancel)
+        "00 00"  # the topic's, the request's tagged fields
+    )
+    body = {
+        "timeout_ms": 30000,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {"partition_index": 0, "replicas": [1, 2]},
+                    {"partition_index": 1, "replicas": None},
+                ],
+            }
+        ],
+    }
+    assert check_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, body, wire, "c") == body
+
+    response = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "responses": [
+            {
+                "name": "t",
+                "partitions": [
+                    {"partition_index": 0, "error_code": 0, "error_message": None},
+                    {"partition_index": 1, "error_code": 85, "error_message": "no"},
+                ],
+            }
+        ],
+    }
+    wire = frame(
+        "00000001 00"  # header v1
+        "00000000 0000 00"  # throttle, error code, null message
+        "02 02" + b"t".hex() + "03"
+        "00000000 0000 00 00"
+        "00000001 0055 03" + b"no".hex() + "00"
+        "00 00"
+    )
+    assert check_response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, response, wire) == response
+
+
+def test_list_partition_reassignments_v0_request_and_response():
+    wire = frame(
+        "002e 0000 00000001 0001" + b"c".hex() + "00"
+        "0000ea60"  # timeout_ms 60000
+        "02 02" + b"t".hex() + "02 00000000 00"  # topic t, partition indexes [0]
+        "00"
+    )
+    body = {"timeout_ms": 60000, "topics": [{"name": "t", "partition_indexes": [0]}]}
+    assert check_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, body, wire, "c") == body
+    everything = frame("002e 0000 00000001 0001" + b"c".hex() + "000000ea60 00 00")
+    listed = {"timeout_ms": 60000, "topics": None}
+    assert check_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, listed, everything, "c") == listed
+
+    response = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "replicas": [1, 2, 0],
+                        "adding_replicas": [1, 2],
+                        "removing_replicas": [0],
+                    }
+                ],
+            }
+        ],
+    }
+    wire = frame(
+        "00000001 00"
+        "00000000 0000 00"
+        "02 02" + b"t".hex() + "02"
+        "00000000 04 00000001 00000002 00000000"  # replicas
+        "03 00000001 00000002"  # adding
+        "02 00000000 00"  # removing, tagged fields
+        "00 00"
+    )
+    assert check_response(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, response, wire) == response
+    refused = {"throttle_time_ms": 0, "error_code": 41, "error_message": None, "topics": []}
+    wire = frame("00000001 00 00000000 0029 00 01 00")
+    assert check_response(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, refused, wire) == refused

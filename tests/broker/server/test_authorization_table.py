@@ -289,6 +289,16 @@ REQUESTS = [
         {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
         "refused",
     ),
+    (
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        0,
+        {
+            "timeout_ms": 1000,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [0]}]}],
+        },
+        "refused",
+    ),
+    (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None}, "refused"),
     (ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False}, "refused"),
     (
         ApiKey.ALTER_CLIENT_QUOTAS,

@@ -75,13 +75,18 @@ class QuotaManager:
         self._keys = frozenset(k for configs in self.store.quotas.values() for k in configs)
         self._resolved.clear()
 
-    def record(self, kind: str, principal: str, client_id: str | None, nbytes: int) -> int:
-        """Throttle time in ms for `nbytes` more of `kind` by this client (0: within)."""
+    def enforces(self, kind: str) -> bool:
+        """True if any quota of `kind` is set: callers skip measuring a request's
+        bytes otherwise (the common case, no quota at all)."""
         if self.store.version != self._version:
             self._refresh()
-        key = _KEYS[kind]
-        if key not in self._keys:
+        return _KEYS[kind] in self._keys
+
+    def record(self, kind: str, principal: str, client_id: str | None, nbytes: int) -> int:
+        """Throttle time in ms for `nbytes` more of `kind` by this client (0: within)."""
+        if not self.enforces(kind):
             return 0
+        key = _KEYS[kind]
         user = principal.partition(":")[2]
         who = (kind, user, client_id or "")
         if who in self._resolved:

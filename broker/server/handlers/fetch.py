@@ -180,7 +180,8 @@ def _aborted(partition, req: dict, piece) -> list[dict]:
 
 def _response(ctx, topics: list[dict], body: dict) -> dict:
     core = ctx.core
-    if body["replica_id"] < 0:  # followers are never throttled
+    # followers are never throttled; a consumer's bytes are counted only under a quota
+    if body["replica_id"] < 0 and core.quotas.enforces(FETCH):
         size = sum(len(p["records"]) for t in topics for p in t["partitions"])
         throttle_ms = core.quotas.record(FETCH, ctx.principal, ctx.header.client_id, size)
         if throttle_ms:

@@ -16,10 +16,12 @@ WHEELHOUSE_STAMP := $(WHEELHOUSE)/.filled
 .PHONY: up test lint fmt bench soak system-deps system-deps-up system-deps-test \
 	system-deps-bench clean dist deb
 
-$(STAMP): pyproject.toml setup.py broker/protocol/_recordscheck.c
+# native/recordscheck is named beside the project: the broker extra requires it and no
+# package index has it.
+$(STAMP): pyproject.toml native/recordscheck/pyproject.toml native/recordscheck/logflume_recordscheck/_check.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[all,dev,bench]'
+	$(BIN)/pip install -q -e '.[all,dev,bench]' ./native/recordscheck
 	touch $@
 
 # Every set; each target below installs only its own.
@@ -69,10 +71,13 @@ bench: $(STAMP) system-deps-bench
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
 
-# Wheels for hosts that should not build from a checkout: dist/logflume-<version>-*.whl
-# (install one with deploy/install-agent.sh --wheel, or pip install 'FILE[agent]').
+# Wheels for hosts that should not build from a checkout: dist/logflume-<version>-py3-none-any.whl
+# (install one with deploy/install-agent.sh --wheel, or pip install 'FILE[agent]') and, for
+# broker hosts, dist/logflume_recordscheck-<version>-<python>-<arch>.whl (the broker extra's
+# C records check: pip install 'LOGFLUME_WHEEL[broker]' RECORDSCHECK_WHEEL).
 dist: $(STAMP)
 	$(BIN)/python -m build --wheel --outdir dist .
+	$(BIN)/python -m build --wheel --outdir dist native/recordscheck
 
 # A Debian package of the agent, self-contained (deploy/deb/build-agent-deb.sh):
 # dist/logflume-agent_<version>-1_<arch>.deb

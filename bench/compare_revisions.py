@@ -3,7 +3,8 @@
     .venv/bin/python -m bench.compare_revisions --base fb7c9e1 \\
         --modules bench.bench_log,bench.bench_broker --mode quick --rounds 3
 
-Each revision is checked out into its own git worktree (C extension built in place),
+Each revision is checked out into its own git worktree (its records-check C extension
+built in place: `setup.py` at the root before it became native/recordscheck),
 and every benchmark module with the figure protocol (`figures(mode)`, see
 bench/report.py) runs there as `python -m bench --child`, the two revisions
 alternating round by round (base first in odd rounds, head first in even ones), so
@@ -24,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+NATIVE = Path("native/recordscheck")
 
 
 def checkout(rev: str, into: Path) -> Path:
@@ -34,20 +36,27 @@ def checkout(rev: str, into: Path) -> Path:
             check=True,
             capture_output=True,
         )
-    subprocess.run(
-        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-        cwd=into,
-        check=True,
-        capture_output=True,
-    )
+    for where in (into, into / NATIVE):
+        if (where / "setup.py").exists():
+            subprocess.run(
+                [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+                cwd=where,
+                check=True,
+                capture_output=True,
+            )
     return into
+
+
+def pythonpath(tree: Path) -> str:
+    """The tree first, then its own build of the records check (not the venv's)."""
+    return os.pathsep.join(str(p) for p in (tree, tree / NATIVE) if p.exists())
 
 
 def run_module(tree: Path, module: str, mode: str) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         out = Path(tmp) / "figures.json"
         cmd = [sys.executable, "-m", "bench", "--child", module, "--mode", mode, "--out", str(out)]
-        env = dict(os.environ, PYTHONPATH=str(tree))
+        env = dict(os.environ, PYTHONPATH=pythonpath(tree))
         proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
         if proc.returncode != 0 or not out.exists():
             sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])

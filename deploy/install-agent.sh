@@ -157,7 +157,7 @@ elif [ "$from_index" -eq 1 ]; then
   say "installing logflume[$extras] from the package index"
 else
   mkdir "$build/src" "$build/wheel"
-  tar -C "$source_dir" --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./build \
+  tar -C "$source_dir" --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./build --exclude=./native/recordscheck/build \
     --exclude='*.egg-info' --exclude=__pycache__ --exclude=./bench/out -cf - . \
     | tar -C "$build/src" -xf -
   say "installing logflume[$extras] from $source_dir"
@@ -165,7 +165,29 @@ else
   code="$(echo "$build"/wheel/logflume-*.whl)"
   [ -f "$code" ] || die "pip built no logflume wheel from $source_dir"
 fi
-"${pip[@]}" install --quiet --upgrade "${pip_args[@]}" "${code}[$extras]"
+# The broker extra requires logflume-recordscheck (the records check in C, its own
+# distribution so that the logflume wheel stays pure Python), which no package index
+# has: it comes from the tree's native/recordscheck, or as the wheel `make dist` puts
+# beside logflume's.
+native=()
+if [[ ",$extras," =~ ,(broker|all), ]] && [ "$from_index" -eq 0 ]; then
+  if [ -n "$wheel" ]; then
+    native_wheel=""
+    for candidate in "$(dirname "$code")"/logflume_recordscheck-*.whl; do  # the newest
+      if [ -f "$candidate" ] && { [ -z "$native_wheel" ] || [ "$candidate" -nt "$native_wheel" ]; }; then
+        native_wheel="$candidate"
+      fi
+    done
+    [ -n "$native_wheel" ] || die "--extras $extras needs logflume_recordscheck-*.whl beside $wheel (make dist builds both)"
+  else
+    "${pip[@]}" wheel --quiet --no-deps "${pip_args[@]}" --wheel-dir "$build/native" \
+      "$build/src/native/recordscheck"
+    native_wheel="$(echo "$build"/native/logflume_recordscheck-*.whl)"
+    [ -f "$native_wheel" ] || die "pip built no logflume-recordscheck wheel from $source_dir"
+  fi
+  native=("$native_wheel")
+fi
+"${pip[@]}" install --quiet --upgrade "${pip_args[@]}" "${code}[$extras]" "${native[@]}"
 if [ "$from_index" -eq 0 ]; then
   "${pip[@]}" install --quiet --force-reinstall --no-deps "${pip_args[@]}" "$code"
 fi

@@ -31,8 +31,8 @@ from broker.protocol.compression import (
 
 _fast_check: Callable[[bytes | memoryview, int, int], None] | None
 try:
-    from broker.protocol._recordscheck import check_records as _fast_check
-except ImportError:  # not built (no C compiler at install): the Python walk serves
+    from logflume_recordscheck import check_records as _fast_check
+except ImportError:  # logflume-recordscheck not installed: the Python walk serves
     _fast_check = None
 
 __all__ = [
@@ -337,7 +337,7 @@ class RecordBatch:
 
 def _check_records(data, count: int, last_delta: int) -> None:
     """Walk `count` records of an uncompressed records section (see validate_records).
-    The reference for `_recordscheck.check_records`, its C twin, which the produce
+    The reference for `logflume_recordscheck.check_records`, its C twin, which the produce
     path uses when it was built (the C file says why)."""
     n = len(data)
     pos = 0

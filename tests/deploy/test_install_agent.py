@@ -240,6 +240,28 @@ def test_broker_unit_fails_loudly_without_its_properties():
     assert "ConditionPathExists" not in unit
 
 
+def test_a_broker_host_gets_the_c_records_check_from_the_tree(tmp_path):
+    """The broker extra requires logflume-recordscheck, which no index has: the script
+    builds it from native/recordscheck beside the pure-Python logflume wheel."""
+    prefix = tmp_path / "logflume"
+    install(prefix, "--extras", "broker", "--no-enable")
+    check = "import importlib.metadata as m; from broker.protocol import records; "
+    check += "print(m.version('logflume-recordscheck'), records._fast_check is not None)"
+    out = run([str(prefix / "bin" / "python"), "-I", "-c", check])
+    assert out.stdout.split() == ["0.1.0", "True"], out.stdout + out.stderr
+
+
+def test_a_broker_install_from_a_wheel_wants_the_records_check_beside_it(wheel, tmp_path):
+    alone = tmp_path / "dist"
+    alone.mkdir()
+    shutil.copy(wheel, alone / wheel.name)
+    cmd = ["bash", str(SCRIPT), "--prefix", str(tmp_path / "lf"), "--python", sys.executable]
+    cmd += ["--wheel", str(alone / wheel.name), "--extras", "agent,broker", "--no-enable"]
+    result = run(cmd)
+    assert result.returncode == 1
+    assert "needs logflume_recordscheck-*.whl beside" in result.stderr, result.stderr
+
+
 def test_the_agent_unit_yields_to_nginx_within_limits():
     """Beside nginx (CPUWeight 100, the default) the agent gets less CPU under
     contention, and its memory is bounded: reclaimed above MemoryHigh, capped at

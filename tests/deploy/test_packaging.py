@@ -21,7 +21,7 @@ from tests.deploy.template import filled, relocated, settings
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "install-agent.sh"
 SPARK_AND_FRIENDS = ("pyspark", "pyarrow", "pandas")
-BROKER_ONLY = ("kazoo", "cramjam", "zstandard", "cryptography")
+BROKER_ONLY = ("kazoo", "cramjam", "zstandard", "cryptography", "logflume-recordscheck")
 
 # Runs the logflume command with the given packages made unimportable, as on a web host
 # that installed `logflume[agent]` only.
@@ -62,8 +62,18 @@ def test_the_wheel_keeps_spark_and_zookeeper_out_of_the_agent(wheel):
     assert reqs["all"] == {"logflume"}  # logflume[agent,broker,etl]
 
 
+def test_the_wheel_is_pure_python(wheel):
+    """Any CPython >= 3.11 on any architecture installs the agent: the broker's C
+    records check is the logflume-recordscheck distribution, which only the broker
+    extra requires."""
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        native = [n for n in z.namelist() if n.endswith((".so", ".pyd", ".c"))]
+    assert native == []
+
+
 def test_the_agent_runs_without_spark_and_the_broker_parts(tmp_path):
-    blocked = ",".join((*SPARK_AND_FRIENDS, *BROKER_ONLY))
+    blocked = ",".join(dist.replace("-", "_") for dist in (*SPARK_AND_FRIENDS, *BROKER_ONLY))
     cli = [sys.executable, "-c", WITHOUT, blocked]
     checked = subprocess.run(
         [*cli, "agent", "validate", "--config", str(REPO / "pipelines.yaml")],

@@ -1,7 +1,8 @@
-"""The C records check (`_recordscheck`, built by `pip install`) accepts exactly what
-the Python reference walk `records._check_records` accepts: valid sections, sections
-mutated byte by byte, wrong counts and deltas, and random bytes. What they accept,
-the decoder reads, and the records it reads re-encode to the same records."""
+"""The C records check (the `logflume-recordscheck` distribution, native/recordscheck)
+accepts exactly what the Python reference walk `records._check_records` accepts: valid
+sections, sections mutated byte by byte, wrong counts and deltas, and random bytes.
+What they accept, the decoder reads, and the records it reads re-encode to the same
+records."""
 
 import struct
 
@@ -27,7 +28,7 @@ fast_check = records._fast_check
 
 
 def test_the_c_check_is_built_and_used():
-    assert fast_check is not None, "broker/protocol/_recordscheck.c was not built"
+    assert fast_check is not None, "logflume-recordscheck is not installed (native/recordscheck)"
 
 
 def python_accepts(data: bytes, count: int, last_delta: int) -> bool:

@@ -165,9 +165,9 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_recordscheck", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_check", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__recordscheck(void)
+PyMODINIT_FUNC PyInit__check(void)
 {
     return PyModule_Create(&module);
 }

@@ -1,4 +1,4 @@
-"""Types of the C extension built from _recordscheck.c, for the type check."""
+"""Types of the C extension built from _check.c, for the type check."""
 
 from _typeshed import ReadableBuffer
 

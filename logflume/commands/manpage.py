@@ -54,5 +54,13 @@ def run(args) -> int:
     )
     page.add_section("files", "=", FILES)
     page.add_section("see also", "=", r"\fBnc\fR(1), \fBsystemd.service\fR(5)")
-    print(page, end="")
+    print(quote_text_lines(str(page)), end="")
     return 0
+
+
+def quote_text_lines(roff: str) -> str:
+    """A help text line starting with an apostrophe would be read by groff as a
+    no-break control line (and vanish with a warning): argparse-manpage writes help
+    text as it is, so such lines get the zero-width `\\&` in front. Lines starting
+    with a period are left alone: argparse-manpage's own macros start with one."""
+    return "\n".join("\\&" + line if line.startswith("'") else line for line in roff.split("\n"))

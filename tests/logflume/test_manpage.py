@@ -69,3 +69,16 @@ def test_man_shows_every_command_with_its_flags_and_their_help(page):
             for flag in action.option_strings:
                 assert flag in found[command], (command, flag)
             assert " ".join(action.help.split()) in found[command], (command, action.help)
+
+
+def test_a_help_line_starting_with_an_apostrophe_stays_text(tmp_path):
+    """groff reads a line starting with ' as a control line: quoted, it is text."""
+    from logflume.commands.manpage import quote_text_lines
+
+    page = tmp_path / "x.1"
+    page.write_text(quote_text_lines(".TH X 1\n.SH NAME\nx\n'quoted' names are shown\n"))
+    out = subprocess.run(
+        ["groff", "-man", "-Tutf8", "-ww", str(page)], capture_output=True, text=True
+    )
+    assert out.stderr == ""
+    assert "'quoted' names are shown" in out.stdout.replace("\u2019", "'")

@@ -53,11 +53,15 @@ PRODUCERS_HEADER = [
 
 
 def _metadata(bootstrap: str, timeout: float, security: Security, topics=()) -> dict:
-    """Metadata v1 of `topics` (None: every topic, internal ones included)."""
+    """Metadata v4 of `topics` (None: every topic, internal ones included), never
+    creating a topic it names (v1-v3 requests auto-create where the broker allows)."""
     host, port = parse_hostport(bootstrap.split(",")[0], "--bootstrap-server")
-    body = {"topics": None if topics is None else [{"name": t} for t in topics]}
+    body = {
+        "topics": None if topics is None else [{"name": t} for t in topics],
+        "allow_auto_topic_creation": False,
+    }
     with BlockingClient(host, port, timeout, security=security) as c:
-        return c.request(ApiKey.METADATA, 1, body)
+        return c.request(ApiKey.METADATA, 4, body)
 
 
 def _brokers(bootstrap: str, timeout: float, security: Security) -> dict[int, tuple[str, int]]:
@@ -227,9 +231,7 @@ def abort_transaction(
     timeout: float,
     security: Security = PLAINTEXT,
 ) -> None:
-    host, port = parse_hostport(bootstrap.split(",")[0], "--bootstrap-server")
-    with BlockingClient(host, port, timeout, security=security) as c:
-        meta = c.request(ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
+    meta = _metadata(bootstrap, timeout, security, [topic])
     brokers = {b["node_id"]: (b["host"], b["port"]) for b in meta["brokers"]}
     parts = {p["partition_index"]: p for t in meta["topics"] for p in t["partitions"]}
     if partition not in parts or parts[partition]["leader_id"] not in brokers:

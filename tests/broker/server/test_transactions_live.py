@@ -268,3 +268,21 @@ def test_cli_finds_a_hanging_transaction_and_aborts_it_by_its_start_offset(live)
     with WireClient(live.port) as c:
         assert produce(c, "hang", batch(b"after"), txn_id=None)["error_code"] == 0
     assert consume_all(live.bootstrap, "hang", "read_committed", 2) == [b"before", b"after"]
+
+
+def test_cli_abort_of_an_unknown_topic_creates_no_topic(live):
+    """The tool's Metadata request never auto-creates what it names (v1 would, on a
+    broker with auto.create.topics.enable, the default)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "logflume", "transactions", "--bootstrap-server", live.bootstrap]
+        + ["abort", "--topic", "no-such-topic", "--partition", "0", "--producer-id", "7"]
+        + ["--producer-epoch", "0", "--coordinator-epoch", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "no-such-topic-0" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    with WireClient(live.port) as c:
+        meta = c.request(ApiKey.METADATA, 4, {"topics": None, "allow_auto_topic_creation": False})
+    assert "no-such-topic" not in {t["name"] for t in meta["topics"]}

@@ -15,15 +15,25 @@ an OSError the segment rolls back) and the rest of that block, now allocated,
 through the mapping. On roll or close the file is trimmed to its entries, so a
 closed index's length tells how many entries it has. After a crash the active
 segment's index is rebuilt from the log (recovery), never trusted. Closed indexes
-are mapped lazily on first lookup.
+are mapped lazily on first lookup; loading checks them with `pread`, unmapped.
+
+An index holds no descriptor of its own, as Kafka's: the file is opened to map it,
+resize it, write a block's first entry or fsync it, and closed again, so a broker
+keeps one descriptor per segment (its `.log`) plus one per mapped index. The mapping
+needs that one: CPython before 3.13 keeps a duplicate of the file's descriptor for
+each mmap (3.13's `trackfd=False` keeps none, and is used there). Thousands of
+partitions fit under a process's open-file limit this way.
 """
 
 import mmap
 import os
 import struct
+import sys
 from pathlib import Path
 
 PAGE = mmap.PAGESIZE
+# Python 3.13+: the mapping keeps no duplicate of the file's descriptor.
+_MMAP_OPTIONS: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
 class CorruptIndexError(ValueError):
@@ -39,65 +49,84 @@ class _Index:
         size = self.ENTRY.size
         self.max_entries = max(1, max_bytes // size)
         self._mm: mmap.mmap | None = None
-        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        length = os.fstat(self._fd).st_size
+        self._closed = False
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            length = os.fstat(fd).st_size
+            self._unit = min(PAGE, os.fstatvfs(fd).f_frsize or PAGE)  # allocation unit
+        finally:
+            os.close(fd)
         self.entries = length // size
         self._length_ok = length % size == 0
         self._mapped_length = 0
         self._backed = 0  # bytes from the start known to be allocated (not a hole)
-        self._unit = min(PAGE, os.fstatvfs(self._fd).f_frsize or PAGE)  # allocation unit
         if active:
             self.resize(self.max_entries * size)
 
     # -- mapping -------------------------------------------------------------------
 
+    def _open(self) -> int:
+        """A descriptor of the file, for one operation: the caller closes it."""
+        assert not self._closed, f"{self.path.name} is closed"
+        return os.open(self.path, os.O_RDWR)
+
     def _map(self) -> mmap.mmap | None:
-        if self._mm is None and self._fd is not None:
-            length = os.fstat(self._fd).st_size
-            if length:
-                self._mm = mmap.mmap(self._fd, length)
-                self._mapped_length = length
+        if self._mm is None and not self._closed:
+            fd = self._open()
+            try:
+                length = os.fstat(fd).st_size
+                if length:
+                    self._mm = mmap.mmap(fd, length, **_MMAP_OPTIONS)
+                    self._mapped_length = length
+            finally:
+                os.close(fd)
         return self._mm
 
-    def resize(self, length: int) -> None:
-        """Set the file length (preallocate when active, trim when closed)."""
+    def _unmap(self) -> None:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
-        assert self._fd is not None, "resize of a closed index"
-        os.ftruncate(self._fd, length)
+            self._mapped_length = 0
+
+    def resize(self, length: int, remap: bool = True) -> None:
+        """Set the file length (preallocate when active, trim when closed); mapped
+        again at once unless `remap` is false (then at the next lookup)."""
+        self._unmap()
+        fd = self._open()
+        try:
+            os.ftruncate(fd, length)
+        finally:
+            os.close(fd)
         self._backed = min(self._backed, length // self._unit * self._unit)
-        self._map()
+        if remap:
+            self._map()
 
     def trim(self) -> None:
-        self.resize(self.entries * self.ENTRY.size)
+        """Cut the file to its entries as the segment closes; the mapping goes (a
+        closed segment's index is mapped again on its first lookup)."""
+        self.resize(self.entries * self.ENTRY.size, remap=False)
 
     @property
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        if not self._closed:
+            fd = self._open()
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
-    def fileno(self) -> int:
-        assert self._fd is not None, "fileno of a closed index"
-        return self._fd
+    def open_for_sync(self) -> int:
+        """A new read-only descriptor of the file, for an fsync on another thread,
+        which closes it (fsync through any descriptor of a file makes it durable)."""
+        assert not self._closed, f"{self.path.name} is closed"
+        return os.open(self.path, os.O_RDONLY)
 
     def close(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def __del__(self) -> None:
-        """Release the descriptor of an index dropped without close(), as a file
-        object does: a log abandoned after a simulated crash must not keep it."""
-        fd = getattr(self, "_fd", None)
-        if fd is not None:
-            os.close(fd)
+        self._unmap()
+        self._closed = True
 
     def delete(self) -> None:
         self.close()
@@ -120,6 +149,20 @@ class _Index:
         mm = self._map()
         assert mm is not None, "an entry of an empty index"
         return self.ENTRY.unpack_from(mm, i * self.ENTRY.size)
+
+    def peek(self, i: int) -> tuple:
+        """Entry `i` without mapping the file (loading checks every closed segment's
+        index, most of which no fetch will ever look up)."""
+        if self._mm is not None:
+            return self.ENTRY.unpack_from(self._mm, i * self.ENTRY.size)
+        fd = self._open()
+        try:
+            data = os.pread(fd, self.ENTRY.size, i * self.ENTRY.size)
+        finally:
+            os.close(fd)
+        if len(data) != self.ENTRY.size:
+            raise CorruptIndexError(f"{self.path.name}: entry {i} is past the end")
+        return self.ENTRY.unpack(data)
 
     def _floor(self, target: int, field: int) -> int:
         """Index of the last entry whose `field` is <= target, or -1."""
@@ -159,8 +202,12 @@ class _Index:
             self.ENTRY.pack_into(mm, pos, *values)
             return
         data = self.ENTRY.pack(*values)
-        assert self._fd is not None  # mapped, so open
-        if os.pwrite(self._fd, data, pos) != len(data):
+        fd = self._open()
+        try:
+            written = os.pwrite(fd, data, pos)
+        finally:
+            os.close(fd)
+        if written != len(data):
             raise OSError(f"short write to {self.path.name}")
         self._backed = -(-end // self._unit) * self._unit
 
@@ -189,7 +236,7 @@ class OffsetIndex(_Index):
     def last_entry(self) -> tuple[int, int]:
         if not self.entries:
             return self.base_offset, 0
-        rel, pos = self.entry(self.entries - 1)
+        rel, pos = self.peek(self.entries - 1)
         return self.base_offset + rel, pos
 
     def lookup(self, offset: int) -> tuple[int, int]:
@@ -221,8 +268,8 @@ class OffsetIndex(_Index):
         if not self._length_ok:
             raise CorruptIndexError(f"{self.path.name}: length is not a multiple of 8")
         if self.entries:
-            rel, pos = self.entry(self.entries - 1)
-            first_rel, first_pos = self.entry(0)
+            rel, pos = self.peek(self.entries - 1)
+            first_rel, first_pos = self.peek(0)
             if rel < first_rel or pos < first_pos or first_rel < 0 or pos >= log_size:
                 raise CorruptIndexError(f"{self.path.name}: last entry {rel},{pos} is invalid")
 
@@ -236,7 +283,7 @@ class TimeIndex(_Index):
         """(timestamp, offset) of the last entry, or (-1, base offset)."""
         if not self.entries:
             return -1, self.base_offset
-        ts, rel = self.entry(self.entries - 1)
+        ts, rel = self.peek(self.entries - 1)
         return ts, self.base_offset + rel
 
     last_timestamp = -1  # cache of the last entry's timestamp, -1 when unknown
@@ -284,7 +331,7 @@ class TimeIndex(_Index):
         if not self._length_ok:
             raise CorruptIndexError(f"{self.path.name}: length is not a multiple of 12")
         if self.entries:
-            first_ts, first_rel = self.entry(0)
-            ts, rel = self.entry(self.entries - 1)
+            first_ts, first_rel = self.peek(0)
+            ts, rel = self.peek(self.entries - 1)
             if ts < first_ts or rel < first_rel or first_rel < 0:
                 raise CorruptIndexError(f"{self.path.name}: last entry {ts},{rel} is invalid")

@@ -167,7 +167,7 @@ class LocalLog:
             old.delete()
         else:
             old.finish()
-            fut = _flush_executor().submit(_fsync_and_close, old.dup_fds(), self.dir, snapshot)
+            fut = _flush_executor().submit(_fsync_and_close, old.sync_fds(), self.dir, snapshot)
             self._pending.append((base, fut))
         seg = new_segment(self.dir, base, self.config, self._clock_ms())
         self.segments.add(seg)

@@ -15,6 +15,7 @@ import logging
 import os
 import resource
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -32,9 +33,10 @@ CLEANER_FILE = "cleaner-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
-# Open files per new partition: its .log, and its .index and .timeindex twice each
-# (Python's mmap keeps a duplicate of the descriptor it maps).
-FILES_PER_PARTITION = 5
+# Open files per new partition: its .log, and before Python 3.13 one for each of the
+# mapped .index and .timeindex (that mmap keeps a duplicate of the descriptor it maps;
+# the index itself holds none: broker/log/index.py).
+FILES_PER_PARTITION = 3 if sys.version_info < (3, 13) else 1
 FILE_HEADROOM = 256  # kept free for connections, checkpoints and segment rolls
 
 

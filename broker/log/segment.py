@@ -201,12 +201,13 @@ class LogSegment:
         self.time_index.flush()
         self.txn_index.flush()
 
-    def dup_fds(self) -> list[int]:
-        """Duplicated descriptors of its files, for an fsync on another thread."""
+    def sync_fds(self) -> list[int]:
+        """New descriptors of its files (the `.log` duplicated, the indexes opened
+        again), for an fsync on another thread, which closes them."""
         fds = [
             os.dup(self.file.fileno()),
-            os.dup(self.index.fileno()),
-            os.dup(self.time_index.fileno()),
+            self.index.open_for_sync(),
+            self.time_index.open_for_sync(),
         ]
         if (txn_fd := self.txn_index.fileno()) is not None:
             fds.append(os.dup(txn_fd))

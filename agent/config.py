@@ -69,7 +69,7 @@ WIRING_KEYS = {
 @dataclasses.dataclass(frozen=True)
 class MetricsSettings:
     # 8286, next to the UDP source's 8285, is no well-known exporter's (9273 is Telegraf's)
-    listen: str = "127.0.0.1:8286"  # host:port of /metrics (Prometheus) and /health
+    listen: str = "127.0.0.1:8286"  # host:port of /metrics, /health and /tap (on loopback only)
 
 
 @dataclasses.dataclass(frozen=True)

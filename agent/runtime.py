@@ -15,6 +15,12 @@ the running config stays. Otherwise specs are compared by value: a changed or
 removed channel takes down the sources writing to it and the sinks reading it
 (after a drain); changed or removed sources and sinks are stopped; then everything
 new or stopped is started from the new specs. Unchanged components keep running.
+
+Each component running is announced by `logflume_agent_component_info{component,
+kind, type}` at 1 (0 once stopped), which `logflume agent top` reads to name the
+components. The metrics listener also serves `/tap` (agent/tap.py): the runtime
+samples a source's events after its interceptors and a channel's as they are put,
+when someone taps them.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from agent.metrics import Registry
 from agent.selector import Selector
 from agent.source_audit import SourceTally
 from agent.supervisor import Supervised
+from agent.tap import Tapped, Taps
 from common.hostport import parse_hostport
 from common.prometheus import MetricsServer
 
@@ -52,8 +59,18 @@ class AgentRuntime:
         self.sinks: dict[str, Supervised] = {}
         self.metrics_server: MetricsServer | None = None
         self.source_tallies: dict[str, SourceTally] = {}  # the audit's source tier
+        self.taps = Taps(self.registry)
         self._stop = asyncio.Event()
         self._reload_lock = asyncio.Lock()
+
+    def _announce(self, kind: str, name: str, cls, running: bool) -> None:
+        self.registry.gauge(
+            "logflume_agent_component_info",
+            "1 for each component running, with its kind and type",
+            component=name,
+            kind=kind,
+            type=cls.type_name,
+        ).set(1 if running else 0)
 
     def _context(self, kind: str, name: str) -> Context:
         state = self.state_dir / f"{kind}s" / name
@@ -65,6 +82,7 @@ class AgentRuntime:
     def _start_channel(self, name: str) -> None:
         spec = self.spec.channels[name]
         channel = self.channels[name] = spec.cls(spec.config, self._context("channel", name))
+        self._announce("channel", name, spec.cls, True)
         if any(
             s.channel == name and s.cls.records_positions(s.config)
             for s in self.spec.sinks.values()
@@ -99,6 +117,7 @@ class AgentRuntime:
 
         sup = Supervised(f"sink.{name}", start, self.registry.health, log)
         self.sinks[name] = sup
+        self._announce("sink", name, spec.cls, True)
         sup.start()
 
     def _start_source(self, name: str) -> None:
@@ -120,6 +139,7 @@ class AgentRuntime:
             f"source.{name}", start, self.registry.health, log, needs_ready=spec.cls.signals_ready
         )
         self.sources[name] = sup
+        self._announce("source", name, spec.cls, True)
         sup.start()
 
     async def _held_marks(self, channel: Channel, source: str) -> dict | None:
@@ -143,7 +163,7 @@ class AgentRuntime:
             for i in spec.interceptors
         ]
         selector = Selector([(c, self.channels[c]) for c in spec.channels], spec.selector)
-        tallies, parsed = self.source_tallies, bool(interceptors)
+        tallies, parsed, taps, name = self.source_tallies, bool(interceptors), self.taps, spec.name
 
         def prepare(events: list[Event]):
             n = len(events)
@@ -156,12 +176,16 @@ class AgentRuntime:
             if tally is not None and n:
                 bad = sum(1 for e in events if "parse_error" in e.headers) if parsed else 0
                 tally.count(host, n, len(events), bad, int(time.time() * 1000))
+            if taps.active:
+                taps.sample("source", name, events)
             return selector.route(events)
 
         async def emit(events: list[Event]) -> None:
             routes, unrouted = prepare(events)
             for channel, batch in routes:
                 await channel.put(batch)
+                if taps.active:
+                    taps.sample("channel", channel.context.name, batch)
             _count(counters, routes, unrouted)
 
         def offer(events: list[Event]) -> bool:
@@ -173,6 +197,8 @@ class AgentRuntime:
                     counters.dropped.inc(len(batch))
                     for e in batch:
                         e.settle()
+                elif taps.active:
+                    taps.sample("channel", channel.context.name, batch)
             _count(counters, routes, unrouted)
             return stored
 
@@ -200,11 +226,28 @@ class AgentRuntime:
         if settings is None:
             return
         host, port = parse_hostport(settings.listen, "metrics.listen")
+
+        async def tap(request):
+            return await self.taps.stream(request, host, self._tap_components())
+
         self.metrics_server = MetricsServer(
-            self.registry.prometheus, self.registry.status, host, port
+            self.registry.prometheus, self.registry.status, host, port, {"/tap": tap}
         )
         await self.metrics_server.start()
         log.info("metrics on http://%s:%d/metrics", host, self.metrics_server.port)
+
+    def _tap_components(self) -> dict[str, Tapped]:
+        """What `/tap?component=NAME` shows: a source's or channel's own events, a
+        sink's input (its channel's); a name used by two kinds is the source's, then
+        the channel's."""
+        out: dict[str, Tapped] = {}
+        for name in self.spec.sources:
+            out.setdefault(name, ("source", ("source", name)))
+        for name in self.spec.channels:
+            out.setdefault(name, ("channel", ("channel", name)))
+        for name, sink in self.spec.sinks.items():
+            out.setdefault(name, ("sink", ("channel", sink.channel)))
+        return out
 
     # ---- stopping --------------------------------------------------------------
 
@@ -212,6 +255,13 @@ class AgentRuntime:
         grace = float(self.spec.settings.shutdown_grace)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
+        for kind, names, specs in (
+            ("source", sources, self.spec.sources),
+            ("channel", channels, self.spec.channels),
+            ("sink", sinks, self.spec.sinks),
+        ):
+            for n in names:
+                self._announce(kind, n, specs[n].cls, False)
         await asyncio.gather(*(self.sources.pop(n).stop(grace) for n in sources))
         while loop.time() < deadline:
             if not any(self.channels[c].pending() for c in channels):

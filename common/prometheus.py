@@ -9,12 +9,13 @@ agent) started in one test process apart.
 
 `MetricsServer` serves `/metrics` in the format the scraper asks for (Prometheus text
 0.0.4 by default, OpenMetrics when its Accept header says so) and `/health` as JSON:
-200 when the `health()` callable reports ready, 503 otherwise, with its details.
+200 when the `health()` callable reports ready, 503 otherwise, with its details; and
+the GET routes its owner adds (the agent's `/tap`, agent/tap.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
 Health = Callable[[], tuple[bool, dict]]
+Route = Callable[["web.Request"], Awaitable["web.StreamResponse"]]
 
 SHUTDOWN_TIMEOUT_S = 1.0
 
@@ -59,9 +61,17 @@ def _version() -> str:
 class MetricsServer:
     """aiohttp server of /metrics and /health on the caller's event loop."""
 
-    def __init__(self, registry: CollectorRegistry, health: Health, host: str, port: int):
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        health: Health,
+        host: str,
+        port: int,
+        routes: Mapping[str, Route] | None = None,
+    ):
         self.registry, self.health = registry, health
         self.host, self.port = host, port
+        self.routes = dict(routes or {})  # path -> handler of GET requests
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -72,6 +82,8 @@ class MetricsServer:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/health", self._health)
+        for path, handler in self.routes.items():
+            app.router.add_get(path, handler)
         # Stopping waits at most this long for requests being answered (aiohttp's default
         # is 60 s); answering /metrics or /health takes milliseconds.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)

@@ -3,9 +3,10 @@
 runs them in a worker thread and shows the error on the page.
 
 `KafkaView` owns one AdminClient (thread-safe in librdkafka), the stats reader's
-Consumer, which only `read_stats` touches, and the audit topic's follower, which
-only `audit` touches (the server calls it from one refresh at a
-time). The message browser makes a short-lived Consumer per request.
+Consumer, which only `read_stats` touches, the audit topic's follower, which
+only `audit` touches, and the groups' reader (console/groups.py), which only `groups`
+touches (the server calls them from one refresh at a time). The message browser
+makes a short-lived Consumer per request.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from common.topic_names import AUDIT_TOPIC, is_internal
-from console.model import StatsFold, lag
+from console.groups import GroupsReader
+from console.model import StatsFold, record_json, text_of
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -39,8 +41,10 @@ class KafkaView:
         self._stats_consumer: Consumer | None = None
         self._stats_partitions: set[int] = set()
         self._audit: AuditFollower | None = None
+        self._groups = GroupsReader(self.conf, timeout)
 
     def close(self) -> None:
+        self._groups.close()
         if self._stats_consumer is not None:
             self._stats_consumer.close()
             self._stats_consumer = None
@@ -151,44 +155,37 @@ class KafkaView:
     # ---- consumer groups ---------------------------------------------------------
 
     def groups(self, high_watermarks: dict[tuple[str, int], int]) -> list[dict]:
-        """Every consumer group with its state, and its committed offsets and lag per
-        partition (lag against `high_watermarks`, from the last cluster snapshot)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions
+        """Every consumer group with its state, members, committed offsets and lag
+        per partition (lag against `high_watermarks`, from the last cluster
+        snapshot): console/groups.py, one request of a kind per coordinator."""
+        return self._groups.read(high_watermarks)
 
-        listed = self.admin.list_consumer_groups(request_timeout=self.timeout).result(
-            timeout=self.timeout
+    # ---- configs -----------------------------------------------------------------
+
+    def configs(self, kind: str, name: str) -> dict:
+        """A topic's or a broker's configs (DescribeConfigs): name, value (None when
+        sensitive), source (Kafka's names: DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG,
+        DEFAULT_CONFIG ...), read-only and sensitive flags, sorted by name."""
+        from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+        resource = ConfigResource(
+            ResourceType.TOPIC if kind == "topic" else ResourceType.BROKER, name
         )
-        out = []
-        for listing in sorted(listed.valid, key=lambda g: g.group_id):
-            state = getattr(listing.state, "name", str(listing.state))
-            group = {"group": listing.group_id, "state": state, "partitions": [], "lag": 0}
-            future = self.admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(listing.group_id)], request_timeout=self.timeout
-            )[listing.group_id]
-            try:
-                result = future.result(timeout=self.timeout)
-            except Exception as exc:
-                group["error"] = _describe(exc)
-                out.append(group)
-                continue
-            total = None
-            for tp in sorted(result.topic_partitions or [], key=lambda t: (t.topic, t.partition)):
-                high = high_watermarks.get((tp.topic, tp.partition))
-                behind = lag(high, tp.offset) if high is not None else None
-                group["partitions"].append(
-                    {
-                        "topic": tp.topic,
-                        "partition": tp.partition,
-                        "committed": tp.offset,
-                        "high": high,
-                        "lag": behind,
-                    }
-                )
-                if behind is not None:
-                    total = (total or 0) + behind
-            group["lag"] = total
-            out.append(group)
-        return out
+        futures = self.admin.describe_configs([resource], request_timeout=self.timeout)
+        entries = futures[resource].result(timeout=self.timeout)
+        rows = []
+        for key, entry in sorted(entries.items()):
+            rows.append(
+                {
+                    "name": key,
+                    "value": None if entry.is_sensitive else entry.value,
+                    "source": _source_name(ConfigSource, entry.source),
+                    "default": bool(entry.is_default),
+                    "read_only": bool(entry.is_read_only),
+                    "sensitive": bool(entry.is_sensitive),
+                }
+            )
+        return {"type": kind, "name": name, "configs": rows}
 
     # ---- nginx-stats -------------------------------------------------------------
 
@@ -230,55 +227,123 @@ class KafkaView:
 
     # ---- message browser ---------------------------------------------------------
 
-    def messages(self, topic: str, partition: int, n: int, max_chars: int = 500) -> dict:
-        """The last `n` records of a partition: offset, timestamp (ms), key and value
-        (UTF-8 with replacement, cut to `max_chars`)."""
-        from confluent_kafka import KafkaException, TopicPartition
+    def messages(
+        self,
+        topic: str,
+        partition: int,
+        n: int,
+        *,
+        offset: int | None = None,
+        timestamp: int | None = None,
+        max_chars: int = 500,
+    ) -> dict:
+        """Up to `n` committed records of a partition: the last `n` before its last
+        stable offset, or the first `n` from `offset`, or from the first record at or
+        after `timestamp` (ms; offsets_for_times). Each with offset, timestamp (ms),
+        key, value (UTF-8 with replacement, cut to `max_chars`), the value
+        pretty-printed when it is a JSON object or array, and headers.
 
-        consumer = self._consumer()
-        try:
-            tp = TopicPartition(topic, partition)
-            low, high = consumer.get_watermark_offsets(tp, timeout=self.timeout)
-            start = max(low, high - n)
-            records: list[dict] = []
-            if high > start:
+        The read is read_committed and ends at the last stable offset (ListOffsets
+        with isolation level READ_COMMITTED): a transactional partition whose last
+        offsets are a commit marker, which no consumer is given, ends at once (the
+        consumer's end-of-partition event) rather than at a timeout. `stopped` says
+        why the read ended: "end" (the last stable offset), "count" (n records) or
+        "timeout"."""
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        low, high, stable = self._bounds(topic, partition)
+        if offset is not None:
+            start = min(max(offset, low), stable)
+        elif timestamp is not None:
+            start = self._offset_at(topic, partition, timestamp, stable)
+        else:
+            start = max(low, stable - n)
+        records: list[dict] = []
+        stopped = "end"
+        if start < stable:
+            consumer = self._consumer(
+                **{"enable.partition.eof": True, "isolation.level": "read_committed"}
+            )
+            try:
                 consumer.assign([TopicPartition(topic, partition, start)])
                 deadline = time.monotonic() + self.timeout
-                last = start - 1
-                while last < high - 1 and time.monotonic() < deadline:
+                stopped = "timeout"
+                while stopped == "timeout" and time.monotonic() < deadline:
                     for msg in consumer.consume(num_messages=n, timeout=0.5):
-                        if msg.error() is not None:
-                            if msg.error().fatal():
-                                raise KafkaException(msg.error())
+                        err = msg.error()
+                        if err is not None:
+                            if err.code() == KafkaError._PARTITION_EOF:
+                                stopped = "end"
+                                break
+                            if err.fatal():
+                                raise KafkaException(err)
                             continue
-                        last = msg.offset()
-                        kind, stamp = msg.timestamp()
-                        records.append(
-                            {
-                                "offset": msg.offset(),
-                                "timestamp": stamp if kind else None,
-                                "key": _text(msg.key(), max_chars),
-                                "value": _text(msg.value(), max_chars),
-                            }
-                        )
-            return {
-                "topic": topic,
-                "partition": partition,
-                "low": low,
-                "high": high,
-                "records": records[-n:],
-            }
-        finally:
-            consumer.close()
+                        records.append(_record(msg, max_chars))
+                        if len(records) >= n:
+                            stopped = "count"
+                            break
+            finally:
+                consumer.close()
+        return {
+            "topic": topic,
+            "partition": partition,
+            "low": low,
+            "high": high,
+            "last_stable": stable,
+            "start": start,
+            "stopped": stopped,
+            "records": records,
+        }
+
+    def _bounds(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """(log start offset, high watermark, last stable offset) of a partition."""
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        tp = TopicPartition(topic, partition)
+        found = []
+        for spec, isolation in (
+            (OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+            (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED),
+            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
+        ):
+            futures = self.admin.list_offsets(
+                {tp: spec}, isolation_level=isolation, request_timeout=self.timeout
+            )
+            found.append(futures[tp].result(timeout=self.timeout).offset)
+        low, high, stable = found
+        return low, high, stable
+
+    def _offset_at(self, topic: str, partition: int, timestamp: int, stable: int) -> int:
+        """The offset of the first record at or after `timestamp`; `stable` when
+        there is none (the read then ends at once)."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        tp = TopicPartition(topic, partition)
+        futures = self.admin.list_offsets(
+            {tp: OffsetSpec.for_timestamp(timestamp)}, request_timeout=self.timeout
+        )
+        found = futures[tp].result(timeout=self.timeout).offset
+        return stable if found < 0 else min(found, stable)
 
 
-def _text(value: bytes | None, max_chars: int) -> str | None:
-    if value is None:
-        return None
-    text = value.decode("utf-8", errors="replace")
-    return text if len(text) <= max_chars else text[:max_chars] + "…"
+def _source_name(sources, source) -> str:
+    """Kafka's name of a config's source (confluent-kafka gives its number)."""
+    try:
+        return str(sources(source).name)
+    except ValueError:
+        return str(source)
 
 
-def _describe(exc: BaseException) -> str:
-    err = exc.args[0] if exc.args else exc
-    return err.str() if hasattr(err, "str") else str(err)
+def _record(msg, max_chars: int) -> dict:
+    kind, stamp = msg.timestamp()
+    value = msg.value()
+    return {
+        "offset": msg.offset(),
+        "timestamp": stamp if kind else None,
+        "key": text_of(msg.key(), max_chars),
+        "value": text_of(value, max_chars),
+        "json": record_json(value),
+        "headers": [[k, text_of(v, max_chars)] for k, v in msg.headers() or []],
+    }

@@ -11,11 +11,14 @@
   broker's /metrics text.
 - `audit_grid`: the audit's verdicts (common/audit.py) as the page's grid, a row per
   host and topic, a column per minute.
+- `text_of`, `record_json`, `parse_timestamp`: the message browser's record texts
+  and its "from time" field.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from datetime import UTC, datetime
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -232,3 +235,46 @@ def audit_grid(verdicts: list, minutes: int) -> dict:
         ],
         "summary": summary,
     }
+
+
+MAX_PRETTY_CHARS = 20_000
+
+
+def text_of(value: bytes | None, max_chars: int) -> str | None:
+    """A record's key, value or header value as text: UTF-8 with replacement, cut to
+    `max_chars` (an ellipsis marks the cut)."""
+    if value is None:
+        return None
+    text = value.decode("utf-8", errors="replace")
+    return text if len(text) <= max_chars else text[:max_chars] + "…"
+
+
+def record_json(value: bytes | None) -> str | None:
+    """A value that is a JSON object or array, pretty-printed (2 spaces, cut to
+    MAX_PRETTY_CHARS); None for anything else (scalars gain nothing)."""
+    if not value or value.lstrip()[:1] not in (b"{", b"["):
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    text = json.dumps(parsed, indent=2, ensure_ascii=False)
+    return text if len(text) <= MAX_PRETTY_CHARS else text[:MAX_PRETTY_CHARS] + "…"
+
+
+def parse_timestamp(text: str) -> int:
+    """The browser's "from time": milliseconds since the epoch, or an ISO 8601 time
+    (`2026-11-29T07:00:00Z`; without a zone, UTC). Raises ValueError."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"time {text!r}: give milliseconds since the epoch or ISO 8601, "
+            "e.g. 2026-11-29T07:00:00Z"
+        ) from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return int(stamp.timestamp() * 1000)

@@ -14,14 +14,20 @@ read on demand, also in a thread.
 Routes: `/` (static/index.html), `/static/*` (the page's CSS and JS, package files:
 nothing comes from the internet), `/health`, and the JSON the page polls:
 `/api/cluster`, `/api/groups`, `/api/agents`, `/api/stats`, `/api/audit` (each
-`{"data", "error", "updated"}`) and `/api/messages?topic=&partition=&n=`.
+`{"data", "error", "updated"}`), and on demand `/api/messages?topic=&partition=&n=`
+(with `from=offset|timestamp&at=`), `/api/configs?type=topic|broker&name=` and
+`/api/session`. With an auth file (console/auth.py) every route but `/health`,
+`/login` and `/static/*` needs a login; `serve` listens with TLS when given an
+SSL context.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -31,8 +37,10 @@ import orjson
 from aiohttp import web
 
 from common.aio import within
+from console.auth import AuthFile, Gate
+from console.groups import GroupsReadError
 from console.kafka import AUDIT_MINUTES, KafkaView
-from console.model import Rates, agent_summary, audit_grid, partition_sizes
+from console.model import Rates, agent_summary, audit_grid, parse_timestamp, partition_sizes
 
 log = logging.getLogger("console")
 
@@ -41,7 +49,10 @@ REFRESH_SECONDS = 2.0
 HTTP_TIMEOUT = 3.0
 PARTS = ("cluster", "groups", "agents", "stats", "audit")
 MAX_MESSAGES = 500
-CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'"
+CSP = (
+    "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
 
 
 def _dumps(value) -> str:
@@ -52,6 +63,8 @@ def describe(exc: BaseException) -> str:
     """A short message for the page: a KafkaError's text, else the exception's."""
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return "timed out"
+    if isinstance(exc, GroupsReadError):
+        return str(exc)
     err = exc.args[0] if exc.args else None
     if err is not None and hasattr(err, "str"):
         return err.str()
@@ -230,14 +243,18 @@ class Console:
         agents = await asyncio.gather(*(self._agent(u) for u in self.agents))
         self._set("agents", {"agents": list(agents)})
 
-    async def messages(self, topic: str, partition: int, n: int) -> dict:
-        return await within(
-            asyncio.to_thread(self.view.messages, topic, partition, n), self.view.timeout * 3
-        )
+    async def messages(self, topic: str, partition: int, n: int, **seek) -> dict:
+        """The browser's read (KafkaView.messages), its own consumer, in a thread."""
+        read = functools.partial(self.view.messages, topic, partition, n, **seek)
+        return await within(asyncio.to_thread(read), self.view.timeout * 4)
+
+    async def configs(self, kind: str, name: str) -> dict:
+        return await within(asyncio.to_thread(self.view.configs, kind, name), self.view.timeout * 2)
 
 
-def make_app(console: Console) -> web.Application:
-    app = web.Application()
+def make_app(console: Console, gate: Gate | None = None) -> web.Application:
+    """The console's routes; behind `gate`'s login when given."""
+    app = web.Application(middlewares=[gate.middleware] if gate is not None else [])
     index = (STATIC / "index.html").read_bytes()
 
     async def page(request: web.Request) -> web.Response:
@@ -245,7 +262,7 @@ def make_app(console: Console) -> web.Application:
             body=index,
             content_type="text/html",
             charset="utf-8",
-            headers={"Content-Security-Policy": CSP, "Cache-Control": "no-cache"},
+            headers={"Cache-Control": "no-cache"},
         )
 
     def part(name: str):
@@ -260,6 +277,7 @@ def make_app(console: Console) -> web.Application:
     async def messages(request: web.Request) -> web.Response:
         query = request.query
         topic = query.get("topic", "")
+        start = query.get("from", "last")
         try:
             partition = int(query.get("partition", "0"))
             n = int(query.get("n", "20"))
@@ -267,25 +285,88 @@ def make_app(console: Console) -> web.Application:
             return _bad("partition and n are numbers")
         if not topic or partition < 0 or not 1 <= n <= MAX_MESSAGES:
             return _bad(f"needs topic, partition >= 0 and 1 <= n <= {MAX_MESSAGES}")
+        seek: dict[str, int] = {}
         try:
-            data = await console.messages(topic, partition, n)
-        except Exception as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            return web.json_response({"data": None, "error": describe(exc)}, dumps=_dumps)
-        return web.json_response({"data": data, "error": None}, dumps=_dumps)
+            if start == "offset":
+                seek["offset"] = int(query.get("at", ""))
+            elif start == "timestamp":
+                seek["timestamp"] = parse_timestamp(query.get("at", ""))
+            elif start != "last":
+                return _bad("from is last, offset or timestamp")
+        except ValueError as exc:
+            return _bad("offset: a number" if start == "offset" else str(exc))
+        return await _answer(console.messages(topic, partition, n, **seek))
 
+    async def configs(request: web.Request) -> web.Response:
+        kind, name = request.query.get("type", ""), request.query.get("name", "")
+        if kind not in ("topic", "broker") or not name:
+            return _bad("needs type (topic or broker) and name")
+        if kind == "broker" and not name.isdigit():
+            return _bad("a broker's name is its id")
+        return await _answer(console.configs(kind, name))
+
+    async def session(request: web.Request) -> web.Response:
+        user = await gate.user(request) if gate is not None else None
+        return web.json_response({"login": gate is not None, "user": user})
+
+    async def page_policy(request: web.Request, response: web.StreamResponse) -> None:
+        """Every page (the console's, the login form) loads only its own files and
+        may not be framed by another site."""
+        if response.content_type == "text/html":
+            response.headers["Content-Security-Policy"] = CSP
+
+    app.on_response_prepare.append(page_policy)
     app.router.add_get("/", page)
     app.router.add_get("/health", health)
     for name in PARTS:
         app.router.add_get(f"/api/{name}", part(name))
     app.router.add_get("/api/messages", messages)
+    app.router.add_get("/api/configs", configs)
+    app.router.add_get("/api/session", session)
     app.router.add_static("/static/", STATIC, show_index=False)
+    if gate is not None:
+        gate.add_routes(app)
     return app
+
+
+async def _answer(read) -> web.Response:
+    """`{"data", "error"}` of an on-demand read: its result, or what failed."""
+    try:
+        data = await read
+    except Exception as exc:
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return web.json_response({"data": None, "error": describe(exc)}, dumps=_dumps)
+    return web.json_response({"data": data, "error": None}, dumps=_dumps)
 
 
 def _bad(message: str) -> web.Response:
     return web.json_response({"data": None, "error": message}, status=400, dumps=_dumps)
+
+
+def login_page() -> bytes:
+    return (STATIC / "login.html").read_bytes()
+
+
+def tls_context(cert: str, key: str | None) -> ssl.SSLContext:
+    """A server context from PEM files, as the broker's material (`logflume certs`
+    writes the key and certificate into one file, given once as --tls-cert).
+    Raises ValueError naming the file."""
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{flag} {path}: no such file")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except ssl.SSLError as e:
+        where = f"--tls-cert {cert}" + (f" / --tls-key {key}" if key else "")
+        raise ValueError(
+            f"{where}: not a PEM certificate and its private key ({e.reason})"
+        ) from None
+    except OSError as e:
+        raise ValueError(f"--tls-cert {cert}: {e.strerror or e}") from None
+    return context
 
 
 async def serve(
@@ -297,21 +378,25 @@ async def serve(
     broker_metrics: list[str],
     stats_topic: str,
     refresh: float = REFRESH_SECONDS,
+    auth: AuthFile | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """Run the console until SIGTERM or SIGINT."""
     view = KafkaView(conf, stats_topic)
     console = Console(view, agents, broker_metrics, refresh)
-    runner = web.AppRunner(make_app(console), access_log=None)
+    gate = Gate(auth, login_page(), secure_cookie=tls is not None) if auth is not None else None
+    runner = web.AppRunner(make_app(console, gate), access_log=None)
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await web.TCPSite(runner, host, port).start()
+        await web.TCPSite(runner, host, port, ssl_context=tls).start()
         bound = runner.addresses[0][1] if runner.addresses else port
         shown = f"[{host}]" if ":" in host else host
-        log.info("console on http://%s:%d/", shown, bound)
+        scheme = "https" if tls is not None else "http"
+        log.info("console on %s://%s:%d/%s", scheme, shown, bound, " (login)" if gate else "")
         await console.start()
         await stop.wait()
         log.info("stopping")

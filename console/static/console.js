@@ -3,7 +3,7 @@
 "use strict";
 
 const REFRESH_MS = 3000;
-const state = { cluster: null, topicsSeen: "" };
+const state = { cluster: null, topicsSeen: "", browsed: null, configs: null };
 
 function el(tag, attrs, text) {
   const node = document.createElement(tag);
@@ -54,6 +54,10 @@ function replaceBody(table, rows) {
 
 async function getJSON(url) {
   const resp = await fetch(url, { cache: "no-store" });
+  if (resp.status === 401) {  // the session ended (or the console restarted): log in again
+    window.location.assign("/login");
+    throw new Error("login required");
+  }
   if (!resp.ok && resp.status !== 400) throw new Error(url + ": HTTP " + resp.status);
   return resp.json();
 }
@@ -69,12 +73,20 @@ function renderCluster(part) {
     data.controller === null ? "—" : "broker " + data.controller;
   document.getElementById("cluster-id").textContent = data.cluster_id || "—";
   replaceBody("#brokers", data.brokers.map((b) => row([
-    { text: b.id, attrs: { class: "broker-id" } },
+    clickable(el("td", { class: "broker-id", title: "its configs" }, b.id),
+      () => showConfigs("broker", String(b.id))),
     { text: b.host }, { text: b.port, attrs: { class: "num" } },
     { text: b.id === data.controller ? "controller" : "" },
   ], { "data-broker": b.id })));
   renderTopics();
   fillTopicChoice(data.topics);
+  fillConfigChoice(data);
+}
+
+function clickable(node, action) {
+  node.classList.add("clickable");
+  node.addEventListener("click", action);
+  return node;
 }
 
 function renderTopics() {
@@ -89,7 +101,8 @@ function renderTopics() {
   for (const t of data.topics) {
     if (t.internal && !internal) continue;
     rows.push(row([
-      { text: t.name, attrs: { class: "topic-name" } },
+      clickable(el("td", { class: "topic-name", title: "its configs" }, t.name),
+        () => showConfigs("topic", t.name)),
       { text: t.error ? "error: " + t.error
         : t.partitions.length + (t.partitions.length === 1 ? " partition" : " partitions") },
       { text: "" }, { text: "" }, { text: "" }, { text: "" },
@@ -153,6 +166,70 @@ function renderGroups(part) {
   }
   if (!rows.length) rows.push(row([{ text: "no consumer groups", attrs: { colspan: 7 } }]));
   replaceBody("#groups", rows);
+  const members = [];
+  for (const g of part.data.groups) {
+    for (const m of g.members || []) {
+      members.push(row([
+        { text: g.group }, { text: m.member_id, attrs: { class: "member-id" } },
+        { text: m.client_id, attrs: { class: "client-id" } }, { text: m.host, attrs: { class: "host" } },
+        { text: m.assignment.map((a) => a.topic + "-" + a.partition).join(", "),
+          attrs: { class: "assignment" } },
+      ], { class: "member-row", "data-group": g.group, "data-member": m.member_id }));
+    }
+  }
+  if (!members.length) members.push(row([{ text: "no members", attrs: { colspan: 5 } }]));
+  replaceBody("#members", members);
+}
+
+// ---- configs ------------------------------------------------------------------
+
+function fillConfigChoice(data) {
+  const select = document.getElementById("cfg-entity");
+  const names = data.brokers.map((b) => "broker:" + b.id)
+    .concat(data.topics.map((t) => "topic:" + t.name));
+  const key = names.join("\n");
+  if (select.dataset.seen === key) return;
+  select.dataset.seen = key;
+  const chosen = select.value;
+  select.replaceChildren(...names.map((n) => el("option", { value: n },
+    n.replace(":", " "))));
+  if (names.includes(chosen)) select.value = chosen;
+}
+
+function renderConfigs() {
+  const answer = state.configs;
+  if (!answer) return;
+  showError("cfg-error", answer.error || "");
+  const data = answer.data;
+  if (!data) { replaceBody("#cfg-table", []); return; }
+  const all = document.getElementById("cfg-all").checked;
+  const shown = data.configs.filter((c) => all || c.source !== "DEFAULT_CONFIG");
+  document.getElementById("cfg-note").textContent = data.type + " " + data.name + ": " +
+    shown.length + " of " + data.configs.length + " configs" +
+    (all ? "" : " (those set somewhere; tick \u201cshow defaults\u201d for all)");
+  replaceBody("#cfg-table", shown.map((c) => row([
+    { text: c.name, attrs: { class: "cfg-name" } },
+    { text: c.sensitive ? "(sensitive)" : c.value === null ? "null" : c.value,
+      attrs: { class: "cfg-value" } },
+    { text: c.source, attrs: { class: "cfg-source" } },
+    { text: c.read_only ? "read-only" : "", attrs: { class: "muted" } },
+  ], { "data-config": c.name })));
+}
+
+async function showConfigs(kind, name) {
+  const select = document.getElementById("cfg-entity");
+  if (kind && name) select.value = kind + ":" + name;
+  const [type, ...rest] = select.value.split(":");
+  if (!type) return;
+  document.getElementById("cfg-note").textContent = "reading…";
+  try {
+    state.configs = await getJSON("/api/configs?" +
+      new URLSearchParams({ type, name: rest.join(":") }).toString());
+  } catch (err) {
+    state.configs = { data: null, error: String(err) };
+  }
+  renderConfigs();
+  if (kind) document.getElementById("configs-section").scrollIntoView();
 }
 
 // ---- agents -------------------------------------------------------------------
@@ -311,26 +388,65 @@ async function browse(event) {
   const topic = document.getElementById("mb-topic").value;
   const partition = document.getElementById("mb-partition").value || "0";
   const n = document.getElementById("mb-n").value || "20";
+  const from = document.getElementById("mb-from").value;
   if (!topic) return;
-  const query = new URLSearchParams({ topic, partition, n });
+  const query = new URLSearchParams({ topic, partition, n, from });
+  if (from !== "last") query.set("at", document.getElementById("mb-at").value);
   document.getElementById("mb-note").textContent = "reading…";
   try {
-    const answer = await getJSON("/api/messages?" + query.toString());
-    showError("mb-error", answer.error || "");
-    const data = answer.data;
-    if (!data) { document.getElementById("mb-note").textContent = ""; replaceBody("#mb-table", []); return; }
-    document.getElementById("mb-note").textContent = data.topic + "-" + data.partition +
-      ": offsets " + data.low + " – " + data.high + ", " + data.records.length + " shown";
-    replaceBody("#mb-table", data.records.map((r) => row([
-      { text: r.offset, attrs: { class: "num offset" } },
-      { text: r.timestamp === null ? "—" : new Date(r.timestamp).toISOString(),
-        attrs: { class: "timestamp" } },
-      { text: r.key === null ? "null" : r.key, attrs: { class: "key" } },
-      { text: r.value === null ? "null" : r.value, attrs: { class: "value" } },
-    ], { "data-offset": r.offset })));
+    state.browsed = await getJSON("/api/messages?" + query.toString());
   } catch (err) {
-    showError("mb-error", String(err));
-    document.getElementById("mb-note").textContent = "";
+    state.browsed = { data: null, error: String(err) };
+  }
+  renderMessages();
+}
+
+const STOPPED = {
+  end: (d) => "end of partition at the last stable offset " + d.last_stable +
+    (d.last_stable < d.high ? " (high watermark " + d.high + ": a transaction is still open)" : ""),
+  count: () => "more follow",
+  timeout: () => "timed out before the end",
+};
+
+function renderMessages() {
+  const answer = state.browsed;
+  if (!answer) return;
+  showError("mb-error", answer.error || "");
+  const data = answer.data;
+  if (!data) { document.getElementById("mb-note").textContent = ""; replaceBody("#mb-table", []); return; }
+  const pretty = document.getElementById("mb-pretty").checked;
+  const note = document.getElementById("mb-note");
+  note.textContent = data.topic + "-" + data.partition + ": offsets " + data.low + " – " +
+    data.high + ", " + data.records.length + " shown from " + data.start + "; " +
+    STOPPED[data.stopped](data);
+  note.dataset.stopped = data.stopped;
+  replaceBody("#mb-table", data.records.map((r) => row([
+    { text: r.offset, attrs: { class: "num offset" } },
+    { text: r.timestamp === null ? "—" : new Date(r.timestamp).toISOString(),
+      attrs: { class: "timestamp" } },
+    { text: r.key === null ? "null" : r.key, attrs: { class: "key" } },
+    { text: pretty && r.json !== null ? r.json : r.value === null ? "null" : r.value,
+      attrs: { class: pretty && r.json !== null ? "value json" : "value" } },
+    { text: r.headers.map(([k, v]) => k + "=" + (v === null ? "null" : v)).join("\n"),
+      attrs: { class: "headers" } },
+  ], { "data-offset": r.offset })));
+}
+
+function seekChosen() {
+  const from = document.getElementById("mb-from").value;
+  const at = document.getElementById("mb-at");
+  at.hidden = from === "last";
+  at.placeholder = from === "offset" ? "offset" : "2026-11-29T07:00:00Z or epoch ms";
+}
+
+async function showSession() {
+  try {
+    const session = await getJSON("/api/session");
+    if (!session.login) return;
+    document.getElementById("session-user").textContent = session.user || "";
+    document.getElementById("logout-form").hidden = false;
+  } catch (err) {
+    // the status line says when the console cannot be reached
   }
 }
 
@@ -362,6 +478,14 @@ async function loop() {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("mb-form").addEventListener("submit", browse);
+  document.getElementById("mb-from").addEventListener("change", seekChosen);
+  document.getElementById("mb-pretty").addEventListener("change", renderMessages);
+  document.getElementById("cfg-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    showConfigs();
+  });
+  document.getElementById("cfg-all").addEventListener("change", renderConfigs);
+  showSession();
   document.getElementById("show-internal").addEventListener("change", renderTopics);
   loop();
 });

@@ -1,7 +1,9 @@
-"""`logflume agent run|validate|reference|plugins`: run one agent of pipelines.yaml,
-check the file, print the reference of its keys (CONFIGURATION.md,
-pipelines.schema.json), or list the component types installed, built-in and from
-plugins (agent/plugins.py)."""
+"""`logflume agent run|validate|test-output|top|tap|reference|plugins`: run one agent
+of pipelines.yaml, check the file, check that its kafka sinks could deliver
+(logflume/sink_check.py), watch a running agent's components (logflume/agent_top.py)
+or sample their events (logflume/agent_tap.py), print the reference of its keys
+(CONFIGURATION.md, pipelines.schema.json), or list the component types installed,
+built-in and from plugins (agent/plugins.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,58 @@ def add_parser(subparsers) -> None:
     val_p.add_argument("--config", default="pipelines.yaml", help="pipelines file")
     add_env_file_argument(val_p)
     val_p.set_defaults(func=validate)
+    out_p = sub.add_parser(
+        "test-output",
+        help="connect each kafka sink as it would (TLS, SASL), check its topics exist and "
+        "allow WRITE, and an exactly-once sink's transactional id; one line per sink; "
+        "exit 0 all ok, 1 a sink failed, 2 a bad pipelines file",
+    )
+    out_p.add_argument("--config", default="pipelines.yaml", help="pipelines file")
+    out_p.add_argument("--name", help="check this agent's sinks only (default: every agent's)")
+    out_p.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for each answer (10)"
+    )
+    add_env_file_argument(out_p)
+    add_output_argument(
+        out_p, help="text: one line per sink (the default); json: an array, one object per sink"
+    )
+    out_p.set_defaults(func=test_output)
+    top_p = sub.add_parser(
+        "top",
+        help="a running agent's components, live from its /metrics: kind, type, events "
+        "in and out per second, errors, channel fill",
+    )
+    add_agent_url_arguments(top_p)
+    top_p.add_argument(
+        "--interval", type=float, default=1.0, help="seconds between frames (default 1)"
+    )
+    top_p.add_argument("--once", action="store_true", help="print one frame and exit")
+    add_output_argument(
+        top_p, help="text: a table (the default); json: the rows of a frame (with --once)"
+    )
+    top_p.set_defaults(func=top)
+    tap_p = sub.add_parser(
+        "tap",
+        help="print events sampled from one component of a running agent (its metrics "
+        "listener must be on a loopback address: the events show log content)",
+    )
+    add_agent_url_arguments(tap_p)
+    tap_p.add_argument(
+        "--component",
+        required=True,
+        help="a source (its events after its interceptors), a channel (as put into it) "
+        "or a sink (its input: its channel's events)",
+    )
+    tap_p.add_argument(
+        "--limit", type=int, default=100, help="stop after this many events (default 100)"
+    )
+    tap_p.add_argument(
+        "--format",
+        choices=("json", "text"),
+        default="text",
+        help="text: time, component, headers and line (the default); json: the agent's JSON lines",
+    )
+    tap_p.set_defaults(func=tap)
     ref_p = sub.add_parser(
         "reference", help="print the reference of pipelines.yaml keys (Markdown or JSON Schema)"
     )
@@ -71,6 +125,46 @@ def add_env_file_argument(parser) -> None:
         "systemd unit does with its EnvironmentFile= (/etc/logflume/agent.env): NAME=value "
         "lines, # and ; comments, values optionally quoted; FILE wins over the environment",
     )
+
+
+def add_agent_url_arguments(parser) -> None:
+    parser.add_argument(
+        "--url",
+        help="the agent's metrics listener, http://HOST:PORT (default: from --config's "
+        "metrics.listen, else http://127.0.0.1:8286)",
+    )
+    parser.add_argument("--config", help="pipelines file to take the agent's metrics.listen from")
+    parser.add_argument("--name", help="agent of --config (may be omitted if the file has one)")
+    add_env_file_argument(parser)
+
+
+def agent_url(args: argparse.Namespace) -> str | None:
+    """The base URL of the agent's metrics listener, from --url or --config; None
+    (said on stderr) when the file names none."""
+    if args.url:
+        url = args.url.rstrip("/")
+        return url if "://" in url else f"http://{url}"  # HOST:PORT alone is fine
+    if not args.config:
+        return "http://127.0.0.1:8286"
+    from common.hostport import parse_hostport
+
+    variables = _env_file(args.env_file)
+    if variables is None:
+        return None
+    agents, errors = _compile(args.config, {**os.environ, **variables})
+    if errors:
+        return None
+    name = args.name if args.name is not None or len(agents) != 1 else next(iter(agents))
+    if name not in agents:
+        print(f"no agent {name!r} in {args.config}; agents: {', '.join(agents)}", file=sys.stderr)
+        return None
+    metrics = agents[name].settings.metrics
+    if metrics is None:
+        print(f"agent {name} of {args.config} serves no metrics (metrics: null)", file=sys.stderr)
+        return None
+    host, port = parse_hostport(metrics.listen)
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def default_state_dir(name: str, euid: int, environ: Mapping[str, str], home: Path) -> Path:
@@ -141,6 +235,71 @@ def validate(args: argparse.Namespace) -> int:
     if used:
         print(f"plugin types used: {', '.join(used)}")
     return 0
+
+
+def test_output(args: argparse.Namespace) -> int:
+    """Exit 0 when every kafka sink checked out, 1 when one did not, 2 for a bad file."""
+    from logflume.sink_check import check_sink
+    from logflume.table import print_json
+    from sinks.kafka.config import KafkaSinkConfig
+
+    variables = _env_file(args.env_file)
+    if variables is None:
+        return 2
+    agents, errors = _compile(args.config, {**os.environ, **variables})
+    if errors:
+        print(f"{len(errors)} error(s) in {args.config}", file=sys.stderr)
+        return 2
+    if args.name is not None:
+        if args.name not in agents:
+            print(
+                f"no agent {args.name!r} in {args.config}; agents: {', '.join(agents)}",
+                file=sys.stderr,
+            )
+            return 2
+        agents = {args.name: agents[args.name]}
+    results = []
+    with_agent = len(agents) > 1
+    for agent, spec in agents.items():
+        for sink, sink_spec in spec.sinks.items():
+            if not isinstance(sink_spec.config, KafkaSinkConfig):
+                if args.output_format == "text":
+                    label = f"{agent}.{sink}" if with_agent else sink
+                    print(f"sink {label}: not checked (type {sink_spec.cls.type_name})")
+                continue
+            result = check_sink(agent, sink, sink_spec.config, args.timeout)
+            results.append(result)
+            if args.output_format == "text":
+                print(result.line(with_agent), flush=True)
+    if args.output_format == "json":
+        print_json([r.as_json() for r in results])
+    elif not results:
+        print(f"no kafka sinks in {args.config}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+def top(args: argparse.Namespace) -> int:
+    from logflume.agent_top import run as run_top
+
+    url = agent_url(args)
+    if url is None:
+        return 1
+    if args.interval <= 0:
+        print("--interval: must be above 0", file=sys.stderr)
+        return 1
+    return run_top(f"{url}/metrics", args.interval, args.once, args.output_format)
+
+
+def tap(args: argparse.Namespace) -> int:
+    from logflume.agent_tap import run as run_tap
+
+    url = agent_url(args)
+    if url is None:
+        return 1
+    if args.limit < 1:
+        print("--limit: must be at least 1", file=sys.stderr)
+        return 1
+    return run_tap(url, args.component, args.limit, args.format)
 
 
 def reference(args: argparse.Namespace) -> int:

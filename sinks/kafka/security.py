@@ -1,9 +1,12 @@
 """The kafka sink's `tls:` and `sasl:` blocks and the librdkafka settings they make
-(Kafka's listeners: TLS alone is SSL, SASL alone SASL_PLAINTEXT, both SASL_SSL)."""
+(Kafka's listeners: TLS alone is SSL, SASL alone SASL_PLAINTEXT, both SASL_SSL);
+`ssl_context` makes the same `tls:` block a Python TLS context, for the checks of
+`logflume agent test-output` that speak the Kafka protocol themselves."""
 
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from typing import Literal
 
 
@@ -41,6 +44,24 @@ def librdkafka_security(tls: TlsConfig | None, sasl: SaslConfig | None) -> dict:
     protocol = {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT"}
     conf["security.protocol"] = protocol.get((tls is not None, sasl is not None), "SASL_SSL")
     return conf
+
+
+def ssl_context(tls: TlsConfig) -> ssl.SSLContext:
+    """The `tls:` block as librdkafka applies it: the broker's certificate and host
+    name verified against `ca` (the system's CAs without it) unless `verify: false`,
+    `cert` and `key` presented when given. Raises OSError or ssl.SSLError when a
+    file cannot be loaded."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = tls.verify
+    ctx.verify_mode = ssl.CERT_REQUIRED if tls.verify else ssl.CERT_NONE
+    if tls.ca is not None:
+        ctx.load_verify_locations(cafile=tls.ca)
+    elif tls.verify:
+        ctx.load_default_certs()
+    if tls.cert is not None:
+        ctx.load_cert_chain(tls.cert, tls.key)
+    return ctx
 
 
 def unreadable(path: str) -> str | None:

@@ -51,6 +51,13 @@ from sinks.kafka.templates import parse
 AUTH_LOG_INTERVAL_S = 30.0  # most one "authentication failed" line per this
 
 
+def transactional_id(config: KafkaSinkConfig, agent: str, sink: str) -> str:
+    """An exactly-once sink's transactional id; with the host name by default: agents
+    installed on many hosts from one pipelines.yaml must neither fence each other nor
+    share positions."""
+    return config.transactional_id or f"logflume-{this_host()}-{agent}-{sink}"
+
+
 @register("sink", "kafka", aliases=("broker",))
 class KafkaSink(Sink):
     """Owns the sink's metrics, record maker and dead-letter topic; each `run` owns
@@ -97,10 +104,7 @@ class KafkaSink(Sink):
 
     @property
     def transactional_id(self) -> str:
-        """With the host name by default: agents installed on many hosts from one
-        pipelines.yaml must neither fence each other nor share positions."""
-        default = f"logflume-{this_host()}-{self.context.agent}-{self.context.name}"
-        return self.config.transactional_id or default
+        return transactional_id(self.config, self.context.agent, self.context.name)
 
     @property
     def client_id(self) -> str:

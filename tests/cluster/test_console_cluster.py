@@ -1,10 +1,14 @@
 """`logflume console` against a 3-broker cluster (real ZooKeeper), in headless
 Chromium: every broker listed, the controller the cluster reports, and a replicated
-topic's partitions with 3 replicas, all in the ISR."""
+topic's partitions with 3 replicas, all in the ISR. Before the page, the console's
+groups' read: its groups' coordinators spread over the brokers, it sends each
+coordinator one OffsetFetch and one DescribeGroups (the brokers' request metrics)."""
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from common.ports import free_port
+from console.kafka import KafkaView
 from tests.console.browser import (
     ConsoleProcess,
     save_screenshot,
@@ -12,12 +16,39 @@ from tests.console.browser import (
     text_of,
     wait_for_text,
 )
+from tests.console.records import commit, requests_by_api
 
 TOPIC = "console-replicated"
+GROUPS = [f"console-group-{i}" for i in range(9)]
+
+
+def groups_read_once_per_coordinator(cluster, admin, metrics_ports) -> None:
+    for group in GROUPS:
+        commit(cluster.bootstrap, group, TOPIC, 1)
+    described = admin.describe_consumer_groups(GROUPS, request_timeout=15)
+    coordinators = {g: f.result(timeout=20).coordinator.id for g, f in described.items()}
+    assert len(set(coordinators.values())) >= 2, coordinators  # spread, or no test
+    view = KafkaView({"bootstrap.servers": cluster.bootstrap}, "nginx-stats", timeout=20.0)
+    try:
+        view.groups({})  # the coordinators found, once
+        before = [requests_by_api(port) for port in metrics_ports]
+        groups = view.groups({(TOPIC, 0): 5})
+        after = [requests_by_api(port) for port in metrics_ports]
+    finally:
+        view.close()
+    assert sorted(g["group"] for g in groups) == GROUPS
+    assert all(g["partitions"][0]["committed"] == 1 for g in groups)
+    for broker_id, (b, a) in enumerate(zip(before, after, strict=True)):
+        sent = 1 if broker_id in coordinators.values() else 0
+        for api in ("OffsetFetch", "DescribeGroups"):
+            assert a.get(api, 0) - b.get(api, 0) == sent, (broker_id, api, coordinators)
 
 
 def test_console_shows_a_three_broker_cluster(cluster_factory, tmp_path, driver):
-    cluster = cluster_factory(3)
+    metrics_ports = [free_port() for _ in range(3)]
+    cluster = cluster_factory(
+        3, per_broker=lambda i: {"metrics.listen": f"127.0.0.1:{metrics_ports[i]}"}
+    )
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     for future in admin.create_topics(
         [NewTopic(TOPIC, num_partitions=2, replication_factor=3)], operation_timeout=15
@@ -28,6 +59,7 @@ def test_console_shows_a_three_broker_cluster(cluster_factory, tmp_path, driver)
         producer.produce(TOPIC, value=b"r%d" % i, partition=i % 2)
     assert producer.flush(30) == 0
     controller = admin.describe_cluster(request_timeout=10).result(timeout=15).controller.id
+    groups_read_once_per_coordinator(cluster, admin, metrics_ports)
 
     console = ConsoleProcess(tmp_path, "--bootstrap-server", cluster.bootstrap).start()
     try:

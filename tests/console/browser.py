@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -20,16 +21,31 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class ConsoleProcess(ManagedProcess):
-    """`logflume console` on a free loopback port, its output in `console.log`."""
+    """`logflume console` on a free loopback port, its output in `console.log`.
+    With `ca` (a PEM file) it is reached over HTTPS trusting that CA; with `token`
+    its JSON is read with that bearer token."""
 
-    def __init__(self, tmp_path: Path, *args: str):
+    def __init__(
+        self, tmp_path: Path, *args: str, ca: Path | None = None, token: str | None = None
+    ):
         self.port = free_port()
         self.args = list(args)
         self.log_path = tmp_path / "console.log"
+        self.context = ssl.create_default_context(cafile=str(ca)) if ca else None
+        self.token = token
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
+        scheme = "https" if self.context else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/"
+
+    def open(self, path: str, token: str | None = None):
+        """urlopen of `path` (relative to the console's URL), with `token` (default:
+        the console's) as a bearer token."""
+        request = urllib.request.Request(self.url + path)
+        if token or self.token:
+            request.add_header("Authorization", f"Bearer {token or self.token}")
+        return urllib.request.urlopen(request, timeout=20, context=self.context)
 
     def start(self) -> ConsoleProcess:
         cmd = [sys.executable, "-m", "logflume", "console", *self.args]
@@ -44,13 +60,15 @@ class ConsoleProcess(ManagedProcess):
     def _up(self) -> bool:
         assert self.proc.poll() is None, f"console exited:\n{self.log_text()}"
         try:
-            with urllib.request.urlopen(f"{self.url}health", timeout=2) as resp:
+            with urllib.request.urlopen(
+                f"{self.url}health", timeout=2, context=self.context
+            ) as resp:
                 return resp.status == 200
         except (OSError, urllib.error.URLError):
             return False
 
     def api(self, part: str) -> dict:
-        with urllib.request.urlopen(f"{self.url}api/{part}", timeout=20) as resp:
+        with self.open(f"api/{part}") as resp:
             return json.loads(resp.read())
 
 

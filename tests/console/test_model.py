@@ -1,5 +1,8 @@
 """The console's pure parts: folding nginx-stats rows, rates between polls, what the
-page shows of an agent's and a broker's /metrics, the URL lists."""
+page shows of an agent's and a broker's /metrics, the URL lists, the message
+browser's texts and times."""
+
+import pytest
 
 from console.model import (
     Rates,
@@ -7,8 +10,11 @@ from console.model import (
     agent_summary,
     epoch_seconds,
     lag,
+    parse_timestamp,
     parse_urls,
     partition_sizes,
+    record_json,
+    text_of,
 )
 
 MINUTE = "2026-11-26T18:00:00.000Z"
@@ -122,3 +128,24 @@ logflume_broker_log_size_bytes{partition="1",topic="t"} 50.0
 """
     other = text.replace("100.0", "120.0").replace("50.0", "40.0")
     assert partition_sizes([text, other]) == {("t", 0): 120.0, ("t", 1): 50.0}
+
+
+def test_record_texts_and_pretty_json():
+    assert text_of(None, 5) is None
+    assert text_of(b"abcdef", 3) == "abc…"
+    assert text_of(b"\xff", 5) == "\ufffd"
+    assert (
+        record_json(b'{"a": [1, {"b": "\xc3\xa9"}]}')
+        == '{\n  "a": [\n    1,\n    {\n      "b": "é"\n    }\n  ]\n}'
+    )
+    for not_pretty in (None, b"", b"42", b'"text"', b"{not json", b"plain line"):
+        assert record_json(not_pretty) is None
+
+
+def test_parse_timestamp():
+    assert parse_timestamp("1795935596365") == 1795935596365
+    assert parse_timestamp("2026-11-29T07:00:00Z") == 1795935600000
+    assert parse_timestamp("2026-11-29T07:00:00") == 1795935600000  # no zone: UTC
+    assert parse_timestamp(" 2026-11-29T08:00:00+01:00 ") == 1795935600000
+    with pytest.raises(ValueError, match="ISO 8601"):
+        parse_timestamp("yesterday")

@@ -50,7 +50,15 @@ def test_subcommands_and_their_actions(script):
     assert {"agent", "broker", "topics", "groups", "completion", "manpage"} <= set(
         complete(script, "logflume ")
     )
-    assert complete(script, "logflume agent ") == ["run", "validate", "reference", "plugins"]
+    assert complete(script, "logflume agent ") == [
+        "run",
+        "validate",
+        "test-output",
+        "top",
+        "tap",
+        "reference",
+        "plugins",
+    ]
     assert complete(script, "logflume completion ") == ["bash", "zsh"]
 
 
@@ -66,6 +74,7 @@ def test_flags_and_their_choices(script):
     ]
     assert complete(script, "logflume --log-format ") == ["text", "json"]
     assert complete(script, "logflume produce --compression z") == ["zstd"]
+    assert complete(script, "logflume agent tap --format ") == ["json", "text"]
 
 
 def test_paths_complete_as_files_or_directories(script, tmp_path):
@@ -79,6 +88,11 @@ def test_paths_complete_as_files_or_directories(script, tmp_path):
         f"{tmp_path}/pipelines.yaml",
         f"{tmp_path}/pipes.d",
     ]
+    for action in ("test-output", "top", "tap"):
+        assert sorted(complete(script, f"logflume agent {action} --config {tmp_path}/pip")) == [
+            f"{tmp_path}/pipelines.yaml",
+            f"{tmp_path}/pipes.d",
+        ]
     assert complete(script, f"logflume agent run --state-dir {tmp_path}/pip") == [
         f"{tmp_path}/pipes.d"
     ]

@@ -232,7 +232,7 @@ def test_subcommands_and_their_actions(zsh):
     )
     assert gr == {"groups"}
     assert {"agent", "broker", "topics", "groups", "completion", "manpage"} <= every
-    assert agent == {"run", "validate", "reference", "plugins"}
+    assert agent == {"run", "validate", "test-output", "top", "tap", "reference", "plugins"}
     assert users == {"add", "delete", "list"}
     assert shells == {"bash", "zsh"}
 

@@ -13,7 +13,10 @@ Authorization: an all-topics answer lists only the topics the caller may DESCRIB
 a named topic it may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED whether it
 exists or not, so no answer reveals a name; auto-creation (when on) needs CREATE
 on the cluster or the topic (TOPIC_AUTHORIZATION_FAILED else), as Kafka.
-v8+ fills authorized operations when asked (KIP-430).
+v8+ fills authorized operations when asked (KIP-430), as Kafka's KafkaApis: every
+topic the caller may describe gets its bit field, a missing one too; an entry
+refused for DESCRIBE or CREATE, or of an unknown id, keeps the "not requested"
+value (`logflume agent test-output` reads WRITE from it).
 v10+ carries each topic's id, and a requested topic may be named by id alone (name
 null): an unknown id answers UNKNOWN_TOPIC_ID with a null name.
 """

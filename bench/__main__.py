@@ -56,6 +56,10 @@ OWN_CLI_ARGS = {
         "full": ["--records", "4000000", "--job-lines", "10000000"],
     },
     "bench.bench_cluster": {},
+    "bench.bench_reassign": {
+        "quick": ["--gib", "0.05", "--throttle-mb", "5", "--baseline", "5"],
+        "full": ["--gib", "10", "--throttle-mb", "100"],
+    },
 }
 
 

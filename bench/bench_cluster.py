@@ -34,13 +34,18 @@ processes).
    window of steady state just before (goal: no gap above 1 s).
 
     sudo .venv/bin/python -m bench.bench_cluster --skip-throughput --kills 10 --session-ms 3000 --partition-cuts 10
-6. `--rolling-restarts N`: a fresh `logflume cluster up` cluster; its acks=all
-   throughput is measured as in 1, then an idempotent acks=all producer writes to a
-   3-partition topic (a leader on every broker) at half that rate (or `--load-rate`,
-   if lower: one producer thread of this process cannot always offer half), and
-   `logflume cluster restart --rolling` runs N times. Produce latency (produce() to
-   the delivery callback) at p50/p99 during the rolls against as long a window of
-   steady state just before; delivery errors; every acknowledged record read back.
+6. `--rolling-restarts N`: a fresh `logflume cluster up` cluster and `--producers`
+   load processes (multiprocessing), each an idempotent acks=all confluent-kafka
+   producer with the agent's settings (lz4, linger.ms 5) that tracks every record it
+   writes to a 3-partition topic (a leader on every broker). First they write as fast
+   as the cluster acknowledges for `--seconds`: its acks=all capacity for this
+   workload (far below 1's, whose producers send 100,000-record batches and track
+   nothing); then they offer half of it (LOAD_SHARE), and `logflume cluster restart
+   --rolling` runs N times. Produce latency (produce() to the delivery callback) at p50/p99 during each
+   roll against as long a window of steady state just before it (with the rate
+   acknowledged then, which shows whether the load was offered in full); delivery
+   errors (goal 0); every record read back: acknowledged ones lost and duplicates
+   (goal 0 each). `--load-rate` does not apply.
 
     .venv/bin/python -m bench.bench_cluster --skip-throughput --skip-failover --zookeeper-kills 10 --session-ms 3000
     .venv/bin/python -m bench.bench_cluster --skip-throughput --skip-failover --rolling-restarts 3
@@ -481,6 +486,8 @@ class UpCluster:
 
 
 STEADY_S = 5.0  # the shortest window of steady state before a roll
+LOAD_SHARE = 0.5  # of the measured acks=all capacity, offered during the rolls
+LOAD_QUEUE = 100_000  # records a load process lets wait in its producer at most
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -488,66 +495,256 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def paced_producer(
+    bootstrap: str, topic: str, rate: float | None, worker: int, out: str, stop, acked
+) -> None:
+    """One load process (multiprocessing target): an idempotent acks=all producer with
+    the agent's kafka sink settings (lz4, `linger.ms` 5) writing 100-byte log lines
+    at `rate`/s (None: as fast as the cluster acknowledges them, with at most
+    LOAD_QUEUE records waiting), each starting with "<worker>-<seq> ", until `stop`
+    is set; `acked` (a shared counter) follows its acknowledgements. Then it
+    writes to `out`.json the records produced and the delivery errors, and beside it
+    the acknowledged sequence numbers (`.seq`, int64), the time.monotonic() of each
+    acknowledgement (`.t`) and its produce latency in seconds (`.lat`, doubles):
+    CLOCK_MONOTONIC is one clock for every process of the machine."""
+    from array import array
+
+    from confluent_kafka import Producer
+
+    from bench.bench_broker import record_pool
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "compression.type": "lz4",
+            "message.timeout.ms": 300000,
+            "retry.backoff.ms": 20,
+            "retry.backoff.max.ms": 100,
+            "reconnect.backoff.ms": 20,
+            "reconnect.backoff.max.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "queue.buffering.max.messages": LOAD_QUEUE,
+        }
+    )
+    pool = record_pool()
+    seqs, times, latencies = array("q"), array("d"), array("d")
+    errors: list[str] = []
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            errors.append(str(err))
+            return
+        seqs.append(int(msg.value().split(b" ", 1)[0].split(b"-")[1]))
+        times.append(time.monotonic())
+        latencies.append(msg.latency())
+        acked.value += 1
+
+    produced = 0
+    begin = time.monotonic()
+    while not stop.is_set():
+        due = int((time.monotonic() - begin) * rate) if rate else produced + LOAD_QUEUE
+        while produced < due:
+            head = b"%d-%d " % (worker, produced)
+            line = head + pool[produced % len(pool)][len(head) :]
+            try:
+                producer.produce(topic, line, on_delivery=on_delivery)
+            except BufferError:  # the local queue is full: the cluster is behind
+                break
+            produced += 1
+        producer.poll(0.001)
+    left = producer.flush(300)
+    for suffix, values in ((".seq", seqs), (".t", times), (".lat", latencies)):
+        with open(out + suffix, "wb") as f:
+            values.tofile(f)
+    with open(out + ".json", "w") as f:
+        json.dump({"produced": produced, "unflushed": left, "errors": errors[:20],
+                   "error_count": len(errors)}, f)  # fmt: skip
+
+
+class PacedLoad:
+    """`processes` paced_producer processes sharing `rate` records/s between them (None:
+    each as fast as it can); their files are `out_dir`/`name`-<i>.*."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        rate: float | None,
+        processes: int,
+        out_dir: Path,
+        name: str,
+    ):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        self.out = [str(out_dir / f"{name}-{i}") for i in range(processes)]
+        self.stop_event = ctx.Event()
+        self.acked_counters = [ctx.RawValue("q", 0) for _ in range(processes)]
+        self.procs = [
+            ctx.Process(
+                target=paced_producer,
+                args=(
+                    bootstrap,
+                    topic,
+                    rate / processes if rate else None,
+                    i,
+                    self.out[i],
+                    self.stop_event,
+                    acked,
+                ),
+                daemon=True,
+            )
+            for i, acked in enumerate(self.acked_counters)
+        ]
+        for proc in self.procs:
+            proc.start()
+
+    @property
+    def acked(self) -> int:
+        return sum(c.value for c in self.acked_counters)
+
+    def finish(self) -> dict:
+        """Stop the producers; what they wrote: `acked` ((worker, seq) pairs), `times`
+        and `latencies` (ordered by acknowledgement time), `produced`, `errors`."""
+        from array import array
+
+        self.stop_event.set()
+        for proc in self.procs:
+            proc.join(400)
+            if proc.exitcode != 0:
+                raise RuntimeError(f"a load process exited with {proc.exitcode}")
+        acked: list[tuple[int, int]] = []
+        pairs: list[tuple[float, float]] = []
+        produced = errors = unflushed = 0
+        samples: list[str] = []
+        for worker, out in enumerate(self.out):
+            arrays = []
+            for suffix, code in ((".seq", "q"), (".t", "d"), (".lat", "d")):
+                values = array(code)
+                values.frombytes(Path(out + suffix).read_bytes())
+                arrays.append(values)
+            seqs, times, latencies = arrays
+            acked.extend((worker, seq) for seq in seqs)
+            pairs.extend(zip(times, latencies, strict=True))
+            summary = json.loads(Path(out + ".json").read_text())
+            produced += summary["produced"]
+            unflushed += summary["unflushed"]
+            errors += summary["error_count"]
+            samples += summary["errors"]
+        pairs.sort()
+        return {
+            "acked": acked,
+            "times": [t for t, _ in pairs],
+            "latencies": [lat for _, lat in pairs],
+            "produced": produced,
+            "unflushed": unflushed,
+            "errors": errors,
+            "error_samples": samples[:5],
+        }
+
+
+def window(times: list[float], latencies: list[float], begin: float, end: float) -> list[float]:
+    """The latencies of the acknowledgements in [begin, end) (`times` sorted)."""
+    import bisect
+
+    return latencies[bisect.bisect_left(times, begin) : bisect.bisect_left(times, end)]
+
+
+def capacity(cluster: UpCluster, seconds: float, producers: int) -> float:
+    """The acks=all records/s the cluster acknowledges to `producers` load processes
+    writing as fast as they can for `seconds` to a topic like the rolls' (3 partitions,
+    RF 3), over the last three quarters of the run (the first fills the pipelines)."""
+    topic = "rolling-capacity"
+    cluster.create_topic(topic, RF)
+    probe = PacedLoad(cluster.bootstrap, topic, None, producers, cluster.dir, "capacity")
+    try:
+        wait_until(lambda: probe.acked > 0, 120, "first acks")
+        began = time.monotonic()
+        time.sleep(seconds)
+        ended = time.monotonic()
+    finally:
+        run = probe.finish()
+    counted_from = began + (ended - began) / 4
+    acks = window(run["times"], run["times"], counted_from, ended)  # their times: a count
+    return len(acks) / (ended - counted_from)
+
+
 def rolling_restarts(
-    restarts: int, load_rate: int, session_ms: int, seconds: float, producers: int, keep: bool
+    restarts: int, session_ms: int, seconds: float, producers: int, keep: bool
 ) -> dict:
-    """`restarts` rolling restarts of a `cluster up` cluster under acks=all load at half
-    its measured acks=all throughput (at most `load_rate`); produce latency during the
-    rolls against the steady state just before each."""
+    """`restarts` rolling restarts of a `cluster up` cluster under acks=all load at
+    LOAD_SHARE of its acks=all capacity (`capacity()`), offered by `producers` paced
+    processes; produce latency during each roll against the steady state just before."""
     cluster = UpCluster(session_ms)
     topic = "rolling"
-    steady: list[float] = []
-    during: list[float] = []
-    roll_s: list[float] = []
+    windows: list[tuple[float, float, float]] = []  # (steady from, roll began, roll ended)
     try:
-        capacity = throughput(cluster, "all", seconds, producers)["rate"]
-        rate = int(min(capacity / 2, load_rate))
+        full = capacity(cluster, seconds, producers)
+        rate = int(full * LOAD_SHARE)
         print(
-            f"  acks=all throughput {capacity:,.0f} records/s; load {rate:,} records/s",
+            f"  acks=all capacity {full:,.0f} records/s ({producers} idempotent producer"
+            f" processes, {seconds:g} s); load {rate:,} records/s",
             flush=True,
         )
         cluster.create_topic(topic, RF)
-        load = LoadProducer(cluster.bootstrap, topic, rate).start()
+        load = PacedLoad(cluster.bootstrap, topic, rate, producers, cluster.dir, "load")
         try:
-            wait_until(lambda: load.acked > rate // 2, 60, "first acks")
+            wait_until(lambda: load.acked > rate // 2, 120, "first acks")
             quiet_s = STEADY_S
             for k in range(restarts):
                 time.sleep(quiet_s)  # steady state, as long as the last roll took
                 began = time.monotonic()
                 cluster.roll()
                 ended = time.monotonic()
-                roll_s.append(ended - began)
-                window = list(zip(load.ack_times, load.latencies, strict=False))
-                before = [lat for t, lat in window if began - quiet_s <= t < began]
-                inside = [lat for t, lat in window if began <= t < ended]
-                quiet_s = max(STEADY_S, roll_s[-1])
-                steady.append(percentile(before, 0.99))
-                during.append(percentile(inside, 0.99))
-                print(
-                    f"  roll {k + 1}/{restarts}: {roll_s[-1]:.1f} s; produce p99 "
-                    f"{during[-1] * 1000:.0f} ms during (p50 {percentile(inside, 0.5) * 1000:.0f}"
-                    f" ms), {steady[-1] * 1000:.0f} ms steady before (p50 "
-                    f"{percentile(before, 0.5) * 1000:.0f} ms); load {load_average()}",
-                    flush=True,
-                )
+                windows.append((began - quiet_s, began, ended))
+                quiet_s = max(STEADY_S, ended - began)
+                print(f"  roll {k + 1}/{restarts}: {ended - began:.1f} s", flush=True)
         finally:
-            load.stop()
-        acked = set(load.acked_seqs)
-        values = [int(v) for _, v in read_back(cluster.bootstrap, topic, len(acked), partitions=RF)]
+            run = load.finish()
+        steady: list[float] = []
+        during: list[float] = []
+        steady_rate: list[float] = []
+        for k, (calm, began, ended) in enumerate(windows):
+            before = window(run["times"], run["latencies"], calm, began)
+            inside = window(run["times"], run["latencies"], began, ended)
+            steady.append(percentile(before, 0.99))
+            during.append(percentile(inside, 0.99))
+            steady_rate.append(len(before) / (began - calm))
+            print(
+                f"  roll {k + 1}: produce p99 {during[-1] * 1000:.0f} ms during (p50"
+                f" {percentile(inside, 0.5) * 1000:.0f} ms), {steady[-1] * 1000:.0f} ms steady"
+                f" before (p50 {percentile(before, 0.5) * 1000:.0f} ms, {steady_rate[-1]:,.0f}"
+                " records/s acknowledged)"
+                + (" NOT THE LOAD OFFERED" if steady_rate[-1] < 0.9 * rate else ""),
+                flush=True,
+            )
+        acked = set(run["acked"])
+        read = [
+            (int(w), int(s))
+            for _, v in read_back(cluster.bootstrap, topic, len(acked), partitions=RF)
+            for w, s in [v.split(b" ", 1)[0].split(b"-")]
+        ]
     finally:
         cluster.stop(keep)
     return {
         "restarts": restarts,
-        "acks_all_capacity": round(capacity),
+        "acks_all_capacity": round(full),
         "load_rate": rate,
-        "roll_s": [round(t, 1) for t in roll_s],
+        "load_processes": producers,
+        "steady_acked_rate": [round(r) for r in steady_rate],
+        "roll_s": [round(ended - began, 1) for _, began, ended in windows],
         "p99_during_s": [round(x, 4) for x in during],
         "p99_steady_s": [round(x, 4) for x in steady],
-        "delivery_errors": len(load.errors),
+        "delivery_errors": run["errors"],
+        "delivery_error_samples": run["error_samples"],
+        "unflushed": run["unflushed"],
         "acked": len(acked),
-        "produced": load.next_seq,
-        "lost_acked": len(acked - set(values)),
-        "duplicates": len(values) - len(set(values)),
+        "produced": run["produced"],
+        "lost_acked": len(acked - set(read)),
+        "duplicates": len(read) - len(set(read)),
     }
 
 
@@ -843,16 +1040,12 @@ def main() -> None:
             flush=True,
         )
         r = results["rolling_restart"] = rolling_restarts(
-            args.rolling_restarts,
-            args.load_rate,
-            args.session_ms,
-            args.seconds,
-            args.producers,
-            args.keep,
+            args.rolling_restarts, args.session_ms, args.seconds, args.producers, args.keep
         )
         print(
-            f"rolling restart: {r['load_rate']:,} records/s ({r['acks_all_capacity']:,} acks=all"
-            f" capacity), roll {statistics.median(r['roll_s']):.1f} s (median); produce p99"
+            f"rolling restart: {r['load_rate']:,} records/s offered"
+            f" ({LOAD_SHARE:.0%} of {r['acks_all_capacity']:,} acks=all capacity), roll"
+            f" {statistics.median(r['roll_s']):.1f} s (median); produce p99"
             f" {max(r['p99_during_s']) * 1000:.0f} ms during (max over rolls), "
             f"{max(r['p99_steady_s']) * 1000:.0f} ms steady; delivery errors "
             f"{r['delivery_errors']}; {r['acked']:,} acked, {r['lost_acked']} lost, "

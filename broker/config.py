@@ -391,6 +391,19 @@ _TABLE: list[Key | Section] = [
     Key("replica.fetch.max.bytes", "int", 1048576, "Follower fetch bytes per partition."),
     Key("replica.fetch.response.max.bytes", "int", 10485760, "Follower fetch bytes."),
     Key("replica.socket.timeout.ms", "int", 30000, "Follower request timeout."),
+    Key(
+        "replication.quota.window.num",
+        "int",
+        11,
+        "Samples the replication throttles measure their byte rate over "
+        "(leader.replication.throttled.rate, follower.replication.throttled.rate).",
+    ),
+    Key(
+        "replication.quota.window.size.seconds",
+        "int",
+        1,
+        "Length of one replication throttle sample, in seconds.",
+    ),
     Key("controlled.shutdown.enable", "bool", True, "Move leaders away on SIGTERM."),
     Key("controlled.shutdown.timeout.ms", "int", 15000, "Wait for leaders to move."),
     Key("auto.leader.rebalance.enable", "bool", True, "Give leaders back to preferred."),
@@ -712,6 +725,8 @@ class BrokerConfig:
             "log.flush.scheduler.interval.ms",
             "quota.window.num",
             "quota.window.size.seconds",
+            "replication.quota.window.num",
+            "replication.quota.window.size.seconds",
         )
         for name in positive:
             if self.get(name) <= 0:

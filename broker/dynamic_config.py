@@ -23,11 +23,11 @@ with an error in the log), its passwords decoded, then merged with the static va
 into a new BrokerConfig (checked as a start would check it) that the shared config
 `adopt`s; then every reconfigurable is told: the log defaults of every partition
 without its own override (ReplicaManager.defaults_changed), a TLS listener's context
-(broker/server/server.py: new connections get the new certificate). Keys Kafka
+(broker/server/server.py: new connections get the new certificate), the replication
+throttles' rates, `leader.replication.throttled.rate` and
+`follower.replication.throttled.rate` (broker/quotas/replication.py). Keys Kafka
 accepts that mean nothing here (num.io.threads ...) are stored and reported with a
-log line saying so; `leader.replication.throttled.rate` and
-`follower.replication.throttled.rate` are stored and described, not enforced
-(replication throttling belongs to reassignment, not served yet).
+log line saying so.
 
 Event-loop only.
 """

@@ -194,7 +194,7 @@ APPLIED = frozenset(
     for k in LOG | SECURITY | {"producer.id.expiration.ms", "ssl.client.auth", "ssl.protocol",
                                "ssl.enabled.protocols"}
     if k in KEYS
-)  # fmt: skip
+) | {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}  # fmt: skip
 _LISTENER_RE = re.compile(r"listener\.name\.[^.]*\.(.*)")
 # Kafka's synonym families (DynamicBrokerConfig.brokerConfigSynonyms), finest first.
 _FAMILIES = (

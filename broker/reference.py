@@ -65,8 +65,11 @@ names unless `ssl.allow.dn.changes` / `ssl.allow.san.changes`).
 Password values are stored encrypted with `password.encoder.secret`, and refused
 without it. Other keys Kafka marks dynamic that mean nothing to this broker
 (`num.io.threads`, `log.cleaner.threads` ...) are accepted and stored, with a log line
-saying so; `leader.replication.throttled.rate` and `follower.replication.throttled.rate`
-are stored and described, not yet enforced. The topic configs whose default a broker
+saying so. `leader.replication.throttled.rate` and `follower.replication.throttled.rate`
+(bytes/s, dynamic only, no key of server.properties) throttle the replication of the
+replicas that the topic configs `leader.replication.throttled.replicas` and
+`follower.replication.throttled.replicas` list, as Kafka does (`logflume reassign
+--throttle` sets them). The topic configs whose default a broker
 key gives (named in its meaning) can also be changed per topic:
 `logflume configs --entity-type topics --entity-name T --alter --add-config ...`.
 Keys of type password are never shown by DescribeConfigs.

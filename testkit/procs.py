@@ -146,12 +146,24 @@ class BrokerCluster:
     ):
         self.root = Path(root)
         self.zookeeper = zookeeper
+        self.settings = dict(settings or {})
+        self.per_broker = per_broker
         self.brokers: dict[int, BrokerProcess] = {}
         for i in range(count):
-            cfg = {"zookeeper.connect": zookeeper, "broker.id": i, **(settings or {})}
-            if per_broker is not None:
-                cfg.update(per_broker(i))
-            self.brokers[i] = BrokerProcess(self.root / f"broker-{i}", settings=cfg)
+            self.brokers[i] = self._broker(i)
+
+    def _broker(self, broker_id: int) -> BrokerProcess:
+        cfg = {"zookeeper.connect": self.zookeeper, "broker.id": broker_id, **self.settings}
+        if self.per_broker is not None:
+            cfg.update(self.per_broker(broker_id))
+        return BrokerProcess(self.root / f"broker-{broker_id}", settings=cfg)
+
+    def add_broker(self) -> BrokerProcess:
+        """Start one more broker, the next id, with the cluster's settings (a machine
+        added to a running cluster: it starts empty). It stops with the others."""
+        broker = self._broker(max(self.brokers, default=-1) + 1)
+        self.brokers[broker.settings["broker.id"]] = broker
+        return broker.start()
 
     @property
     def bootstrap(self) -> str:

@@ -23,6 +23,9 @@ one task, so two decisions never interleave):
 - AlterPartitionReassignments, and the state znode of every partition being moved
   (its ISR): the steps of a move, in `reassignment.py`; a new controller resumes the
   moves the topic znodes record.
+- `/admin/reassign_partitions` (created by tools before KIP-455): the same moves,
+  read when the znode is created and when a controller takes over; the znode keeps
+  only the moves still in progress and is deleted with the last (`legacy_reassignment.py`).
 - A timer (`leader.imbalance.check.interval.seconds`), when
   `auto.leader.rebalance.enable`: a broker leading fewer than
   (100 - `leader.imbalance.per.broker.percentage`)% of the partitions it is the
@@ -42,6 +45,7 @@ import logging
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.cluster import zk
+from broker.cluster.legacy_reassignment import LegacyReassignments
 from broker.cluster.reassignment import Listing, Outcome, Reassignments
 from broker.cluster.zk import Moving, PartitionState, ZkSession
 from broker.protocol.errors import ErrorCode
@@ -149,6 +153,7 @@ class Controller:
         self.assignments: dict[str, list[list[int]]] = {}
         self.moving: dict[str, dict[int, Moving]] = {}  # partitions being reassigned
         self.reassignments = Reassignments(self)
+        self.legacy = LegacyReassignments(self, self.reassignments)
         self.unclean: dict[str, bool] = {}
         self._events: asyncio.Queue = asyncio.Queue()
         self._altering: set[asyncio.Future] = set()  # requests waiting for their turn
@@ -164,6 +169,8 @@ class Controller:
             self.zk.watch_children(zk.TOPICS, lambda c: self._put("topics", c)),
             self.zk.watch_children(zk.DELETE_TOPICS, lambda c: self._put("delete", c)),
         ]
+        # after the topics watch: its first event loads the assignments the znode names
+        self.legacy.start(lambda: self._put("legacy", []))
         if self.config["auto.leader.rebalance.enable"]:
             self._tasks.append(asyncio.create_task(self._rebalance_timer()))
 
@@ -171,6 +178,7 @@ class Controller:
         for stop in self._stoppers:
             stop()
         self.reassignments.stop()
+        self.legacy.stop()
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
         for done in self._altering:  # no longer the controller: they get NOT_CONTROLLER
@@ -253,14 +261,23 @@ class Controller:
             wanted, done = arg
             if not done.done():
                 done.set_result(await self.reassignments.alter(wanted))
+                self._put("legacy-prune", [])  # the latest request wins over the znode's
         elif kind == "reassign":
-            await self.reassignments.check(*arg)
+            if await self.reassignments.check(*arg):
+                self._put("legacy-prune", [])
+        elif kind == "legacy":
+            await self.legacy.process()
+        elif kind == "legacy-prune":
+            await self.legacy.prune()
 
     async def _topics_changed(self, names: set[str]) -> None:
-        for gone in set(self.assignments) - names:
-            self.assignments.pop(gone, None)
-            self.moving.pop(gone, None)
-            self.unclean.pop(gone, None)
+        gone = set(self.assignments) - names
+        for topic in gone:
+            self.assignments.pop(topic, None)
+            self.moving.pop(topic, None)
+            self.unclean.pop(topic, None)
+        if gone:  # their moves asked for in /admin/reassign_partitions are moot
+            self._put("legacy-prune", [])
         new = sorted(names - set(self.assignments))
         if new:  # fresh from ZooKeeper: a broker whose watch event is still queued counts
             children = await self.zk.call("get_children", zk.BROKER_IDS)

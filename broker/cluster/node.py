@@ -99,6 +99,7 @@ from broker.transactions.channel import BrokerChannels
 if TYPE_CHECKING:
     from broker.cluster.metadata_store import LocalMetadataStore
     from broker.cluster.partition import Partition
+    from broker.quotas.replication import ReplicationQuota
     from broker.security.acl import Entries, Resource
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,8 @@ class ClusterNode:
     by the BrokerCore; event-loop only.
 
     `endpoints()` gives this broker's advertised address per listener (registered in
-    ZooKeeper)."""
+    ZooKeeper); `follower_quota` is the follower side of the replication throttles
+    (broker.quotas.replication), which its replica fetchers honour."""
 
     elects_leaders = True
 
@@ -120,6 +122,7 @@ class ClusterNode:
         replicas: ReplicaManager,
         metrics: BrokerMetrics,
         endpoints: Callable[[], dict[str, tuple[str, int]]],
+        follower_quota: ReplicationQuota,
     ):
         self.config = config
         self.broker_id = config.broker_id
@@ -132,7 +135,7 @@ class ClusterNode:
         self.connect_timeout_s = self.config["zookeeper.connection.timeout.ms"] / 1000
         self.cache = MetadataCache(lambda: self.fenced)
         self.controller_epoch = 0
-        self.fetchers = ReplicaFetcherManager(self, self.config)
+        self.fetchers = ReplicaFetcherManager(self, self.config, follower_quota)
         self.isr = IsrManager(self, self.config)
         self.producer_ids = ProducerIdBlocks(ZkBlockStore(self.zk, self.broker_id).reserve)
         self.credentials = ZkCredentialStore()  # watched from start()

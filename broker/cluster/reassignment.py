@@ -28,9 +28,10 @@ replica back into its ISR, and drops from it any replica the topic no longer lis
 (isr.py); after every topic-znode write the controller prunes the ISR to the new
 replica set too, in case a controller failed between the two writes.
 
-Not read: the `/admin/reassign_partitions` znode of the tools before KIP-455 (Kafka 3
-tools use the API). The checks and the new states are pure functions;
-`Reassignments` runs them on the controller's event task (event-loop only).
+The `/admin/reassign_partitions` znode of the tools before KIP-455 asks for the same
+moves: legacy_reassignment.py reads it and starts them here. The checks and the new
+states are pure functions; `Reassignments` runs them on the controller's event task
+(event-loop only).
 """
 
 from __future__ import annotations
@@ -213,24 +214,26 @@ class Reassignments:
         if stop is not None:
             stop()
 
-    async def check(self, topic: str, p: int) -> None:
-        """Finish the move of `topic`-`p` if every target replica is in the ISR."""
+    async def check(self, topic: str, p: int) -> bool:
+        """Finish the move of `topic`-`p` if every target replica is in the ISR; True
+        once the partition is no longer being moved (completed, or gone)."""
         moving = self.c.moving.get(topic, {}).get(p)
         parts = self.c.assignments.get(topic)
         if moving is None or parts is None or p >= len(parts):
             self._unwatch(topic, p)
-            return
+            return True
         target = target_of(parts[p], moving)
 
         def finished(state: PartitionState) -> PartitionState | None:
             return moved_state(state, target, self.c.live) if complete(target, state) else None
 
         if await self._write_state(topic, p, finished) is None:
-            return
+            return False
         await self._write_topic(topic, p, target, NOT_MOVING)
         await self._prune(topic, p, target)
         self._unwatch(topic, p)
         log.info("controller: reassignment of %s-%d to %s completed", topic, p, target)
+        return True
 
     async def _write_state(
         self, topic: str, p: int, change: Callable[[PartitionState], PartitionState | None]

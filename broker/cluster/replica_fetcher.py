@@ -27,6 +27,14 @@ SASL_SSL, each new connection first authenticates (SaslHandshake v1, SaslAuthent
 v2, broker.sasl.client) with `sasl.mechanism.inter.broker.protocol` and the
 username/password of the listener's JAAS entry for that mechanism, as Kafka does.
 
+Replication throttle (broker.quotas.replication, Kafka's shouldFollowerThrottle): a
+partition in this broker's follower-throttled set that is not in sync (its lag,
+leader's high watermark minus the follower's log end, was not 0 at the last fetch
+that brought records, or no such fetch yet) is left out of a fetch while
+`follower.replication.throttled.rate` is exceeded; the record bytes appended for
+throttled partitions count toward that rate, in sync or not. A round with every
+partition held back sends nothing and backs off.
+
 A partition whose leader or epoch changed is moved to another fetcher by the cluster
 node; answers for partitions that moved meanwhile are ignored. Connection errors close
 the connection and retry after a short backoff; every network await has a timeout.
@@ -43,6 +51,7 @@ from broker.cluster.interbroker import open_to, sasl_login
 from broker.log.common import InvalidOffsetError
 from broker.protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
 from broker.protocol.records import CorruptRecordError
+from broker.quotas.replication import ReplicationQuota
 from broker.sasl.settings import client_credentials
 from broker.server.tls import client_context
 from broker.tasks import cancel_and_wait
@@ -59,12 +68,18 @@ _SIZE = struct.Struct(">i")
 class _Fetching:
     """What a fetcher knows about one partition it copies."""
 
-    __slots__ = ("partition", "epoch", "truncated")
+    __slots__ = ("partition", "epoch", "truncated", "lag")
 
     def __init__(self, partition):
         self.partition = partition
         self.epoch = partition.leader_epoch
         self.truncated = False
+        self.lag: int | None = None  # as of the last fetch that brought records
+
+    @property
+    def in_sync(self) -> bool:
+        """Kafka's PartitionFetchState.isReplicaInSync."""
+        return self.lag == 0
 
 
 class ReplicaFetcher:
@@ -187,10 +202,14 @@ class ReplicaFetcher:
 
     async def _fetch(self) -> bool:
         """One fetch round; False when nothing useful came back (back off)."""
-        ready = [f for f in self.partitions.values() if f.truncated]
+        m = self.manager
+        ready = [
+            f
+            for f in self.partitions.values()
+            if f.truncated and not m.quota.holds_back(f.partition, f.in_sync)
+        ]
         if not ready:
             return False
-        m = self.manager
         by_topic: dict[str, list] = {}
         for f in ready:
             p = f.partition
@@ -237,13 +256,18 @@ class ReplicaFetcher:
         if code != ErrorCode.NONE:
             return False
         records = r["records"]
-        if records is not None and len(records):
+        size = len(records) if records is not None else 0
+        if size:
             try:
                 p.log.append_as_follower(records)
-                self.manager.node.metrics.topics[p.topic].replication_bytes_in += len(records)
+                self.manager.node.metrics.topics[p.topic].replication_bytes_in += size
+                if self.manager.quota.is_throttled(p):
+                    self.manager.quota.record(size)
             except (InvalidOffsetError, CorruptRecordError) as e:
                 log.warning("%s-%d: follower append failed (%s); re-truncating", *p.key, e)
                 f.truncated = False
+        if size or f.lag is None:
+            f.lag = max(0, r["high_watermark"] - p.log_end_offset)
         p.update_follower_high_watermark(r["high_watermark"])
         if r["log_start_offset"] > p.log.log_start_offset:  # the leader deleted records
             p.log.delete_records_before(r["log_start_offset"])
@@ -280,8 +304,9 @@ def truncate_follower(partition, leader_epoch: int, end_offset: int) -> None:
 class ReplicaFetcherManager:
     """Every fetcher of this broker, by leader id. Owned by the cluster node."""
 
-    def __init__(self, node, config):
+    def __init__(self, node, config, quota: ReplicationQuota):
         self.node = node
+        self.quota = quota  # the follower side of the replication throttles
         self.broker_id = config.broker_id
         self.max_wait_ms = config["replica.fetch.wait.max.ms"]
         self.max_bytes = config["replica.fetch.max.bytes"]

@@ -13,6 +13,8 @@ Znodes (Kafka's ZooKeeper-mode layout, JSON as Kafka writes it):
     /config/users/<user>                             {"version": 1, "config": {"SCRAM-SHA-512": ...}}
     /admin/delete_topics/<topic>                     (empty: a deletion request for the controller)
     /admin/controlled_shutdown/<id>  ephemeral       (ours: a broker asking the controller to move its leaders)
+    /admin/reassign_partitions                       {"version": 1, "partitions": [{"topic", "partition", "replicas"}]}
+                                                     (moves asked by tools before KIP-455: legacy_reassignment.py)
 
 Threads. kazoo runs its own connection and event threads. `ZkSession` never blocks
 the event loop: every operation uses kazoo's `*_async` call and hands the result to
@@ -45,6 +47,7 @@ TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER_ID = "/cluster/id"

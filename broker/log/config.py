@@ -1,5 +1,6 @@
 """Per-topic log configuration, named and defaulted as Kafka's topic configs."""
 
+import re
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
@@ -44,6 +45,11 @@ class LogConfig:
     # False: a consumer's Fetch v0-3, whose answer would be down-converted to legacy
     # messages, is answered UNSUPPORTED_VERSION instead.
     message_downconversion_enable: bool = True
+    # Kafka's replication throttles (KIP-73): which replicas of this topic are throttled
+    # when they lead (leader.*) or follow (follower.*): `partition:broker,...` or `*`.
+    # broker/quotas/replication.py reads them; the rates are dynamic broker configs.
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
     # Not a topic config: the broker's producer.id.expiration.ms, carried to every log
     # with the defaults (Kafka hands it to each log's ProducerStateManager).
     producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS
@@ -106,7 +112,13 @@ TOPIC_CONFIG_NAMES: dict[str, str] = {
     "compression.type": "compression_type",
     "message.format.version": "message_format_version",
     "message.downconversion.enable": "message_downconversion_enable",
+    "leader.replication.throttled.replicas": "leader_replication_throttled_replicas",
+    "follower.replication.throttled.replicas": "follower_replication_throttled_replicas",
 }
+THROTTLED_REPLICAS = (
+    "leader_replication_throttled_replicas",
+    "follower_replication_throttled_replicas",
+)
 
 # attr -> smallest allowed value (retention.* accept -1 = unlimited)
 _MINIMUM = {
@@ -163,6 +175,23 @@ def is_kafka_version(text: str) -> bool:
     )
 
 
+_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def throttled_replicas(name: str, text: str) -> str:
+    """A `*.replication.throttled.replicas` value checked as Kafka's
+    ThrottledReplicaListValidator does (`*`, or `partition:broker` items, empty ones
+    allowed), as Kafka shows it: the items trimmed, joined by commas."""
+    items = [item.strip() for item in text.split(",")] if text else []
+    if not (all(_REPLICA.fullmatch(item) for item in items) or "".join(items) == "*"):
+        raise ValueError(
+            f"Invalid value {text} for configuration {name}: {name} must be the literal '*' "
+            "or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        )
+    return ",".join(items)
+
+
 def _parse(name: str, attr: str, raw: str):
     kind = _TYPES[attr]
     if kind in (bool, "bool"):
@@ -183,6 +212,8 @@ def _parse(name: str, attr: str, raw: str):
             raise ValueError(f"{name}: {value} does not fit in an int32")
         return value
     text = raw.strip()
+    if attr in THROTTLED_REPLICAS:
+        return throttled_replicas(name, text)
     if attr == "message_format_version":
         if not is_kafka_version(text):
             raise ValueError(f"{name}: {raw!r} is not a valid Kafka version")

@@ -9,6 +9,10 @@ from the start of the oldest window kept to now, but never less than
 `samples - 1` full windows, so that the first bytes of a new client do not look like
 an enormous rate.
 
+`SimpleRate` (Kafka's SimpleRate, the replication throttles') measures from the start
+of the oldest window kept, but over never less than one window: a throttle that
+allows a burst and then holds back until the average is back under the rate.
+
 When a recorded value makes the rate exceed the quota, the client is throttled for
 the time that brings the rate back to the quota if it sent nothing more:
 `(rate - quota) / quota * window span`, at most the full measurement span
@@ -66,6 +70,16 @@ class SampledRate:
         """Per second."""
         span = self.window_size_ms(now_ms)
         return sum(self._values) / (span / 1000.0)
+
+
+class SimpleRate(SampledRate):
+    """The rate over the time since the oldest window kept began, at least one window."""
+
+    __slots__ = ()
+
+    def window_size_ms(self, now_ms: float) -> float:
+        self._purge(now_ms)
+        return max(now_ms - min(self._starts), float(self.window_ms))
 
 
 def throttle_time_ms(rate: float, quota: float, window_ms: float, max_ms: float) -> int:

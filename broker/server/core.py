@@ -7,7 +7,9 @@ order, each service as a typed attribute from those before it:
 1. `store`: the local topic registry (`broker.cluster.metadata_store`),
 2. `logs`: the `LogManager` over the data directory,
 3. `replicas`: the `ReplicaManager` with every hosted `Partition`,
-4. `cluster`: the cluster view (`broker.cluster.view`), chosen here and only here:
+4. `replication_quotas`: the replication throttles (broker.quotas.replication), read
+   by the Fetch handler (leader side) and the replica fetchers (follower side);
+   `cluster`: the cluster view (`broker.cluster.view`), chosen here and only here:
    `SingleNode` without `zookeeper.connect`, else `ClusterNode`. It brings the
    producer-id allocator (`producer_ids`), the SCRAM credential store (`scram`)
    and the client quota store (`client_quotas`) of its mode; `quotas`, the
@@ -19,8 +21,9 @@ order, each service as a typed attribute from those before it:
    what a transactional produce awaits; tests may replace or clear it);
 7. the cluster joins (ZooKeeper: registration, watches, roles), and `dynamic`, the
    dynamic broker configs (broker.dynamic_config) over the cluster view's store, is
-   read and applied: the log defaults (`replicas`) and whatever else registered in
-   `reconfigurables` (the server's TLS listeners) follow it from then on,
+   read and applied: the log defaults (`replicas`), the replication throttles' rates
+   and whatever else registered in `reconfigurables` (the server's TLS listeners)
+   follow it from then on,
 8. `authorizer`, when `authorizer.class.name` is set (its ACL store is the
    cluster view's: a local file or ZooKeeper),
 9. the background duties Kafka runs on timers: retention
@@ -63,6 +66,7 @@ from broker.groups.metrics import group_metrics
 from broker.log import LogConfig, LogManager
 from broker.metrics import BrokerMetrics
 from broker.quotas.manager import QuotaManager
+from broker.quotas.replication import ReplicationQuotas
 from broker.quotas.store import LocalQuotaStore, ZkQuotaStore
 from broker.sasl.credentials import LocalCredentialStore, ZkCredentialStore
 from broker.security.authorizer import Authorizer, parse_super_users
@@ -83,6 +87,7 @@ class BrokerCore:
     store: LocalMetadataStore
     logs: LogManager
     replicas: ReplicaManager
+    replication_quotas: ReplicationQuotas
     cluster: ClusterView
     topic_admin: TopicAdmin
     producer_ids: ProducerIdBlocks
@@ -144,6 +149,7 @@ class BrokerCore:
             on_leadership=self._leadership_changed,
             on_isr_change=self.metrics.isr_changed,
         )
+        self.replication_quotas = ReplicationQuotas(config)
         self.cluster = self._cluster_view()
         self.replicas.cluster = self.cluster
         self.replicas.load()
@@ -169,7 +175,7 @@ class BrokerCore:
         self._undo.append(("stopping the background tasks", self._stop_tasks))
         self._undo.append(("leaving the cluster", self.cluster.stop))
         await self.cluster.start()
-        self.reconfigurables.insert(0, _LogDefaults(self.replicas))
+        self.reconfigurables[:0] = [_LogDefaults(self.replicas), self.replication_quotas]
         self.dynamic = DynamicBrokerConfig(
             config, self.cluster.broker_configs, self.reconfigurables
         )
@@ -191,6 +197,7 @@ class BrokerCore:
         self.metrics.add_collector(lambda: replica_metrics(self.replicas, self.data_dir))
         self.metrics.add_collector(self.cluster.collect_metrics)
         self.metrics.add_collector(self.quotas.collect)
+        self.metrics.add_collector(self.replication_quotas.collect)
         self.metrics.add_collector(lambda: group_metrics(self.groups, self._high_watermark))
         log.info(
             "broker %d ready: %d topic(s), %d partition(s) in %s",
@@ -212,7 +219,14 @@ class BrokerCore:
             )
         from broker.cluster.node import ClusterNode  # kazoo and its threads: cluster only
 
-        return ClusterNode(self.config, self.store, self.replicas, self.metrics, self.endpoints)
+        return ClusterNode(
+            self.config,
+            self.store,
+            self.replicas,
+            self.metrics,
+            self.endpoints,
+            self.replication_quotas.follower,
+        )
 
     def _leadership_changed(self, topic: str, index: int, leader: bool) -> None:
         """A partition led here or no longer: the coordinators load or unload theirs."""

@@ -20,12 +20,22 @@ to roll back) and starts the moves; it refuses while some are already moving, un
 `--cancel` cancels them (the partitions go back to their replicas before the move);
 `--list` shows the moves in progress.
 
+Throttles, as kafka-reassign-partitions.sh sets them (broker/quotas/replication.py
+enforces them): `--execute --throttle N` sets `leader.replication.throttled.rate` and
+`follower.replication.throttled.rate` to N bytes/s on every broker taking part in a
+move (this one's and those in progress), and on each moved topic
+`leader.replication.throttled.replicas` (every current replica of its moving
+partitions: `partition:broker,...`) and `follower.replication.throttled.replicas`
+(the replicas being added); `--additional --throttle N` changes them while moves are
+in progress. `--verify`, once no reassignment at all is in progress, and `--cancel`
+remove those configs from every broker and from the plan's topics, unless
+`--preserve-throttles`.
+
 AlterPartitionReassignments and ListPartitionReassignments go to the controller
-(found through Metadata), over the broker's own codec
+(found through Metadata), IncrementalAlterConfigs of a broker to that broker and of
+topics to the first bootstrap server, over the broker's own codec
 (broker/protocol/client.BlockingClient; librdkafka has no reassignment API),
-connecting as --command-config says (logflume/wire_config.py). `--throttle` is
-accepted and not enforced: the brokers have no replication throttles yet (it says
-so on stderr).
+connecting as --command-config says (logflume/wire_config.py).
 
 Every failure (a flag combination the tool refuses, a malformed file, an unknown
 topic or broker, an unreachable broker, the controller's refusal) is a message on
@@ -97,14 +107,22 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--additional",
         action="store_true",
-        help="--execute: start these moves even though others are in progress",
+        help="--execute: start these moves even though others are in progress (with "
+        "--throttle: change the throttle of the moves in progress)",
     )
     p.add_argument(
         "--throttle",
         type=int,
         default=-1,
         metavar="BYTES_PER_S",
-        help="--execute: replication throttle (accepted, not enforced yet)",
+        help="--execute: throttle the replication of the moving partitions to this many "
+        "bytes/s on every broker taking part (run --verify until the moves complete, "
+        "to remove it)",
+    )
+    p.add_argument(
+        "--preserve-throttles",
+        action="store_true",
+        help="--verify, --cancel: do not remove the broker and topic throttles",
     )
     p.set_defaults(func=run)
 
@@ -122,9 +140,9 @@ def run(args) -> int:
         elif action == "execute":
             _execute(tool, args)
         elif action == "verify":
-            _verify(tool, _read_plan(args.reassignment_json_file))
+            _verify(tool, _read_plan(args.reassignment_json_file), args.preserve_throttles)
         elif action == "cancel":
-            _cancel(tool, _read_plan(args.reassignment_json_file))
+            _cancel(tool, _read_plan(args.reassignment_json_file), args.preserve_throttles)
         else:
             _list(tool)
     except (ReassignError, wire_config.CommandConfigError) as e:
@@ -148,8 +166,8 @@ def _check_flags(args, action: str) -> None:
     takes = {
         "generate": needs,
         "execute": (*needs, "additional", "throttle"),
-        "verify": needs,
-        "cancel": needs,
+        "verify": (*needs, "preserve_throttles"),
+        "cancel": (*needs, "preserve_throttles"),
         "list": (),
     }[action]
     for name in ("topics_to_move_json_file", "broker_list", "reassignment_json_file"):
@@ -159,6 +177,8 @@ def _check_flags(args, action: str) -> None:
         raise ReassignError(f'Option "[--additional]" can\'t be used with "[--{action}]"')
     if args.throttle != -1 and "throttle" not in takes:
         raise ReassignError(f'Option "[--throttle]" can\'t be used with "[--{action}]"')
+    if args.preserve_throttles and "preserve_throttles" not in takes:
+        raise ReassignError(f'Option "[--preserve-throttles]" can\'t be used with "[--{action}]"')
 
 
 def _flag(dest: str) -> str:
@@ -358,6 +378,30 @@ class _Tool:
             if p["error_code"]
         }
 
+    def alter_configs(self, broker: int | None, resources: list[dict]) -> None:
+        """IncrementalAlterConfigs v0 of `resources` (broker resources to their own
+        broker `broker`, topics to the bootstrap server); a refusal is ReassignError."""
+        from broker.protocol import ApiKey, ErrorCode
+
+        address = None
+        if broker is not None:
+            address = self.brokers().get(broker)
+            if address is None:
+                raise ReassignError(f"Broker {broker} is not available")
+        answer = self._request(
+            address,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            0,
+            {"resources": resources, "validate_only": False},
+        )
+        for r in answer["responses"]:
+            if r["error_code"]:
+                name = ErrorCode(r["error_code"]).name
+                raise ReassignError(
+                    f"Cannot alter the configs of {r['resource_name'] or 'the broker default'}: "
+                    f"{name}: {r['error_message'] or 'refused'}"
+                )
+
     def ongoing(self, keys=None) -> dict[tuple[str, int], dict]:
         """The moves in progress (of `keys`, else all): replicas, adding, removing."""
         from broker.protocol import ApiKey
@@ -431,11 +475,13 @@ def _execute(tool: _Tool, args) -> None:
     missing = [f"{t}-{p}" for t, p in plan if not 0 <= p < len(assignment[t])]
     if missing:
         raise ReassignError(f"Unable to find partition(s): {','.join(missing)}")
-    if not args.additional and tool.ongoing():
+    ongoing = tool.ongoing()
+    if not args.additional and ongoing:
         raise ReassignError(
             "Cannot execute because there is an existing partition assignment.  Use "
             "--additional to override this and create a new partition assignment in "
-            "addition to the existing one."
+            "addition to the existing one. The --additional flag can also be used to "
+            "change the throttle by resubmitting the current reassignment."
         )
     current = {(t, p): assignment[t][p] for t, p in plan}
     print(
@@ -444,10 +490,10 @@ def _execute(tool: _Tool, args) -> None:
     )
     if args.throttle >= 0:
         print(
-            "Warning: --throttle is not enforced: logflume brokers have no replication "
-            "throttles yet; the partitions move at full speed.",
-            file=sys.stderr,
+            "Warning: You must run --verify periodically, until the reassignment completes, "
+            "to ensure the throttle is removed."
         )
+        _set_throttles(tool, move_map(ongoing, plan, current), args.throttle)
     refused = tool.alter(dict(plan.items()))
     if refused:
         lines = [
@@ -458,8 +504,8 @@ def _execute(tool: _Tool, args) -> None:
     print(f"Successfully started partition reassignment{plural} for {_names(plan)}")
 
 
-def _verify(tool: _Tool, plan: Plan) -> None:
-    ongoing = tool.ongoing(list(plan))
+def _verify(tool: _Tool, plan: Plan, preserve_throttles: bool) -> None:
+    ongoing = tool.ongoing()
     assignment = tool.assignment()
     print("Status of partition reassignment:")
     for (t, p), target in sorted(plan.items()):
@@ -476,21 +522,25 @@ def _verify(tool: _Tool, plan: Plan) -> None:
             )
         else:
             print(f"Partition {name} does not exist.")
+    if not ongoing and not preserve_throttles:
+        _clear_throttles(tool, plan)
 
 
-def _cancel(tool: _Tool, plan: Plan) -> None:
+def _cancel(tool: _Tool, plan: Plan, preserve_throttles: bool) -> None:
     ongoing = tool.ongoing(list(plan))
     wanted = [key for key in plan if key in ongoing]
     if not wanted:
         print("None of the specified partition reassignments are active.")
-        return
-    refused = tool.alter(dict.fromkeys(wanted))
-    if refused:
-        lines = [
-            f"{t}-{p}: {name}: {message}" for (t, p), (name, message) in sorted(refused.items())
-        ]
-        raise ReassignError("Error cancelling partition reassignment(s):\n" + "\n".join(lines))
-    print(f"Successfully cancelled partition reassignment(s) for: {_names(wanted)}")
+    else:
+        refused = tool.alter(dict.fromkeys(wanted))
+        if refused:
+            lines = [
+                f"{t}-{p}: {name}: {message}" for (t, p), (name, message) in sorted(refused.items())
+            ]
+            raise ReassignError("Error cancelling partition reassignment(s):\n" + "\n".join(lines))
+        print(f"Successfully cancelled partition reassignment(s) for: {_names(wanted)}")
+    if not preserve_throttles:
+        _clear_throttles(tool, plan)
 
 
 def _list(tool: _Tool) -> None:
@@ -505,3 +555,110 @@ def _list(tool: _Tool) -> None:
             f"adding: {','.join(map(str, move['adding_replicas']))}. "
             f"removing: {','.join(map(str, move['removing_replicas']))}."
         )
+
+
+# -- throttles -------------------------------------------------------------------------
+
+Moves = dict[str, dict[int, tuple[set[int], set[int]]]]
+_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+# what Kafka's tool clears on every broker: the two rates and the log-dir move throttle
+_BROKER_THROTTLES = (*_RATES, "replica.alter.log.dirs.io.max.bytes.per.second")
+_LEADER_REPLICAS = "leader.replication.throttled.replicas"
+_FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+_SET, _DELETE = 0, 1  # IncrementalAlterConfigs operations
+_BROKER, _TOPIC = 4, 2  # config resource types
+
+
+def move_map(ongoing: dict[tuple[str, int], dict], plan: Plan, current: Plan) -> Moves:
+    """Kafka's calculateProposedMoveMap: topic -> partition -> (sources, destinations)
+    of every move in progress and of the plan's. The sources of a partition already
+    moving are its replicas before that move; otherwise its current replicas."""
+    moves: Moves = {}
+    for (t, p), move in ongoing.items():
+        adding = set(move["adding_replicas"])
+        moves.setdefault(t, {})[p] = (set(move["replicas"]) - adding, adding)
+    for (t, p), replicas in plan.items():
+        partitions = moves.setdefault(t, {})
+        sources = partitions[p][0] if p in partitions else set(current[(t, p)])
+        partitions[p] = (sources, set(replicas) - sources)
+    return moves
+
+
+def leader_throttles(moves: Moves) -> dict[str, str]:
+    """Each topic's leader.replication.throttled.replicas: every source replica of its
+    moving partitions (any of them may lead), in Kafka's order (sorted as text)."""
+    return {
+        t: ",".join(sorted(f"{p}:{b}" for p, (sources, _) in parts.items() for b in sources))
+        for t, parts in moves.items()
+    }
+
+
+def follower_throttles(moves: Moves) -> dict[str, str]:
+    """Each topic's follower.replication.throttled.replicas: the replicas being added."""
+    return {
+        t: ",".join(
+            sorted(f"{p}:{b}" for p, (sources, dests) in parts.items() for b in dests - sources)
+        )
+        for t, parts in moves.items()
+    }
+
+
+def _set_throttles(tool: _Tool, moves: Moves, rate: int) -> None:
+    """Kafka's modifyReassignmentThrottle: the topics' replica lists, then the rate on
+    every broker taking part in a move."""
+    leaders, followers = leader_throttles(moves), follower_throttles(moves)
+    topics = [
+        {
+            "resource_type": _TOPIC,
+            "resource_name": t,
+            "configs": [
+                {"name": _LEADER_REPLICAS, "config_operation": _SET, "value": leaders[t]},
+                {"name": _FOLLOWER_REPLICAS, "config_operation": _SET, "value": followers[t]},
+            ],
+        }
+        for t in sorted(moves)
+    ]
+    tool.alter_configs(None, topics)
+    brokers = sorted(
+        {
+            b
+            for parts in moves.values()
+            for sources, dests in parts.values()
+            for b in sources | dests
+        }
+    )
+    for b in brokers:
+        configs = [{"name": k, "config_operation": _SET, "value": str(rate)} for k in _RATES]
+        tool.alter_configs(
+            b, [{"resource_type": _BROKER, "resource_name": str(b), "configs": configs}]
+        )
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+def _clear_throttles(tool: _Tool, plan: Plan) -> None:
+    """Kafka's clearAllThrottles: the throttle configs of every broker (those of the
+    cluster and those the plan names) and of the plan's topics."""
+    live = tool.brokers()
+    brokers = sorted(set(live) | {b for replicas in plan.values() for b in replicas})
+    plural = "" if len(brokers) == 1 else "s"
+    print(f"Clearing broker-level throttles on broker{plural} {','.join(map(str, brokers))}")
+    for b in brokers:
+        if b not in live:
+            continue  # a broker the plan names that is not in the cluster holds nothing
+        configs = [
+            {"name": k, "config_operation": _DELETE, "value": None} for k in _BROKER_THROTTLES
+        ]
+        tool.alter_configs(
+            b, [{"resource_type": _BROKER, "resource_name": str(b), "configs": configs}]
+        )
+    topics = sorted({t for t, _ in plan})
+    plural = "" if len(topics) == 1 else "s"
+    print(f"Clearing topic-level throttles on topic{plural} {','.join(topics)}")
+    deleted = [
+        {"name": k, "config_operation": _DELETE, "value": None}
+        for k in (_LEADER_REPLICAS, _FOLLOWER_REPLICAS)
+    ]
+    tool.alter_configs(
+        None,
+        [{"resource_type": _TOPIC, "resource_name": t, "configs": deleted} for t in topics],
+    )

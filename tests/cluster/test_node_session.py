@@ -21,6 +21,7 @@ from broker.cluster.zk import PartitionState
 from broker.config import BrokerConfig
 from broker.log.config import LogConfig
 from broker.log.partition import PartitionLog
+from broker.quotas.replication import ReplicationQuotas
 from broker.server.handlers.metadata import live_brokers
 from common.aio import within
 
@@ -30,7 +31,14 @@ def _node(tmp_path):
         {"log.dirs": str(tmp_path), "zookeeper.connect": "127.0.0.1:9/x", "broker.id": "0"}
     )
     replicas = ReplicaManager(config, store=None, log_manager=None)
-    node = ClusterNode(config, store=None, replicas=replicas, metrics=None, endpoints=lambda: {})
+    node = ClusterNode(
+        config,
+        store=None,
+        replicas=replicas,
+        metrics=None,
+        endpoints=lambda: {},
+        follower_quota=ReplicationQuotas(config).follower,
+    )
     plog = PartitionLog(tmp_path / "t-0", LogConfig())
     part = Partition("t", 0, plog, 0, [0, 1, 2], min_insync_replicas=2)
     part.leader, part.isr = -1, set()

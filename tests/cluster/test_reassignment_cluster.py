@@ -3,7 +3,10 @@ broker processes: a partition moves off its only replica onto two new brokers un
 an acks=all producer and nothing acknowledged is lost; a move kept in flight (one new
 replica paused with SIGSTOP) is listed and cancelled; a controller killed in the
 middle of a move is replaced and its successor finishes it from the znodes; Kafka's
-errors; and `logflume reassign` end to end (generate, execute, verify)."""
+errors; `logflume reassign` end to end (generate, execute, verify); and moves written
+by older tools to `/admin/reassign_partitions` (with kazoo): completed, the znode
+deleted with the last, a refused one dropped, an API request winning, a new controller
+reading a znode its predecessor left."""
 
 import json
 import signal
@@ -349,6 +352,9 @@ def test_the_command_generates_executes_and_verifies_a_move(cluster_factory, tmp
             "Status of partition reassignment:",
             f"Reassignment of partition {topic}-0 is completed.",
             f"Reassignment of partition {topic}-1 is completed.",
+            # nothing moves any more: every throttle is removed, as Kafka's tool does
+            "Clearing broker-level throttles on brokers 0,1,2",
+            f"Clearing topic-level throttles on topic {topic}",
         ]
 
     wait_until(verified, 90, what="--verify to report both moves completed", every=0.5)
@@ -362,7 +368,9 @@ def test_the_command_generates_executes_and_verifies_a_move(cluster_factory, tmp
     done = _reassign(cluster, "--execute", "--reassignment-json-file", str(bad))
     assert done.returncode == 1
     assert "INVALID_REPLICA_ASSIGNMENT" in done.stderr
-    done = _reassign(cluster, "--cancel", "--reassignment-json-file", str(plan))
+    done = _reassign(
+        cluster, "--cancel", "--preserve-throttles", "--reassignment-json-file", str(plan)
+    )
     assert (done.returncode, done.stdout) == (
         0,
         "None of the specified partition reassignments are active.\n",
@@ -379,3 +387,128 @@ def _format(plan: dict) -> str:
             ],
         }
     )
+
+
+LEGACY = "/admin/reassign_partitions"
+
+
+def _legacy(moves: dict) -> bytes:
+    """The znode as tools before KIP-455 write it."""
+    partitions = [{"topic": t, "partition": p, "replicas": r} for (t, p), r in moves.items()]
+    return orjson.dumps({"version": 1, "partitions": partitions})
+
+
+def _legacy_asks(cluster) -> dict | None:
+    """What the legacy znode asks for now (None: no znode)."""
+    if not cluster.zk.client.exists(LEGACY):
+        return None
+    raw = orjson.loads(cluster.zk.client.get(LEGACY)[0])
+    return {(e["topic"], e["partition"]): e["replicas"] for e in raw["partitions"]}
+
+
+def _produce_to(cluster, topic: str, partition: int, values: list[bytes]) -> None:
+    p = producer(cluster, acks="all")
+    for v in values:
+        p.produce(topic, v, partition=partition)
+    assert p.flush(30) == 0
+
+
+def test_a_move_written_to_the_legacy_znode_completes_and_the_znode_is_removed(cluster_factory):
+    cluster = cluster_factory()
+    topic = "legacy"
+    _create(cluster, topic, [[0], [0]])
+    values = {p: [b"%d-%d" % (p, i) for i in range(100)] for p in (0, 1)}
+    for p, vs in values.items():
+        _produce_to(cluster, topic, p, vs)
+
+    cluster.zk.client.create(LEGACY, _legacy({(topic, 0): [1, 2], (topic, 1): [2]}))
+    wait_until(
+        lambda: _settled(cluster, topic, 0, [1, 2]) and _settled(cluster, topic, 1, [2]),
+        90,
+        what="both moves to complete",
+    )
+    wait_until(lambda: _legacy_asks(cluster) is None, what="the controller to delete the znode")
+    for p in (0, 1):
+        wait_until(lambda p=p: not _hosts(cluster, 0, topic, p), what="broker 0's replicas gone")
+        assert _read_all(cluster, topic, p) == values[p]
+    assert _listed(_controller_port(cluster))["topics"] == []
+
+    # the znode written again (as the next run of an old tool does) is a new request
+    cluster.zk.client.create(LEGACY, _legacy({(topic, 1): [0]}))
+    wait_until(lambda: _settled(cluster, topic, 1, [0]), 90, what="the second move")
+    wait_until(lambda: _legacy_asks(cluster) is None, what="the znode deleted again")
+    assert _read_all(cluster, topic, 1) == values[1]
+
+    # what is not Kafka's JSON is left in place, with a warning saying so (as Kafka does)
+    controller = _controller(cluster)
+    cluster.zk.client.create(LEGACY, b"{not json")
+    wait_until(
+        lambda: (
+            "ignoring /admin/reassign_partitions: not valid JSON"
+            in cluster.brokers[controller].log_text()
+        ),
+        what="the controller's warning",
+    )
+    assert cluster.zk.client.get(LEGACY)[0] == b"{not json"
+    assert _topic_znode(cluster, topic)["partitions"] == {"0": [1, 2], "1": [0]}
+
+
+def test_the_legacy_znode_drops_a_refused_move_and_yields_to_the_api(cluster_factory):
+    cluster = cluster_factory()
+    topic = "legacy-api"
+    controller = _controller(cluster)
+    source, target = [b for b in range(3) if b != controller]
+    _create(cluster, topic, [[source], [source]])
+    values = [b"%d" % i for i in range(50)]
+    _produce_to(cluster, topic, 0, values)
+    port = cluster.brokers[controller].port
+
+    cluster.brokers[target].proc.send_signal(signal.SIGSTOP)  # its move cannot complete
+    try:
+        # still registered (its session lasts 4 s): the controller starts the move
+        cluster.zk.client.create(LEGACY, _legacy({(topic, 0): [target], (topic, 1): [7]}))
+        wait_until(
+            lambda: _legacy_asks(cluster) == {(topic, 0): [target]},
+            what="the refused move (unknown broker 7) dropped from the znode",
+        )
+        assert _topic_znode(cluster, topic)["adding_replicas"] == {"0": [target]}
+        listed = _listed(port)["topics"][0]["partitions"]
+        assert [p["partition_index"] for p in listed] == [0]
+
+        # an API request for the same partition wins, and takes it out of the znode
+        assert _codes(_alter(port, topic, {0: [controller]})) == {0: ErrorCode.NONE}
+        wait_until(lambda: _legacy_asks(cluster) is None, what="the znode deleted")
+    finally:
+        cluster.brokers[target].proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: _settled(cluster, topic, 0, [controller]), 90, what="the API's move")
+    assert _topic_znode(cluster, topic)["partitions"]["1"] == [source]
+    assert _read_all(cluster, topic, 0) == values
+
+
+def test_a_new_controller_reads_the_legacy_znode_and_deletes_it_when_done(cluster_factory):
+    cluster = cluster_factory()
+    topic = "legacy-resumed"
+    controller = _controller(cluster)
+    source, target = [b for b in range(3) if b != controller]
+    _create(cluster, topic, [[source]])
+    values = [b"%d" % i for i in range(100)]
+    _produce_to(cluster, topic, 0, values)
+
+    cluster.brokers[target].proc.send_signal(signal.SIGSTOP)  # the move cannot complete
+    try:
+        cluster.zk.client.create(LEGACY, _legacy({(topic, 0): [target]}))
+        wait_until(
+            lambda: _topic_znode(cluster, topic).get("adding_replicas") == {"0": [target]},
+            what="the move started",
+        )
+        cluster.brokers[controller].kill()
+        wait_until(lambda: cluster.zk.controller() not in (-1, controller), what="a new controller")
+        assert _legacy_asks(cluster) == {(topic, 0): [target]}  # still pending
+    finally:
+        cluster.brokers[target].proc.send_signal(signal.SIGCONT)
+    cluster.brokers[controller].start()
+    wait_until(lambda: _settled(cluster, topic, 0, [target]), 90, what="the move finished")
+    wait_until(lambda: _legacy_asks(cluster) is None, what="the successor to delete the znode")
+    successor = cluster.brokers[source].log_text()  # the only broker awake: the successor
+    assert f"/admin/reassign_partitions asks to move {topic}-0 to [{target}]" in successor
+    assert _read_all(cluster, topic) == values

@@ -236,13 +236,28 @@ def test_reassign_on_a_single_broker_completes_at_once(module_broker, tmp_path):
                     '"replicas": [0]}]}')  # fmt: skip
     r = lf("reassign", *b, "--execute", "--reassignment-json-file", str(plan), "--throttle", "1000")
     assert r.returncode == 0, r.stderr
-    assert b"--throttle is not enforced" in r.stderr
-    assert r.stdout.decode().endswith("Successfully started partition reassignment for err-s-0\n")
+    assert r.stdout.decode().splitlines()[-3:] == [
+        "Warning: You must run --verify periodically, until the reassignment completes, to "
+        "ensure the throttle is removed.",
+        "The inter-broker throttle limit was set to 1000 B/s",
+        "Successfully started partition reassignment for err-s-0",
+    ]
     r = lf("reassign", *b, "--verify", "--reassignment-json-file", str(plan))
     assert r.stdout.decode().splitlines() == [
         "Status of partition reassignment:",
         "Reassignment of partition err-s-0 is completed.",
+        "Clearing broker-level throttles on broker 0",
+        "Clearing topic-level throttles on topic err-s",
     ]
+    r = lf(
+        "reassign", *b, "--verify", "--preserve-throttles", "--reassignment-json-file", str(plan)
+    )
+    assert r.stdout.decode().splitlines()[-1] == "Reassignment of partition err-s-0 is completed."
+    r = lf("reassign", *b, "--list", "--preserve-throttles")
+    assert (r.returncode, r.stderr.decode().strip()) == (
+        1,
+        'Option "[--preserve-throttles]" can\'t be used with "[--list]"',
+    )
     r = lf("reassign", *b, "--list")
     assert (r.returncode, r.stdout) == (0, b"No partition reassignments found.\n")
 

@@ -6,10 +6,10 @@ dynamic cluster-wide default, 4 static broker config, 5 default) and, on request
 `synonyms` in Kafka's precedence order; v3 `config_type` and `documentation`.
 
 Topic configs change as in Kafka: IncrementalAlterConfigs SETs or DELETEs single
-overrides and APPENDs to or SUBTRACTs from list configs (cleanup.policy); the
-legacy AlterConfigs replaces the whole override set. Every resource is checked
-first (unknown topic: UNKNOWN_TOPIC_OR_PARTITION; unknown key or bad value:
-INVALID_CONFIG; a key twice, a null value to set, an unknown operation:
+overrides and APPENDs to or SUBTRACTs from list configs (cleanup.policy, the
+throttled replica lists); the legacy AlterConfigs replaces the whole override set.
+Every resource is checked first (unknown topic: UNKNOWN_TOPIC_OR_PARTITION; unknown
+key or bad value: INVALID_CONFIG; a key twice, a null value to set, an unknown operation:
 INVALID_REQUEST) and nothing is written for `validate_only`. A cluster writes the
 new overrides to ZooKeeper and every broker applies them (topic_admin.py).
 
@@ -83,6 +83,11 @@ def _config_refusal(ctx, op: Op, rtype: int, rname: str) -> ErrorCode | None:
     return None
 
 
+_LIST_TOPIC_CONFIGS = {
+    "cleanup.policy",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+}
 _INT_TOPIC_CONFIGS = {
     "segment.bytes",
     "segment.index.bytes",
@@ -162,10 +167,12 @@ def _topic_entries(core, name: str, result: dict) -> list[dict]:
             synonyms.append({"name": key, "value": meta.configs[key], "source": SOURCE_TOPIC})
         family = topic_synonym_family(key)
         synonyms += [s for s in _layer_synonyms(cfg, family) if s["source"] != SOURCE_DEFAULT]
-        synonyms.append(
-            {"name": TOPIC_SYNONYMS.get(key, key), "value": defaults[key], "source": SOURCE_DEFAULT}
-        )
-        source = synonyms[0]["source"]
+        if key in TOPIC_SYNONYMS:  # a topic config no broker key gives (the throttled
+            # replica lists) has no default synonym, as in Kafka
+            synonyms.append(
+                {"name": TOPIC_SYNONYMS[key], "value": defaults[key], "source": SOURCE_DEFAULT}
+            )
+        source = synonyms[0]["source"] if synonyms else SOURCE_DEFAULT
         entries.append(
             _entry(key, values[key], False, source, synonyms, _topic_type(key, values[key]), None)
         )
@@ -175,7 +182,7 @@ def _topic_entries(core, name: str, result: dict) -> list[dict]:
 def _topic_type(key: str, value: str) -> int:
     if key in _INT_TOPIC_CONFIGS:
         return TYPE_INT
-    if key == "cleanup.policy":
+    if key in _LIST_TOPIC_CONFIGS:
         return TYPE_LIST
     if value in ("true", "false"):
         return TYPE_BOOLEAN
@@ -253,9 +260,6 @@ def _broker_entries(core, name: str, result: dict) -> list[dict]:
             )
         )
     return entries
-
-
-_LIST_TOPIC_CONFIGS = {"cleanup.policy"}
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)

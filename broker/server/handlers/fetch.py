@@ -39,6 +39,14 @@ Quota (broker.quotas): a consumer's answer counts its record bytes against its
 taken back) with the throttle time, and `ctx.throttle_ms` tells the connection to
 throttle, as Kafka does. Followers are never throttled.
 
+Replication throttle (broker.quotas.replication, Kafka's shouldLeaderThrottle): a
+follower's fetch of a partition in this broker's leader-throttled set, by a follower
+not in the ISR, while `leader.replication.throttled.rate` is exceeded, answers that
+partition without records (its offsets as usual) and counts nothing of it toward
+`min_bytes`, so a waiting fetch is not completed by it; the other partitions are
+unaffected. The record bytes of throttled partitions sent to followers count toward
+the rate, in sync or not.
+
 Authorization: a consumer needs READ on each topic, a follower CLUSTER_ACTION on
 the cluster; a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED.
 
@@ -108,6 +116,7 @@ def read_partitions(
     errors = False
     first = True
     replicas = core.replicas
+    quota = core.replication_quotas.leader
     topics = []
     for topic in body["topics"]:
         name = topic["topic"]
@@ -147,6 +156,9 @@ def read_partitions(
                 continue
             lso = partition.last_stable_offset
             resp = _empty(index, ErrorCode.NONE, partition, lso)
+            if follower and quota.holds_back(partition, replica_id in partition.isr):
+                parts.append(resp)
+                continue
             limit = min(req["partition_max_bytes"], budget)
             try:
                 piece = partition.read(
@@ -193,6 +205,8 @@ def _response(ctx, topics: list[dict], body: dict) -> dict:
                 "session_id": 0,
                 "responses": [],
             }
+    if body["replica_id"] >= 0:
+        _record_throttled(core, topics)
     _count_out(core, topics, body)
     if ctx.api_version <= 3:
         _down_convert(core, topics, ctx.api_version, body)
@@ -202,6 +216,21 @@ def _response(ctx, topics: list[dict], body: dict) -> dict:
         "session_id": 0,
         "responses": topics,
     }
+
+
+def _record_throttled(core, topics: list[dict]) -> None:
+    """The record bytes of leader-throttled partitions sent to a follower count toward
+    `leader.replication.throttled.rate` (Kafka's sizeOfThrottledPartitions)."""
+    quota = core.replication_quotas.leader
+    size = 0
+    for topic in topics:
+        for part in topic["partitions"]:
+            if len(part["records"]):
+                partition = core.replicas.get_partition(topic["topic"], part["partition_index"])
+                if partition is not None and quota.is_throttled(partition):
+                    size += len(part["records"])
+    if size:
+        quota.record(size)
 
 
 def _count_out(core, topics: list[dict], body: dict) -> None:

@@ -111,6 +111,52 @@ def test_incremental_alter_configs_set_append_subtract_delete(broker, admin):
     assert err.code() == KafkaError.INVALID_CONFIG and "Set(num.partitions)" in err.str()
 
 
+def test_throttled_replica_lists_are_list_topic_configs_as_in_kafka(broker, admin):
+    create_topic(broker.bootstrap, "lists")
+    resource = ConfigResource("TOPIC", "lists")
+    entry = admin.describe_configs([resource])[resource].result(TIMEOUT)[
+        "leader.replication.throttled.replicas"
+    ]
+    # no broker key gives it a default: no synonym, source DEFAULT_CONFIG, an empty list
+    assert (entry.value, entry.source, entry.synonyms) == (
+        "",
+        ConfigSource.DEFAULT_CONFIG.value,
+        {},
+    )
+    assert (
+        _incremental(admin, "lists", ("SET", "leader.replication.throttled.replicas", "0:0"))
+        is None
+    )
+    assert (
+        _incremental(
+            admin, "lists", ("APPEND", "leader.replication.throttled.replicas", "1:0, 0:0")
+        )
+        is None
+    )
+    assert _overrides(admin, "lists") == {"leader.replication.throttled.replicas": "0:0,1:0"}
+    bad = _incremental(admin, "lists", ("SET", "follower.replication.throttled.replicas", "0-1"))
+    assert bad.code() == KafkaError.INVALID_CONFIG
+    assert "must be the literal '*' or a list of replicas" in bad.str()
+    with WireClient(broker.port) as c:
+        answer = c.request(
+            ApiKey.DESCRIBE_CONFIGS,
+            3,
+            {
+                "resources": [
+                    {
+                        "resource_type": 2,
+                        "resource_name": "lists",
+                        "configuration_keys": ["follower.replication.throttled.replicas"],
+                    }
+                ],
+                "include_synonyms": True,
+                "include_documentation": False,
+            },
+        )
+    (config,) = answer["results"][0]["configs"]
+    assert (config["config_type"], config["synonyms"]) == (7, [])  # LIST
+
+
 def test_a_changed_config_applies_to_the_partitions_at_once(broker, admin):
     create_topic(broker.bootstrap, "limits")
     produce(broker.bootstrap, "limits", [b"x" * 5000])

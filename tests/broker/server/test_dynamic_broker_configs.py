@@ -1,8 +1,8 @@
 """Dynamic broker configs (KIP-226) on one broker process, through confluent-kafka's
 AdminClient: per-broker ("0") and cluster-default ("") changes described with their
 source and synonyms, applied live (message.max.bytes, the segment size topics
-inherit), kept across a restart, read-only keys refused with Kafka's message, and
-passwords refused without password.encoder.secret."""
+inherit, the replication throttles' rates), kept across a restart, read-only keys
+refused with Kafka's message, and passwords refused without password.encoder.secret."""
 
 import orjson
 import pytest
@@ -16,7 +16,9 @@ from confluent_kafka.admin import (
 )
 
 from broker.protocol import ApiKey, ErrorCode
+from common.ports import free_port
 from testkit.kafka import create_topic, produce
+from testkit.scrape import scrape
 from tests.broker.server.wire import WireClient
 
 TIMEOUT = 30
@@ -216,7 +218,7 @@ def test_validate_only_stores_nothing_and_other_ids_are_refused(module_broker):
     assert "Cannot update these configs at default cluster level" in answer["error_message"]
 
 
-def test_keys_without_effect_here_and_throttles_are_stored(broker):
+def test_keys_without_effect_here_are_stored_and_named_in_the_log(broker):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     _incremental(
         admin,
@@ -227,7 +229,42 @@ def test_keys_without_effect_here_and_throttles_are_stored(broker):
     rate = described["leader.replication.throttled.rate"]
     assert (rate.value, rate.source) == ("1024", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
     assert described["num.io.threads"].value == "16"
-    assert "have no effect on this broker" in broker.log_text()
+    assert "have no effect on this broker: ['num.io.threads']" in broker.log_text()
+
+
+def test_replication_throttle_rates_follow_the_broker_then_the_default(broker_factory):
+    """The bounds the broker enforces (its `replication_throttled_rate_limit` metric):
+    this broker's dynamic value, else the cluster-wide default, else none."""
+    port = free_port()
+    broker = broker_factory({"metrics.listen": f"127.0.0.1:{port}"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def limits() -> tuple:
+        samples = scrape(port)
+        return tuple(
+            samples.get("logflume_broker_replication_throttled_rate_limit", side=side)
+            for side in ("leader", "follower")
+        )
+
+    assert limits() == (None, None)
+    answer = _alter_default(broker.port, [(0, "follower.replication.throttled.rate", "5000")])
+    assert answer["error_code"] == ErrorCode.NONE
+    _incremental(admin, "0", [("SET", "leader.replication.throttled.rate", "1024")])
+    assert limits() == (1024, 5000)
+    _incremental(admin, "0", [("SET", "follower.replication.throttled.rate", "7")])
+    assert limits() == (1024, 7)
+    _incremental(
+        admin,
+        "0",
+        [
+            ("DELETE", "leader.replication.throttled.rate", None),
+            ("DELETE", "follower.replication.throttled.rate", None),
+        ],
+    )
+    assert limits() == (None, 5000)
+    _alter_default(broker.port, [(1, "follower.replication.throttled.rate", None)])
+    assert limits() == (None, None)
+    assert "have no effect on this broker" not in broker.log_text()
 
 
 def test_legacy_alter_configs_replaces_the_brokers_whole_set(broker):

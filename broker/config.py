@@ -58,6 +58,7 @@ from pathlib import Path
 
 import javaproperties
 
+from broker.groups.consumer.assignors import assignors_from_config
 from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, ListenerSetup, resolve
 from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker.password_encoder import DEFAULT_KEY_FACTORY, check_settings
@@ -344,6 +345,25 @@ _TABLE: list[Key | Section] = [
     Key("group.initial.rebalance.delay.ms", "int", 3000, "Delay of a new group's rebalance."),
     Key("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout."),
     Key("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout."),
+    Key(
+        "group.consumer.session.timeout.ms",
+        "int",
+        45000,
+        "Session timeout of consumer-protocol members (KIP-848).",
+    ),
+    Key(
+        "group.consumer.heartbeat.interval.ms",
+        "int",
+        5000,
+        "Heartbeat interval given to consumer-protocol members.",
+    ),
+    Key(
+        "group.consumer.assignors",
+        "list",
+        "uniform,range",
+        "Server-side assignors of consumer groups; the first is the default.",
+    ),
+    Key("group.consumer.max.size", "int", 2147483647, "Most members of a consumer group."),
     Section("Transactions and idempotent producers"),
     Key("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
     Key("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state."),
@@ -727,6 +747,9 @@ class BrokerConfig:
             "quota.window.size.seconds",
             "replication.quota.window.num",
             "replication.quota.window.size.seconds",
+            "group.consumer.session.timeout.ms",
+            "group.consumer.heartbeat.interval.ms",
+            "group.consumer.max.size",
         )
         for name in positive:
             if self.get(name) <= 0:
@@ -743,6 +766,17 @@ class BrokerConfig:
             raise ConfigError(f"password.encoder: {e}") from None
         if self.get("password.encoder.iterations") < 1024:
             raise ConfigError("password.encoder.iterations: must be >= 1024")
+        if self.get("group.consumer.heartbeat.interval.ms") >= self.get(
+            "group.consumer.session.timeout.ms"
+        ):
+            raise ConfigError(
+                "group.consumer.heartbeat.interval.ms must be less than "
+                "group.consumer.session.timeout.ms"
+            )
+        try:
+            assignors_from_config(self.get("group.consumer.assignors").split(","))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         self._check_topic_defaults()
         authorizer = self.get("authorizer.class.name")
         if authorizer and authorizer not in AUTHORIZER_CLASSES:

@@ -45,6 +45,16 @@ call only it) and owns one object per concept, each given only what it uses:
     Offsets       offsets.py     OffsetCommit, OffsetFetch, retention, DeleteGroups,
                                  OffsetDelete
     TxnOffsets    txn_offsets.py TxnOffsetCommit, pending offsets until the marker
+    ConsumerGroups consumer/     the consumer protocol (KIP-848): ConsumerGroupHeartbeat,
+                                 its groups' records, member checks of their commits
+
+Classic and consumer groups share the table and `__consumer_offsets`; one group id
+is one kind at a time. A consumer group's committed offsets are kept by an Empty
+classic `Group` of the same id (the holder the offset code knows); ListGroups and
+DescribeGroups show the id as the consumer group. A classic JoinGroup for a consumer
+group with members is refused (INCONSISTENT_GROUP_PROTOCOL) and a heartbeat for a
+classic group with members answers GROUP_ID_NOT_FOUND; an Empty group of either
+kind is converted (Kafka's upgrade and downgrade of empty groups).
 
 A group's state changes only along Kafka's table of valid transitions (group.py).
 """
@@ -57,6 +67,8 @@ import time
 from collections.abc import Callable
 
 from broker.groups.config import CoordinatorConfig
+from broker.groups.consumer.group import ConsumerGroup
+from broker.groups.consumer.heartbeat import ConsumerGroups, TopicsView
 from broker.groups.group import Group, GroupState, GroupSummary
 from broker.groups.membership import Membership
 from broker.groups.offsets import Offsets
@@ -79,14 +91,22 @@ class GroupCoordinator:
     Futures) and is not thread-safe.
     """
 
-    def __init__(self, store: OffsetsStore, config: CoordinatorConfig | None = None):
+    def __init__(
+        self,
+        store: OffsetsStore,
+        config: CoordinatorConfig | None = None,
+        topics: TopicsView | None = None,
+    ):
+        """`topics()` gives {name: (topic id, partition count)} of the cluster's topics
+        (the consumer protocol assigns by topic id)."""
         self.config = config or CoordinatorConfig()
         self._store = store
         self._table = GroupTable(self.config.num_partitions)
         self._writer = RecordWriter(store, self.config.num_partitions)
         self._rebalance = Rebalance(self._writer, self.config)
+        self.consumer = ConsumerGroups(self._table, self._writer, self.config, topics or dict)
         membership = Membership(self._table, self._rebalance, self._writer, self.config)
-        offsets = Offsets(self._table, self._writer, self.config)
+        offsets = Offsets(self._table, self._writer, self.config, self.consumer)
         self._offsets = offsets
         self._txn = TxnOffsets(self._table, self._writer, self.config.offset_metadata_max_bytes)
         # The requests, answered by the part that owns them.
@@ -125,7 +145,7 @@ class GroupCoordinator:
         """Become coordinator of `partition`: replay its records into memory
         (transactional offsets as their markers say)."""
         records = self._txn.replay(partition, self._store.read_batches(partition))
-        self._table.load(partition, records, now_ms)
+        self.consumer.loaded(self._table.load(partition, records, now_ms), now_ms)
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating `partition` (leadership moved): waiting requests get
@@ -154,6 +174,12 @@ class GroupCoordinator:
         """TxnOffsetCommit: the error of each partition."""
 
         def check_member() -> ErrorCode:
+            if generation_id >= 0 or member_id:
+                consumer = self.consumer.commit_error(
+                    group_id, member_id, generation_id, 9, transactional=True
+                )
+                if consumer is not None:
+                    return consumer
             return self._offsets.txn_commit_error(
                 group_id, member_id, group_instance_id, generation_id, now_ms
             )
@@ -165,18 +191,35 @@ class GroupCoordinator:
     # -- DescribeGroups, ListGroups ---------------------------------------------------
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        """DescribeGroups (classic); a consumer group's id answers Dead, as Kafka does
+        for versions before 6."""
         dead = GroupSummary(group_id, GroupState.DEAD.value, "", "", ())
         err = self._table.coordinator_error(group_id)
         if err:
             return err, dead
+        if group_id in self._table.consumer:
+            return ErrorCode.NONE, dead
         group = self._table.get(group_id)
         return ErrorCode.NONE, group.summary() if group is not None else dead
 
-    def list_groups(self) -> list[tuple[str, str, str]]:
-        """(group_id, protocol_type, state) of every group this broker coordinates."""
-        return [
-            (g.group_id, g.protocol_type or "", g.state.value) for g in self._table.groups.values()
+    def partition_error(self, group_id: str) -> ErrorCode:
+        """NOT_COORDINATOR unless this broker coordinates `group_id`."""
+        return self._table.coordinator_error(group_id)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer-protocol group `group_id` (read it; ConsumerGroups changes it)."""
+        return self._table.consumer.get(group_id)
+
+    def list_groups(self) -> list[tuple[str, str, str, str]]:
+        """(group_id, protocol_type, state, group type) of every group this broker
+        coordinates; group type "classic" or "consumer" (ListGroups v5)."""
+        consumer = self._table.consumer
+        listed = [
+            (g.group_id, g.protocol_type or "", g.state.value, "classic")
+            for g in self._table.groups.values()
+            if g.group_id not in consumer
         ]
+        return listed + [(gid, "consumer", g.state, "consumer") for gid, g in consumer.items()]
 
     # -- timers -------------------------------------------------------------------------
 
@@ -184,6 +227,7 @@ class GroupCoordinator:
         """Expire sessions, pending members and pending syncs; end join phases past
         their deadline."""
         self._rebalance.tick(self._table.groups.values(), now_ms)
+        self.consumer.tick(now_ms)
         await self._writer.flush(now_ms)
 
     async def run(self, clock: Callable[[], float] = time.time, interval_s: float = 0.1) -> None:

@@ -111,6 +111,11 @@ class Membership:
         cfg = self._config
         if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id)
+        consumer = self._table.consumer.get(group_id)
+        if consumer is not None:
+            if consumer.members:
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+            self._writer.queue(group_id, self._table.drop_consumer(group_id))
         group = self._table.get(group_id)
         if group is None:
             if req.member_id:

@@ -1,6 +1,6 @@
 """The scrape-time metrics of the groups coordinated here (see broker.metrics).
 
-Groups by state, rebalances completed, and for each partition a group committed its
+Groups by state (classic and consumer-protocol groups alike), rebalances completed, and for each partition a group committed its
 `committed offset`, and its `lag` (high watermark minus committed offset) where this
 broker hosts a replica of the partition (`high_watermark` returns None elsewhere);
 in a cluster where every broker holds every partition (the usual replication factor
@@ -21,7 +21,7 @@ from broker.metrics import PREFIX
 def group_metrics(
     coordinator: GroupCoordinator, high_watermark: Callable[[str, int], int | None]
 ) -> Iterator[Metric]:
-    by_state = collections.Counter(g.state.value for g in coordinator.groups.values())
+    by_state = collections.Counter(state for _, _, state, _ in coordinator.list_groups())
     groups = GaugeMetricFamily(
         PREFIX + "groups", "Consumer groups coordinated here, by state", labels=["state"]
     )

@@ -9,15 +9,21 @@ first) and then the group must not be waiting for its assignment
 are appended to the group's `__consumer_offsets` partition and only then visible to
 OffsetFetch; a commit counts as a heartbeat.
 
+Commits to a consumer-protocol group (KIP-848) are checked by ConsumerGroups
+(consumer/heartbeat.py): the member and its member epoch (OffsetCommit v9, else
+UNSUPPORTED_VERSION); the offsets are kept as a classic group's.
+
 Retention (KIP-211): offsets of a group that uses group management expire
 `offsets_retention_ms` after the group became Empty; offsets of a group that does not
-expire that long after their commit. Expired offsets and groups left Empty without
-offsets are removed with tombstones.
+expire that long after their commit; those of a consumer-protocol group do not expire
+while it has members. Expired offsets and groups left Empty without offsets (of
+either protocol) are removed with tombstones.
 """
 
 from __future__ import annotations
 
 from broker.groups.config import CoordinatorConfig
+from broker.groups.consumer.heartbeat import ConsumerGroups
 from broker.groups.group import GroupState
 from broker.groups.offsets_topic import (
     GroupKey,
@@ -38,10 +44,17 @@ class Offsets:
     """The committed offsets of every group in `table`. Owned by the GroupCoordinator;
     used on its event loop only."""
 
-    def __init__(self, table: GroupTable, writer: RecordWriter, config: CoordinatorConfig):
+    def __init__(
+        self,
+        table: GroupTable,
+        writer: RecordWriter,
+        config: CoordinatorConfig,
+        consumer: ConsumerGroups,
+    ):
         self._table = table
         self._writer = writer
         self._config = config
+        self._consumer = consumer
 
     async def commit_offsets(
         self,
@@ -51,13 +64,23 @@ class Offsets:
         generation_id: int,
         offsets: dict[TopicPartition, tuple[int, int, str | None]],
         now_ms: int,
+        api_version: int = 9,
     ) -> dict[TopicPartition, ErrorCode]:
         """OffsetCommit of {(topic, partition): (offset, leader_epoch, metadata)};
-        returns the error of each partition."""
-        err = self._commit_error(group_id, member_id, group_instance_id, generation_id, now_ms)
+        returns the error of each partition. `generation_id` is the member epoch for a
+        consumer-protocol group."""
+        err = self._table.coordinator_error(group_id)
+        if not err:
+            consumer = self._consumer.commit_error(group_id, member_id, generation_id, api_version)
+            if consumer is None:
+                err = self._commit_error(
+                    group_id, member_id, group_instance_id, generation_id, now_ms
+                )
+            else:
+                err = consumer
         if err:
             return {tp: err for tp in offsets}
-        group = self._table.groups[group_id]
+        group = self._table.get(group_id) or self._table.create(group_id, now_ms)
         results: dict[TopicPartition, ErrorCode] = {}
         values: dict[TopicPartition, OffsetValue] = {}
         for tp, (offset, leader_epoch, metadata) in offsets.items():
@@ -129,11 +152,18 @@ class Offsets:
         return err
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: list[TopicPartition] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None]]:
         """OffsetFetch: None for a partition without a commit (sent as offset -1,
-        error NONE); `partitions` None means every committed partition."""
+        error NONE); `partitions` None means every committed partition. A member id
+        or epoch (v9) is checked against a consumer-protocol group."""
         err = self._table.coordinator_error(group_id)
+        if not err:
+            err = self._consumer.fetch_error(group_id, member_id, member_epoch)
         if err:
             return err, {}
         group = self._table.get(group_id)
@@ -149,6 +179,9 @@ class Offsets:
         retention = self._config.offsets_retention_ms
         for group in list(self._table.groups.values()):
             if group.protocol_type and not group.is_(GroupState.EMPTY):
+                continue
+            consumer = self._table.consumer.get(group.group_id)
+            if consumer is not None and consumer.members:
                 continue
             expired = []
             for tp, v in group.offsets.items():
@@ -168,6 +201,10 @@ class Offsets:
                 self._table.drop(group, now_ms)
             if records:
                 self._writer.queue(group.group_id, records)
+        for gid, consumer in list(self._table.consumer.items()):
+            holder = self._table.get(gid)
+            if not consumer.members and (holder is None or not holder.offsets):
+                self._writer.queue(gid, self._table.drop_consumer(gid))
         await self._writer.flush(now_ms)
         return removed
 
@@ -176,12 +213,18 @@ class Offsets:
         err = self._table.coordinator_error(group_id)
         if err:
             return err
+        consumer = self._table.consumer.get(group_id)
+        if consumer is not None and consumer.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        records = self._table.drop_consumer(group_id) if consumer is not None else []
         group = self._table.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
+            if records:
+                return await self._writer.write(group_id, records, now_ms)
             return ErrorCode.GROUP_ID_NOT_FOUND
         if not group.is_(GroupState.EMPTY):
             return ErrorCode.NON_EMPTY_GROUP
-        records = [(encode_offset_key(OffsetKey(group_id, *tp)), None) for tp in group.offsets]
+        records += [(encode_offset_key(OffsetKey(group_id, *tp)), None) for tp in group.offsets]
         records.append((encode_group_key(GroupKey(group_id)), None))
         self._table.drop(group, now_ms)
         return await self._writer.write(group_id, records, now_ms)
@@ -200,7 +243,10 @@ class Offsets:
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         subscribed: set[str] = set()
-        if not group.is_(GroupState.EMPTY):
+        consumer = self._table.consumer.get(group_id)
+        if consumer is not None and consumer.members:
+            subscribed = {name for name, _ in consumer.subscribed_topics.values()}
+        elif not group.is_(GroupState.EMPTY):
             if group.protocol_type != "consumer":
                 return ErrorCode.NON_EMPTY_GROUP, {}
             subscribed = group.subscribed_topics()

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from broker.groups.consumer import records as consumer_records
+from broker.groups.consumer.group import ConsumerGroup
 from broker.groups.group import Group, GroupState
 from broker.groups.offsets_topic import (
     DECODE_ERRORS,
@@ -23,6 +25,7 @@ from broker.groups.offsets_topic import (
     partition_for,
 )
 from broker.protocol.errors import ErrorCode
+from broker.protocol.primitives import INT16
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,8 @@ class GroupTable:
     def __init__(self, num_partitions: int):
         self.num_partitions = num_partitions
         self.groups: dict[str, Group] = {}
+        # consumer-protocol groups (KIP-848); their offsets stay in `groups`
+        self.consumer: dict[str, ConsumerGroup] = {}
         self.owned: set[int] = set()
 
     def partition_for(self, group_id: str) -> int:
@@ -50,6 +55,15 @@ class GroupTable:
         group = self.groups[group_id] = Group(group_id, now_ms)
         return group
 
+    def drop_consumer(self, group_id: str) -> list[tuple[bytes, bytes | None]]:
+        """Forget the Empty consumer group `group_id` (deleted, or its id taken over by
+        a classic group); the records that delete it from `__consumer_offsets`."""
+        group = self.consumer.pop(group_id)
+        records = []
+        for mid in list(group.members):
+            records += consumer_records.member_tombstones(group_id, mid)
+        return records + consumer_records.group_tombstones(group_id)
+
     def drop(self, group: Group, now_ms: int) -> None:
         """Forget `group`: it becomes Dead, without offsets."""
         group.offsets.clear()
@@ -59,11 +73,16 @@ class GroupTable:
 
     def load(
         self, partition: int, records: Iterable[tuple[bytes, bytes | None]], now_ms: int
-    ) -> None:
+    ) -> list[str]:
         """Own `partition`, whose (key, value) records in offset order are replayed
-        into groups: the last record of each key is the state."""
+        into groups: the last record of each key is the state. Returns the ids of the
+        consumer-protocol groups loaded."""
+        consumer: list[consumer_records.ConsumerRecord] = []
         for key, value in records:
             try:
+                if len(key) >= 2 and INT16.unpack_from(key, 0)[0] in consumer_records.KEY_VERSIONS:
+                    consumer.append(consumer_records.decode(key, value))
+                    continue
                 k, v = decode_record(key, value)
             except DECODE_ERRORS as e:
                 log.warning("__consumer_offsets-%d: skipping unreadable record: %s", partition, e)
@@ -86,8 +105,11 @@ class GroupTable:
                 self.create(k.group, now_ms).offsets = offsets
             else:
                 self.groups.pop(k.group, None)
+        loaded = consumer_records.rebuild(consumer)
+        self.consumer.update(loaded)
         self.owned.add(partition)
         log.debug("loaded __consumer_offsets-%d", partition)
+        return list(loaded)
 
     def unload(self, partition: int) -> None:
         """Stop coordinating `partition` (leadership moved): its groups' waiting
@@ -97,3 +119,5 @@ class GroupTable:
             for m in group.members.values():
                 m.fail_waiting(ErrorCode.NOT_COORDINATOR)
             self.drop(group, 0)
+        for gid in [gid for gid in self.consumer if self.partition_for(gid) == partition]:
+            del self.consumer[gid]

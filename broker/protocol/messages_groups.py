@@ -1,13 +1,28 @@
-"""Schemas of the consumer-group APIs (classic protocol).
+"""Schemas of the consumer-group APIs.
 
 OffsetCommit, OffsetFetch, FindCoordinator, JoinGroup, Heartbeat, LeaveGroup,
-SyncGroup, DescribeGroups and ListGroups, declared from Kafka's message JSON for
-versions 0 to the highest one the broker serves, flexible versions included.
+SyncGroup, DescribeGroups and ListGroups (the classic protocol), ConsumerGroupHeartbeat
+and ConsumerGroupDescribe (the consumer protocol, KIP-848), declared from Kafka's
+message JSON for versions 0 to the highest one the broker serves, flexible versions
+included. OffsetCommit v9 is v8 on the wire (it may carry a member epoch); OffsetFetch
+v9 adds the member id and epoch.
 """
 
 from __future__ import annotations
 
-from broker.protocol.schema import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, Array, F
+from broker.protocol.schema import (
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UUID,
+    Array,
+    F,
+    Struct,
+)
 
 OFFSET_COMMIT_REQUEST = [
     F("group_id", STRING),
@@ -57,6 +72,8 @@ OFFSET_FETCH_REQUEST = [
         "groups",
         [
             F("group_id", STRING, "8+"),
+            F("member_id", STRING, "9+", nullable="9+", default=None),
+            F("member_epoch", INT32, "9+", default=-1),
             F(
                 "topics",
                 [F("name", STRING, "8+"), F("partition_indexes", Array(INT32), "8+")],
@@ -248,14 +265,22 @@ DESCRIBE_GROUPS_RESPONSE = [
     ),
 ]
 
-LIST_GROUPS_REQUEST = [F("states_filter", Array(STRING), "4+")]
+LIST_GROUPS_REQUEST = [
+    F("states_filter", Array(STRING), "4+"),
+    F("types_filter", Array(STRING), "5+"),
+]
 
 LIST_GROUPS_RESPONSE = [
     F("throttle_time_ms", INT32, "1+"),
     F("error_code", INT16),
     F(
         "groups",
-        [F("group_id", STRING), F("protocol_type", STRING), F("group_state", STRING, "4+")],
+        [
+            F("group_id", STRING),
+            F("protocol_type", STRING),
+            F("group_state", STRING, "4+"),
+            F("group_type", STRING, "5+"),
+        ],
     ),
 ]
 
@@ -279,6 +304,77 @@ OFFSET_DELETE_RESPONSE = [
         [
             F("name", STRING),
             F("partitions", [F("partition_index", INT32), F("error_code", INT16)]),
+        ],
+    ),
+]
+
+_TOPIC_PARTITIONS = [F("topic_id", UUID), F("partitions", Array(INT32))]
+
+CONSUMER_GROUP_HEARTBEAT_REQUEST = [
+    F("group_id", STRING),
+    F("member_id", STRING),
+    F("member_epoch", INT32),
+    F("instance_id", STRING, nullable="0+"),
+    F("rack_id", STRING, nullable="0+"),
+    F("rebalance_timeout_ms", INT32, default=-1),
+    F("subscribed_topic_names", Array(STRING), nullable="0+"),
+    F("subscribed_topic_regex", STRING, "1+", nullable="1+"),
+    F("server_assignor", STRING, nullable="0+"),
+    F("topic_partitions", _TOPIC_PARTITIONS, nullable="0+"),
+]
+
+CONSUMER_GROUP_HEARTBEAT_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+"),
+    F("member_id", STRING, nullable="0+"),
+    F("member_epoch", INT32),
+    F("heartbeat_interval_ms", INT32),
+    F("assignment", Struct((F("topic_partitions", _TOPIC_PARTITIONS),)), nullable="0+"),
+]
+
+CONSUMER_GROUP_DESCRIBE_REQUEST = [
+    F("group_ids", Array(STRING)),
+    F("include_authorized_operations", BOOL),
+]
+
+_DESCRIBED_ASSIGNMENT = Struct(
+    (
+        F(
+            "topic_partitions",
+            [F("topic_id", UUID), F("topic_name", STRING), F("partitions", Array(INT32))],
+        ),
+    )
+)
+
+CONSUMER_GROUP_DESCRIBE_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "groups",
+        [
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+"),
+            F("group_id", STRING),
+            F("group_state", STRING),
+            F("group_epoch", INT32),
+            F("assignment_epoch", INT32),
+            F("assignor_name", STRING),
+            F(
+                "members",
+                [
+                    F("member_id", STRING),
+                    F("instance_id", STRING, nullable="0+"),
+                    F("rack_id", STRING, nullable="0+"),
+                    F("member_epoch", INT32),
+                    F("client_id", STRING),
+                    F("client_host", STRING),
+                    F("subscribed_topic_names", Array(STRING)),
+                    F("subscribed_topic_regex", STRING, nullable="0+"),
+                    F("assignment", _DESCRIBED_ASSIGNMENT),
+                    F("target_assignment", _DESCRIBED_ASSIGNMENT),
+                ],
+            ),
+            F("authorized_operations", INT32, default=-(2**31)),
         ],
     ),
 ]

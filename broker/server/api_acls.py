@@ -146,6 +146,11 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
         _c((RT.TOPIC, Op.DESCRIBE), when="for each topic of the transaction shown"),
     ),
     ApiKey.LIST_TRANSACTIONS: (_c((RT.TRANSACTIONAL_ID, Op.DESCRIBE), when="for each id listed"),),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (
+        _c((RT.GROUP, Op.READ)),
+        _c((RT.TOPIC, Op.DESCRIBE), when="for each subscribed topic name"),
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (_c((RT.GROUP, Op.DESCRIBE)),),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (_c((RT.TOPIC, Op.DESCRIBE)),),
 }
 

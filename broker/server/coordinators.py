@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 
 from broker.cluster.delayed_produce import wait_replicated
@@ -64,8 +65,18 @@ def group_coordinator(
     async def wait(partition: HostedPartition, end_offset: int) -> ErrorCode:
         return await wait_replicated(purgatory, partition, end_offset, timeout_s)
 
+    def topics() -> dict[str, tuple[uuid.UUID, int]]:
+        """The cluster's topics with a valid id, for the consumer protocol."""
+        view = {}
+        for name, meta in replicas.topics().items():
+            try:
+                view[name] = (uuid.UUID(hex=meta.topic_id), len(meta.assignments))
+            except (TypeError, ValueError):
+                continue
+        return view
+
     store = PartitionOffsetsStore(lambda i: replicas.get_partition(CONSUMER_OFFSETS, i), wait)
-    return GroupCoordinator(store, CoordinatorConfig.from_broker_config(config))
+    return GroupCoordinator(store, CoordinatorConfig.from_broker_config(config), topics)
 
 
 class LocalMarkers:

@@ -1,6 +1,10 @@
 """`logflume groups`: list, describe, reset, delete consumer groups and their offsets
 (like kafka-consumer-groups.sh, with its flags).
 
+`--list` prints the group ids; `--list --type` adds each group's type (classic or
+consumer: KIP-848's consumer group protocol) and `--list --type consumer` lists only
+groups of that type, as kafka-consumer-groups.sh --list --type.
+
 `--describe --group G` prints one row per partition the group has committed or
 been assigned: committed offset, log end offset, lag and the member that owns it;
 `--members` prints one row per member with its assignment instead.
@@ -46,6 +50,13 @@ def add_parser(subparsers) -> None:
     action.add_argument("--delete-offsets", action="store_true", help="delete a group's offsets")
     p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
     p.add_argument("--members", action="store_true", help="--describe: one row per member")
+    p.add_argument(
+        "--type",
+        nargs="*",
+        metavar="TYPE",
+        choices=("classic", "consumer"),
+        help="--list: show each group's type; with types, only groups of those types",
+    )
     p.add_argument("--topic", action="append", default=[], help="TOPIC or TOPIC:P,P (repeatable)")
     p.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic")
     spec = p.add_mutually_exclusive_group()
@@ -97,18 +108,7 @@ def run(args) -> int:
         return fail(client_config.describe_error(e))
     try:
         if args.list:
-            listed = admin.list_consumer_groups(request_timeout=timeout).result(timeout)
-            if listed.errors:  # e.g. the request's own timeout, after a failed login
-                raise KafkaException(listed.errors[0])
-            groups = sorted(listed.valid, key=lambda g: g.group_id)
-            if args.output_format == "json":
-                table = Table(["GROUP", "STATE"])
-                for g in groups:
-                    table.add(g.group_id, g.state.name if g.state is not None else None)
-                table.print("json")
-            for g in groups if args.output_format == "text" else ():
-                print(g.group_id)
-            return 0
+            return _list(admin, args, timeout)
         if args.reset_offsets:
             return _reset(admin, args, timeout)
         if args.delete:
@@ -121,6 +121,35 @@ def run(args) -> int:
         return status
     except (KafkaException, ValueError, OSError) as e:
         return fail(client_config.request_error(e, admin, args))
+
+
+def _list(admin, args, timeout: float) -> int:
+    from confluent_kafka import ConsumerGroupType, KafkaException
+
+    kinds = {ConsumerGroupType[t.upper()] for t in args.type or ()}
+    listed = admin.list_consumer_groups(request_timeout=timeout, types=kinds).result(timeout)
+    if listed.errors:  # e.g. the request's own timeout, after a failed login
+        raise KafkaException(listed.errors[0])
+    groups = sorted(listed.valid, key=lambda g: g.group_id)
+
+    def kind(g) -> str | None:
+        known = g.type is not None and g.type != ConsumerGroupType.UNKNOWN
+        return g.type.name.lower() if known else None
+
+    if args.output_format == "json":
+        table = Table(["GROUP", "STATE", "TYPE"])
+        for g in groups:
+            table.add(g.group_id, g.state.name if g.state is not None else None, kind(g))
+        table.print("json")
+    elif args.type is not None:
+        table = Table(["GROUP", "TYPE"])
+        for g in groups:
+            table.add(g.group_id, kind(g))
+        table.print()
+    else:
+        for g in groups:
+            print(g.group_id)
+    return 0
 
 
 OFFSETS_HEADER = [

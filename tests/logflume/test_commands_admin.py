@@ -154,7 +154,7 @@ def test_groups_reset_delete_offsets_and_delete(module_broker):
         for p, n in ((0, 20), (1, 10))
     ]  # fmt: skip
     listed = json.loads(lf("groups", *b, "--list", "--output", "json").stdout)
-    assert {"group": "readers", "state": "EMPTY"} in listed
+    assert {"group": "readers", "state": "EMPTY", "type": "classic"} in listed
     plan = lf(
         "groups", *b, "--reset-offsets", "--group", "readers", "--topic", "events",
         "--to-offset", "15",

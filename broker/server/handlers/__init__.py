@@ -18,6 +18,8 @@
     scram_users.py    Describe/AlterUserScramCredentials
     client_quotas.py  Describe/AlterClientQuotas (the quotas: broker/quotas)
     groups.py         consumer-group APIs on the group coordinator (broker/groups)
+    consumer_groups.py ConsumerGroupHeartbeat, ConsumerGroupDescribe: the consumer group
+                      protocol (KIP-848, broker/groups/consumer)
     producer_id.py    InitProducerId (idempotent producers; transactional ones go to
                       transactions.py)
     transactions.py   the transaction coordinator's APIs (broker/transactions),

@@ -18,9 +18,13 @@ that topic).
 OffsetFetch `require_stable` reports offsets still pending in a transaction
 (handlers/txn_markers.py, broker/groups/txn_offsets.py) as UNSTABLE_OFFSET_COMMIT.
 
-Version details handled here: JoinGroup v0 has no rebalance timeout (the session
-timeout is used), v4+ requires a known member id (KIP-394); LeaveGroup v0-2 carries
-one member and reports its error at the top level; OffsetCommit v0 and commits with
+Version details handled here: OffsetCommit v9 and OffsetFetch v9 carry a
+consumer-protocol member's epoch (checked by broker/groups/consumer/; such a member
+must commit with v9+); ListGroups v5 filters and answers group types (classic,
+consumer: handlers/consumer_groups.py serves the consumer protocol's own APIs);
+JoinGroup v0 has no rebalance timeout (the session timeout is used), v4+ requires a
+known member id (KIP-394); LeaveGroup v0-2 carries one member and reports its error
+at the top level; OffsetCommit v0 and commits with
 generation -1 come from simple consumers; `retention_time_ms` (v2-4) is ignored as
 in Kafka 2.1+ (retention follows offsets.retention.minutes); OffsetFetch v2+ null
 topics means every committed partition; client hosts are shown as "/<ip>" like Kafka.
@@ -276,6 +280,7 @@ async def offset_commit(ctx, body):
             generation,
             offsets,
             _now_ms(),
+            ctx.api_version,
         )
     return {
         "throttle_time_ms": 0,
@@ -304,7 +309,8 @@ def offset_fetch(ctx, body):
     if ctx.api_version >= 8:
         groups = []
         for group in body["groups"]:
-            code, topics = _group_offsets(ctx, group["group_id"], group["topics"], stable)
+            member = (group.get("member_id"), group.get("member_epoch", -1))
+            code, topics = _group_offsets(ctx, group["group_id"], group["topics"], stable, member)
             groups.append({"group_id": group["group_id"], "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
     code, topics = _group_offsets(ctx, body["group_id"], body["topics"], stable)
@@ -312,15 +318,21 @@ def offset_fetch(ctx, body):
 
 
 def _group_offsets(
-    ctx, group_id: str, requested: list | None, require_stable: bool
+    ctx,
+    group_id: str,
+    requested: list | None,
+    require_stable: bool,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, list]:
+    """`member` (v9): the member id and epoch of a consumer-protocol member, checked
+    against its group (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH)."""
     if _group_denied(ctx, Op.DESCRIBE, group_id):
         return _GROUP_DENIED, []
     wanted = None
     if requested is not None:
         wanted = [(t["name"], i) for t in requested for i in t["partition_indexes"]]
     coordinator = _coordinator(ctx)
-    code, offsets = coordinator.fetch_offsets(group_id, wanted)
+    code, offsets = coordinator.fetch_offsets(group_id, wanted, *member)
     unstable = set()
     if require_stable and not code:
         unstable = coordinator.unstable(group_id, wanted if wanted is not None else offsets)
@@ -401,13 +413,16 @@ def describe_groups(ctx, body):
 
 @handles(ApiKey.LIST_GROUPS)
 def list_groups(ctx, body):
-    """v4+ may filter by state (case-insensitive, as Kafka) and answers each state."""
+    """v4+ may filter by state, v5+ by type ("classic", "consumer"), both
+    case-insensitive as Kafka; v4+ answers each state, v5+ each type."""
     wanted = {state.lower() for state in body["states_filter"]}
+    types = {kind.lower() for kind in body["types_filter"]}
     every = allowed(ctx, Op.DESCRIBE, RT.CLUSTER)
     groups = [
-        {"group_id": gid, "protocol_type": ptype, "group_state": state}
-        for gid, ptype, state in _coordinator(ctx).list_groups()
+        {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": kind}
+        for gid, ptype, state, kind in _coordinator(ctx).list_groups()
         if (not wanted or state.lower() in wanted)
+        and (not types or kind in types)
         and (every or not _group_denied(ctx, Op.DESCRIBE, gid))
     ]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

@@ -292,4 +292,4 @@ async def test_describe_and_list():
     ]
     assert summary.members[0].client_id == "a"
     assert d.coord.describe_group("missing")[1].state == "Dead"
-    assert d.coord.list_groups() == [("g", "consumer", "Stable")]
+    assert d.coord.list_groups() == [("g", "consumer", "Stable", "classic")]

@@ -326,6 +326,18 @@ _TABLE: list[Key | Section] = [
         "Samples a client's byte rate is measured over (producer and consumer quotas).",
     ),
     Key("quota.window.size.seconds", "int", 1, "Length of one quota sample, in seconds."),
+    Section(
+        "Client telemetry (KIP-714)",
+        "Clients push metrics only once a client-metrics subscription exists "
+        "(`logflume client-metrics --alter`).",
+    ),
+    Key(
+        "telemetry.max.bytes",
+        "int",
+        1048576,
+        "Largest metrics payload of a PushTelemetry request, compressed as sent; more is "
+        "answered TELEMETRY_TOO_LARGE.",
+    ),
     Section("Log compaction"),
     Key("log.cleanup.policy", "list", "delete", "delete, compact or both."),
     Key("log.cleaner.enable", "bool", True, "Run the log cleaner."),
@@ -750,6 +762,7 @@ class BrokerConfig:
             "group.consumer.session.timeout.ms",
             "group.consumer.heartbeat.interval.ms",
             "group.consumer.max.size",
+            "telemetry.max.bytes",
         )
         for name in positive:
             if self.get(name) <= 0:

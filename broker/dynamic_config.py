@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_ENTITY = "<default>"  # Kafka's ZooKeeperInternals.DEFAULT_STRING
-CONFIG_BROKERS = "/config/brokers"
 Props = dict[str, str]
 OnChange = Callable[[str, Props], None]
 
@@ -81,20 +80,27 @@ class Reconfigurable(Protocol):
 
 
 class LocalBrokerConfigStore:
-    """A single node's dynamic broker configs, in one file."""
+    """A single node's dynamic broker configs, in one file. The entity configs of
+    another type (client-metrics subscriptions, broker.telemetry.store) are kept the
+    same way in a file of their own: a subclass names it and its key."""
+
+    FILE = "broker-configs.json"
+    ENTITY_TYPE = "brokers"
 
     def __init__(self, data_dir: Path):
-        self.path = Path(data_dir) / "meta" / "broker-configs.json"
+        self.path = Path(data_dir) / "meta" / self.FILE
         self.on_change: OnChange | None = None
 
     def _all(self) -> dict[str, Props]:
         if not self.path.exists():
             return {}
         try:
-            brokers = orjson.loads(self.path.read_bytes())["brokers"]
+            brokers = orjson.loads(self.path.read_bytes())[self.ENTITY_TYPE]
             return {str(k): {str(n): str(v) for n, v in c.items()} for k, c in brokers.items()}
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-            log.error("dynamic broker configs %s are unreadable (%s); none applied", self.path, e)
+            log.error(
+                "%s configs %s are unreadable (%s); none applied", self.ENTITY_TYPE, self.path, e
+            )
             return {}
 
     async def read(self, name: str) -> Props:
@@ -107,32 +113,47 @@ class LocalBrokerConfigStore:
         else:
             brokers.pop(name, None)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, orjson.dumps({"version": 1, "brokers": brokers}))
+        atomic_write(self.path, orjson.dumps({"version": 1, self.ENTITY_TYPE: brokers}))
         if self.on_change is not None:
             self.on_change(name, props)
 
 
 class ZkBrokerConfigStore:
     """A cluster's dynamic broker configs in ZooKeeper; `notices` is the client quota
-    store, whose change-notification watcher tells this store of `brokers/<name>`."""
+    store, whose change-notification watcher tells this store of `brokers/<name>`.
+    Another entity type's configs (`/config/<ENTITY_TYPE>/<name>`) are kept the same
+    way by a subclass, which may also encode names into znode names (`_child`)."""
+
+    ENTITY_TYPE = "brokers"
 
     def __init__(self, zk: ZkSession, notices: ZkQuotaStore):
         self.zk = zk
         self.notices = notices
         self.on_change: OnChange | None = None
-        notices.entity_handlers["brokers"] = self._notified
+        self.root = f"/config/{self.ENTITY_TYPE}"
+        notices.entity_handlers[self.ENTITY_TYPE] = self._notified
         notices.entity_loaders.append(self._load_all)
+
+    def _child(self, name: str) -> str:
+        """The znode name of the entity `name`."""
+        return name
+
+    def _name(self, child: str) -> str:
+        """The entity name of the znode `child` (`_child` undone)."""
+        return child
 
     async def read(self, name: str) -> Props:
         from kazoo.exceptions import NoNodeError
 
         try:
-            data, _ = await self.zk.call("get", f"{CONFIG_BROKERS}/{name}")
+            data, _ = await self.zk.call("get", f"{self.root}/{self._child(name)}")
             config = orjson.loads(data).get("config", {}) if data else {}
         except NoNodeError:
             return {}
         except (orjson.JSONDecodeError, AttributeError):
-            log.error("dynamic configs of broker %s in ZooKeeper are unreadable; ignored", name)
+            log.error(
+                "%s configs of %s in ZooKeeper are unreadable; ignored", self.ENTITY_TYPE, name
+            )
             return {}
         return {str(k): str(v) for k, v in config.items()}
 
@@ -141,17 +162,18 @@ class ZkBrokerConfigStore:
         this broker applies it at once, the others when notified."""
         from kazoo.exceptions import NodeExistsError
 
-        path = f"{CONFIG_BROKERS}/{name}"
+        path = f"{self.root}/{self._child(name)}"
         payload = orjson.dumps({"version": 1, "config": dict(sorted(props.items()))})
         try:
             await self.zk.call("create", path, payload, makepath=True)
         except NodeExistsError:
             await self.zk.call("set", path, payload)
-        await self.notices.notify(f"brokers/{name}")
+        await self.notices.notify(f"{self.ENTITY_TYPE}/{self._child(name)}")
         if self.on_change is not None:
             self.on_change(name, props)
 
-    async def _notified(self, name: str) -> None:
+    async def _notified(self, child: str) -> None:
+        name = self._name(child)
         props = await self.read(name)
         if self.on_change is not None:
             self.on_change(name, props)
@@ -160,11 +182,11 @@ class ZkBrokerConfigStore:
         from kazoo.exceptions import NoNodeError
 
         try:
-            names = await self.zk.call("get_children", CONFIG_BROKERS)
+            children = await self.zk.call("get_children", self.root)
         except NoNodeError:
             return
-        for name in names:
-            await self._notified(name)
+        for child in children:
+            await self._notified(child)
 
 
 Store = LocalBrokerConfigStore | ZkBrokerConfigStore

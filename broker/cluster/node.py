@@ -94,6 +94,7 @@ from broker.protocol.errors import ErrorCode
 from broker.quotas.store import ZkQuotaStore
 from broker.sasl.credentials import ZkCredentialStore
 from broker.tasks import cancel_and_wait
+from broker.telemetry.store import ZkClientMetricsStore
 from broker.transactions.channel import BrokerChannels
 
 if TYPE_CHECKING:
@@ -142,6 +143,7 @@ class ClusterNode:
         self.client_quotas = ZkQuotaStore()  # watched from start()
         # dynamic broker configs: notified through the client quota store's watcher
         self.broker_configs = ZkBrokerConfigStore(self.zk, self.client_quotas)
+        self.client_metrics = ZkClientMetricsStore(self.zk, self.client_quotas)  # the same
         self.lease = LeaseKeeper(
             self.zk, zk.BROKER_IDS, session_s, self._lease_expired, self._unfence
         )

@@ -33,6 +33,7 @@ from broker.protocol.errors import ErrorCode
 from broker.quotas.store import LocalQuotaStore
 from broker.sasl.credentials import LocalCredentialStore
 from broker.security.acl_store import LocalAclStore
+from broker.telemetry.store import LocalClientMetricsStore
 
 if TYPE_CHECKING:
     from broker.cluster.metadata_store import TopicMeta
@@ -65,6 +66,7 @@ class SingleNode:
         self.credentials = LocalCredentialStore(data_dir)
         self.client_quotas = LocalQuotaStore(data_dir)
         self.broker_configs = LocalBrokerConfigStore(data_dir)
+        self.client_metrics = LocalClientMetricsStore(data_dir)
         self.fence_listeners: list[Callable[[bool], None]] = []  # never told: never fenced
 
     @property

@@ -14,7 +14,7 @@ never which mode the broker runs in:
   and every broker applies them from its watches;
 - what depends on where metadata lives: `producer_ids`, the SCRAM `credentials`,
   the `client_quotas` (broker.quotas.store), the dynamic `broker_configs`
-  (broker.dynamic_config),
+  (broker.dynamic_config), the `client_metrics` subscriptions (broker.telemetry.store),
   `open_acl_store()`, `open_channels()` to the other brokers;
 - replication duties: `check_lease` before a produce appends, `follower_fetched`
   after a follower's fetch (ISR expansion), `elect_leaders`,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from broker.sasl.credentials import LocalCredentialStore, ZkCredentialStore
     from broker.security.acl import Entries, Resource
     from broker.security.acl_store import LocalAclStore
+    from broker.telemetry.store import LocalClientMetricsStore, ZkClientMetricsStore
     from broker.transactions.channel import BrokerChannels
 
 TopicPartition = tuple[str, int]
@@ -80,6 +81,9 @@ class ClusterView(Protocol):
 
     @property
     def broker_configs(self) -> LocalBrokerConfigStore | ZkBrokerConfigStore: ...
+
+    @property
+    def client_metrics(self) -> LocalClientMetricsStore | ZkClientMetricsStore: ...
 
     @property
     def elects_leaders(self) -> bool: ...

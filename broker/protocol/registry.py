@@ -16,6 +16,7 @@ from broker.protocol import messages_acls as acl
 from broker.protocol import messages_admin as a
 from broker.protocol import messages_data as d
 from broker.protocol import messages_groups as g
+from broker.protocol import messages_telemetry as tel
 from broker.protocol import messages_txn as t
 from broker.protocol.api_keys import ApiKey
 from broker.protocol.schema import MessageCodec, compile_message
@@ -115,6 +116,19 @@ SCHEMAS: dict[int, ApiSchema] = {
     ),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: S(
         0, 0, a.DESCRIBE_TOPIC_PARTITIONS_REQUEST, a.DESCRIBE_TOPIC_PARTITIONS_RESPONSE
+    ),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: S(
+        0,
+        0,
+        tel.GET_TELEMETRY_SUBSCRIPTIONS_REQUEST,
+        tel.GET_TELEMETRY_SUBSCRIPTIONS_RESPONSE,
+    ),
+    ApiKey.PUSH_TELEMETRY: S(0, 0, tel.PUSH_TELEMETRY_REQUEST, tel.PUSH_TELEMETRY_RESPONSE),
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: S(
+        0,
+        0,
+        tel.LIST_CLIENT_METRICS_RESOURCES_REQUEST,
+        tel.LIST_CLIENT_METRICS_RESOURCES_RESPONSE,
     ),
 }
 

@@ -116,11 +116,11 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
     ApiKey.DELETE_ACLS: (_c((RT.CLUSTER, Op.ALTER)),),
     ApiKey.DESCRIBE_CONFIGS: (
         _c((RT.TOPIC, Op.DESCRIBE_CONFIGS), when="for a topic"),
-        _c((RT.CLUSTER, Op.DESCRIBE_CONFIGS), when="for a broker"),
+        _c((RT.CLUSTER, Op.DESCRIBE_CONFIGS), when="for a broker or client-metrics subscription"),
     ),
     ApiKey.ALTER_CONFIGS: (
         _c((RT.TOPIC, Op.ALTER_CONFIGS), when="for a topic"),
-        _c((RT.CLUSTER, Op.ALTER_CONFIGS), when="for a broker"),
+        _c((RT.CLUSTER, Op.ALTER_CONFIGS), when="for a broker or client-metrics subscription"),
     ),
     ApiKey.DESCRIBE_LOG_DIRS: (_c((RT.CLUSTER, Op.DESCRIBE)),),
     ApiKey.CREATE_PARTITIONS: (_c((RT.TOPIC, Op.ALTER)),),
@@ -130,7 +130,7 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (_c((RT.CLUSTER, Op.DESCRIBE)),),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (
         _c((RT.TOPIC, Op.ALTER_CONFIGS), when="for a topic"),
-        _c((RT.CLUSTER, Op.ALTER_CONFIGS), when="for a broker"),
+        _c((RT.CLUSTER, Op.ALTER_CONFIGS), when="for a broker or client-metrics subscription"),
     ),
     ApiKey.OFFSET_DELETE: (_c((RT.GROUP, Op.DELETE)), _c((RT.TOPIC, Op.READ))),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (_c((RT.CLUSTER, Op.DESCRIBE_CONFIGS)),),
@@ -152,6 +152,9 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
     ),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (_c((RT.GROUP, Op.DESCRIBE)),),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (_c((RT.TOPIC, Op.DESCRIBE)),),
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (),
+    ApiKey.PUSH_TELEMETRY: (),
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES: (_c((RT.CLUSTER, Op.DESCRIBE_CONFIGS)),),
 }
 
 

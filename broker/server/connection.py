@@ -92,6 +92,7 @@ class Connection(asyncio.Protocol):
         self.server = server
         self.listener = listener  # name of the listener it arrived on
         self.principal = ANONYMOUS  # "User:...", checked by the handlers' ACL authorization
+        self.client_software: tuple[str, str] | None = None  # from ApiVersions v3+ (KIP-511)
         self._identify = identify
         config = server.core.config
         factories = server.sasl_factories.get(listener)
@@ -226,6 +227,8 @@ class Connection(asyncio.Protocol):
             self.metrics.invalid_requests += 1
             self.close(f"invalid request: {e}")
             return
+        if header.api_key == ApiKey.API_VERSIONS and header.api_version >= 3:
+            self.client_software = (body["client_software_name"], body["client_software_version"])
         if gate is not None:
             self._follow(gate.request(header, body), started)
             return
@@ -242,6 +245,7 @@ class Connection(asyncio.Protocol):
             self.listener,
             self.principal,
             request_size=len(frame),
+            client_software=self.client_software,
         )
         try:
             result = handler(ctx, body)
@@ -337,6 +341,9 @@ class Connection(asyncio.Protocol):
             assert decision.header is not None  # timed: a request with a header
             self.metrics.request_done(decision.header.api_key, started, decision.response)
         if decision.response is not None:
+            if decision.header is not None and decision.header.api_key == ApiKey.API_VERSIONS:
+                assert isinstance(decision.response, dict)  # a decoded request's answer
+                self.core.telemetry.filter_api_versions(decision.response)
             self._order.add((decision.header, decision.response))
             self._pump()
         if decision.failure is not None:

@@ -19,8 +19,10 @@ order, each service as a typed attribute from those before it:
 6. `markers` and `transactions`: transaction markers written here, and the
    `TransactionCoordinator` over `__transaction_state`, with `txn_verifier` (KIP-890:
    what a transactional produce awaits; tests may replace or clear it);
-7. the cluster joins (ZooKeeper: registration, watches, roles), and `dynamic`, the
-   dynamic broker configs (broker.dynamic_config) over the cluster view's store, is
+7. `telemetry`, the client-metrics subscriptions and what clients push (KIP-714,
+   broker.telemetry; built first: a joining cluster node reads its subscriptions),
+   then the cluster joins (ZooKeeper: registration, watches, roles), and `dynamic`,
+   the dynamic broker configs (broker.dynamic_config) over the cluster view's store, is
    read and applied: the log defaults (`replicas`), the replication throttles' rates
    and whatever else registered in `reconfigurables` (the server's TLS listeners)
    follow it from then on,
@@ -74,6 +76,7 @@ from broker.server import coordinators
 from broker.server.coordinators import LocalMarkers, TxnVerifier
 from broker.server.purgatory import Purgatory, purgatory_metrics
 from broker.tasks import cancel_and_wait
+from broker.telemetry.manager import ClientMetricsManager
 from broker.transactions.channel import BrokerChannels
 from broker.transactions.coordinator import TransactionCoordinator
 
@@ -98,6 +101,7 @@ class BrokerCore:
     markers: LocalMarkers
     transactions: TransactionCoordinator
     dynamic: DynamicBrokerConfig
+    telemetry: ClientMetricsManager
 
     def __init__(self, config: BrokerConfig):
         self.config = config
@@ -174,7 +178,11 @@ class BrokerCore:
 
         self._undo.append(("stopping the background tasks", self._stop_tasks))
         self._undo.append(("leaving the cluster", self.cluster.stop))
+        self.telemetry = ClientMetricsManager(
+            self.cluster.client_metrics, config["telemetry.max.bytes"]
+        )
         await self.cluster.start()
+        await self.telemetry.start()
         self.reconfigurables[:0] = [_LogDefaults(self.replicas), self.replication_quotas]
         self.dynamic = DynamicBrokerConfig(
             config, self.cluster.broker_configs, self.reconfigurables
@@ -199,6 +207,7 @@ class BrokerCore:
         self.metrics.add_collector(self.quotas.collect)
         self.metrics.add_collector(self.replication_quotas.collect)
         self.metrics.add_collector(lambda: group_metrics(self.groups, self._high_watermark))
+        self.metrics.add_collector(self.telemetry.collect)
         log.info(
             "broker %d ready: %d topic(s), %d partition(s) in %s",
             self.broker_id,

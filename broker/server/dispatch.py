@@ -54,6 +54,8 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"  # who sent it (broker.server.principal)
     request_size: int = 0  # bytes of the request frame (the produce quota counts them)
     throttle_ms: int = 0  # set by a handler whose client exceeded its quota (broker.quotas)
+    # (name, version) the client gave in ApiVersions v3+ on this connection, if it did
+    client_software: tuple[str, str] | None = None
 
     @property
     def api_version(self) -> int:

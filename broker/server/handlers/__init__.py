@@ -10,13 +10,17 @@
     fetch.py          Fetch (long poll via DelayedFetch, sendfile slices, follower fetches)
     offsets.py        ListOffsets, OffsetForLeaderEpoch
     admin.py          CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords
-    configs.py        DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
+    configs.py        DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (topics,
+                      brokers, client-metrics subscriptions)
     cluster_admin.py  DescribeCluster, DescribeLogDirs, ElectLeaders
     reassignments.py  Alter/ListPartitionReassignments (the controller's; the moves:
                       broker/cluster/reassignment.py)
     acls.py           DescribeAcls, CreateAcls, DeleteAcls
     scram_users.py    Describe/AlterUserScramCredentials
     client_quotas.py  Describe/AlterClientQuotas (the quotas: broker/quotas)
+    telemetry.py      KIP-714: GetTelemetrySubscriptions, PushTelemetry,
+                      ListClientMetricsResources (broker/telemetry); the subscriptions
+                      themselves are config resources of configs.py
     groups.py         consumer-group APIs on the group coordinator (broker/groups)
     consumer_groups.py ConsumerGroupHeartbeat, ConsumerGroupDescribe: the consumer group
                       protocol (KIP-848, broker/groups/consumer)

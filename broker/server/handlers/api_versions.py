@@ -6,6 +6,10 @@ On a SASL listener the connection answers the SASL requests itself until the cli
 is authenticated (broker.sasl.authenticator); the handlers here see them only on
 other listeners or after authentication, and answer ILLEGAL_SASL_STATE as Kafka does
 (no re-authentication: SaslAuthenticate's session_lifetime_ms is 0).
+
+GetTelemetrySubscriptions and PushTelemetry are listed only while a client-metrics
+subscription exists (broker.telemetry.manager, `filter_api_versions`; the connection
+filters the SASL gate's answer the same way).
 """
 
 from broker.protocol import ApiKey, ErrorCode, api_versions_body
@@ -14,7 +18,7 @@ from broker.server.dispatch import handles
 
 @handles(ApiKey.API_VERSIONS)
 def api_versions(ctx, body):
-    return api_versions_body()
+    return ctx.core.telemetry.filter_api_versions(api_versions_body())
 
 
 @handles(ApiKey.SASL_HANDSHAKE)

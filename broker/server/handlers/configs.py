@@ -22,9 +22,14 @@ Kafka's message ("Invalid config value for resource ConfigResource(type=BROKER,
 name='0'): Cannot update these configs dynamically: Set(broker.id)"). The default
 resource describes its dynamic configs only.
 
+Client-metrics subscriptions (KIP-714, type 16, broker/telemetry): a subscription
+describes the keys it has (source 7, CLIENT_METRICS_CONFIG; none if it does not
+exist); altering checks the resulting keys as Kafka does (ClientMetricsConfigs) and
+stores them; deleting every key removes the subscription.
+
 Authorization: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
-(TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
-(CLUSTER_AUTHORIZATION_FAILED).
+(TOPIC_AUTHORIZATION_FAILED) or, for a broker or a client-metrics subscription, on
+the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -51,14 +56,17 @@ from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
 from broker.server.authz import RT, Op, allowed
 from broker.server.dispatch import handles
+from broker.telemetry.subscriptions import ClientMetricsConfigError
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_CLIENT_METRICS = 16
 SOURCE_TOPIC = 1
 SOURCE_DYNAMIC_BROKER = 2
 SOURCE_DYNAMIC_DEFAULT = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCE_CLIENT_METRICS = 7
 # Kafka's DescribeConfigs ConfigType numbers.
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = range(1, 8)
 TYPE_PASSWORD = 9
@@ -78,7 +86,8 @@ def _config_refusal(ctx, op: Op, rtype: int, rname: str) -> ErrorCode | None:
     """The code a resource answers when the caller may not `op` its configs."""
     if rtype == RESOURCE_TOPIC and not allowed(ctx, op, RT.TOPIC, rname):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    if rtype == RESOURCE_BROKER and not allowed(ctx, op, RT.CLUSTER):
+    cluster_wide = rtype in (RESOURCE_BROKER, RESOURCE_CLIENT_METRICS)
+    if cluster_wide and not allowed(ctx, op, RT.CLUSTER):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None
 
@@ -117,6 +126,8 @@ def describe_configs(ctx, body):
             entries = _topic_entries(ctx.core, rname, result)
         elif rtype == RESOURCE_BROKER:
             entries = _broker_entries(ctx.core, rname, result)
+        elif rtype == RESOURCE_CLIENT_METRICS:
+            entries = _client_metrics_entries(ctx.core, rname, result)
         else:
             result["error_code"] = ErrorCode.INVALID_REQUEST
             result["error_message"] = f"Unsupported resource type {rtype}"
@@ -262,6 +273,20 @@ def _broker_entries(core, name: str, result: dict) -> list[dict]:
     return entries
 
 
+def _client_metrics_entries(core, name: str, result: dict) -> list[dict]:
+    try:
+        props = core.telemetry.describe(name)
+    except ClientMetricsConfigError as e:
+        result["error_code"], result["error_message"] = e.code, str(e)
+        return []
+    return [
+        _entry(k, v, False, SOURCE_CLIENT_METRICS, [], 0, None) for k, v in sorted(props.items())
+    ]
+
+
+_LIST_TOPIC_CONFIGS = {"cleanup.policy"}
+
+
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 def incremental_alter_configs(ctx, body):
     return _alter(ctx, body, incremental=True)
@@ -293,9 +318,13 @@ async def _alter(ctx, body, incremental: bool) -> dict:
                     await topic_admin.alter_topic(meta)
             elif rtype == RESOURCE_BROKER:
                 await _alter_broker(ctx.core, rname, res["configs"], incremental, body)
+            elif rtype == RESOURCE_CLIENT_METRICS:
+                await ctx.core.telemetry.alter(
+                    rname, res["configs"], incremental, body["validate_only"]
+                )
             else:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
-        except ApiError as e:
+        except (ApiError, ClientMetricsConfigError) as e:
             code, message = e.code, str(e)
         responses.append(
             {

@@ -534,3 +534,61 @@ def test_list_partition_reassignments_v0_request_and_response():
     refused = {"throttle_time_ms": 0, "error_code": 41, "error_message": None, "topics": []}
     wire = frame("00000001 00 00000000 0029 00 01 00")
     assert check_response(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, refused, wire) == refused
+
+
+INSTANCE = uuid.UUID("00112233445566778899aabbccddeeff")
+
+
+def test_get_telemetry_subscriptions_v0_request_and_response():
+    wire = frame("0047 0000 00000001 ffff 00" + INSTANCE.hex + "00")
+    body = {"client_instance_id": INSTANCE}
+    assert check_request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, body, wire) == body
+    body = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "client_instance_id": INSTANCE,
+        "subscription_id": -2,
+        "accepted_compression_types": [4, 3, 1, 2],
+        "push_interval_ms": 1000,
+        "telemetry_max_bytes": 1048576,
+        "delta_temporality": False,
+        "requested_metrics": ["org.apache.kafka.producer."],
+    }
+    prefix = b"org.apache.kafka.producer.".hex()
+    wire = frame(
+        "00000001 00"  # response header v1
+        "00000000 0000" + INSTANCE.hex + "fffffffe"
+        "05 04030102"  # compact array of int8: 4 items
+        "000003e8 00100000 00"
+        "02 1b" + prefix + "00"  # one compact string (26 bytes), the tagged section
+    )
+    assert check_response(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, body, wire) == body
+
+
+def test_push_telemetry_v0_request_and_response():
+    body = {
+        "client_instance_id": INSTANCE,
+        "subscription_id": 7,
+        "terminating": True,
+        "compression_type": 4,
+        "metrics": b"\x0a\x00",
+    }
+    wire = frame("0048 0000 00000001 ffff 00" + INSTANCE.hex + "00000007 01 04 03 0a00 00")
+    assert check_request(ApiKey.PUSH_TELEMETRY, 0, body, wire) == body
+    body = {"throttle_time_ms": 0, "error_code": 118}  # TELEMETRY_TOO_LARGE
+    wire = frame("00000001 00 00000000 0076 00")
+    assert check_response(ApiKey.PUSH_TELEMETRY, 0, body, wire) == body
+
+
+def test_list_client_metrics_resources_v0_request_and_response():
+    wire = frame("004a 0000 00000001 ffff 00 00")
+    assert check_request(ApiKey.LIST_CLIENT_METRICS_RESOURCES, 0, {}, wire) == {}
+    body = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "client_metrics_resources": [{"name": "sub1"}, {"name": "all"}],
+    }
+    wire = frame(
+        "00000001 00 00000000 0000 0305" + b"sub1".hex() + "00 04" + b"all".hex() + "00 00"
+    )
+    assert check_response(ApiKey.LIST_CLIENT_METRICS_RESOURCES, 0, body, wire) == body

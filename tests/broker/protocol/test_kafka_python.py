@@ -110,8 +110,16 @@ def _json_class(api_key, is_request):
 
 # APIs kafka-python has no class (nor message JSON) for: their bytes are held to
 # golden frames written by hand from Kafka's message definitions
-# (test_golden_consumer_groups.py), since no client we can run sends them raw.
-NOT_IN_KAFKA_PYTHON = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
+# (test_golden_consumer_groups.py, test_golden_flexible.py's KIP-714 frames) and to
+# the clients that send them (confluent-kafka's group.protocol=consumer and its
+# metrics push).
+NOT_IN_KAFKA_PYTHON = {
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+    ApiKey.PUSH_TELEMETRY,
+    ApiKey.LIST_CLIENT_METRICS_RESOURCES,
+}
 
 ALL_CASES = [
     (key, is_request)

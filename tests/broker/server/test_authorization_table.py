@@ -11,6 +11,8 @@ its authorizer (on the broker's own loop; no request's answer depends on it).
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from broker.protocol import ApiKey, ErrorCode
@@ -366,6 +368,34 @@ REQUESTS = [
     ),
     (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": [{"name": TOPIC}]}, "refused"),
     (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {"topics": []}, "empty"),
+    (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": uuid.UUID(int=0)}, "none"),
+    (
+        ApiKey.PUSH_TELEMETRY,
+        0,
+        {"client_instance_id": uuid.UUID(int=7), "subscription_id": 0, "metrics": b""},
+        "none",
+    ),
+    (ApiKey.LIST_CLIENT_METRICS_RESOURCES, 0, {}, "refused"),
+    (
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {"resources": [{"resource_type": 16, "resource_name": "s", "configuration_keys": None}]},
+        "refused",
+    ),
+    (
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 16,
+                    "resource_name": "s",
+                    "configs": [{"name": "metrics", "config_operation": 0, "value": "*"}],
+                }
+            ]
+        },
+        "refused",
+    ),
 ]
 
 

@@ -18,7 +18,7 @@ from broker.cluster.launcher import (
     stop_process,
     zookeeper_ensemble,
 )
-from common.ports import free_port, wait_for_port
+from common.ports import LOOPBACK, free_port, wait_for_port
 
 
 def wait_until(check, timeout: float = 30.0, what="condition", every: float = 0.05):
@@ -58,7 +58,11 @@ class ManagedProcess:
 
 
 class BrokerProcess(ManagedProcess):
-    """A `logflume broker` subprocess with its own data dir and port; restartable."""
+    """A `logflume broker` subprocess with its own data dir and port; restartable.
+    With `listeners` in the settings, `host` is that of the listener on `port`, and
+    without `port` both are the first listener's (a loopback address other than
+    127.0.0.1 makes another "host" for replica placement: all of 127.0.0.0/8 reaches
+    this machine)."""
 
     def __init__(
         self,
@@ -69,10 +73,15 @@ class BrokerProcess(ManagedProcess):
     ):
         self.data_dir = Path(data_dir)
         self.settings = dict(settings or {})
-        if port is None and "listeners" in self.settings:  # the first listener's
+        self.host = LOOPBACK
+        if "listeners" in self.settings:
             from broker.listeners import parse_addresses
+            from common.hostport import connect_address
 
-            port = next(iter(parse_addresses(self.settings["listeners"], "listeners").values()))[1]
+            bound = list(parse_addresses(self.settings["listeners"], "listeners").values())
+            address = next((a for a in bound if a[1] == port), bound[0])
+            self.host, first_port = connect_address(*address)
+            port = port or first_port
         self.port = port or free_port()
         self.args = list(args or [])  # extra `logflume broker` options, e.g. --event-loop
         self.proc: subprocess.Popen | None = None
@@ -80,7 +89,7 @@ class BrokerProcess(ManagedProcess):
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> "BrokerProcess":
         # with `listeners` in the settings, `port` is the first listener's
@@ -91,7 +100,7 @@ class BrokerProcess(ManagedProcess):
             cmd, stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy()
         )
         try:
-            wait_for_port(self.port, proc=self.proc)
+            wait_for_port(self.port, proc=self.proc, host=self.host)
         except BaseException:
             # a caller whose start failed has nothing to stop: left running, a broker
             # that was slow to listen would outlive the test and load the machine
@@ -185,8 +194,9 @@ class BrokerCluster:
                 b.port,
                 left,
                 b.proc,
+                b.host,
                 # mypy infers no type for a lambda with default arguments (misc)
-                ready=lambda b=b: brokers_seen(b.port) >= len(self.brokers),  # type: ignore[misc]
+                ready=lambda b=b: brokers_seen(b.port, b.host) >= len(self.brokers),  # type: ignore[misc]
             )
 
     def stop(self) -> None:

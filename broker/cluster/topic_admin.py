@@ -12,20 +12,27 @@ which applies it (a single node: the replica manager's `create_local`,
 (a cluster). Kafka keeps these checks in its AdminManager. Raises TopicError with
 Kafka's codes and messages.
 
+Assigned replicas also go to distinct hosts (broker/cluster/assignment.py); with
+fewer hosts than the replication factor the topic is created all the same, as Kafka
+would, and a warning says which hosts are shared.
+
 Owned by the BrokerCore (`core.topic_admin`); event-loop only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from broker.cluster.assignment import (
     AssignmentError,
     InvalidAssignment,
     assign_replicas,
+    broker_hosts,
     check_new_assignments,
     check_topic_assignment,
     first_broker,
+    host_shortfall,
 )
 from broker.cluster.metadata_store import TopicMeta
 from broker.cluster.names import InvalidTopicName, validate_topic_name
@@ -35,6 +42,8 @@ from broker.log.config import TOPIC_CONFIG_NAMES
 from broker.protocol.errors import ErrorCode
 
 MAX_PARTITIONS = 10_000
+
+log = logging.getLogger(__name__)
 
 
 class TopicAdmin:
@@ -105,13 +114,7 @@ class TopicAdmin:
             name, num_partitions, replication_factor, configs or {}
         )
         if not given:
-            brokers = {b: info.rack for b, info in self.replicas.cluster.brokers.items()}
-            try:
-                assignments = assign_replicas(
-                    brokers, partitions, rf, start=first_broker(name, brokers)
-                )
-            except AssignmentError as e:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+            assignments = self._assign(name, partitions, rf, first=0)
         return TopicMeta(
             name=name,
             partitions=partitions,
@@ -119,6 +122,24 @@ class TopicAdmin:
             configs=overrides,
             assignments=assignments,
         )
+
+    def _assign(self, name: str, count: int, rf: int, first: int) -> list[list[int]]:
+        """Replica lists of topic `name`'s partitions `first`.. (`count` of them) over
+        the live brokers, their racks and hosts; a warning when the hosts are fewer
+        than `rf`."""
+        live = self.replicas.cluster.brokers
+        racks = {b: info.rack for b, info in live.items()}
+        hosts = broker_hosts(live, self.config.listeners.inter_broker)
+        try:
+            lists = assign_replicas(
+                racks, count, rf, start=first_broker(name, racks) + first, hosts=hosts
+            )
+        except AssignmentError as e:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+        shortfall = host_shortfall(hosts, rf)
+        if shortfall is not None:
+            log.warning("topic %s: %s", name, shortfall)
+        return lists
 
     def _given_assignments(
         self, name: str, num_partitions: int, rf: int, given: list[tuple[int, list[int]]]
@@ -219,13 +240,7 @@ class TopicAdmin:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
             new = [list(a) for a in assignments]
         else:
-            racks = {b: info.rack for b, info in live.items()}
-            try:
-                new = assign_replicas(
-                    racks, added, rf, start=first_broker(name, racks) + meta.partitions
-                )
-            except AssignmentError as e:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+            new = self._assign(name, added, rf, first=meta.partitions)
         return dataclasses.replace(meta, partitions=count, assignments=meta.assignments + new)
 
     def auto_create(self, name: str) -> ErrorCode:

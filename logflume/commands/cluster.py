@@ -14,6 +14,14 @@ too, with the output on the console. The brokers get our `--log-level` and
 `--log-format`; ZooKeeper logs as its log4j set-up says. `up` also writes its brokers'
 addresses to `<data dir>/bootstrap.servers`.
 
+`up --hosts N` spreads the brokers over N loopback addresses, 127.0.0.1 to
+127.0.0.N, in consecutive blocks (6 brokers on 3: 0 and 1 on 127.0.0.1, 2 and 3 on
+127.0.0.2...): each address counts as a host for replica placement
+(broker/cluster/assignment.py), so that one machine shows what brokers on N machines
+do. `--pin-cores` runs broker i on one core (`taskset`), the i-th of those this
+process may use, round the list: one broker per core, as deploy/README.md sets a
+many-core host up.
+
 `restart --rolling` restarts the brokers one at a time (logflume/rolling_restart.py):
 those of a `cluster up --data-dir D`, each restarted by that supervisor on request
 (`<data dir>/broker-N.restart`, `logflume.supervisor.ChildSpec.restart_file`), or
@@ -23,19 +31,22 @@ brokers run by systemd (`--systemd-unit`).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from common.client_options import BOOTSTRAP_ENV, COMMAND_CONFIG_HELP, default_command_config
+from common.ports import LOOPBACK
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "cluster",
         help="run a local ZooKeeper + N replicated brokers",
-        description="Start or stop a local broker cluster on 127.0.0.1.",
+        description="Start or stop a local broker cluster on loopback (127.0.0.1, or more "
+        "loopback addresses with --hosts).",
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser(
@@ -56,6 +67,20 @@ def add_parser(subparsers) -> None:
         type=int,
         default=19092,
         help="first broker port; brokers take consecutive ports (0: any free ports)",
+    )
+    up.add_argument(
+        "--hosts",
+        type=int,
+        default=1,
+        metavar="N",
+        help="spread the brokers over N loopback addresses 127.0.0.1..127.0.0.N, in "
+        "consecutive blocks, each a host for replica placement (default 1)",
+    )
+    up.add_argument(
+        "--pin-cores",
+        action="store_true",
+        help="pin broker i to the i-th core this process may use (taskset), round the "
+        "list: one broker per core",
     )
     up.add_argument(
         "--set",
@@ -135,14 +160,17 @@ def start_cluster(
     timeout: float = 90.0,
     log_flags: list[str] | None = None,
     zookeepers: int = 1,
+    hosts: list[str] | None = None,
+    cores: list[int] | None = None,
 ) -> str:
     """Start ZooKeeper (one server, `zookeeper`, or an ensemble of `zookeepers`
     members, `zookeeper-1`...), then broker i (id i, data in `root/broker-i`) on
-    `ports[i]`, as children of `sup`, waiting until each serves and sees all the others
-    (so that an RF N topic can be created at once); returns ZooKeeper's connect
-    string. `to_files`: output to log files and pids to pid files under `root`
-    instead of output to the console. `log_flags`: global `logflume` flags for the
-    brokers (`logflume.cli.logging_flags`)."""
+    `hosts[i]` (default 127.0.0.1) port `ports[i]`, pinned to core `cores[i]` if given,
+    as children of `sup`, waiting until each serves and sees all the others (so that
+    an RF N topic can be created at once); returns ZooKeeper's connect string.
+    `to_files`: output to log files and pids to pid files under `root` instead of
+    output to the console. `log_flags`: global `logflume` flags for the brokers
+    (`logflume.cli.logging_flags`)."""
     from broker.cluster.launcher import (
         ZooKeeperProcess,
         broker_command,
@@ -177,14 +205,34 @@ def start_cluster(
     for name, zk in servers.items():
         sup.wait_for(name, zk.is_serving, timeout, stop)
     connect = ensemble_connect(list(servers.values()))
+    hosts = hosts or [LOOPBACK] * len(ports)
     for i, port in enumerate(ports):
         argv = broker_command(
-            root / f"broker-{i}", f"127.0.0.1:{port}", connect, i, settings, log_flags
+            root / f"broker-{i}", f"{hosts[i]}:{port}", connect, i, settings, log_flags
         )
+        if cores is not None:
+            argv = ["taskset", "--cpu-list", str(cores[i]), *argv]
         sup.start(spec(f"broker-{i}", argv, root / f"broker-{i}.log"))
     for i, port in enumerate(ports):
-        sup.wait_for(f"broker-{i}", lambda p=port: brokers_seen(p) >= len(ports), timeout, stop)
+        sup.wait_for(
+            f"broker-{i}",
+            lambda p=port, h=hosts[i]: brokers_seen(p, h) >= len(ports),
+            timeout,
+            stop,
+        )
     return connect
+
+
+def loopback_hosts(brokers: int, hosts: int) -> list[str]:
+    """The address of each of `brokers` brokers spread over `hosts` loopback
+    addresses (127.0.0.1 up) in consecutive blocks as even as can be."""
+    return [f"127.0.0.{1 + i * hosts // brokers}" for i in range(brokers)]
+
+
+def pinned_cores(brokers: int, usable: set[int]) -> list[int]:
+    """The core of each broker: the `usable` ones in order, round the list."""
+    cores = sorted(usable)
+    return [cores[i % len(cores)] for i in range(brokers)]
 
 
 def restart(args) -> int:
@@ -263,6 +311,17 @@ def run(args) -> int:
     if args.brokers < 1 or args.zookeepers < 1:
         print("logflume cluster: --brokers and --zookeepers must be at least 1", file=sys.stderr)
         return 2
+    if not 1 <= args.hosts <= min(args.brokers, 254):
+        print(
+            "logflume cluster: --hosts must be between 1 and the number of brokers (at most 254)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.pin_cores and shutil.which("taskset") is None:
+        print("logflume cluster: --pin-cores needs taskset (util-linux)", file=sys.stderr)
+        return 2
+    hosts = loopback_hosts(args.brokers, args.hosts)
+    cores = pinned_cores(args.brokers, os.sched_getaffinity(0)) if args.pin_cores else None
     settings = {}
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -293,9 +352,11 @@ def run(args) -> int:
             to_files=True,
             log_flags=logging_flags(args),
             zookeepers=args.zookeepers,
+            hosts=hosts,
+            cores=cores,
         )
         sup.say(f"zookeeper: {zookeeper}")
-        bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+        bootstrap = ",".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=True))
         bootstrap_file(data_dir).write_text(bootstrap + "\n")
         sup.say("bootstrap servers: " + bootstrap)
         sup.say(f"logs and pid files in {data_dir}; what dies is restarted with backoff")

@@ -13,7 +13,8 @@ topics.json is `{"version": 1, "topics": [{"topic": "t"}]}`; a plan is
 "log_dirs": ["any", "any"]}]}` (`log_dirs` optional, "any" only: a broker has one log
 directory). `--generate` prints the current assignment and a proposal that spreads
 each topic's partitions over the brokers listed, round-robin as Kafka's AdminUtils
-does without racks (broker/cluster/assignment.py), keeping each topic's replication
+does without racks, replicas of a partition on distinct hosts (the brokers' hosts
+in Metadata; broker/cluster/assignment.py), keeping each topic's replication
 factor. `--execute` prints the current assignment of the partitions it moves (save it
 to roll back) and starts the moves; it refuses while some are already moving, unless
 `--additional`. `--verify` tells for each partition whether its move completed;
@@ -425,7 +426,12 @@ class _Tool:
 
 
 def _generate(tool: _Tool, args) -> None:
-    from broker.cluster.assignment import AssignmentError, assign_replicas, first_broker
+    from broker.cluster.assignment import (
+        AssignmentError,
+        assign_replicas,
+        first_broker,
+        host_shortfall,
+    )
 
     topics = _read_topics(args.topics_to_move_json_file)
     try:
@@ -448,6 +454,7 @@ def _generate(tool: _Tool, args) -> None:
     if unknown:
         raise ReassignError(f"Topic(s) {','.join(unknown)} do not exist")
     brokers: dict[int, str | None] = dict.fromkeys(wanted)
+    hosts = {b: live[b][0].lower() for b in wanted}
     current: Plan = {}
     proposed: Plan = {}
     for topic in topics:
@@ -456,10 +463,17 @@ def _generate(tool: _Tool, args) -> None:
             current[(topic, p)] = replicas
         try:
             lists = assign_replicas(
-                brokers, len(parts), len(parts[0]), first_broker(topic, brokers)
+                brokers,
+                len(parts),
+                len(parts[0]),
+                first_broker(topic, brokers),
+                hosts=hosts,
             )
         except AssignmentError as e:
             raise ReassignError(f"{topic}: {e}") from None
+        shortfall = host_shortfall(hosts, len(parts[0]))
+        if shortfall is not None:
+            print(f"Warning: {topic}: {shortfall}", file=sys.stderr)
         for p, replicas in enumerate(lists):
             proposed[(topic, p)] = replicas
     print(f"Current partition replica assignment\n{_format_plan(current)}\n")

@@ -18,6 +18,7 @@ import time
 import orjson
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.exceptions import NoNodeError
 
 from broker.protocol import ApiKey, ErrorCode
 from tests.broker.server.wire import WireClient
@@ -399,10 +400,13 @@ def _legacy(moves: dict) -> bytes:
 
 
 def _legacy_asks(cluster) -> dict | None:
-    """What the legacy znode asks for now (None: no znode)."""
-    if not cluster.zk.client.exists(LEGACY):
+    """What the legacy znode asks for now (None: no znode). One read, no exists()
+    first: the controller may delete the znode between the two."""
+    try:
+        data, _ = cluster.zk.client.get(LEGACY)
+    except NoNodeError:
         return None
-    raw = orjson.loads(cluster.zk.client.get(LEGACY)[0])
+    raw = orjson.loads(data)
     return {(e["topic"], e["partition"]): e["replicas"] for e in raw["partitions"]}
 
 

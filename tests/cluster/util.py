@@ -6,6 +6,7 @@ import orjson
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from common import certs
 from testkit.procs import wait_until  # noqa: F401  (the cluster tests import it from here)
@@ -22,10 +23,8 @@ class ZkView:
         self.client.chroot = "/" + chroot
 
     def state(self, topic: str, partition: int = 0) -> dict | None:
-        path = f"/brokers/topics/{topic}/partitions/{partition}/state"
-        if not self.client.exists(path):
-            return None
-        return orjson.loads(self.client.get(path)[0])
+        data = self._get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        return None if data is None else orjson.loads(data)
 
     def assignment(self, topic: str, partition: int = 0) -> list[int]:
         raw = orjson.loads(self.client.get(f"/brokers/topics/{topic}")[0])
@@ -33,15 +32,20 @@ class ZkView:
 
     def partition_count(self, topic: str) -> int:
         """How many partitions the topic's assignment has (0 before it is written)."""
-        path = f"/brokers/topics/{topic}"
-        if not self.client.exists(path):
-            return 0
-        return len(orjson.loads(self.client.get(path)[0])["partitions"])
+        data = self._get(f"/brokers/topics/{topic}")
+        return 0 if data is None else len(orjson.loads(data)["partitions"])
 
     def controller(self) -> int:
-        if not self.client.exists("/controller"):
-            return -1
-        return orjson.loads(self.client.get("/controller")[0])["brokerid"]
+        data = self._get("/controller")
+        return -1 if data is None else orjson.loads(data)["brokerid"]
+
+    def _get(self, path: str) -> bytes | None:
+        """The znode's data, None when there is none. One read: an exists() first
+        would race with a broker deleting the znode (a controller dying)."""
+        try:
+            return self.client.get(path)[0]
+        except NoNodeError:
+            return None
 
     def live(self) -> list[int]:
         return sorted(int(c) for c in self.client.get_children("/brokers/ids"))

@@ -58,6 +58,7 @@ from pathlib import Path
 
 import javaproperties
 
+from broker.features import SUPPORTED as FEATURES
 from broker.groups.consumer.assignors import assignors_from_config
 from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, ListenerSetup, resolve
 from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
@@ -404,6 +405,16 @@ _TABLE: list[Key | Section] = [
         "int",
         3600000,
         "How often expired transactional ids are removed.",
+    ),
+    Key(
+        "transaction.version",
+        "short",
+        2,
+        "The finalized level of the transaction.version feature (KIP-584), 0-2; 2 is "
+        "transactions v2 (KIP-890 part 2: an epoch bump at every transaction end, "
+        "partitions added by the produce itself). Kafka finalizes it with "
+        "kafka-features.sh; in a cluster the /feature znode holds it and the first "
+        "broker to start writes it from this key (broker/features.py).",
     ),
     Key("producer.id.expiration.ms", "int", 86400000, "Idle producer state expiry."),
     Key(
@@ -769,6 +780,14 @@ class BrokerConfig:
                 raise ConfigError(f"{name}: must be > 0, got {self.get(name)}")
         if self.get("broker.id") < 0:
             raise ConfigError("broker.id: must be >= 0")
+        for feature in FEATURES:
+            if feature.config_key is None:
+                continue
+            if not feature.min_level <= self.get(feature.config_key) <= feature.max_level:
+                raise ConfigError(
+                    f"{feature.config_key}: supported levels are "
+                    f"{feature.min_level}-{feature.max_level}, got {self.get(feature.config_key)}"
+                )
         try:
             check_settings(
                 self.get("password.encoder.keyfactory.algorithm") or DEFAULT_KEY_FACTORY,

@@ -91,12 +91,13 @@ class TopicStats:
 
 
 class RequestStats:
-    """Requests of one API key: count, latency, and response error codes."""
+    """Requests of one API key: count, by version, latency, and response error codes."""
 
-    __slots__ = ("count", "latency", "errors")
+    __slots__ = ("count", "versions", "latency", "errors")
 
     def __init__(self) -> None:
         self.count = 0
+        self.versions: collections.Counter[int] = collections.Counter()
         self.latency = Histogram(LATENCY_BUCKETS)
         self.errors: collections.Counter[int] = collections.Counter()
 
@@ -183,10 +184,11 @@ class BrokerMetrics:
 
     # -- events (hot path) -------------------------------------------------------------
 
-    def request_done(self, api_key: int, started: float, body: object) -> None:
-        """A request's answer is ready (`body` None for acks=0 produce)."""
+    def request_done(self, api_key: int, started: float, body: object, version: int) -> None:
+        """A request of `version` has its answer ready (`body` None for acks=0 produce)."""
         stats = self.requests[api_key]
         stats.count += 1
+        stats.versions[version] += 1
         stats.latency.observe(time.perf_counter() - started)
         if type(body) is dict and (count := ERROR_COUNTERS.get(api_key)) is not None:
             count(body, stats.errors)
@@ -232,6 +234,11 @@ class BrokerMetrics:
 
     def _request_metrics(self) -> Iterator[Metric]:
         count = CounterMetricFamily(PREFIX + "requests", "Requests answered", labels=["api"])
+        by_version = CounterMetricFamily(
+            PREFIX + "requests_by_version",
+            "Requests answered, by API version (what clients negotiated)",
+            labels=["api", "version"],
+        )
         errors = CounterMetricFamily(
             PREFIX + "request_errors",
             "Error codes in responses (each partition's counts)",
@@ -245,10 +252,12 @@ class BrokerMetrics:
         for key, stats in sorted(self.requests.items()):
             api = _api_label(key)
             count.add_metric([api], stats.count)
+            for version, n in sorted(stats.versions.items()):
+                by_version.add_metric([api, str(version)], n)
             for code, n in sorted(stats.errors.items()):
                 errors.add_metric([api, _error_label(code)], n)
             latency.add_metric([api], stats.latency.buckets(), stats.latency.sum)
-        yield from (count, errors, latency)
+        yield from (count, by_version, errors, latency)
         yield CounterMetricFamily(
             PREFIX + "invalid_requests",
             "Requests that closed their connection: undecodable, unsupported or oversized",

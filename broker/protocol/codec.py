@@ -178,9 +178,12 @@ def _response_header_v1(api_key: int, version: int) -> bool:
     return api_key != ApiKey.API_VERSIONS and is_flexible(api_key, version)
 
 
-def api_versions_body(error_code: int = ErrorCode.NONE, throttle_time_ms: int = 0) -> dict:
-    """ApiVersions response body advertising SUPPORTED_VERSIONS."""
-    return {
+def api_versions_body(
+    error_code: int = ErrorCode.NONE, throttle_time_ms: int = 0, features: dict | None = None
+) -> dict:
+    """ApiVersions response body advertising SUPPORTED_VERSIONS; `features`, the v3+
+    tagged feature fields (broker/features.py), when the broker reports them."""
+    return (features or {}) | {
         "error_code": int(error_code),
         "api_keys": [
             {"api_key": int(key), "min_version": lo, "max_version": hi}

@@ -62,11 +62,33 @@ PRODUCE_RESPONSE = [
                         "8+",
                     ),
                     F("error_message", STRING, "8+", nullable="8+"),
+                    F(
+                        "current_leader",
+                        Struct(
+                            (
+                                F("leader_id", INT32, "10+", default=-1),
+                                F("leader_epoch", INT32, "10+", default=-1),
+                            )
+                        ),
+                        "10+",
+                        tag=0,
+                    ),
                 ],
             ),
         ],
     ),
     F("throttle_time_ms", INT32, "1+"),
+    F(
+        "node_endpoints",
+        [
+            F("node_id", INT32, "10+"),
+            F("host", STRING, "10+"),
+            F("port", INT32, "10+"),
+            F("rack", STRING, "10+", nullable="10+", default=None),
+        ],
+        "10+",
+        tag=0,
+    ),
 ]
 
 FETCH_REQUEST = [

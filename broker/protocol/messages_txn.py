@@ -1,6 +1,8 @@
 """Schemas of the transaction APIs (KIP-98): AddPartitionsToTxn, AddOffsetsToTxn,
 EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeTransactions and ListTransactions,
-declared from Kafka's message JSON for the versions Kafka 3.9 serves.
+declared from Kafka's message JSON, up to the versions of transactions v2 (KIP-890
+part 2: EndTxn v5 answers the producer id and epoch bumped at every transaction end;
+TxnOffsetCommit v5 adds the group's offsets partition to the transaction itself).
 
 AddPartitionsToTxn v4+ is the brokers' batched form (several transactional ids,
 `verify_only` for KIP-890's produce-time check); v0-3 is the clients' one-id form.
@@ -67,7 +69,12 @@ END_TXN_REQUEST = [
     F("committed", BOOL),
 ]
 
-END_TXN_RESPONSE = [F("throttle_time_ms", INT32), F("error_code", INT16)]
+END_TXN_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("producer_id", INT64, "5+", default=-1),
+    F("producer_epoch", INT16, "5+", default=-1),
+]
 
 WRITE_TXN_MARKERS_REQUEST = [
     F(

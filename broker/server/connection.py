@@ -96,7 +96,11 @@ class Connection(asyncio.Protocol):
         self._identify = identify
         config = server.core.config
         factories = server.sasl_factories.get(listener)
-        self.gate = SaslGate(factories) if factories is not None else None
+        self.gate = (
+            SaslGate(factories, server.core.features.api_versions_fields)
+            if factories is not None
+            else None
+        )
         self.framer = RequestFramer(
             config["socket.request.max.bytes"],
             config["sasl.server.max.receive.size"] if self.gate is not None else None,
@@ -259,7 +263,7 @@ class Connection(asyncio.Protocol):
             self.close("handler error")
             return
         if result is None or isinstance(result, dict):
-            self.metrics.request_done(header.api_key, started, result)
+            self.metrics.request_done(header.api_key, started, result, header.api_version)
             if ctx.throttle_ms:
                 self._throttle(header, result, ctx.throttle_ms, None)
             elif result is not None:
@@ -320,7 +324,7 @@ class Connection(asyncio.Protocol):
             self.close("handler error")
         else:
             body = future.result()
-            self.metrics.request_done(header.api_key, started, body)
+            self.metrics.request_done(header.api_key, started, body, header.api_version)
             if ctx.throttle_ms:
                 self._throttle(header, body, ctx.throttle_ms, sequence)
                 return
@@ -339,7 +343,10 @@ class Connection(asyncio.Protocol):
             self._log_failed_authentication(decision.failure)
         if decision.timed:
             assert decision.header is not None  # timed: a request with a header
-            self.metrics.request_done(decision.header.api_key, started, decision.response)
+            header = decision.header
+            self.metrics.request_done(
+                header.api_key, started, decision.response, header.api_version
+            )
         if decision.response is not None:
             if decision.header is not None and decision.header.api_key == ApiKey.API_VERSIONS:
                 assert isinstance(decision.response, dict)  # a decoded request's answer

@@ -24,12 +24,14 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
 from broker.cluster.delayed_produce import wait_replicated
 from broker.cluster.producer_ids import ProducerIdsUnavailable
 from broker.cluster.replica_manager import ReplicaManager
 from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
+from broker.features import FinalizedFeatures
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.storage import HostedPartition, PartitionOffsetsStore, StoreError
 from broker.protocol import ErrorCode
@@ -44,11 +46,22 @@ from common.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-# KIP-890: `await verifier(transactional_id, producer_id, producer_epoch, [(topic,
-# partition), ...]) -> {(topic, partition): ErrorCode}`
-TxnVerifier = Callable[
-    [str, int, int, Iterable[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]
-]
+
+
+class TxnVerifier(Protocol):
+    """KIP-890: `await verifier(transactional_id, producer_id, producer_epoch,
+    [(topic, partition), ...]) -> {(topic, partition): ErrorCode}`; with `add`
+    (transactions v2: Produce v12, TxnOffsetCommit v5) the coordinator adds the
+    partitions to the transaction instead of checking they are in it."""
+
+    def __call__(
+        self,
+        tid: str,
+        pid: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        add: bool = False,
+    ) -> Awaitable[dict[TopicPartition, ErrorCode]]: ...
 
 
 def _now_ms() -> int:
@@ -124,6 +137,7 @@ def transaction_coordinator(
     replicas: ReplicaManager,
     markers: LocalMarkers,
     channels: Callable[[], BrokerChannels],
+    features: FinalizedFeatures,
 ) -> TransactionCoordinator:
     """The transaction coordinator over `__transaction_state`: its writes and markers
     wait for acks=all within `transaction.marker.timeout` (TxnConfig); markers for
@@ -162,7 +176,9 @@ def transaction_coordinator(
 
     store = PartitionOffsetsStore(lambda i: replicas.get_partition(TRANSACTION_STATE, i), wait)
     writer = MarkerWriter(cluster.broker_id, leader_of, write_local, write_remote)
-    return TransactionCoordinator(store, writer, next_producer_id, txn_config)
+    return TransactionCoordinator(
+        store, writer, next_producer_id, txn_config, lambda: features.transaction_version
+    )
 
 
 def txn_verifier(
@@ -170,25 +186,34 @@ def txn_verifier(
     cluster: ClusterView,
     channels: Callable[[], BrokerChannels],
 ) -> TxnVerifier:
-    """KIP-890's check of a transactional produce: answered here when this broker
-    coordinates the id, else by AddPartitionsToTxn v4 `verify_only` to the
-    coordinator (NOT_COORDINATOR while this broker leads the id's partition but has
-    not loaded it yet)."""
+    """KIP-890's check of a transactional produce (or, `add`, transactions v2's
+    implicit AddPartitionsToTxn): answered here when this broker coordinates the id,
+    else by AddPartitionsToTxn v5 to the coordinator (NOT_COORDINATOR while this
+    broker leads the id's partition but has not loaded it yet)."""
 
     async def verify(
-        tid: str, pid: int, epoch: int, partitions: Iterable[TopicPartition]
+        tid: str,
+        pid: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        add: bool = False,
     ) -> dict[TopicPartition, ErrorCode]:
         tps = list(partitions)
         index = coordinator.partition_for(tid)
         if index in coordinator.owned:
-            return coordinator.verify(tid, pid, epoch, tps)
+            if add:
+                err = await coordinator.add_partitions(
+                    tid, pid, epoch, set(tps), _now_ms(), client_tv=2
+                )
+                return dict.fromkeys(tps, err)
+            return coordinator.verify(tid, pid, epoch, tps, ErrorCode.TRANSACTION_ABORTABLE)
         leader = cluster.leader_of(TRANSACTION_STATE, index)
         if leader == cluster.broker_id:
             return dict.fromkeys(tps, ErrorCode.NOT_COORDINATOR)
         if leader < 0:
             return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         try:
-            answer = await channels().verify(leader, tid, pid, epoch, tps)
+            answer = await channels().verify(leader, tid, pid, epoch, tps, verify_only=not add)
         except (OSError, EOFError, TimeoutError, LookupError, ValueError) as e:
             log.debug("verification at broker %d: %s", leader, e)
             return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -21,8 +21,9 @@ order, each service as a typed attribute from those before it:
    what a transactional produce awaits; tests may replace or clear it);
 7. `telemetry`, the client-metrics subscriptions and what clients push (KIP-714,
    broker.telemetry; built first: a joining cluster node reads its subscriptions),
-   then the cluster joins (ZooKeeper: registration, watches, roles), and `dynamic`,
-   the dynamic broker configs (broker.dynamic_config) over the cluster view's store, is
+   then the cluster joins (ZooKeeper: registration, watches, roles; `features`, the
+   finalized feature levels, follow ZooKeeper's `/feature`), and `dynamic`, the
+   dynamic broker configs (broker.dynamic_config) over the cluster view's store, is
    read and applied: the log defaults (`replicas`), the replication throttles' rates
    and whatever else registered in `reconfigurables` (the server's TLS listeners)
    follow it from then on,
@@ -63,6 +64,7 @@ from broker.cluster.topic_admin import TopicAdmin
 from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
 from broker.dynamic_config import DynamicBrokerConfig, Reconfigurable
+from broker.features import FinalizedFeatures, agree_in_zookeeper
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.metrics import group_metrics
 from broker.log import LogConfig, LogManager
@@ -113,6 +115,7 @@ class BrokerCore:
         self.fetch_purgatory = Purgatory("fetch")
         self.authorizer: Authorizer | None = None
         self.txn_verifier: TxnVerifier | None = None  # None: transactional writes unverified
+        self.features = FinalizedFeatures.from_config(config)  # ApiVersions' feature levels
         # What follows dynamic broker configs; the server adds its TLS listeners.
         self.reconfigurables: list[Reconfigurable] = []
         self._channels: BrokerChannels | None = None
@@ -168,7 +171,7 @@ class BrokerCore:
         self.groups = coordinators.group_coordinator(config, self.replicas, self.produce_purgatory)
         self.markers = LocalMarkers(self.replicas, self.produce_purgatory, self.groups)
         self.transactions = coordinators.transaction_coordinator(
-            config, self.cluster, self.replicas, self.markers, self.channels
+            config, self.cluster, self.replicas, self.markers, self.channels, self.features
         )
         self.txn_verifier = coordinators.txn_verifier(
             self.transactions, self.cluster, self.channels
@@ -183,6 +186,9 @@ class BrokerCore:
         )
         await self.cluster.start()
         await self.telemetry.start()
+        zk = getattr(self.cluster, "zk", None)
+        if zk is not None:  # a cluster: the levels all brokers follow (broker/features.py)
+            await agree_in_zookeeper(zk, self.features)
         self.reconfigurables[:0] = [_LogDefaults(self.replicas), self.replication_quotas]
         self.dynamic = DynamicBrokerConfig(
             config, self.cluster.broker_configs, self.reconfigurables

@@ -38,11 +38,14 @@ class Decision:
 class SaslGate:
     """The SASL side of one connection. Owned by it; event-loop only."""
 
-    __slots__ = ("authenticator",)
+    __slots__ = ("authenticator", "features")
 
-    def __init__(self, mechanisms: dict):
-        """`mechanisms`: each enabled mechanism's server-exchange factory."""
+    def __init__(self, mechanisms: dict, features=None):
+        """`mechanisms`: each enabled mechanism's server-exchange factory;
+        `features(version)` the feature fields of an ApiVersions answer
+        (FinalizedFeatures.api_versions_fields), None: none reported."""
         self.authenticator = Authenticator(mechanisms)
+        self.features = features
 
     @property
     def passed(self) -> bool:
@@ -78,7 +81,9 @@ class SaslGate:
             return self._token(header, body["auth_bytes"])
         if event is Event.API_VERSIONS:
             auth.api_versions()
-            return Decision(header=header, response=api_versions_body(), timed=True)
+            features = self.features(header.api_version) if self.features else None
+            body = api_versions_body(features=features)
+            return Decision(header=header, response=body, timed=True)
         mechanism = body["mechanism"]
         response = auth.handshake(mechanism, header.api_version)
         decision = Decision(header=header, response=response, timed=True)

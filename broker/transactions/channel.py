@@ -1,6 +1,7 @@
 """BrokerChannels: the coordinator's requests to other brokers (WriteTxnMarkers to
 partition leaders, AddPartitionsToTxn v4 `verify_only` from a partition leader to a
-transaction coordinator).
+transaction coordinator: `verify_only` for KIP-890's check, or, for a transactions
+v2 produce, adding the partition).
 
 One connection per broker to its endpoint of `inter.broker.listener.name`, with the
 same TLS and SASL settings as the replica fetchers (`ReplicaFetcherManager`), one
@@ -125,20 +126,23 @@ class BrokerChannels:
             for p in t["partitions"]
         }
 
-    async def verify(self, broker_id: int, tid: str, pid: int, epoch: int, tps) -> dict:
-        """AddPartitionsToTxn v4 `verify_only`: {(topic, partition): ErrorCode}."""
+    async def verify(
+        self, broker_id: int, tid: str, pid: int, epoch: int, tps, verify_only: bool = True
+    ) -> dict:
+        """AddPartitionsToTxn v5, `verify_only` or adding the partitions (transactions
+        v2): {(topic, partition): ErrorCode}."""
         body = {
             "transactions": [
                 {
                     "transactional_id": tid,
                     "producer_id": pid,
                     "producer_epoch": epoch,
-                    "verify_only": True,
+                    "verify_only": verify_only,
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic(tps).items()],
                 }
             ]
         }
-        resp = await self.request(broker_id, ApiKey.ADD_PARTITIONS_TO_TXN, 4, body)
+        resp = await self.request(broker_id, ApiKey.ADD_PARTITIONS_TO_TXN, 5, body)
         out = {tp: ErrorCode(resp["error_code"]) for tp in tps} if resp["error_code"] else {}
         for txn in resp["results_by_transaction"]:
             for t in txn["topic_results"]:

@@ -27,6 +27,17 @@ CONCURRENT_TRANSACTIONS and retries). Transactions running past their timeout ar
 aborted the same way by `abort_timed_out`; ids idle past
 `transactional.id.expiration.ms` are removed (a tombstone) by `remove_expired`.
 
+Transactions v2 (KIP-890 part 2; a client that sends EndTxn v5): every transaction
+end bumps the producer epoch. PrepareCommit/PrepareAbort is written with epoch + 1,
+the markers carry it (fencing any request of the old epoch still in flight, a
+zombie's included), and EndTxn answers the new epoch, which the producer's next
+transaction uses. When the bumped epoch would run out, a new producer id is
+allocated with the Prepare state (`next_producer_id`) and taken with epoch 0 once the
+markers are written. A retried EndTxn is recognised by its epoch being one below the
+bumped one (Kafka's `endTxnEpochBumped`), or, after a rotation, by the previous
+producer id. Partitions join a v2 transaction through the produce itself: the
+partition leader calls `add_partitions` (AddPartitionsToTxn v5 `verify_only` false).
+
 Owned by the broker; lives on the server's event loop, not thread-safe.
 """
 
@@ -51,6 +62,7 @@ from broker.transactions.log_format import (
     encode_key,
     encode_value,
     partition_for,
+    value_version,
 )
 from broker.transactions.state import (
     BY_NAME,
@@ -97,8 +109,12 @@ class TransactionCoordinator:
         markers: Markers,
         next_producer_id: Callable[[], Awaitable[int]],  # raises StoreError
         config: TxnConfig | None = None,
+        transaction_version: Callable[[], int] = lambda: 0,
     ):
+        """`transaction_version()` is the finalized `transaction.version` (the
+        records' value version follows it: broker/features.py)."""
         self.config = config or TxnConfig()
+        self._transaction_version = transaction_version
         self._store = store
         self._markers = markers
         self._next_producer_id = next_producer_id
@@ -167,7 +183,8 @@ class TransactionCoordinator:
         if epoch is None:
             return ErrorCode.NOT_COORDINATOR
         meta.pending = S.DEAD if new is None else new.state
-        value = None if new is None else encode_value(new)
+        version = value_version(self._transaction_version())
+        value = None if new is None else encode_value(new, version)
         try:
             await asyncio.shield(
                 self._store.append(partition, build_batch([(encode_key(tid), value)], now_ms))
@@ -287,8 +304,17 @@ class TransactionCoordinator:
         return ErrorCode.NONE, meta
 
     async def add_partitions(
-        self, tid: str, pid: int, epoch: int, partitions: set[TopicPartition], now_ms: int
+        self,
+        tid: str,
+        pid: int,
+        epoch: int,
+        partitions: set[TopicPartition],
+        now_ms: int,
+        client_tv: int = 0,
     ) -> ErrorCode:
+        """AddPartitionsToTxn (v0-3 from the client, v5 `verify_only` false from a
+        partition leader for a Produce v12 or TxnOffsetCommit v5: `client_tv` 2, a
+        transactions v2 client, whose transaction then ends with an epoch bump)."""
         err, meta = self._check_producer(tid, pid, epoch)
         if meta is None:  # err says why
             return err
@@ -302,47 +328,105 @@ class TransactionCoordinator:
         if meta.state != S.ONGOING:
             new.txn_start_ms = now_ms
             new.partitions = set()
+            new.client_tv = client_tv
         new.state = S.ONGOING
         new.partitions |= partitions
         new.last_update_ms = now_ms
         return await self._write(meta, new, now_ms)
 
     def verify(
-        self, tid: str, pid: int, epoch: int, partitions: Iterable[TopicPartition]
+        self,
+        tid: str,
+        pid: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        not_added: ErrorCode = ErrorCode.INVALID_TXN_STATE,
     ) -> dict[TopicPartition, ErrorCode]:
         """KIP-890: NONE for the partitions already in `tid`'s ongoing transaction
-        under this producer id and epoch, INVALID_TXN_STATE for the others."""
+        under this producer id and epoch, `not_added` for the others (Kafka answers
+        TRANSACTION_ABORTABLE, which the leader turns into INVALID_TXN_STATE for
+        clients that predate it)."""
         partitions = list(partitions)
         err, meta = self._check_producer(tid, pid, epoch)
         if meta is None:  # err says why
             return dict.fromkeys(partitions, err)
         ongoing = meta.state == S.ONGOING
         return {
-            tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.INVALID_TXN_STATE
+            tp: ErrorCode.NONE if ongoing and tp in meta.partitions else not_added
             for tp in partitions
         }
 
     # -- EndTxn ---------------------------------------------------------------------------
 
-    async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, now_ms: int) -> ErrorCode:
-        err, meta = self._check_producer(tid, pid, epoch)
-        if meta is None:  # err says why
-            return err
+    async def end_txn(
+        self, tid: str, pid: int, epoch: int, commit: bool, now_ms: int, client_tv: int = 0
+    ) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch): the id and epoch the producer goes on with
+        (EndTxn v5 answers them; under transactions v2, `client_tv` 2, the epoch is
+        the bumped one, or epoch 0 of a new producer id once the epoch ran out)."""
+        err = self._owner_error(tid)
+        if err:
+            return err, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        meta = self.txns.get(tid)
+        if meta is None:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         state = meta.state
-        if state == S.ONGOING:
-            new = meta.snapshot()
-            new.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            new.last_update_ms = now_ms
-            err = await self._write(meta, new, now_ms)
-            if err:
-                return err
-            self._complete_later(meta, self.epochs[self.partition_for(tid)])
-            return ErrorCode.NONE
-        if state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
-            return ErrorCode.NONE  # a retry of an EndTxn that completed
-        if state == (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        return ErrorCode.INVALID_TXN_STATE
+        bumped = meta.bumps_epoch and meta.producer_epoch == epoch + 1
+        rotated = (
+            meta.bumps_epoch
+            and meta.last_producer_id == pid
+            and epoch == MAX_EPOCH - 1
+            and meta.producer_epoch == 0
+        )
+        if not meta.bumps_epoch or state in (S.ONGOING, S.EMPTY):
+            valid = epoch == meta.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid = bumped
+        else:
+            valid = bumped or rotated
+        if meta.producer_id != pid and not rotated:
+            err = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif not valid:
+            err = ErrorCode.PRODUCER_FENCED
+        elif meta.pending is not None:
+            err = ErrorCode.CONCURRENT_TRANSACTIONS
+        elif state == S.ONGOING:
+            return await self._prepare_end(meta, commit, now_ms, client_tv)
+        elif state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
+            return ErrorCode.NONE, meta.producer_id, meta.producer_epoch  # a retry
+        elif state == (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+            err = ErrorCode.CONCURRENT_TRANSACTIONS
+        else:
+            err = ErrorCode.INVALID_TXN_STATE
+        return err, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+
+    async def _prepare_end(
+        self, meta: TxnMetadata, commit: bool, now_ms: int, client_tv: int
+    ) -> tuple[ErrorCode, int, int]:
+        """Write PrepareCommit/PrepareAbort (v2: with the epoch bumped), then let the
+        markers be written in the background."""
+        tid = meta.transactional_id
+        new = meta.snapshot()
+        new.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        new.last_update_ms = now_ms
+        new.client_tv = client_tv  # the version of the client that ends it, as Kafka keeps
+        if client_tv >= 2:
+            if meta.epoch_exhausted():
+                try:
+                    new.next_producer_id = await self._next_producer_id()
+                except StoreError as e:
+                    return e.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+                if meta.pending is not None or meta.state != S.ONGOING:
+                    return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            new.last_producer_epoch = meta.producer_epoch
+            new.producer_epoch = meta.producer_epoch + 1
+        err = await self._write(meta, new, now_ms)
+        if err:
+            return err, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        self._complete_later(meta, self.epochs[self.partition_for(tid)])
+        if new.next_producer_id != NO_PRODUCER_ID:
+            return ErrorCode.NONE, new.next_producer_id, 0
+        return ErrorCode.NONE, meta.producer_id, meta.producer_epoch
 
     def _complete_later(self, meta: TxnMetadata, coordinator_epoch: int) -> None:
         tid = meta.transactional_id
@@ -383,6 +467,10 @@ class TransactionCoordinator:
         new.state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         new.partitions = set()
         new.last_update_ms = _now_ms()
+        if meta.next_producer_id != NO_PRODUCER_ID:  # v2: the bumped epoch ran out
+            new.last_producer_id, new.last_producer_epoch = meta.producer_id, meta.producer_epoch
+            new.producer_id, new.producer_epoch = meta.next_producer_id, 0
+            new.next_producer_id = NO_PRODUCER_ID
         while still_owner():
             err = await self._write(meta, new, new.last_update_ms)
             if err == ErrorCode.NONE or err == ErrorCode.NOT_COORDINATOR:

@@ -12,9 +12,12 @@ the last value per key is the id's state:
            transaction_last_update_timestamp_ms int64,
            transaction_start_timestamp_ms int64 }
 
-Version 1 of the value is the same fields in flexible encoding (tagged sections);
-both are read, version 0 is written (Kafka 3.9's choice without transaction.version
-2). A null value is a tombstone: the id expired.
+Version 1 of the value is the same fields in flexible encoding, with three tagged
+fields of transactions v2: PreviousProducerId (0), NextProducerId (1: the id a
+transaction's end moves to when the epoch ran out) and ClientTransactionVersion (2).
+Both are read; version 1 is written when `transaction.version` is finalized at 1 or
+more, version 0 below (Kafka's TransactionVersion.transactionLogValueVersion). A null
+value is a tombstone: the id expired.
 """
 
 from __future__ import annotations
@@ -30,10 +33,11 @@ from broker.transactions.state import TxnMetadata, TxnState, by_topic
 
 DEFAULT_NUM_PARTITIONS = 50
 KEY_VERSION = 0
-VALUE_VERSION = 0
 
 _VALUE_FIELDS = [
     F("producer_id", INT64),
+    F("previous_producer_id", INT64, "1+", default=-1, tag=0),
+    F("next_producer_id", INT64, "1+", default=-1, tag=1),
     F("producer_epoch", I16),
     F("transaction_timeout_ms", INT32),
     F("transaction_status", INT8),
@@ -44,6 +48,7 @@ _VALUE_FIELDS = [
     ),
     F("transaction_last_update_timestamp_ms", INT64),
     F("transaction_start_timestamp_ms", INT64),
+    F("client_transaction_version", I16, "1+", default=0, tag=2),
 ]
 _VALUE_CODECS = {
     0: compile_message(_VALUE_FIELDS, 0, False),
@@ -72,17 +77,25 @@ def decode_key(buf: bytes) -> str:
     return read_string(buf, 2)[0]
 
 
-def encode_value(m: TxnMetadata) -> bytes:
+def value_version(transaction_version: int) -> int:
+    """The value version Kafka writes under a finalized `transaction.version`."""
+    return 1 if transaction_version >= 1 else 0
+
+
+def encode_value(m: TxnMetadata, version: int = 0) -> bytes:
     """The id's state as Kafka writes it; Empty carries no partitions (null)."""
     if m.state == TxnState.EMPTY:
         partitions = None
     else:
         grouped = by_topic(sorted(m.partitions))
         partitions = [{"topic": t, "partition_ids": ps} for t, ps in grouped.items()]
-    out: list = [INT16.pack(VALUE_VERSION)]
-    _VALUE_CODECS[VALUE_VERSION].encode(
+    out: list = [INT16.pack(version)]
+    _VALUE_CODECS[version].encode(
         {
             "producer_id": m.producer_id,
+            "previous_producer_id": m.last_producer_id,
+            "next_producer_id": m.next_producer_id,
+            "client_transaction_version": m.client_tv,
             "producer_epoch": m.producer_epoch,
             "transaction_timeout_ms": m.txn_timeout_ms,
             "transaction_status": int(m.state),
@@ -115,6 +128,9 @@ def decode_value(transactional_id: str, buf: bytes) -> TxnMetadata:
         partitions=partitions,
         txn_start_ms=v["transaction_start_timestamp_ms"],
         last_update_ms=v["transaction_last_update_timestamp_ms"],
+        last_producer_id=v.get("previous_producer_id", -1),
+        next_producer_id=v.get("next_producer_id", -1),
+        client_tv=v.get("client_transaction_version", 0),
     )
 
 

@@ -107,6 +107,10 @@ class TxnMetadata:
     last_update_ms: int = -1
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    # transactions v2 (KIP-890 part 2): the producer id the transaction's end moves to
+    # when the bumped epoch ran out, and the version of the client that ran it
+    next_producer_id: int = NO_PRODUCER_ID
+    client_tv: int = 0
     pending: TxnState | None = None
 
     def transition(self, target: TxnState) -> None:
@@ -128,10 +132,17 @@ class TxnMetadata:
         self.producer_epoch = new.producer_epoch
         self.last_producer_id = new.last_producer_id
         self.last_producer_epoch = new.last_producer_epoch
+        self.next_producer_id = new.next_producer_id
+        self.client_tv = new.client_tv
         self.txn_timeout_ms = new.txn_timeout_ms
         self.partitions = set(new.partitions)
         self.txn_start_ms = new.txn_start_ms
         self.last_update_ms = new.last_update_ms
+
+    @property
+    def bumps_epoch(self) -> bool:
+        """Whether its transactions end with an epoch bump (a transactions v2 client)."""
+        return self.client_tv >= 2
 
     def epoch_exhausted(self) -> bool:
         """Kafka bumps to a new producer id before the epoch reaches Short.MAX - 1,

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import time
 
+import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from broker.groups.offsets_topic import partition_for as group_partition
+from broker.protocol import ApiKey, ErrorCode
+from broker.protocol.client import BlockingClient
 from logflume.commands.transactions.tool import describe_transaction
+from tests.broker.server.tv2_producer import TV2Producer
 from tests.cluster.util import create_topic, producer, wait_until
 
 TXN = {
@@ -200,3 +204,47 @@ def test_offsets_committed_through_a_transaction_on_another_broker(cluster_facto
     )
     consumer.close()
     assert sorted(read_committed(cluster, "ctp-out", 1)) == sorted(b"out-%d" % i for i in range(20))
+
+
+def test_transactions_v2_across_brokers_and_one_feature_level(cluster_factory):
+    """A transactions v2 producer (Produce v12, TxnOffsetCommit v5, EndTxn v5) on
+    partitions led by other brokers than its coordinator: each leader adds its
+    partition through AddPartitionsToTxn v5, the group coordinator its offsets
+    partition, and the markers carry the bumped epochs. Every broker reports the
+    finalized `transaction.version` of ZooKeeper's /feature, also the one whose own
+    config asks for 1."""
+    cluster = cluster_factory(
+        3, TXN, per_broker=lambda i: {"transaction.version": 1} if i == 2 else {}
+    )
+    data, _ = cluster.zk.client.get("/feature")
+    level = orjson.loads(data)["features"]["transaction.version"]["max_version_level"]
+    for b in cluster.brokers.values():
+        host, port = b.bootstrap.split(":")
+        with BlockingClient(host, int(port)) as c:
+            v4 = c.request(ApiKey.API_VERSIONS, 4, {})
+        assert v4["finalized_features"] == [
+            {"name": "group.version", "max_version_level": 1, "min_version_level": 1},
+            {"name": "transaction.version", "max_version_level": level, "min_version_level": level},
+        ]
+    create_topic(cluster, "tv2-spread", partitions=3)
+    with TV2Producer(cluster.bootstrap, "tv2-spread-tx") as p:
+        p.init()
+        group = next(
+            g
+            for g in (f"tv2-group-{i}" for i in range(100))
+            if cluster.zk.state("__consumer_offsets", group_partition(g, 3)) is None
+            or cluster.zk.state("__consumer_offsets", group_partition(g, 3))["leader"]
+            != coordinator_of(cluster)
+        )
+        committed = []
+        for i in range(4):
+            values = [b"%d-%d" % (i, n) for n in range(3)]
+            for n, v in enumerate(values):
+                assert p.produce("tv2-spread", n, v) == ErrorCode.NONE
+            assert p.commit_offsets(group, "tv2-spread", 0, i + 1) == ErrorCode.NONE
+            epoch = p.epoch
+            assert p.end(i % 2 == 0) == ErrorCode.NONE
+            assert p.epoch == epoch + 1
+            if i % 2 == 0:
+                committed += values
+    assert sorted(read_committed(cluster, "tv2-spread", 3)) == sorted(committed)

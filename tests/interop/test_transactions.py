@@ -1,7 +1,8 @@
 """Transactional producers of confluent-kafka and kafka-python against one broker
 process: commit, abort, zombie fencing, the timeout abort, consume-transform-produce
 with send_offsets_to_transaction, and what read_committed and read_uncommitted
-consumers see; DescribeTransactions and ListTransactions over the wire."""
+consumers see; DescribeTransactions and ListTransactions over the wire. Each runs
+against a broker finalizing `transaction.version` 2 and one pinned to 1."""
 
 from __future__ import annotations
 
@@ -35,11 +36,29 @@ SETTINGS = {
 }
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("txn") / "data", settings=SETTINGS).start()
+@pytest.fixture(scope="module", params=[2, 1], ids=["tv2", "tv1"])
+def broker(request, tmp_path_factory):
+    """One broker per finalized `transaction.version`: 2 (the default, transactions
+    v2 served) and pinned to 1. These clients speak transactions v1 either way
+    (tests/broker/server/test_transactions_v2.py drives v2)."""
+    settings = {**SETTINGS, "transaction.version": request.param}
+    b = BrokerProcess(tmp_path_factory.mktemp("txn") / "data", settings=settings).start()
+    b.transaction_version = request.param
     yield b
     b.stop()
+
+
+def test_api_versions_reports_the_finalized_transaction_version(broker):
+    host, port = broker.bootstrap.split(":")
+    with BlockingClient(host, int(port)) as c:
+        answer = c.request(ApiKey.API_VERSIONS, 4, {})
+    level = broker.transaction_version
+    finalized = {f["name"]: f for f in answer["finalized_features"]}
+    assert finalized["transaction.version"] == {
+        "name": "transaction.version",
+        "max_version_level": level,
+        "min_version_level": level,
+    }
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 2) -> None:

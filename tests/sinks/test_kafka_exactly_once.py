@@ -14,6 +14,12 @@ from testkit.agent import read_topic
 from tests.agent.helpers import context, events
 
 
+@pytest.fixture(params=[2, 1], ids=["tv2", "tv1"])
+def broker(request, broker_factory):
+    """A broker finalizing `transaction.version` 2 (the default), and one pinned to 1."""
+    return broker_factory(settings={"transaction.version": request.param})
+
+
 async def test_a_take_the_broker_committed_is_not_sent_again_by_the_next_sink(
     tmp_path, broker, monkeypatch
 ):

@@ -1,12 +1,14 @@
 """Request handlers, one module per area; each registers itself with `dispatch.handles`.
 
-    api_versions.py   ApiVersions; SaslHandshake, SaslAuthenticate where no login is due
-                      (a SASL connection logging in is answered by the connection)
+    api_versions.py   ApiVersions (v3+: the feature levels, broker/features.py);
+                      SaslHandshake, SaslAuthenticate where no login is due (a SASL
+                      connection logging in is answered by the connection)
     metadata.py       Metadata
     describe_topic_partitions.py
                       DescribeTopicPartitions (KIP-966: Metadata's partitions, paged by a
                       cursor; shares metadata.py's partition fields)
-    produce.py        Produce (acks 0/1/all, KIP-890 verification of transactional batches)
+    produce.py        Produce (acks 0/1/all, KIP-890 verification of transactional batches,
+                      v12: the partition added to a transactions v2 transaction)
     fetch.py          Fetch (long poll via DelayedFetch, sendfile slices, follower fetches)
     offsets.py        ListOffsets, OffsetForLeaderEpoch
     admin.py          CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords

@@ -1,7 +1,10 @@
 """ApiVersions, and SaslHandshake/SaslAuthenticate where no authentication is due.
 
-ApiVersions v3+ (flexible) never reaches this module: the connection answers it with
-the codec's v0 fallback (`api_versions_fallback`) and the client retries with v0-2.
+ApiVersions answers the API ranges of the registry and, from v3, the feature levels
+(`core.features`, broker/features.py: supported ranges, finalized levels and their
+epoch; a client reads `transaction.version` there to choose transactions v2). A
+version above the highest served is answered by the connection with the codec's v0
+fallback (`api_versions_fallback`), and the client retries lower.
 On a SASL listener the connection answers the SASL requests itself until the client
 is authenticated (broker.sasl.authenticator); the handlers here see them only on
 other listeners or after authentication, and answer ILLEGAL_SASL_STATE as Kafka does
@@ -18,7 +21,9 @@ from broker.server.dispatch import handles
 
 @handles(ApiKey.API_VERSIONS)
 def api_versions(ctx, body):
-    return ctx.core.telemetry.filter_api_versions(api_versions_body())
+    return ctx.core.telemetry.filter_api_versions(
+        api_versions_body(features=ctx.core.features.api_versions_fields(ctx.api_version))
+    )
 
 
 @handles(ApiKey.SASL_HANDSHAKE)

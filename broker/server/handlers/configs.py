@@ -284,9 +284,6 @@ def _client_metrics_entries(core, name: str, result: dict) -> list[dict]:
     ]
 
 
-_LIST_TOPIC_CONFIGS = {"cleanup.policy"}
-
-
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 def incremental_alter_configs(ctx, body):
     return _alter(ctx, body, incremental=True)

@@ -37,13 +37,18 @@ topic that cannot be gives its code to every partition of it (INVALID_TOPIC_EXCE
 for an illegal name, UNKNOWN_TOPIC_OR_PARTITION when auto-creation is off,
 KAFKA_STORAGE_ERROR when its files cannot be made).
 
+KIP-951 (v10+): a partition answered NOT_LEADER_OR_FOLLOWER names its current leader
+and epoch, and the response those leaders' endpoints.
+
 Transactions (KIP-890 part 1): when the coordinator set `core.txn_verifier`, a
 transactional batch for a partition where its producer has no transaction ongoing
 is appended only once the coordinator confirms the partition was added to the
 transaction (broker/server/txn_verification.py); the verification is awaited before
 the appends, never inside one partition's check-append-update section, and a guard
 taken before the await makes a marker that lands meanwhile void it
-(INVALID_TXN_STATE). Without a verifier such batches append unverified.
+(INVALID_TXN_STATE). Without a verifier such batches append unverified. Produce
+v12 (transactions v2, part 2) has the coordinator add the partition to the
+transaction instead (the client sent no AddPartitionsToTxn).
 
 A produce carrying transactional batches without a transactional id is refused
 whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka refuses it.
@@ -78,6 +83,7 @@ from broker.quotas.manager import PRODUCE
 from broker.server import txn_verification
 from broker.server.authz import RT, Op, allowed, may_auto_create
 from broker.server.dispatch import CloseConnection, handles
+from broker.server.handlers.metadata import live_brokers
 from common.topic_names import is_internal
 
 log = logging.getLogger(__name__)
@@ -145,10 +151,49 @@ def produce(ctx, body):
             return _answer_all(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     core.cluster.check_lease()
     plan = _plan(ctx, body)
-    guards = txn_verification.guards_for(core, body, plan)
+    guards = txn_verification.guards_for(core, body, plan, ctx.api_version)
     if guards is None or not guards.pending:
-        return _append_all(core, body, plan, guards)
-    return asyncio.ensure_future(_verified_append_all(core, body, plan, guards))
+        return _with_leaders(ctx, _append_all(core, body, plan, guards))
+    return _with_leaders(ctx, asyncio.ensure_future(_verified_append_all(core, body, plan, guards)))
+
+
+def _with_leaders(ctx, answer):
+    """KIP-951 (v10+): a partition answered NOT_LEADER_OR_FOLLOWER carries its current
+    leader and epoch, and the response those leaders' endpoints, so the client goes
+    there without a Metadata round trip."""
+    if ctx.api_version < 10 or answer is None:
+        return answer
+    if isinstance(answer, dict):
+        return _add_leaders(ctx, answer)
+
+    async def later():
+        return _add_leaders(ctx, await answer)
+
+    return asyncio.ensure_future(later())
+
+
+def _add_leaders(ctx, response: dict) -> dict:
+    cluster = ctx.core.cluster
+    leaders = set()
+    for topic in response["responses"]:
+        for resp in topic["partition_responses"]:
+            if resp["error_code"] != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                continue
+            try:
+                view = cluster.partition_view(topic["name"], resp["index"])
+            except LookupError:
+                continue
+            if view.leader >= 0:
+                resp["current_leader"] = {
+                    "leader_id": view.leader,
+                    "leader_epoch": view.leader_epoch,
+                }
+                leaders.add(view.leader)
+    if leaders:
+        response["node_endpoints"] = [
+            b for b in live_brokers(ctx.core, ctx.listener) if b["node_id"] in leaders
+        ]
+    return response
 
 
 def _plan(ctx, body) -> list[tuple[str, list[list]]]:
@@ -205,7 +250,8 @@ async def _verified_append_all(core, body, plan, guards):
                 continue
             code = errors.get((name, part[0]))
             if code is not None:
-                part[3] = _partition_response(part[0], code, _VERIFY_MESSAGE[code == _INVALID])
+                not_added = code in (_INVALID, ErrorCode.TRANSACTION_ABORTABLE)
+                part[3] = _partition_response(part[0], code, _VERIFY_MESSAGE[not_added])
                 continue
             part[1] = core.replicas.get_partition(name, part[0])  # deleted meanwhile?
             if part[1] is None:

@@ -26,6 +26,13 @@ ListTransactions (ids not allowed are left out, and so are the topics of a descr
 transaction the caller may not DESCRIBE); READ on the topic for DescribeProducers
 (TOPIC_AUTHORIZATION_FAILED).
 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to versions that predate it.
+
+Transactions v2 (KIP-890 part 2), chosen per request as Kafka does: EndTxn v5 ends
+the transaction with an epoch bump and answers the producer id and epoch to go on
+with; AddPartitionsToTxn v5 from a partition leader with `verify_only` false adds the
+partitions a Produce v12 (or TxnOffsetCommit v5) wrote to, starting a v2 transaction;
+with `verify_only` v5 answers TRANSACTION_ABORTABLE for a partition not in the
+transaction (v4: INVALID_TXN_STATE, for the leaders that predate it).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from broker.transactions.state import by_topic
 from common.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE, is_internal
 
 log = logging.getLogger(__name__)
+_INVALID = ErrorCode.INVALID_TXN_STATE
 
 # The first version of each API that knows PRODUCER_FENCED.
 _FENCED_SINCE = {
@@ -170,7 +178,8 @@ async def _add_partitions(ctx, tid, pid, epoch, topics, verify_only, from_broker
     if not from_broker and not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
         return dict.fromkeys(tps, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if verify_only:
-        return _coordinator(ctx).verify(tid, pid, epoch, tps)
+        not_added = ErrorCode.TRANSACTION_ABORTABLE if ctx.api_version >= 5 else _INVALID
+        return _coordinator(ctx).verify(tid, pid, epoch, tps, not_added)
     refused = {}
     for topic, p in tps:
         if not from_broker and (is_internal(topic) or not allowed(ctx, Op.WRITE, RT.TOPIC, topic)):
@@ -181,7 +190,10 @@ async def _add_partitions(ctx, tid, pid, epoch, topics, verify_only, from_broker
                 refused[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if refused:
         return {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in tps}
-    err = await _coordinator(ctx).add_partitions(tid, pid, epoch, set(tps), _now_ms())
+    client_tv = 2 if from_broker and ctx.api_version >= 5 else 0  # a v2 produce's partitions
+    err = await _coordinator(ctx).add_partitions(
+        tid, pid, epoch, set(tps), _now_ms(), client_tv=client_tv
+    )
     return dict.fromkeys(tps, client_error(ctx, err))
 
 
@@ -206,14 +218,26 @@ async def add_offsets_to_txn(ctx, body):
 
 @handles(ApiKey.END_TXN)
 async def end_txn(ctx, body):
+    """v5 (transactions v2) bumps the epoch and answers the producer id and epoch."""
     tid = body["transactional_id"]
+    pid = epoch = -1
     if not allowed(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
         err = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
-        err = await _coordinator(ctx).end_txn(
-            tid, body["producer_id"], body["producer_epoch"], body["committed"], _now_ms()
+        err, pid, epoch = await _coordinator(ctx).end_txn(
+            tid,
+            body["producer_id"],
+            body["producer_epoch"],
+            body["committed"],
+            _now_ms(),
+            client_tv=2 if ctx.api_version >= 5 else 0,
         )
-    return {"throttle_time_ms": 0, "error_code": client_error(ctx, err)}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": client_error(ctx, err),
+        "producer_id": pid,
+        "producer_epoch": epoch,
+    }
 
 
 @handles(ApiKey.DESCRIBE_TRANSACTIONS)

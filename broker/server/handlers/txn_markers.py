@@ -9,8 +9,11 @@ KIP-664) or CLUSTER_ACTION (a broker).
 TxnOffsetCommit is answered by the group coordinator: the offsets go to the group's
 `__consumer_offsets` partition as a transactional batch, pending until the marker,
 once the transaction coordinator confirmed that partition is in the producer's
-ongoing transaction (KIP-890). It needs WRITE on the transactional id, READ on the
-group and READ on each topic.
+ongoing transaction (KIP-890). From v5 (transactions v2, KIP-890 part 2: the client
+sends no AddOffsetsToTxn) the transaction coordinator adds that partition to the
+transaction instead. A partition the coordinator finds missing is
+TRANSACTION_ABORTABLE from v4, INVALID_TXN_STATE before. It needs WRITE on the
+transactional id, READ on the group and READ on each topic.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ async def write_txn_markers(ctx, body):
     return {"markers": answers}
 
 
+_ABORTABLE_SINCE = 4  # TxnOffsetCommit knows TRANSACTION_ABORTABLE
+_ADDS_SINCE = 5  # transactions v2: the coordinator adds the offsets partition
 _RETRIABLE = {
     ErrorCode.CONCURRENT_TRANSACTIONS,
     ErrorCode.NOT_COORDINATOR,
@@ -78,14 +83,19 @@ async def _verify(ctx, body) -> ErrorCode:
     if verifier is None:
         return ErrorCode.NONE
     tp = (CONSUMER_OFFSETS, ctx.core.groups.partition_for(body["group_id"]))
+    tid, pid, epoch = body["transactional_id"], body["producer_id"], body["producer_epoch"]
+    call = (
+        verifier(tid, pid, epoch, [tp], add=True)
+        if ctx.api_version >= _ADDS_SINCE
+        else verifier(tid, pid, epoch, [tp])
+    )
     try:
-        answer = await within(
-            verifier(body["transactional_id"], body["producer_id"], body["producer_epoch"], [tp]),
-            ctx.core.config["replica.socket.timeout.ms"] / 1000,
-        )
+        answer = await within(call, ctx.core.config["replica.socket.timeout.ms"] / 1000)
     except TimeoutError:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     code = ErrorCode(answer.get(tp, ErrorCode.INVALID_TXN_STATE))
+    if code == ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < _ABORTABLE_SINCE:
+        return ErrorCode.INVALID_TXN_STATE
     return ErrorCode.COORDINATOR_NOT_AVAILABLE if code in _RETRIABLE else code
 
 

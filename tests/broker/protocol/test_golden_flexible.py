@@ -158,7 +158,119 @@ def test_produce_v9_request_and_response():
         "00"  # topic tags
         "00000000 00"
     )
-    assert check_response(ApiKey.PRODUCE, 9, response, wire) == response
+    decoded = check_response(ApiKey.PRODUCE, 9, response, wire)
+    assert decoded.pop("node_endpoints") == []  # v10+ only: the default
+    assert decoded["responses"][0]["partition_responses"][0].pop("current_leader") == {
+        "leader_id": -1,
+        "leader_epoch": -1,
+    }
+    assert decoded == response
+
+
+@pytest.mark.parametrize("version", [10, 11, 12])
+def test_produce_v10_to_v12_response_names_the_leader_in_tagged_fields(version):
+    """KIP-951: NOT_LEADER_OR_FOLLOWER with CurrentLeader (partition tag 0) and the
+    leader's NodeEndpoints (top-level tag 0); v11 and v12 encode as v10."""
+    response = {
+        "responses": [
+            {
+                "name": "t",
+                "partition_responses": [
+                    {
+                        "index": 0,
+                        "error_code": 6,
+                        "base_offset": -1,
+                        "log_append_time_ms": -1,
+                        "log_start_offset": -1,
+                        "record_errors": [],
+                        "error_message": None,
+                        "current_leader": {"leader_id": 2, "leader_epoch": 5},
+                    }
+                ],
+            }
+        ],
+        "throttle_time_ms": 0,
+        "node_endpoints": [{"node_id": 2, "host": "localhost", "port": 9092, "rack": None}],
+    }
+    wire = frame(
+        "00000001 00"
+        "02 0274 02 00000000 0006 ffffffffffffffff ffffffffffffffff ffffffffffffffff"
+        "01 00"  # no record errors, null message
+        "01 00 09 00000002 00000005 00"  # partition tag 0: CurrentLeader, its own tags
+        "00"  # topic tags
+        "00000000"
+        "01 00 15 02 00000002 0a" + b"localhost".hex() + "00002384 00 00"  # NodeEndpoints
+    )
+    assert check_response(ApiKey.PRODUCE, version, response, wire) == response
+
+
+def test_produce_v12_request_is_v9s():
+    request = {
+        "transactional_id": "tx",
+        "acks": -1,
+        "timeout_ms": 30000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"abc"}]}],
+    }
+    wire = frame(
+        "0000 000c 00000001 ffff 00 03 7478 ffff 00007530 02 0274 02 00000000 04616263 00 00 00"
+    )
+    check_request(ApiKey.PRODUCE, 12, request, wire)
+
+
+def test_end_txn_v5_response_carries_the_bumped_producer_epoch():
+    request = {
+        "transactional_id": "tx",
+        "producer_id": 1000,
+        "producer_epoch": 3,
+        "committed": True,
+    }
+    wire = frame("001a 0005 00000001 ffff 00 03 7478 00000000000003e8 0003 01 00")
+    assert check_request(ApiKey.END_TXN, 5, request, wire) == request
+    response = {"throttle_time_ms": 0, "error_code": 0, "producer_id": 1000, "producer_epoch": 4}
+    wire = frame("00000001 00 00000000 0000 00000000000003e8 0004 00")
+    assert check_response(ApiKey.END_TXN, 5, response, wire) == response
+    # v4 has neither: they are not written
+    v4 = frame("00000001 00 00000000 0000 00")
+    decoded = check_response(ApiKey.END_TXN, 4, {"throttle_time_ms": 0, "error_code": 0}, v4)
+    assert (decoded["producer_id"], decoded["producer_epoch"]) == (-1, -1)
+
+
+def test_api_versions_v3_and_v4_responses_report_the_transaction_version_feature():
+    from broker.features import FinalizedFeatures
+
+    features = FinalizedFeatures({"transaction.version": 2}, epoch=0)
+    v4 = features.api_versions_fields(4)
+    assert v4 == {
+        "supported_features": [
+            {"name": "group.version", "min_version": 0, "max_version": 1},
+            {"name": "transaction.version", "min_version": 0, "max_version": 2},
+        ],
+        "finalized_features_epoch": 0,
+        "finalized_features": [
+            {"name": "transaction.version", "max_version_level": 2, "min_version_level": 2}
+        ],
+    }
+    # Before v4 a supported range from 0 is left out (KAFKA-17492); finalized stays.
+    assert features.api_versions_fields(3)["supported_features"] == []
+    assert features.api_versions_fields(2) == {}
+    # Finalized at 0: not listed (Kafka's createFinalizedFeatureKeys).
+    assert (
+        FinalizedFeatures({"transaction.version": 0}).api_versions_fields(4)["finalized_features"]
+        == []
+    )
+    # the frame of one supported feature, the codec's part
+    tv_only = {"supported_features": v4["supported_features"][1:]}
+    body = {"error_code": 0, "api_keys": [], "throttle_time_ms": 0} | v4 | tv_only
+    name = "14" + b"transaction.version".hex()  # compact string: 19 chars, length + 1
+    wire = frame(
+        "00000001 0000 01 00000000"  # header v0; error, no api keys, throttle
+        "03"  # three tagged fields
+        "00 1a 02" + name + "0000 0002 00"  # 0: SupportedFeatures
+        "01 08 0000000000000000"  # 1: FinalizedFeaturesEpoch
+        "02 1a 02" + name + "0002 0002 00"  # 2: FinalizedFeatures (max, then min)
+    )
+    decoded = check_response(ApiKey.API_VERSIONS, 4, body, wire)
+    assert decoded["finalized_features"] == v4["finalized_features"]
 
 
 def test_fetch_v12_response_with_a_tagged_struct():

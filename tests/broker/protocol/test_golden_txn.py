@@ -131,6 +131,98 @@ def test_write_txn_markers_v0_request():
     assert check_request(ApiKey.WRITE_TXN_MARKERS, 0, body, wire) == body
 
 
+def test_add_partitions_to_txn_v5_add_from_a_leader_and_transaction_abortable():
+    """Transactions v2: a partition leader adds a Produce v12's partition
+    (`verify_only` false); v5 answers TRANSACTION_ABORTABLE (120) where it applies."""
+    request = {
+        "transactions": [
+            {
+                "transactional_id": "t",
+                "producer_id": 9,
+                "producer_epoch": 2,
+                "verify_only": False,
+                "topics": [{"name": "a", "partitions": [3]}],
+            }
+        ]
+    }
+    wire = frame(
+        "0018 0005 00000007 ffff 00"
+        "02 02" + b"t".hex() + "0000000000000009 0002 00"
+        "02 02" + b"a".hex() + "02 00000003 00 00 00"
+    )
+    decoded = check_request(ApiKey.ADD_PARTITIONS_TO_TXN, 5, request, wire)
+    assert decoded["transactions"] == request["transactions"]
+    response = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "results_by_transaction": [
+            {
+                "transactional_id": "t",
+                "topic_results": [
+                    {
+                        "name": "a",
+                        "results_by_partition": [
+                            {"partition_index": 3, "partition_error_code": 120}
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    wire = frame(
+        "00000007 00 00000000 0000"
+        "02 02" + b"t".hex() + "02 02" + b"a".hex() + "02 00000003 0078 00 00 00 00"
+    )
+    decoded = check_response(ApiKey.ADD_PARTITIONS_TO_TXN, 5, response, wire)
+    assert decoded["results_by_transaction"] == response["results_by_transaction"]
+
+
+def test_txn_offset_commit_v5_is_v4s_bytes():
+    """v5 only tells the broker that the client runs transactions v2 (no
+    AddOffsetsToTxn before it): the same fields as v3 and v4."""
+    body = {
+        "transactional_id": "t",
+        "group_id": "g",
+        "producer_id": 1,
+        "producer_epoch": 3,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": "a",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 10,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
+    for version in (4, 5):
+        wire = frame(
+            f"001c 000{version} 00000007 ffff 00"
+            + "02"
+            + b"t".hex()
+            + "02"
+            + b"g".hex()
+            + "0000000000000001 0003 ffffffff"
+            "01 00"  # empty member id, null instance id
+            "02 02" + b"a".hex() + "02 00000000 000000000000000a ffffffff 01 00 00"
+            "00"
+        )
+        assert check_request(ApiKey.TXN_OFFSET_COMMIT, version, body, wire) == body
+    response = {
+        "throttle_time_ms": 0,
+        "topics": [{"name": "a", "partitions": [{"partition_index": 0, "error_code": 120}]}],
+    }
+    wire = frame("00000007 00 00000000 02 02" + b"a".hex() + "02 00000000 0078 00 00 00")
+    assert check_response(ApiKey.TXN_OFFSET_COMMIT, 5, response, wire) == response
+
+
 def test_txn_offset_commit_v3_request_has_group_member_fields():
     body = {
         "transactional_id": "t",

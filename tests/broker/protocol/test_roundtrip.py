@@ -58,7 +58,7 @@ def test_response_round_trip(api_key, data):
 def test_every_api_has_versions_zero_to_max():
     assert set(SUPPORTED_VERSIONS) == set(ApiKey)
     assert all(lo == 0 for lo, _ in SUPPORTED_VERSIONS.values())
-    assert SUPPORTED_VERSIONS[ApiKey.PRODUCE] == (0, 9)
+    assert SUPPORTED_VERSIONS[ApiKey.PRODUCE] == (0, 12)
     assert SUPPORTED_VERSIONS[ApiKey.FETCH] == (0, 17)
     assert SUPPORTED_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (0, 4)
 

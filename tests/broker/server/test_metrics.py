@@ -63,6 +63,9 @@ def test_counts_match_the_workload(broker):
     produced = m.get("logflume_broker_requests_total", api="Produce")
     assert produced >= 1
     assert m.get("logflume_broker_request_duration_seconds_count", api="Produce") == produced
+    # by version, as Kafka's RequestsPerSec: librdkafka 2.16 produces with v10 (KIP-951)
+    by_version = {"api": "Produce", "version": "10"}
+    assert m.get("logflume_broker_requests_by_version_total", **by_version) == produced
     assert m.get("logflume_broker_requests_total", api="Fetch") >= 1
     assert m.get("logflume_broker_active_controller") == 1
     assert m.get("logflume_broker_under_replicated_partitions") == 0

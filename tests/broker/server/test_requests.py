@@ -57,7 +57,7 @@ def test_api_versions_above_ours_gets_v0_fallback_then_v3_works(module_broker):
         )
         assert body["error_code"] == 0
         ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
-        assert ranges[ApiKey.PRODUCE] == (0, 9) and ranges[ApiKey.FETCH] == (0, 17)
+        assert ranges[ApiKey.PRODUCE] == (0, 12) and ranges[ApiKey.FETCH] == (0, 17)
 
 
 def test_metadata_version_quirks_and_auto_create(module_broker):

@@ -286,3 +286,38 @@ def test_cli_abort_of_an_unknown_topic_creates_no_topic(live):
     with WireClient(live.port) as c:
         meta = c.request(ApiKey.METADATA, 4, {"topics": None, "allow_auto_topic_creation": False})
     assert "no-such-topic" not in {t["name"] for t in meta["topics"]}
+
+
+def test_a_batch_of_a_newer_epoch_is_verified_though_a_transaction_is_ongoing(live):
+    """Transactions v2 bump the epoch at every end: the next transaction's first batch
+    may reach a partition before the previous one's marker. It is verified (added,
+    from Produce v12) with the coordinator, never appended into the old transaction."""
+    topic = "txn-next-epoch"
+    calls = []
+
+    async def verifier(txn_id, pid, epoch, partitions, add=False):
+        calls.append((epoch, add))
+        code = ErrorCode.CONCURRENT_TRANSACTIONS if epoch == 1 else ErrorCode.NONE
+        return dict.fromkeys(partitions, code)
+
+    live.on_loop(lambda: setattr(live.core, "txn_verifier", verifier))
+    with WireClient(live.port) as c:
+        assert produce(c, topic, txn_records(8000, 0, b"old"))["error_code"] == 0
+        assert produce(c, topic, txn_records(8000, 1, b"old2"))["error_code"] == 0
+        assert calls == [(0, False)]  # ongoing under epoch 0: no second verification
+
+        def produce_v12(records):
+            body = {
+                "transactional_id": TXN_ID,
+                "acks": -1,
+                "timeout_ms": 5000,
+                "topic_data": [
+                    {"name": topic, "partition_data": [{"index": 0, "records": records}]}
+                ],
+            }
+            return c.request(ApiKey.PRODUCE, 12, body)["responses"][0]["partition_responses"][0]
+
+        # The coordinator still writes the old transaction's markers: retriable.
+        refused = produce_v12(txn_records(8000, 0, b"new", epoch=1))
+        assert refused["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert calls[-1] == (1, True)

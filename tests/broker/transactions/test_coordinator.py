@@ -58,7 +58,7 @@ class FakeMarkers:
         return True
 
 
-def make(store=None, markers=None, **config):
+def make(store=None, markers=None, tv=0, **config):
     config.setdefault("num_partitions", 3)
     ids = iter(range(1000, 2000))
 
@@ -66,7 +66,7 @@ def make(store=None, markers=None, **config):
         return next(ids)
 
     coord = TransactionCoordinator(
-        store or MemoryStore(), markers or FakeMarkers(), next_pid, TxnConfig(**config)
+        store or MemoryStore(), markers or FakeMarkers(), next_pid, TxnConfig(**config), lambda: tv
     )
     for p in range(coord.config.num_partitions):
         coord.load_partition(p, 7)
@@ -101,15 +101,15 @@ async def test_commit_writes_prepare_then_markers_then_complete():
     _, pid, epoch = await coord.init_producer_id("t", 60000, -1, -1, 0)
     assert await coord.add_partitions("t", pid, epoch, {("a", 0), ("b", 1)}, 5) == E.NONE
     assert coord.txns["t"].state == S.ONGOING and coord.txns["t"].txn_start_ms == 5
-    assert await coord.end_txn("t", pid, epoch, True, 6) == E.NONE
+    assert (await coord.end_txn("t", pid, epoch, True, 6))[0] == E.NONE
     assert coord.txns["t"].state == S.PREPARE_COMMIT  # answered once Prepare is durable
     await settle(coord)
     assert markers.written == [(pid, epoch, True, 7, frozenset({("a", 0), ("b", 1)}))]
     assert coord.txns["t"].state == S.COMPLETE_COMMIT and not coord.txns["t"].partitions
     assert store.states("t") == [S.EMPTY, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
     # a retried EndTxn of the same outcome is fine, the other is not
-    assert await coord.end_txn("t", pid, epoch, True, 7) == E.NONE
-    assert await coord.end_txn("t", pid, epoch, False, 7) == E.INVALID_TXN_STATE
+    assert (await coord.end_txn("t", pid, epoch, True, 7))[0] == E.NONE
+    assert (await coord.end_txn("t", pid, epoch, False, 7))[0] == E.INVALID_TXN_STATE
 
 
 async def test_requests_while_markers_are_written_get_concurrent_transactions():
@@ -118,10 +118,10 @@ async def test_requests_while_markers_are_written_get_concurrent_transactions():
     coord = make(markers=markers)
     _, pid, epoch = await coord.init_producer_id("t", 60000, -1, -1, 0)
     await coord.add_partitions("t", pid, epoch, {("a", 0)}, 1)
-    assert await coord.end_txn("t", pid, epoch, False, 2) == E.NONE
+    assert (await coord.end_txn("t", pid, epoch, False, 2))[0] == E.NONE
     await asyncio.sleep(0)
     assert await coord.add_partitions("t", pid, epoch, {("a", 1)}, 3) == E.CONCURRENT_TRANSACTIONS
-    assert await coord.end_txn("t", pid, epoch, False, 3) == E.CONCURRENT_TRANSACTIONS
+    assert (await coord.end_txn("t", pid, epoch, False, 3))[0] == E.CONCURRENT_TRANSACTIONS
     assert (await coord.init_producer_id("t", 60000, -1, -1, 3))[0] == E.CONCURRENT_TRANSACTIONS
     markers.hold.set()
     await settle(coord)
@@ -134,12 +134,12 @@ async def test_old_epoch_and_unknown_producer_are_refused():
     _, pid, epoch = await coord.init_producer_id("t", 60000, -1, -1, 0)
     await coord.init_producer_id("t", 60000, -1, -1, 0)  # a new producer: epoch + 1
     assert await coord.add_partitions("t", pid, epoch, {("a", 0)}, 1) == E.PRODUCER_FENCED
-    assert await coord.end_txn("t", pid, epoch, True, 1) == E.PRODUCER_FENCED
+    assert (await coord.end_txn("t", pid, epoch, True, 1))[0] == E.PRODUCER_FENCED
     assert await coord.add_partitions("t", pid + 5, 1, {("a", 0)}, 1) == (
         E.INVALID_PRODUCER_ID_MAPPING
     )
-    assert await coord.end_txn("nope", pid, 1, True, 1) == E.INVALID_PRODUCER_ID_MAPPING
-    assert await coord.end_txn("t", pid, epoch + 1, True, 1) == E.INVALID_TXN_STATE  # Empty
+    assert (await coord.end_txn("nope", pid, 1, True, 1))[0] == E.INVALID_PRODUCER_ID_MAPPING
+    assert (await coord.end_txn("t", pid, epoch + 1, True, 1))[0] == E.INVALID_TXN_STATE  # Empty
 
 
 async def test_init_during_an_ongoing_transaction_aborts_it_under_a_new_epoch():
@@ -233,7 +233,7 @@ async def test_timed_out_transaction_is_aborted_with_a_bumped_epoch():
     await settle(coord)
     assert markers.written == [(pid, epoch + 1, False, 7, frozenset({("a", 0)}))]
     assert coord.txns["t"].state == S.COMPLETE_ABORT
-    assert await coord.end_txn("t", pid, epoch, True, 1200) == E.PRODUCER_FENCED
+    assert (await coord.end_txn("t", pid, epoch, True, 1200))[0] == E.PRODUCER_FENCED
 
 
 async def test_expired_ids_are_tombstoned():
@@ -303,3 +303,96 @@ async def test_no_producer_id_available_is_retriable():
         -1,
     )
     assert "t" not in coord.txns
+
+
+# -- transactions v2 (KIP-890 part 2) ------------------------------------------------------
+
+
+async def test_v2_end_bumps_the_epoch_and_the_markers_carry_it():
+    store, markers = MemoryStore(), FakeMarkers()
+    coord = make(store, markers)
+    _, pid, epoch = await coord.init_producer_id("t", 60000, -1, -1, 0)
+    assert await coord.add_partitions("t", pid, epoch, {("a", 0)}, 1, client_tv=2) == E.NONE
+    assert await coord.end_txn("t", pid, epoch, True, 2, client_tv=2) == (E.NONE, pid, epoch + 1)
+    assert coord.txns["t"].producer_epoch == epoch + 1  # bumped with PrepareCommit
+    await settle(coord)
+    assert markers.written == [(pid, epoch + 1, True, 7, frozenset({("a", 0)}))]
+    # The EndTxn retried with the old epoch is answered with the bumped one.
+    assert await coord.end_txn("t", pid, epoch, True, 3, client_tv=2) == (E.NONE, pid, epoch + 1)
+    # The next transaction runs under the bumped epoch; the old one is fenced.
+    assert await coord.add_partitions("t", pid, epoch, {("a", 0)}, 4, client_tv=2) == (
+        E.PRODUCER_FENCED
+    )
+    assert await coord.add_partitions("t", pid, epoch + 1, {("a", 1)}, 4, client_tv=2) == E.NONE
+    assert await coord.end_txn("t", pid, epoch, False, 5, client_tv=2) == (
+        E.PRODUCER_FENCED,
+        -1,
+        -1,
+    )
+    assert await coord.end_txn("t", pid, epoch + 1, False, 5, client_tv=2) == (
+        E.NONE,
+        pid,
+        epoch + 2,
+    )
+    await settle(coord)
+    assert markers.written[-1] == (pid, epoch + 2, False, 7, frozenset({("a", 1)}))
+
+
+async def test_v1_end_keeps_the_epoch():
+    markers = FakeMarkers()
+    coord = make(markers=markers)
+    _, pid, epoch = await coord.init_producer_id("t", 60000, -1, -1, 0)
+    await coord.add_partitions("t", pid, epoch, {("a", 0)}, 1)
+    assert await coord.end_txn("t", pid, epoch, True, 2) == (E.NONE, pid, epoch)
+    await settle(coord)
+    assert markers.written == [(pid, epoch, True, 7, frozenset({("a", 0)}))]
+
+
+async def test_v2_end_moves_to_a_new_producer_id_when_the_epoch_runs_out():
+    store, markers = MemoryStore(), FakeMarkers()
+    coord = make(store, markers, tv=2)
+    _, pid, _ = await coord.init_producer_id("t", 60000, -1, -1, 0)
+    meta = coord.txns["t"]
+    meta.producer_epoch = 32766  # the last epoch a producer may run transactions under
+    await coord.add_partitions("t", pid, 32766, {("a", 0)}, 1, client_tv=2)
+    err, new_pid, new_epoch = await coord.end_txn("t", pid, 32766, True, 2, client_tv=2)
+    assert (err, new_epoch) == (E.NONE, 0) and new_pid != pid
+    await settle(coord)
+    assert markers.written == [(pid, 32767, True, 7, frozenset({("a", 0)}))]
+    assert (meta.producer_id, meta.producer_epoch, meta.last_producer_id) == (new_pid, 0, pid)
+    # a retry under the old id is recognised after the rotation
+    assert await coord.end_txn("t", pid, 32766, True, 3, client_tv=2) == (E.NONE, new_pid, 0)
+    # and the rotation survives a reload from __transaction_state (value version 1)
+    reloaded = make(store, FakeMarkers(), tv=2).txns["t"]
+    assert (reloaded.producer_id, reloaded.producer_epoch) == (new_pid, 0)
+    assert (reloaded.last_producer_id, reloaded.client_tv) == (pid, 2)
+
+
+async def test_timeout_abort_of_a_v2_transaction_lets_its_producer_abort_and_go_on():
+    markers = FakeMarkers()
+    coord = make(markers=markers)
+    _, pid, epoch = await coord.init_producer_id("t", 1000, -1, -1, 0)
+    await coord.add_partitions("t", pid, epoch, {("a", 0)}, 1, client_tv=2)
+    assert await coord.abort_timed_out(5000) == 1
+    await settle(coord)
+    assert markers.written == [(pid, epoch + 1, False, 7, frozenset({("a", 0)}))]
+    # The producer's abort (old epoch) is the retry of what the coordinator did.
+    assert await coord.end_txn("t", pid, epoch, False, 6000, client_tv=2) == (
+        E.NONE,
+        pid,
+        epoch + 1,
+    )
+    assert (await coord.end_txn("t", pid, epoch, True, 6000, client_tv=2))[0] == (
+        E.INVALID_TXN_STATE
+    )
+
+
+async def test_verify_answers_what_the_caller_asks_for_partitions_not_added():
+    coord = make()
+    _, pid, epoch = await coord.init_producer_id("t", 60000, -1, -1, 0)
+    await coord.add_partitions("t", pid, epoch, {("a", 0)}, 1)
+    assert coord.verify("t", pid, epoch, [("a", 0), ("a", 1)], E.TRANSACTION_ABORTABLE) == {
+        ("a", 0): E.NONE,
+        ("a", 1): E.TRANSACTION_ABORTABLE,
+    }
+    assert coord.verify("t", pid, epoch, [("a", 1)]) == {("a", 1): E.INVALID_TXN_STATE}

@@ -14,6 +14,7 @@ from broker.transactions.log_format import (
     encode_key,
     encode_value,
     partition_for,
+    value_version,
 )
 from broker.transactions.state import VALID_PREVIOUS, IllegalTransition, TxnMetadata, TxnState
 
@@ -85,6 +86,29 @@ def test_flexible_value_version_1_is_read():
     assert meta.state == S.PREPARE_COMMIT and meta.partitions == {("a", 7)}
 
 
+def test_value_version_1_carries_the_transactions_v2_tags():
+    """Written when transaction.version >= 1: PreviousProducerId (tag 0),
+    NextProducerId (tag 1) and ClientTransactionVersion (tag 2), each only when it
+    differs from its default, as Kafka's generated code writes tagged fields."""
+    assert value_version(0) == 0 and value_version(1) == value_version(2) == 1
+    meta = TxnMetadata(
+        "t", 5, 32767, 60000, S.PREPARE_COMMIT, {("a", 7)}, 10, 20, next_producer_id=9
+    )
+    meta.client_tv = 2
+    raw = encode_value(meta, 1)
+    assert raw == bytes.fromhex(
+        "0001"
+        "0000000000000005 7fff 0000ea60 02"
+        "02 02" + b"a".hex() + "02 00000007 00"
+        "0000000000000014 000000000000000a"
+        "02 01 08 0000000000000009 02 02 0002"  # NextProducerId 9, ClientTransactionVersion 2
+    )
+    assert decode_value("t", raw) == meta
+    plain = TxnMetadata("t", 5, 1, 60000, S.EMPTY)
+    assert encode_value(plain, 1)[-1:] == b"\x00"  # every tag at its default: none written
+    assert decode_value("t", encode_value(plain, 1)) == plain
+
+
 states = st.sampled_from([s for s in S if s not in (S.PREPARE_EPOCH_FENCE,)])
 partitions = st.sets(st.tuples(st.text(min_size=1, max_size=5), st.integers(0, 1000)), max_size=6)
 
@@ -104,6 +128,8 @@ def test_round_trip(tid, pid, epoch, timeout, state, parts, ts):
     meta = TxnMetadata(tid, pid, epoch, timeout, state, set(parts), ts, ts + 1)
     assert decode_key(encode_key(tid)) == tid
     assert decode_value(tid, encode_value(meta)) == meta
+    meta.last_producer_id, meta.next_producer_id, meta.client_tv = pid // 2, ts, 2
+    assert decode_value(tid, encode_value(meta, 1)) == meta
 
 
 @given(st.text(max_size=30))

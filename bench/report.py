@@ -54,6 +54,11 @@ AREAS = (
     Area("tls", "TLS and SASL listeners (security, parts 1 and 2)", ("bench.bench_tls",)),
     Area("fleet", "Fleet of web hosts, as deployed (issue 33)", ("bench.bench_fleet",)),
     Area("audit", "Audit: every line, per host and minute (issue 35)", ("bench.bench_audit",)),
+    Area(
+        "rebalance",
+        "Rebalance cost: consumer group protocol (KIP-848) vs classic",
+        ("bench.bench_rebalance",),
+    ),
 )
 SUMMARY = "Summary"
 RAW_OUTPUT = "Output of benchmarks without figures"

@@ -60,6 +60,7 @@ import javaproperties
 
 from broker.features import SUPPORTED as FEATURES
 from broker.groups.consumer.assignors import assignors_from_config
+from broker.groups.consumer.migration import MIGRATION_POLICIES
 from broker.listeners import DEFAULT_PROTOCOL_MAP, ListenerError, ListenerSetup, resolve
 from broker.log.config import TOPIC_CONFIG_NAMES, LogConfig
 from broker.password_encoder import DEFAULT_KEY_FACTORY, check_settings
@@ -377,6 +378,13 @@ _TABLE: list[Key | Section] = [
         "Server-side assignors of consumer groups; the first is the default.",
     ),
     Key("group.consumer.max.size", "int", 2147483647, "Most members of a consumer group."),
+    Key(
+        "group.consumer.migration.policy",
+        "string",
+        "bidirectional",
+        "Online conversion of non-empty groups between the classic and consumer protocols: "
+        "bidirectional, upgrade, downgrade or disabled.",
+    ),
     Section("Transactions and idempotent producers"),
     Key("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
     Key("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state."),
@@ -804,6 +812,12 @@ class BrokerConfig:
             raise ConfigError(
                 "group.consumer.heartbeat.interval.ms must be less than "
                 "group.consumer.session.timeout.ms"
+            )
+        policy = self.get("group.consumer.migration.policy")
+        if str(policy).lower() not in MIGRATION_POLICIES:
+            raise ConfigError(
+                f"group.consumer.migration.policy: {policy!r} is not one of "
+                + ", ".join(MIGRATION_POLICIES)
             )
         try:
             assignors_from_config(self.get("group.consumer.assignors").split(","))

@@ -19,6 +19,7 @@ class CoordinatorConfig:
     consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     consumer_assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
+    consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
     @classmethod
     def from_broker_config(cls, cfg) -> CoordinatorConfig:
@@ -35,4 +36,5 @@ class CoordinatorConfig:
                 n.strip() for n in cfg.get("group.consumer.assignors").split(",") if n.strip()
             ),
             consumer_max_size=cfg.get("group.consumer.max.size"),
+            consumer_migration_policy=str(cfg.get("group.consumer.migration.policy")).lower(),
         )

@@ -51,10 +51,13 @@ call only it) and owns one object per concept, each given only what it uses:
 Classic and consumer groups share the table and `__consumer_offsets`; one group id
 is one kind at a time. A consumer group's committed offsets are kept by an Empty
 classic `Group` of the same id (the holder the offset code knows); ListGroups and
-DescribeGroups show the id as the consumer group. A classic JoinGroup for a consumer
-group with members is refused (INCONSISTENT_GROUP_PROTOCOL) and a heartbeat for a
-classic group with members answers GROUP_ID_NOT_FOUND; an Empty group of either
-kind is converted (Kafka's upgrade and downgrade of empty groups).
+DescribeGroups show the id as the consumer group. Classic requests (protocol type
+"consumer") for a consumer group with members are served by its classic members
+(consumer/classic.py). A ConsumerGroupHeartbeat joining a classic group with
+members converts it to a consumer group, and the last consumer-protocol member
+leaving a group of classic members converts it back (consumer/migration.py, as
+`group.consumer.migration.policy` allows); an Empty group of either kind is
+converted by the other kind's first join.
 
 A group's state changes only along Kafka's table of valid transitions (group.py).
 """
@@ -67,6 +70,7 @@ import time
 from collections.abc import Callable
 
 from broker.groups.config import CoordinatorConfig
+from broker.groups.consumer.classic import ClassicMembers
 from broker.groups.consumer.group import ConsumerGroup
 from broker.groups.consumer.heartbeat import ConsumerGroups, TopicsView
 from broker.groups.group import Group, GroupState, GroupSummary
@@ -104,8 +108,11 @@ class GroupCoordinator:
         self._table = GroupTable(self.config.num_partitions)
         self._writer = RecordWriter(store, self.config.num_partitions)
         self._rebalance = Rebalance(self._writer, self.config)
-        self.consumer = ConsumerGroups(self._table, self._writer, self.config, topics or dict)
-        membership = Membership(self._table, self._rebalance, self._writer, self.config)
+        self.consumer = ConsumerGroups(
+            self._table, self._writer, self.config, topics or dict, self._rebalance.request
+        )
+        classic = ClassicMembers(self.consumer, self._writer, self.config.consumer_max_size)
+        membership = Membership(self._table, self._rebalance, self._writer, self.config, classic)
         offsets = Offsets(self._table, self._writer, self.config, self.consumer)
         self._offsets = offsets
         self._txn = TxnOffsets(self._table, self._writer, self.config.offset_metadata_max_bytes)

@@ -391,6 +391,21 @@ class Group:
         )
 
     @classmethod
+    def converted(cls, group_id: str, generation: int, members: list[Member], now_ms: int) -> Group:
+        """A Stable group of protocol type "consumer" made of the classic members of a
+        consumer group being downgraded (KIP-848), as Kafka's
+        ClassicGroup.fromConsumerGroup builds it: no transition is involved, and the
+        caller sets the members' assignments, then asks for a rebalance."""
+        group = cls(group_id, now_ms)
+        group.generation = generation
+        for m in members:
+            group.add(m)
+        group.protocol_type = "consumer"
+        group.protocol = group.select_protocol()
+        group._state = GroupState.STABLE
+        return group
+
+    @classmethod
     def from_record(cls, group_id: str, value: GroupValue, now_ms: int) -> Group:
         """The group a stored record describes (coordinator load): Stable with its
         members, Empty without, as Kafka's loadGroup; no transition is involved."""

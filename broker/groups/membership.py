@@ -2,7 +2,8 @@
 
 Each request is checked against the group as Kafka does (coordinator, member,
 generation, protocol), then changes the membership and asks the `Rebalance` to move
-the group on. Static members (KIP-345) replacing themselves in a Stable group are
+the group on. Requests for a consumer group (KIP-848) go to its classic members
+(consumer/classic.py). Static members (KIP-345) replacing themselves in a Stable group are
 handled here without a rebalance. The theory of operation is in
 `broker.groups.coordinator`.
 """
@@ -14,6 +15,7 @@ import logging
 import uuid
 
 from broker.groups.config import CoordinatorConfig
+from broker.groups.consumer.classic import ClassicMembers
 from broker.groups.group import Group, GroupState, JoinResult, Member, SyncResult, resolve
 from broker.groups.rebalance import Rebalance, current_generation
 from broker.groups.table import GroupTable
@@ -63,11 +65,14 @@ class Membership:
         rebalance: Rebalance,
         writer: RecordWriter,
         config: CoordinatorConfig,
+        classic: ClassicMembers,
     ):
+        """`classic` answers the requests of classic members of consumer groups."""
         self._table = table
         self._rebalance = rebalance
         self._writer = writer
         self._config = config
+        self._classic = classic
 
     # -- JoinGroup ----------------------------------------------------------------------
 
@@ -114,7 +119,7 @@ class Membership:
         consumer = self._table.consumer.get(group_id)
         if consumer is not None:
             if consumer.members:
-                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+                return self._classic.join(consumer, req, require_known, now_ms)
             self._writer.queue(group_id, self._table.drop_consumer(group_id))
         group = self._table.get(group_id)
         if group is None:
@@ -231,6 +236,17 @@ class Membership:
         """SyncGroup; `protocol_type`/`protocol_name` are sent from v5 (KIP-559) and
         must then match the group's."""
         err = self._table.coordinator_error(group_id)
+        consumer = self._table.consumer.get(group_id)
+        if not err and consumer is not None:
+            return self._classic.sync(
+                consumer,
+                member_id,
+                group_instance_id,
+                generation_id,
+                protocol_type,
+                protocol_name,
+                now_ms,
+            )
         group = self._table.get(group_id)
         if err or group is None:
             return SyncResult(err or ErrorCode.UNKNOWN_MEMBER_ID)
@@ -272,6 +288,11 @@ class Membership:
         err = self._table.coordinator_error(group_id)
         if err:
             return err
+        consumer = self._table.consumer.get(group_id)
+        if consumer is not None:
+            return self._classic.heartbeat(
+                consumer, member_id, group_instance_id, generation_id, now_ms
+            )
         group = self._table.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -296,6 +317,9 @@ class Membership:
         err = self._table.coordinator_error(group_id)
         if err:
             return err, []
+        consumer = self._table.consumer.get(group_id)
+        if consumer is not None:
+            return await self._classic.leave(consumer, members, now_ms)
         group = self._table.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)

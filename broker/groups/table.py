@@ -56,8 +56,8 @@ class GroupTable:
         return group
 
     def drop_consumer(self, group_id: str) -> list[tuple[bytes, bytes | None]]:
-        """Forget the Empty consumer group `group_id` (deleted, or its id taken over by
-        a classic group); the records that delete it from `__consumer_offsets`."""
+        """Forget the consumer group `group_id` (deleted, or its id taken over by a
+        classic group); the records that delete it from `__consumer_offsets`."""
         group = self.consumer.pop(group_id)
         records = []
         for mid in list(group.members):

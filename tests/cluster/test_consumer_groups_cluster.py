@@ -54,6 +54,8 @@ def test_coordinator_kill_keeps_epoch_assignments_and_offsets(cluster_factory):
 
     wait_until(lambda: len(consumed()) >= 600, what="the first 600 records")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # the first member may read all 600 before the others have joined
+    wait_until(lambda: len(describe(admin, "kip848-g").members) == 3, what="three members")
     before = describe(admin, "kip848-g")
     assert before.type.name == "CONSUMER" and len(before.members) == 3
     victim = before.coordinator.id

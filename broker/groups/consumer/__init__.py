@@ -10,4 +10,10 @@ records.py    the group's records in `__consumer_offsets` (Kafka's key versions
 regex.py      server-side regular expression subscriptions (RE2 syntax)
 heartbeat.py  ConsumerGroups: the heartbeat, leaves, session and rebalance
               timeouts, offset-commit checks and the describe views
+classic.py    classic members (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) in a
+              consumer group
+embedded.py   the consumer's embedded protocol (ConsumerProtocolSubscription and
+              ConsumerProtocolAssignment) the classic members speak
+migration.py  online upgrade of a classic group and downgrade of a consumer group
+              (group.consumer.migration.policy)
 """

@@ -8,6 +8,11 @@ heartbeats (reconcile.py), under its member epoch; `owners` says which member ho
 every partition now (assigned or still being revoked), so a partition goes to its new
 member only once the previous one let it go.
 
+A member may speak the classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup
+with protocol type "consumer"): it then carries its `ClassicMetadata`, the session
+timeout and protocols of its last JoinGroup (Kafka's ClassicMemberMetadata), and its
+member epoch is the generation the classic requests carry (classic.py).
+
 States as Kafka's ConsumerGroup: Empty (no members), Assigning (the target lags the
 group epoch), Reconciling (some member has not reached the target), Stable.
 """
@@ -33,6 +38,20 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """What a member using the classic protocol joined with: its session timeout and
+    its (protocol name, embedded subscription) pairs in its order of preference."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol its JoinGroup answer names (its first, as Kafka)."""
+        return self.protocols[0][0]
+
+
 @dataclasses.dataclass(slots=True)
 class ConsumerMember:
     """A member; the coordinator replaces its `assignment` as it reconciles."""
@@ -49,6 +68,9 @@ class ConsumerMember:
     assignment: MemberAssignment = dataclasses.field(default_factory=MemberAssignment)
     session_deadline: int = 0
     rebalance_deadline: int = 0  # while revoking: fenced if not done by then
+    classic: ClassicMetadata | None = None  # set while it uses the classic protocol
+    # a classic member told to rejoin (or just joined) must join (sync) by then
+    classic_deadline: int = 0
 
     @property
     def epoch(self) -> int:
@@ -133,6 +155,30 @@ class ConsumerGroup:
 
     def regexes(self) -> set[str]:
         return {m.subscribed_regex for m in self.members.values() if m.subscribed_regex}
+
+    def classic_members(self) -> list[ConsumerMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def supports_classic(self, protocol_type: str, names: set[str]) -> bool:
+        """Whether a classic member of `protocol_type` offering protocols `names` may
+        join: protocol type "consumer" and, when classic members are present, a
+        protocol every one of them offers (Kafka's supportsClassicProtocols)."""
+        if protocol_type != "consumer" or not names:
+            return False
+        for m in self.classic_members():
+            assert m.classic is not None  # classic_members() has only those
+            names = names & {name for name, _ in m.classic.protocols}
+        return bool(names)
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target is still held by another member."""
+        for t, ps in self.target.get(member.member_id, {}).items():
+            have = member.assignment.assigned.get(t, frozenset())
+            for p in ps - have:
+                holder = self.owners.get((t, p))
+                if holder is not None and holder != member.member_id:
+                    return True
+        return False
 
     def preferred_assignor(self, default: str) -> str:
         """The assignor most members name (ties to the first name in sorted order), as

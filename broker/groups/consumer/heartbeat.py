@@ -18,8 +18,14 @@ after `group.consumer.session.timeout.ms` without a heartbeat, or after its reba
 timeout while still owning partitions it should have revoked), FENCED_MEMBER_EPOCH
 for an epoch that is not the member's (nor its previous one with a subset of its
 partitions), GROUP_ID_NOT_FOUND for a group that does not exist (epoch > 0) or is a
-classic group with members, UNRELEASED_INSTANCE_ID / FENCED_INSTANCE_ID for static
-members, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION, INVALID_REQUEST.
+classic group with members that cannot be upgraded, UNRELEASED_INSTANCE_ID /
+FENCED_INSTANCE_ID for static members, UNSUPPORTED_ASSIGNOR,
+INVALID_REGULAR_EXPRESSION, INVALID_REQUEST.
+
+Migration (migration.py): a member joining a classic group with members upgrades it
+(the classic members stay, as classic members: classic.py serves their requests);
+the last consumer-protocol member leaving or fenced downgrades the group to a
+classic group of the remaining members, which rebalances.
 
 Every change is written to `__consumer_offsets` in Kafka's records (records.py)
 before the heartbeat is answered; changes made by timers are written with the next
@@ -27,7 +33,8 @@ flush. `rebuild` (records.py) gives them back to the next coordinator.
 
 Offsets stay where the classic groups keep theirs (a classic `Group` of the same id
 holds them, Empty); `commit_error` and `fetch_error` check a consumer group's member
-and epoch for OffsetCommit v9 / OffsetFetch v9.
+and epoch for OffsetCommit v9 / OffsetFetch v9 (a classic member's generation, with
+any version).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import uuid
 from collections.abc import Callable, Mapping
 
 from broker.groups.config import CoordinatorConfig
+from broker.groups.consumer import embedded, migration
 from broker.groups.consumer import records as rec
 from broker.groups.consumer import regex as rx
 from broker.groups.consumer.assignors import MemberSpec, assignors_from_config
@@ -47,7 +55,12 @@ from broker.groups.consumer.group import (
     ConsumerGroup,
     ConsumerMember,
 )
-from broker.groups.consumer.reconcile import FencedMember, MemberState, reconcile
+from broker.groups.consumer.reconcile import (
+    FencedMember,
+    MemberAssignment,
+    MemberState,
+    reconcile,
+)
 from broker.groups.consumer.request import (
     HeartbeatRequest,
     HeartbeatResult,
@@ -55,6 +68,7 @@ from broker.groups.consumer.request import (
     new_member_id,
     validate,
 )
+from broker.groups.group import Group
 from broker.groups.table import GroupTable
 from broker.groups.writer import RecordWriter
 from broker.protocol.errors import ApiError, ErrorCode
@@ -66,7 +80,7 @@ TopicId = uuid.UUID
 TopicsView = Callable[[], Mapping[str, tuple[TopicId, int]]]
 
 
-def _metadata(m: ConsumerMember) -> tuple:
+def metadata_of(m: ConsumerMember) -> tuple:
     """What a member's metadata record holds; the first three bump the group epoch."""
     return (
         m.subscription(),
@@ -75,6 +89,17 @@ def _metadata(m: ConsumerMember) -> tuple:
         m.rebalance_timeout_ms,
         m.client_id,
         m.client_host,
+        m.classic,
+    )
+
+
+def _epoch_error(member: ConsumerMember, epoch: int) -> ErrorCode:
+    """A commit's or fetch's epoch against the member's (a classic member's
+    generation is its member epoch: ILLEGAL_GENERATION, as Kafka)."""
+    if epoch == member.epoch:
+        return ErrorCode.NONE
+    return (
+        ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
     )
 
 
@@ -88,11 +113,15 @@ class ConsumerGroups:
         writer: RecordWriter,
         config: CoordinatorConfig,
         topics: TopicsView,
+        rebalance: Callable[[Group, int], None],
     ):
+        """`rebalance(group, now_ms)` starts a rebalance of a classic group (one just
+        downgraded)."""
         self._table = table
         self._writer = writer
         self._config = config
         self._topics = topics
+        self._rebalance = rebalance
         self._assignors = assignors_from_config(list(config.consumer_assignors))
         self._default_assignor = next(iter(self._assignors))
 
@@ -105,7 +134,7 @@ class ConsumerGroups:
             if err:
                 return HeartbeatResult(err)
             if r.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                result, records = self._leave(r)
+                result, records = self._leave(r, now_ms)
             else:
                 existed = r.group_id in self._table.consumer
                 try:
@@ -126,7 +155,7 @@ class ConsumerGroups:
 
     def _heartbeat(self, r: HeartbeatRequest, now_ms: int) -> tuple[HeartbeatResult, list]:
         records: list = []
-        group = self._group(r.group_id, create=r.member_epoch == 0, records=records)
+        group = self._group(r, records, now_ms)
         member_id = r.member_id or new_member_id()
         if member_id not in group.members and len(group.members) >= self._config.consumer_max_size:
             raise ApiError(
@@ -135,7 +164,7 @@ class ConsumerGroups:
                 f"{self._config.consumer_max_size} members.",
             )
         member, is_new = self._member(group, r, member_id, records)
-        before = None if is_new else _metadata(member)
+        before = None if is_new else metadata_of(member)
         if r.instance_id is not None:
             member.instance_id = r.instance_id
         if r.rack_id is not None:
@@ -149,35 +178,7 @@ class ConsumerGroups:
         if r.subscribed_topic_regex is not None:
             member.subscribed_regex = r.subscribed_topic_regex or None
         member.client_id, member.client_host = r.client_id, r.client_host
-        after_meta = _metadata(member)
-        bump = before is None or before[:3] != after_meta[:3]
-        if is_new:
-            group.add(member)
-        if before != after_meta:
-            records.append(rec.member_record(group.group_id, member))
-        if self._refresh_topics(group):
-            bump = True
-            records.append(rec.partition_metadata_record(group.group_id, group.subscribed_topics))
-        if bump:
-            group.epoch += 1
-            records.append(rec.epoch_record(group.group_id, group.epoch))
-        if group.epoch > group.assignment_epoch:
-            records += self._assign(group)
-        previous = member.assignment
-        try:
-            after = reconcile(
-                previous,
-                group.assignment_epoch,
-                group.target.get(member_id, {}),
-                r.owned,
-                group.owner,
-                member_id,
-            )
-        except FencedMember as e:
-            raise ApiError(ErrorCode.FENCED_MEMBER_EPOCH, str(e)) from None
-        if after != previous:
-            group.update_assignment(member, after)
-            records.append(rec.current_record(group.group_id, member_id, after))
+        previous, after = self.advance(group, member, is_new, before, r.owned, records)
         if after.state is MemberState.UNREVOKED_PARTITIONS:
             if (
                 previous.state is not MemberState.UNREVOKED_PARTITIONS
@@ -204,12 +205,63 @@ class ConsumerGroups:
             records,
         )
 
-    def _group(self, group_id: str, create: bool, records: list) -> ConsumerGroup:
+    def advance(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        is_new: bool,
+        before: tuple | None,
+        owned: Mapping[TopicId, frozenset[int]] | None,
+        records: list,
+    ) -> tuple[MemberAssignment, MemberAssignment]:
+        """Kafka's three steps of a heartbeat or of a classic member's JoinGroup, once
+        the member's fields are updated (`before`: its metadata before, None if new):
+        record the member, bump the group epoch if what the assignment depends on
+        changed, recompute the target at a new epoch, reconcile the member with
+        `owned` (what it says it owns). Its assignment before and after."""
+        after_meta = metadata_of(member)
+        bump = before is None or before[:3] != after_meta[:3]
+        if is_new:
+            group.add(member)
+        if before != after_meta:
+            records.append(rec.member_record(group.group_id, member))
+        if self._refresh_topics(group):
+            bump = True
+            records.append(rec.partition_metadata_record(group.group_id, group.subscribed_topics))
+        if bump:
+            group.epoch += 1
+            records.append(rec.epoch_record(group.group_id, group.epoch))
+        if group.epoch > group.assignment_epoch:
+            records += self._assign(group)
+        previous = member.assignment
+        try:
+            after = reconcile(
+                previous,
+                group.assignment_epoch,
+                group.target.get(member.member_id, {}),
+                owned,
+                group.owner,
+                member.member_id,
+            )
+        except FencedMember as e:
+            raise ApiError(ErrorCode.FENCED_MEMBER_EPOCH, str(e)) from None
+        if after != previous:
+            group.update_assignment(member, after)
+            records.append(rec.current_record(group.group_id, member.member_id, after))
+        return previous, after
+
+    def _group(self, r: HeartbeatRequest, records: list, now_ms: int) -> ConsumerGroup:
+        """The request's group; created by a join (epoch 0), or upgraded from a classic
+        group with members."""
+        group_id, create = r.group_id, r.member_epoch == 0
         group = self._table.consumer.get(group_id)
         if group is not None:
             return group
         classic = self._table.get(group_id)
         if classic is not None and classic.members:
+            if create and migration.may_upgrade(classic, self._config):
+                self._check_joinable(classic, r)
+                return self._upgrade(classic, records, now_ms)
             raise ApiError(
                 ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
             )
@@ -217,6 +269,35 @@ class ConsumerGroups:
             raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         group = self._table.consumer[group_id] = ConsumerGroup(group_id)
         records.append(rec.epoch_record(group_id, 0))
+        return group
+
+    def _check_joinable(self, classic: Group, r: HeartbeatRequest) -> None:
+        """The errors the join would meet once the group is upgraded, raised before
+        it is (an upgrade is not undone)."""
+        if len(classic.members) >= self._config.consumer_max_size:
+            raise ApiError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self._config.consumer_max_size} members.",
+            )
+        if r.instance_id is not None and r.instance_id in classic.static_members:
+            raise ApiError(
+                ErrorCode.UNRELEASED_INSTANCE_ID,
+                f"Static member {classic.static_members[r.instance_id]} with instance id "
+                f"{r.instance_id} is not released.",
+            )
+
+    def _upgrade(self, classic: Group, records: list, now_ms: int) -> ConsumerGroup:
+        try:
+            group, converted = migration.upgrade(self._table, classic, self._topics(), now_ms)
+        except embedded.MalformedProtocol as e:
+            log.warning("cannot upgrade classic group %s: %s", classic.group_id, e)
+            raise ApiError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade the classic group {classic.group_id} to consumer group "
+                "because the embedded consumer protocol is malformed.",
+            ) from None
+        records += converted
         return group
 
     def _member(
@@ -251,24 +332,7 @@ class ConsumerGroups:
                 )
             if existing.member_id == member_id:
                 return existing, False
-            # the static member comes back under a new member id: it takes the old
-            # member's place, assignment and target
-            target = group.target.get(existing.member_id)
-            group.remove(existing.member_id)
-            records += rec.member_tombstones(group.group_id, existing.member_id)
-            member = dataclasses.replace(
-                existing,
-                member_id=member_id,
-                assignment=dataclasses.replace(
-                    existing.assignment, member_epoch=0, previous_member_epoch=0, revoking={}
-                ),
-            )
-            group.add(member)
-            if target is not None:
-                group.target[member_id] = target
-                records.append(rec.target_record(group.group_id, member_id, target))
-            records.append(rec.member_record(group.group_id, member))
-            return member, False
+            return self.replace_static(group, existing, member_id, records), False
         if existing is None:
             raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
         if existing.member_id != member_id:
@@ -280,7 +344,29 @@ class ConsumerGroups:
         check_epoch(existing, r)
         return existing, False
 
-    def _leave(self, r: HeartbeatRequest) -> tuple[HeartbeatResult, list]:
+    def replace_static(
+        self, group: ConsumerGroup, existing: ConsumerMember, member_id: str, records: list
+    ) -> ConsumerMember:
+        """A static member comes back under a new member id: it takes the old
+        member's place, assignment and target."""
+        target = group.target.get(existing.member_id)
+        group.remove(existing.member_id)
+        records += rec.member_tombstones(group.group_id, existing.member_id)
+        member = dataclasses.replace(
+            existing,
+            member_id=member_id,
+            assignment=dataclasses.replace(
+                existing.assignment, member_epoch=0, previous_member_epoch=0, revoking={}
+            ),
+        )
+        group.add(member)
+        if target is not None:
+            group.target[member_id] = target
+            records.append(rec.target_record(group.group_id, member_id, target))
+        records.append(rec.member_record(group.group_id, member))
+        return member
+
+    def _leave(self, r: HeartbeatRequest, now_ms: int) -> tuple[HeartbeatResult, list]:
         group = self._table.consumer.get(r.group_id)
         if group is None:
             raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {r.group_id} not found.")
@@ -291,7 +377,7 @@ class ConsumerGroups:
                     ErrorCode.UNKNOWN_MEMBER_ID,
                     f"Member {r.member_id} is not a member of group {r.group_id}.",
                 )
-            records = self._remove(group, member)
+            records = self._remove(group, member, now_ms)
         else:
             current = group.static_members.get(r.instance_id)
             member = group.members.get(current) if current is not None else None
@@ -314,13 +400,21 @@ class ConsumerGroups:
                 member.rebalance_deadline = 0
                 records = [rec.current_record(group.group_id, member.member_id, away)]
             else:
-                records = self._remove(group, member)
+                records = self._remove(group, member, now_ms)
         return HeartbeatResult(
             ErrorCode.NONE, member_id=r.member_id, member_epoch=r.member_epoch
         ), records
 
-    def _remove(self, group: ConsumerGroup, member: ConsumerMember) -> list:
-        """Fence `member` out of the group: its partitions are free, the epoch bumps."""
+    def _remove(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> list:
+        """Fence `member` out of the group: its partitions are free, the epoch bumps;
+        or, when it was the last consumer-protocol member, the group becomes a
+        classic group (Kafka's consumerGroupFenceMember)."""
+        if migration.may_downgrade(group, member, self._config):
+            classic, records = migration.downgrade(
+                self._table, group, member.member_id, self.names_of(), now_ms
+            )
+            self._rebalance(classic, now_ms)
+            return records
         group.remove(member.member_id)
         group.epoch += 1
         log.info(
@@ -383,22 +477,28 @@ class ConsumerGroups:
         out with the next flush."""
         for group in list(self._table.consumer.values()):
             for member in list(group.members.values()):
+                if self._table.consumer.get(group.group_id) is not group:
+                    break  # downgraded by the member fenced before
                 expired = member.session_deadline and now_ms > member.session_deadline
                 stuck = member.rebalance_deadline and now_ms > member.rebalance_deadline
-                if expired or stuck:
+                late = member.classic_deadline and now_ms > member.classic_deadline
+                if expired or stuck or late:
                     log.info(
                         "consumer group %s: member %s fenced (%s timeout)",
                         group.group_id,
                         member.member_id,
-                        "session" if expired else "rebalance",
+                        "session" if expired else "rebalance" if stuck else "join or sync",
                     )
-                    self._writer.queue(group.group_id, self._remove(group, member))
+                    self._writer.queue(group.group_id, self._remove(group, member, now_ms))
 
     def loaded(self, group_ids, now_ms: int) -> None:
         """Start the session timers of the members of groups just loaded."""
         for gid in group_ids:
             for member in self._table.consumer[gid].members.values():
-                member.session_deadline = now_ms + self._config.consumer_session_timeout_ms
+                timeout = self._config.consumer_session_timeout_ms
+                if member.classic is not None:
+                    timeout = member.classic.session_timeout_ms
+                member.session_deadline = now_ms + timeout
 
     # -- offsets ------------------------------------------------------------------------
 
@@ -420,11 +520,9 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if not transactional and api_version < 9:
+        if not transactional and member.classic is None and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _epoch_error(member, member_epoch)
 
     def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """OffsetFetch v9 with a member (Kafka's ConsumerGroup validateOffsetFetch)."""
@@ -434,11 +532,12 @@ class ConsumerGroups:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _epoch_error(member, member_epoch)
 
-    # -- describe ---------------------------------------------------------------------------
+    # -- the cluster's topics -----------------------------------------------------------------
+
+    def topics(self) -> Mapping[str, tuple[TopicId, int]]:
+        return self._topics()
 
     def names_of(self) -> dict[TopicId, str]:
         return {tid: name for name, (tid, _) in self._topics().items()}

@@ -6,7 +6,9 @@ and assignments.
     3            ConsumerGroupMetadataKey          group   ConsumerGroupMetadataValue: Epoch
     4            ConsumerGroupPartitionMetadataKey group   the subscribed topics' ids, names
                                                             and partition counts (no racks)
-    5            ConsumerGroupMemberMetadataKey    member  subscription, client, timeouts
+    5            ConsumerGroupMemberMetadataKey    member  subscription, client, timeouts;
+                                                            a classic member's session timeout
+                                                            and protocols (tagged field 0)
     6            ConsumerGroupTargetAssignmentMetadataKey  AssignmentEpoch
     7            ConsumerGroupTargetAssignmentMemberKey    the member's target
     8            ConsumerGroupCurrentMemberAssignmentKey   the member's epochs, state,
@@ -23,10 +25,20 @@ import dataclasses
 import uuid
 from collections.abc import Mapping
 
-from broker.groups.consumer.group import ConsumerGroup, ConsumerMember
+from broker.groups.consumer.group import ClassicMetadata, ConsumerGroup, ConsumerMember
 from broker.groups.consumer.reconcile import MemberAssignment, MemberState
 from broker.protocol.primitives import INT16, read_string, write_string
-from broker.protocol.schema import INT8, INT32, STRING, UUID, Array, F, compile_message
+from broker.protocol.schema import (
+    BYTES,
+    INT8,
+    INT32,
+    STRING,
+    UUID,
+    Array,
+    F,
+    Struct,
+    compile_message,
+)
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -61,6 +73,17 @@ _VALUES = {
         F("subscribed_topic_regex", STRING, nullable="0+"),
         F("rebalance_timeout_ms", INT32, default=-1),
         F("server_assignor", STRING, nullable="0+"),
+        F(
+            "classic_member_metadata",
+            Struct(
+                (
+                    F("session_timeout_ms", INT32),
+                    F("supported_protocols", [F("name", STRING), F("metadata", BYTES)]),
+                )
+            ),
+            default=None,
+            tag=0,
+        ),
     ],
     TARGET_METADATA: [F("assignment_epoch", INT32)],
     TARGET_MEMBER: [F("topic_partitions", _TOPIC_PARTITIONS)],
@@ -135,6 +158,14 @@ def member_record(group_id: str, member) -> Record:
             "subscribed_topic_regex": member.subscribed_regex,
             "rebalance_timeout_ms": member.rebalance_timeout_ms,
             "server_assignor": member.server_assignor,
+            "classic_member_metadata": None
+            if member.classic is None
+            else {
+                "session_timeout_ms": member.classic.session_timeout_ms,
+                "supported_protocols": [
+                    {"name": n, "metadata": m} for n, m in member.classic.protocols
+                ],
+            },
         },
     )
 
@@ -211,6 +242,15 @@ def decode(key: bytes, value: bytes | None) -> ConsumerRecord:
     return ConsumerRecord(kind, group_id, member_id, fields)
 
 
+def _classic(v: dict | None) -> ClassicMetadata | None:
+    if v is None or not v["supported_protocols"]:
+        return None
+    return ClassicMetadata(
+        v["session_timeout_ms"],
+        tuple((p["name"], bytes(p["metadata"])) for p in v["supported_protocols"]),
+    )
+
+
 def rebuild(records: list[ConsumerRecord]) -> dict[str, ConsumerGroup]:
     """The consumer groups that `records` (in offset order) leave behind."""
     epochs: dict[str, int] = {}
@@ -253,6 +293,7 @@ def rebuild(records: list[ConsumerRecord]) -> dict[str, ConsumerGroup]:
                     tuple(v["subscribed_topic_names"]),
                     v["subscribed_topic_regex"],
                     v["server_assignor"],
+                    classic=_classic(v["classic_member_metadata"]),
                 )
             elif r.kind == TARGET_MEMBER:
                 per_group[r.member_id] = assignment_of(v["topic_partitions"])
@@ -276,3 +317,15 @@ def rebuild(records: list[ConsumerRecord]) -> dict[str, ConsumerGroup]:
             if mid in targets.get(gid, {}):
                 group.target[mid] = targets[gid][mid]
     return groups
+
+
+def created_records(group: ConsumerGroup) -> list[Record]:
+    """Every record of a group made whole at once (a classic group upgraded), in
+    Kafka's order: members, epoch, target, assignment epoch, current assignments."""
+    gid = group.group_id
+    records = [member_record(gid, m) for m in group.members.values()]
+    records.append(epoch_record(gid, group.epoch))
+    records += [target_record(gid, mid, a) for mid, a in group.target.items()]
+    records.append(target_epoch_record(gid, group.assignment_epoch))
+    records += [current_record(gid, m.member_id, m.assignment) for m in group.members.values()]
+    return records

@@ -18,6 +18,9 @@ that topic).
 OffsetFetch `require_stable` reports offsets still pending in a transaction
 (handlers/txn_markers.py, broker/groups/txn_offsets.py) as UNSTABLE_OFFSET_COMMIT.
 
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup for a consumer group (KIP-848) are
+served for its classic members (broker/groups/consumer/classic.py).
+
 Version details handled here: OffsetCommit v9 and OffsetFetch v9 carry a
 consumer-protocol member's epoch (checked by broker/groups/consumer/; such a member
 must commit with v9+); ListGroups v5 filters and answers group types (classic,

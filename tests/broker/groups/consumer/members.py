@@ -1,7 +1,8 @@
 """A confluent-kafka consumer of the consumer group protocol (`group.protocol=consumer`,
 KIP-848) in a thread, for the tests: it records its assignment callbacks and every
 record it consumed and committed (a record counts once its offset is committed; a
-failed commit seeks back to it, so it is read again by whoever owns the partition)."""
+failed commit seeks back to it, so it is read again by whoever owns the partition);
+and a kafka-python consumer of the classic protocol kept the same way."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ import threading
 import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from kafka import KafkaConsumer
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+from kafka.structs import TopicPartition as KTopicPartition
 
 
 class Member:
@@ -82,3 +88,63 @@ def wait_until(condition, timeout: float = 90.0, what: str = "the condition") ->
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+class ClassicMember:
+    """A kafka-python consumer (the classic protocol, range assignor) in a thread, with
+    the same bookkeeping as Member: a record counts once its offset is committed; a
+    failed commit (a rebalance under way) seeks back, so it is read again."""
+
+    def __init__(self, bootstrap: str, group: str, topics: list[str], name: str):
+        self.name = name
+        self.records: list[tuple[str, int, int, bytes]] = []
+        self.errors: list[str] = []
+        self._held: set[tuple[str, int]] = set()
+        self._stop = threading.Event()
+        self._consumer = KafkaConsumer(
+            *topics,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=name,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            partition_assignment_strategy=[RangePartitionAssignor],
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=500,
+            metadata_max_age_ms=1000,
+        )
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return set(self._held)
+
+    def _run(self) -> None:
+        c = self._consumer
+        while not self._stop.is_set():
+            try:
+                batches = c.poll(timeout_ms=200)
+                self._held = {(tp.topic, tp.partition) for tp in c.assignment()}
+            except KafkaError as e:
+                self.errors.append(f"poll: {e}")
+                continue
+            for tp, msgs in batches.items():
+                if not msgs:
+                    continue
+                end = OffsetAndMetadata(msgs[-1].offset + 1, "", -1)
+                try:
+                    c.commit({KTopicPartition(tp.topic, tp.partition): end})
+                except KafkaError as e:
+                    self.errors.append(f"commit: {e}")
+                    try:
+                        c.seek(tp, msgs[0].offset)
+                    except (KafkaError, AssertionError, ValueError) as e2:
+                        self.errors.append(f"seek: {e2}")  # no longer ours
+                    continue
+                self.records += [(m.topic, m.partition, m.offset, m.value) for m in msgs]
+        c.close()  # leaves the group (LeaveGroup)
+
+    def close(self, timeout: float = 60.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"{self.name} did not close"

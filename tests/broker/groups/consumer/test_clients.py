@@ -210,7 +210,7 @@ def members_of(broker, group: str) -> list[str]:
     return sorted(m["client_id"] for m in described["members"])
 
 
-def test_a_classic_join_does_not_disturb_a_consumer_group(kip848_broker):
+def test_a_malformed_classic_join_does_not_disturb_a_consumer_group(kip848_broker):
     bootstrap = kip848_broker.bootstrap
     create_topics(bootstrap, ("mixed", 2))
     m = Member(bootstrap, "mixed-g", ["mixed"], "modern")
@@ -226,7 +226,10 @@ def test_a_classic_join_does_not_disturb_a_consumer_group(kip848_broker):
     }
     with BlockingClient("127.0.0.1", kip848_broker.port) as client:
         answer = client.request(ApiKey.JOIN_GROUP, 5, join)
-    assert answer["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL
+        assert answer["error_code"] == 79  # MEMBER_ID_REQUIRED
+        join["member_id"] = answer["member_id"]
+        answer = client.request(ApiKey.JOIN_GROUP, 5, join)
+    assert answer["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL: no subscription in it
     assert members_of(kip848_broker, "mixed-g") == ["modern"]
     assert len(m.assignment()) == 2
     m.close()

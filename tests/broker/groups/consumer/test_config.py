@@ -14,6 +14,9 @@ def test_defaults_and_overrides(tmp_path):
     assert cfg.consumer_assignors == ("uniform", "range")
     mine = BrokerConfig({"log.dirs": str(tmp_path), "group.consumer.assignors": "range"})
     assert CoordinatorConfig.from_broker_config(mine).consumer_assignors == ("range",)
+    assert cfg.consumer_migration_policy == "bidirectional"
+    policy = BrokerConfig({"log.dirs": str(tmp_path), "group.consumer.migration.policy": "UPGRADE"})
+    assert CoordinatorConfig.from_broker_config(policy).consumer_migration_policy == "upgrade"
 
 
 @pytest.mark.parametrize(
@@ -23,6 +26,7 @@ def test_defaults_and_overrides(tmp_path):
         ({"group.consumer.assignors": " , "}, "at least one assignor"),
         ({"group.consumer.heartbeat.interval.ms": "50000"}, "must be less than"),
         ({"group.consumer.session.timeout.ms": "0"}, "must be > 0"),
+        ({"group.consumer.migration.policy": "sideways"}, "is not one of bidirectional"),
     ],
 )
 def test_bad_settings_name_the_key(tmp_path, settings, message):

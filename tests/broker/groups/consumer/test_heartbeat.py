@@ -114,11 +114,11 @@ async def test_offset_commit_checks_member_epoch():
     assert code == ErrorCode.NONE and got[("t1", 0)].offset == 5
 
 
-async def test_classic_and_consumer_groups_do_not_mix():
+async def test_a_consumer_group_takes_no_classic_member_of_another_protocol_type():
     coord = coordinator()
     await hb(coord, "a", 0, group="cg")
     join = await coord.join_group(
-        "cg", "", None, "c", "/h", 10_000, 10_000, "consumer", [("range", b"")], False, 0
+        "cg", "", None, "c", "/h", 10_000, 10_000, "connect", [("range", b"")], False, 0
     )
     assert join.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     kinds = {gid: kind for gid, _, _, kind in coord.list_groups()}

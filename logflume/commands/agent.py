@@ -142,8 +142,10 @@ def agent_url(args: argparse.Namespace) -> str | None:
     """The base URL of the agent's metrics listener, from --url or --config; None
     (said on stderr) when the file names none."""
     if args.url:
-        url = args.url.rstrip("/")
-        return url if "://" in url else f"http://{url}"  # HOST:PORT alone is fine
+        # the page's own URL (.../metrics, .../tap, as Prometheus scrapes it) names the
+        # listener too; HOST:PORT alone is fine
+        url = args.url.rstrip("/").removesuffix("/metrics").removesuffix("/tap")
+        return url if "://" in url else f"http://{url}"
     if not args.config:
         return "http://127.0.0.1:8286"
     from common.hostport import parse_hostport

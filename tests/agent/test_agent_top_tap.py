@@ -85,7 +85,8 @@ def test_top_once_shows_rates_of_the_source_and_the_sink(agent):
     assert float(rows["k"]["out_s"]) > 0
     assert rows["c"]["fill"].endswith("%") and rows["udp"]["errors"] == "0"
 
-    text = logflume("agent", "top", "--url", url, "--once", "--interval", "0.2")
+    # the page's own URL, as a Prometheus scrape config names it, serves as well
+    text = logflume("agent", "top", "--url", f"{url}/metrics", "--once", "--interval", "0.2")
     assert text.returncode == 0, text.stderr
     header, columns, *lines = text.stdout.splitlines()
     assert header.startswith(f"agent at {url}/metrics")

@@ -60,6 +60,7 @@ OWN_CLI_ARGS = {
         "quick": ["--gib", "0.05", "--throttle-mb", "5", "--baseline", "5"],
         "full": ["--gib", "10", "--throttle-mb", "100"],
     },
+    "bench.bench_share": {"quick": ["--records", "20000", "--runs", "1"]},
 }
 
 

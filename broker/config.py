@@ -385,6 +385,63 @@ _TABLE: list[Key | Section] = [
         "Online conversion of non-empty groups between the classic and consumer protocols: "
         "bidirectional, upgrade, downgrade or disabled.",
     ),
+    Section(
+        "Share groups (KIP-932)",
+        "Share groups are served with feature level share.version=1: the group on its "
+        "coordinator, each share-partition on its data partition's leader.",
+    ),
+    Key("group.share.heartbeat.interval.ms", "int", 5000, "Share group heartbeat interval."),
+    Key("group.share.session.timeout.ms", "int", 45000, "Share group member session timeout."),
+    Key(
+        "group.share.record.lock.duration.ms",
+        "int",
+        30000,
+        "How long a share consumer holds the records it acquired.",
+    ),
+    Key(
+        "group.share.delivery.count.limit",
+        "int",
+        5,
+        "Deliveries of a record before it is archived.",
+    ),
+    Key(
+        "group.share.partition.max.record.locks",
+        "int",
+        2000,
+        "Records in flight per share-partition.",
+    ),
+    Key("group.share.max.size", "int", 200, "Members per share group."),
+    Key("group.share.max.share.sessions", "int", 2000, "Share sessions per broker."),
+    Key(
+        "share.coordinator.state.topic.num.partitions",
+        "int",
+        50,
+        "Partitions of __share_group_state.",
+    ),
+    Key(
+        "share.coordinator.state.topic.replication.factor",
+        "short",
+        1,
+        "Replication factor of __share_group_state.",
+    ),
+    Key(
+        "share.coordinator.state.topic.min.isr",
+        "short",
+        1,
+        "min.insync.replicas of __share_group_state.",
+    ),
+    Key(
+        "share.coordinator.write.timeout.ms",
+        "int",
+        5000,
+        "How long a share state write waits for the in-sync replicas.",
+    ),
+    Key(
+        "share.coordinator.state.topic.segment.bytes",
+        "int",
+        104857600,
+        "Segment size of __share_group_state.",
+    ),
     Section("Transactions and idempotent producers"),
     Key("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
     Key("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state."),
@@ -782,6 +839,16 @@ class BrokerConfig:
             "group.consumer.heartbeat.interval.ms",
             "group.consumer.max.size",
             "telemetry.max.bytes",
+            "group.share.heartbeat.interval.ms",
+            "group.share.session.timeout.ms",
+            "group.share.record.lock.duration.ms",
+            "group.share.partition.max.record.locks",
+            "group.share.max.size",
+            "group.share.max.share.sessions",
+            "share.coordinator.state.topic.num.partitions",
+            "share.coordinator.state.topic.replication.factor",
+            "share.coordinator.state.topic.min.isr",
+            "share.coordinator.write.timeout.ms",
         )
         for name in positive:
             if self.get(name) <= 0:
@@ -796,6 +863,11 @@ class BrokerConfig:
                     f"{feature.config_key}: supported levels are "
                     f"{feature.min_level}-{feature.max_level}, got {self.get(feature.config_key)}"
                 )
+        if not 2 <= self.get("group.share.delivery.count.limit") <= 10:
+            raise ConfigError(
+                "group.share.delivery.count.limit: must be between 2 and 10 (Kafka's range), "
+                f"got {self.get('group.share.delivery.count.limit')}"
+            )
         try:
             check_settings(
                 self.get("password.encoder.keyfactory.algorithm") or DEFAULT_KEY_FACTORY,

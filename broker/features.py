@@ -52,10 +52,13 @@ class Feature:
 
 
 GROUP_VERSION = "group.version"
+SHARE_VERSION = "share.version"
 
 SUPPORTED: tuple[Feature, ...] = (
     # 1: the consumer group protocol (KIP-848, broker/groups/consumer/) is served
     Feature(GROUP_VERSION, 0, 1),
+    # 1: share groups (KIP-932, broker/share/) are served
+    Feature(SHARE_VERSION, 0, 1),
     Feature(TRANSACTION_VERSION, 0, 2, "transaction.version"),
 )
 

@@ -2,8 +2,9 @@
 agent's kafka sink and the tools.
 
 Kafka's internal topics: `__consumer_offsets` (the group coordinator's committed
-offsets and group metadata) and `__transaction_state` (the transaction
-coordinator's log). Only the coordinators write them; Metadata marks them internal.
+offsets and group metadata), `__transaction_state` (the transaction coordinator's
+log) and `__share_group_state` (the share coordinator's share-partition states).
+Only the coordinators write them; Metadata marks them internal.
 
 The agent's topics, ordinary topics on any Kafka-compatible cluster: the kafka sink
 commits the positions of its exactly-once deliveries to `logflume-positions` (a
@@ -17,7 +18,8 @@ Here rather than in broker/ because the agent must not import the broker.
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
+SHARE_GROUP_STATE = "__share_group_state"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE, SHARE_GROUP_STATE})
 
 
 def is_internal(name: str) -> bool:

@@ -2,8 +2,9 @@
 
 `SCHEMAS` lists, per API, the highest version implemented, the first flexible
 version (KIP-482; None: never flexible) and the request/response declarations.
-`SUPPORTED_VERSIONS` (advertised by ApiVersions, min 0 everywhere: librdkafka enables
-features only when a broker range contains specific old versions) and `is_flexible`
+`SUPPORTED_VERSIONS` (advertised by ApiVersions, min 0 wherever Kafka still has
+version 0: librdkafka enables features only when a broker range contains specific
+old versions; the share-group APIs start at 1, as Kafka's since 4.1) and `is_flexible`
 are derived from it at import time, the compiled codecs (`REQUEST_CODECS`,
 `RESPONSE_CODECS`) on first use.
 """
@@ -16,6 +17,7 @@ from broker.protocol import messages_acls as acl
 from broker.protocol import messages_admin as a
 from broker.protocol import messages_data as d
 from broker.protocol import messages_groups as g
+from broker.protocol import messages_share as sh
 from broker.protocol import messages_telemetry as tel
 from broker.protocol import messages_txn as t
 from broker.protocol.api_keys import ApiKey
@@ -27,6 +29,7 @@ class ApiSchema(NamedTuple):
     flexible: int | None  # first flexible version, None: never flexible
     request: list
     response: list
+    min_version: int = 0  # above 0 only where Kafka removed early versions
 
 
 S = ApiSchema
@@ -130,10 +133,27 @@ SCHEMAS: dict[int, ApiSchema] = {
         tel.LIST_CLIENT_METRICS_RESOURCES_REQUEST,
         tel.LIST_CLIENT_METRICS_RESOURCES_RESPONSE,
     ),
+    # KIP-932: v0 was Kafka 4.0's early access, removed in 4.1
+    ApiKey.SHARE_GROUP_HEARTBEAT: S(
+        1, 0, sh.SHARE_GROUP_HEARTBEAT_REQUEST, sh.SHARE_GROUP_HEARTBEAT_RESPONSE, 1
+    ),
+    ApiKey.SHARE_GROUP_DESCRIBE: S(
+        1, 0, sh.SHARE_GROUP_DESCRIBE_REQUEST, sh.SHARE_GROUP_DESCRIBE_RESPONSE, 1
+    ),
+    ApiKey.SHARE_FETCH: S(1, 0, sh.SHARE_FETCH_REQUEST, sh.SHARE_FETCH_RESPONSE, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: S(
+        1, 0, sh.SHARE_ACKNOWLEDGE_REQUEST, sh.SHARE_ACKNOWLEDGE_RESPONSE, 1
+    ),
+    ApiKey.READ_SHARE_GROUP_STATE: S(
+        0, 0, sh.READ_SHARE_GROUP_STATE_REQUEST, sh.READ_SHARE_GROUP_STATE_RESPONSE
+    ),
+    ApiKey.WRITE_SHARE_GROUP_STATE: S(
+        0, 0, sh.WRITE_SHARE_GROUP_STATE_REQUEST, sh.WRITE_SHARE_GROUP_STATE_RESPONSE
+    ),
 }
 
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
-    key: (0, api.max_version) for key, api in SCHEMAS.items()
+    key: (api.min_version, api.max_version) for key, api in SCHEMAS.items()
 }
 
 
@@ -160,7 +180,7 @@ class Codecs:
         if codec is None:
             api_key, version = key
             api = SCHEMAS.get(api_key)
-            if api is None or not 0 <= version <= api.max_version:
+            if api is None or not api.min_version <= version <= api.max_version:
                 return None
             fields = api.request if self.side == "request" else api.response
             codec = compile_message(fields, version, is_flexible(api_key, version))
@@ -177,7 +197,7 @@ class Codecs:
         return {
             (key, v): self[(key, v)]
             for key, api in SCHEMAS.items()
-            for v in range(api.max_version + 1)
+            for v in range(api.min_version, api.max_version + 1)
         }
 
 

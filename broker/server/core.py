@@ -15,7 +15,11 @@ order, each service as a typed attribute from those before it:
    and the client quota store (`client_quotas`) of its mode; `quotas`, the
    byte-rate quota enforcement over it (broker.quotas.manager); `topic_admin`
    checks the topic writes clients ask for and hands them to it;
-5. `groups`: the `GroupCoordinator` over `__consumer_offsets`,
+5. `groups`: the `GroupCoordinator` over `__consumer_offsets`; `share_states`, the
+   share coordinator over `__share_group_state` (broker.share.state_store), and
+   `shares`, the share groups (KIP-932, broker.share.manager): coordinated where the
+   classic groups are, their share-partitions on the data partitions' leaders, their
+   state written to the share coordinator through a `SharePersister`,
 6. `markers` and `transactions`: transaction markers written here, and the
    `TransactionCoordinator` over `__transaction_state`, with `txn_verifier` (KIP-890:
    what a transactional produce awaits; tests may replace or clear it);
@@ -52,23 +56,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 
+from broker.cluster.delayed_produce import wait_replicated
 from broker.cluster.metadata_store import LocalMetadataStore
 from broker.cluster.partition import Partition
 from broker.cluster.producer_ids import ProducerIdBlocks
 from broker.cluster.replica_manager import ReplicaManager, default_log_config
 from broker.cluster.replica_metrics import replica_metrics
 from broker.cluster.single_node import SingleNode
-from broker.cluster.topic_admin import TopicAdmin
+from broker.cluster.topic_admin import TopicAdmin, TopicError
 from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
 from broker.dynamic_config import DynamicBrokerConfig, Reconfigurable
 from broker.features import FinalizedFeatures, agree_in_zookeeper
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.metrics import group_metrics
+from broker.groups.storage import HostedPartition, PartitionOffsetsStore
 from broker.log import LogConfig, LogManager
 from broker.metrics import BrokerMetrics
+from broker.protocol import ErrorCode
 from broker.quotas.manager import QuotaManager
 from broker.quotas.replication import ReplicationQuotas
 from broker.quotas.store import LocalQuotaStore, ZkQuotaStore
@@ -77,10 +85,14 @@ from broker.security.authorizer import Authorizer, parse_super_users
 from broker.server import coordinators
 from broker.server.coordinators import LocalMarkers, TxnVerifier
 from broker.server.purgatory import Purgatory, purgatory_metrics
+from broker.share.manager import ShareConfig, ShareGroupManager
+from broker.share.persister import SharePersister
+from broker.share.state_store import ShareStateStore
 from broker.tasks import cancel_and_wait
 from broker.telemetry.manager import ClientMetricsManager
 from broker.transactions.channel import BrokerChannels
 from broker.transactions.coordinator import TransactionCoordinator
+from common.topic_names import SHARE_GROUP_STATE
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +112,8 @@ class BrokerCore:
     client_quotas: LocalQuotaStore | ZkQuotaStore
     quotas: QuotaManager
     groups: GroupCoordinator
+    share_states: ShareStateStore
+    shares: ShareGroupManager
     markers: LocalMarkers
     transactions: TransactionCoordinator
     dynamic: DynamicBrokerConfig
@@ -169,6 +183,22 @@ class BrokerCore:
         )
 
         self.groups = coordinators.group_coordinator(config, self.replicas, self.produce_purgatory)
+        self.share_states = self._share_state_store()
+        self.shares = ShareGroupManager(
+            ShareConfig.from_broker_config(config),
+            self.replicas.get_partition,
+            self._topic_id_and_size,
+            lambda group_id: self.groups.partition_for(group_id) in self.groups.owned,
+            lambda topic, index: self.fetch_purgatory.check_and_complete((topic, index)),
+            SharePersister(
+                self.share_states,
+                self.broker_id,
+                lambda index: self.cluster.leader_of(SHARE_GROUP_STATE, index),
+                lambda *call: self.channels().request(*call),
+                self._ensure_share_state_topic,
+            ),
+        )
+        self._load_share_states()
         self.markers = LocalMarkers(self.replicas, self.produce_purgatory, self.groups)
         self.transactions = coordinators.transaction_coordinator(
             config, self.cluster, self.replicas, self.markers, self.channels, self.features
@@ -248,6 +278,62 @@ class BrokerCore:
         coordinators.leadership_changed(
             self.replicas, self.groups, self.transactions, topic, index, leader
         )
+        self.shares.leadership_changed(topic, index, leader)
+        if topic == SHARE_GROUP_STATE:
+            if not leader:
+                self.share_states.unload_partition(index)
+            elif index not in self.share_states.owned:
+                self.share_states.load_partition(index)
+
+    def _share_state_store(self) -> ShareStateStore:
+        timeout_s = self.config["share.coordinator.write.timeout.ms"] / 1000
+
+        async def wait(partition: HostedPartition, end_offset: int) -> ErrorCode:
+            return await wait_replicated(self.produce_purgatory, partition, end_offset, timeout_s)
+
+        store = PartitionOffsetsStore(
+            lambda i: self.replicas.get_partition(SHARE_GROUP_STATE, i), wait
+        )
+        return ShareStateStore(store, self.config["share.coordinator.state.topic.num.partitions"])
+
+    def _ensure_share_state_topic(self) -> ErrorCode:
+        """Create `__share_group_state` on first use, as `__consumer_offsets` is."""
+        if self.replicas.topic(SHARE_GROUP_STATE) is not None:
+            return ErrorCode.NONE
+        cfg = self.config
+        try:
+            self.topic_admin.create_topic(
+                SHARE_GROUP_STATE,
+                cfg["share.coordinator.state.topic.num.partitions"],
+                cfg["share.coordinator.state.topic.replication.factor"],
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(cfg["share.coordinator.state.topic.segment.bytes"]),
+                    "min.insync.replicas": str(cfg["share.coordinator.state.topic.min.isr"]),
+                    "compression.type": "producer",
+                },
+            )
+        except TopicError as e:
+            log.error("cannot create %s: %s", SHARE_GROUP_STATE, e)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.replicas.topic(SHARE_GROUP_STATE) is None:  # a cluster creates it in the background
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self._load_share_states()
+        return ErrorCode.NONE
+
+    def _load_share_states(self) -> None:
+        """Load the `__share_group_state` partitions led here (at start, and once the
+        topic was created on a single node)."""
+        meta = self.replicas.topic(SHARE_GROUP_STATE)
+        for index in range(meta.partitions if meta is not None else 0):
+            partition = self.replicas.get_partition(SHARE_GROUP_STATE, index)
+            if partition is not None and partition.is_leader:
+                if index not in self.share_states.owned:
+                    self.share_states.load_partition(index)
+
+    def _topic_id_and_size(self, name: str) -> tuple[uuid.UUID, int] | None:
+        meta = self.replicas.topic(name)
+        return None if meta is None else (uuid.UUID(hex=meta.topic_id), meta.partitions)
 
     def channels(self) -> BrokerChannels:
         """Connections to the other brokers (the transaction coordinator's), opened on
@@ -283,6 +369,7 @@ class BrokerCore:
         for name, interval_ms, fn in duties:
             self._tasks.append(asyncio.create_task(self._every(name, interval_ms / 1000, fn)))
         self._tasks.append(asyncio.create_task(self.groups.run()))
+        self._tasks.append(asyncio.create_task(self.shares.run()))
         self._tasks.append(asyncio.create_task(self.transactions.run(time.time)))
 
     async def _every(self, name: str, interval_s: float, fn: Callable[[], object]) -> None:

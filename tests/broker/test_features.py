@@ -15,6 +15,7 @@ def config(tmp_path, *settings: str) -> BrokerConfig:
 def test_transaction_version_is_finalized_at_2_by_default_and_can_be_pinned(tmp_path):
     assert [(f.name, f.min_level, f.max_level) for f in SUPPORTED] == [
         ("group.version", 0, 1),
+        ("share.version", 0, 1),
         ("transaction.version", 0, 2),
     ]
     assert FinalizedFeatures.from_config(config(tmp_path)).transaction_version == 2
@@ -42,7 +43,10 @@ def test_the_znode_is_kafkas_version_2_and_a_broker_follows_it():
         7,
     )
     # group.version is not listed: finalized at 0
-    assert (other.levels, other.epoch) == ({"transaction.version": 1, "group.version": 0}, 7)
+    assert (other.levels, other.epoch) == (
+        {"transaction.version": 1, "group.version": 0, "share.version": 0},
+        7,
+    )
     # a feature the znode does not list is finalized at 0 (Kafka's ZK brokers' default)
     none = FinalizedFeatures({"transaction.version": 2})
     none.adopt_znode(b'{"version":2,"status":1,"features":{}}', 0)

@@ -224,6 +224,7 @@ def test_transactions_v2_across_brokers_and_one_feature_level(cluster_factory):
             v4 = c.request(ApiKey.API_VERSIONS, 4, {})
         assert v4["finalized_features"] == [
             {"name": "group.version", "max_version_level": 1, "min_version_level": 1},
+            {"name": "share.version", "max_version_level": 1, "min_version_level": 1},
             {"name": "transaction.version", "max_version_level": level, "min_version_level": level},
         ]
     create_topic(cluster, "tv2-spread", partitions=3)

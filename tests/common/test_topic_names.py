@@ -11,7 +11,7 @@ from common.topic_names import (
 
 
 def test_kafka_internal_topics_are_the_coordinators_two():
-    assert INTERNAL_TOPICS == {"__consumer_offsets", "__transaction_state"}
+    assert INTERNAL_TOPICS == {"__consumer_offsets", "__transaction_state", "__share_group_state"}
     assert is_internal(CONSUMER_OFFSETS) and is_internal(TRANSACTION_STATE)
     assert not is_internal("__other") and not is_internal(POSITIONS_TOPIC)
 

@@ -31,6 +31,10 @@
     transactions.py   the transaction coordinator's APIs (broker/transactions),
                       DescribeProducers
     txn_markers.py    WriteTxnMarkers, TxnOffsetCommit
+    share_groups.py   ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch,
+                      ShareAcknowledge (share groups, KIP-932: broker/share)
+    share_state.py    ReadShareGroupState, WriteShareGroupState (broker to broker:
+                      the share coordinator, broker/share/state_store.py)
 
 Handler modules keep no state: the services they use are typed attributes of
 `ctx.core` (broker/server/core.py, the composition root). See `broker.server.dispatch`

@@ -416,14 +416,17 @@ def describe_groups(ctx, body):
 
 @handles(ApiKey.LIST_GROUPS)
 def list_groups(ctx, body):
-    """v4+ may filter by state, v5+ by type ("classic", "consumer"), both
-    case-insensitive as Kafka; v4+ answers each state, v5+ each type."""
+    """v4+ may filter by state, v5+ by type ("classic", "consumer", "share"), both
+    case-insensitive as Kafka; v4+ answers each state, v5+ each type. Share groups
+    (broker/share/) are listed beside the others, protocol type "share" as Kafka's."""
     wanted = {state.lower() for state in body["states_filter"]}
     types = {kind.lower() for kind in body["types_filter"]}
     every = allowed(ctx, Op.DESCRIBE, RT.CLUSTER)
+    listed = list(_coordinator(ctx).list_groups())
+    listed += [(g.group_id, "share", g.state, "share") for g in ctx.core.shares.list_groups()]
     groups = [
         {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": kind}
-        for gid, ptype, state, kind in _coordinator(ctx).list_groups()
+        for gid, ptype, state, kind in listed
         if (not wanted or state.lower() in wanted)
         and (not types or kind in types)
         and (every or not _group_denied(ctx, Op.DESCRIBE, gid))
@@ -433,11 +436,14 @@ def list_groups(ctx, body):
 
 @handles(ApiKey.DELETE_GROUPS)
 async def delete_groups(ctx, body):
-    """Only an Empty group (no members) can be deleted: its offsets go with it."""
+    """Only an Empty group (no members) can be deleted: its offsets go with it. A
+    share group's durable state stays (Kafka's DeleteShareGroupState is not served)."""
     results = []
     for group_id in body["groups_names"]:
         if _group_denied(ctx, Op.DELETE, group_id):
             code = _GROUP_DENIED
+        elif group_id in ctx.core.shares.groups:
+            code = ctx.core.shares.delete_group(group_id)
         else:
             code = await _coordinator(ctx).delete_group(group_id, _now_ms())
         results.append({"group_id": group_id, "error_code": code})

@@ -65,8 +65,11 @@ RANGES = [
     (23, 4), (24, 5), (25, 4), (26, 5), (27, 1), (28, 5), (29, 3), (30, 3), (31, 3), (32, 4),
     (33, 2), (35, 4), (36, 2), (37, 3), (42, 2), (43, 2), (44, 1), (45, 0), (46, 0),
     (47, 0), (48, 1), (49, 1), (50, 0), (51, 0), (60, 1), (61, 0), (65, 0), (66, 1),
-    (68, 1), (69, 0), (71, 0), (72, 0), (74, 0), (75, 0),
+    (68, 1), (69, 0), (71, 0), (72, 0), (74, 0), (75, 0), (76, 1), (77, 1), (78, 1), (79, 1),
+    (84, 0), (85, 0),
 ]  # fmt: skip
+# APIs whose version 0 Kafka removed (KIP-932's early access): advertised from 1
+MIN_VERSIONS = {76: 1, 77: 1, 78: 1, 79: 1}
 
 
 def test_api_versions_above_ours_fallback_bytes():
@@ -87,7 +90,7 @@ def test_api_versions_above_ours_fallback_bytes():
         answer = api_versions_fallback(exc.header)
     else:
         raise AssertionError("ApiVersions v5 must not be parsed")
-    entries = b"".join(struct.pack(">hhh", key, 0, hi) for key, hi in RANGES)
+    entries = b"".join(struct.pack(">hhh", key, MIN_VERSIONS.get(key, 0), hi) for key, hi in RANGES)
     expected = frame(struct.pack(">ihi", 42, 35, len(RANGES)) + entries)
     assert answer == [expected]
     assert b"".join(encode_response(header, api_versions_body(35))) == expected
@@ -97,7 +100,7 @@ def test_api_versions_body_lists_supported_ranges():
     body = api_versions_body()
     assert body["error_code"] == ErrorCode.NONE
     got = [(k["api_key"], k["min_version"], k["max_version"]) for k in body["api_keys"]]
-    assert got == [(key, 0, hi) for key, hi in RANGES]
+    assert got == [(key, MIN_VERSIONS.get(key, 0), hi) for key, hi in RANGES]
 
 
 def test_metadata_v1_request_null_topics():

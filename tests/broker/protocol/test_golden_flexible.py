@@ -243,6 +243,7 @@ def test_api_versions_v3_and_v4_responses_report_the_transaction_version_feature
     assert v4 == {
         "supported_features": [
             {"name": "group.version", "min_version": 0, "max_version": 1},
+            {"name": "share.version", "min_version": 0, "max_version": 1},
             {"name": "transaction.version", "min_version": 0, "max_version": 2},
         ],
         "finalized_features_epoch": 0,
@@ -259,7 +260,11 @@ def test_api_versions_v3_and_v4_responses_report_the_transaction_version_feature
         == []
     )
     # the frame of one supported feature, the codec's part
-    tv_only = {"supported_features": v4["supported_features"][1:]}
+    tv_only = {
+        "supported_features": [
+            f for f in v4["supported_features"] if f["name"] == "transaction.version"
+        ]
+    }
     body = {"error_code": 0, "api_keys": [], "throttle_time_ms": 0} | v4 | tv_only
     name = "14" + b"transaction.version".hex()  # compact string: 19 chars, length + 1
     wire = frame(

@@ -110,7 +110,8 @@ def _json_class(api_key, is_request):
 
 # APIs kafka-python has no class (nor message JSON) for: their bytes are held to
 # golden frames written by hand from Kafka's message definitions
-# (test_golden_consumer_groups.py, test_golden_flexible.py's KIP-714 frames) and to
+# (test_golden_consumer_groups.py, test_golden_flexible.py's KIP-714 frames,
+# test_golden_share.py) and to
 # the clients that send them (confluent-kafka's group.protocol=consumer and its
 # metrics push).
 NOT_IN_KAFKA_PYTHON = {
@@ -119,6 +120,12 @@ NOT_IN_KAFKA_PYTHON = {
     ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
     ApiKey.PUSH_TELEMETRY,
     ApiKey.LIST_CLIENT_METRICS_RESOURCES,
+    ApiKey.SHARE_GROUP_HEARTBEAT,
+    ApiKey.SHARE_GROUP_DESCRIBE,
+    ApiKey.SHARE_FETCH,
+    ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.READ_SHARE_GROUP_STATE,
+    ApiKey.WRITE_SHARE_GROUP_STATE,
 }
 
 ALL_CASES = [

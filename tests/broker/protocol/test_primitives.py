@@ -72,4 +72,5 @@ def test_error_codes():
     assert ErrorCode.FENCED_INSTANCE_ID == 82 and ErrorCode.UNKNOWN_SERVER_ERROR == -1
     assert ErrorCode.NOT_LEADER_OR_FOLLOWER.retriable
     assert not ErrorCode.MESSAGE_TOO_LARGE.retriable
-    assert len(ErrorCode) == 130
+    assert ErrorCode.SHARE_SESSION_LIMIT_REACHED == 133
+    assert len(ErrorCode) == 131

@@ -100,5 +100,5 @@ def test_declarations_follow_kafka_json(api_key):
         assert in_range(kafka["validVersions"], api.max_version)
         assert api.flexible == first_version(kafka["flexibleVersions"])
         common = {c["name"]: c["fields"] for c in kafka.get("commonStructs", [])}
-        for version in range(api.max_version + 1):
+        for version in range(api.min_version, api.max_version + 1):
             compare(ours, kafka["fields"], version, base + suffix, common)

@@ -29,6 +29,7 @@ REFUSALS = {
     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 TOPIC, GROUP, TXN = "t", "g", "tx"
+SOME_TOPIC_ID = uuid.UUID(int=7)  # refused at the group before the topic is looked up
 ANONYMOUS = "User:ANONYMOUS"
 
 
@@ -393,6 +394,65 @@ REQUESTS = [
                     "configs": [{"name": "metrics", "config_operation": 0, "value": "*"}],
                 }
             ]
+        },
+        "refused",
+    ),
+    (
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        {"group_id": GROUP, "member_id": "m", "member_epoch": 0, "subscribed_topic_names": [TOPIC]},
+        "refused",
+    ),
+    (
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        1,
+        {"group_ids": [GROUP], "include_authorized_operations": True},
+        "refused",
+    ),
+    (
+        ApiKey.SHARE_FETCH,
+        1,
+        {
+            "group_id": GROUP,
+            "member_id": "m",
+            "share_session_epoch": 0,
+            "max_wait_ms": 0,
+            "max_records": 10,
+            "batch_size": 10,
+            "topics": [{"topic_id": SOME_TOPIC_ID, "partitions": [{"partition_index": 0}]}],
+        },
+        "refused",
+    ),
+    (
+        ApiKey.SHARE_ACKNOWLEDGE,
+        1,
+        {"group_id": GROUP, "member_id": "m", "share_session_epoch": 1, "topics": []},
+        "refused",
+    ),
+    (
+        ApiKey.READ_SHARE_GROUP_STATE,
+        0,
+        {
+            "group_id": GROUP,
+            "topics": [
+                {"topic_id": SOME_TOPIC_ID, "partitions": [{"partition": 0, "leader_epoch": 0}]}
+            ],
+        },
+        "refused",
+    ),
+    (
+        ApiKey.WRITE_SHARE_GROUP_STATE,
+        0,
+        {
+            "group_id": GROUP,
+            "topics": [
+                {
+                    "topic_id": SOME_TOPIC_ID,
+                    "partitions": [
+                        {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0}
+                    ],
+                }
+            ],
         },
         "refused",
     ),

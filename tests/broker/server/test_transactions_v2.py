@@ -109,10 +109,12 @@ def test_api_versions_reports_transaction_version_2(broker):
     v4 = features(broker)
     assert v4["supported_features"] == [
         {"name": "group.version", "min_version": 0, "max_version": 1},
+        {"name": "share.version", "min_version": 0, "max_version": 1},
         {"name": "transaction.version", "min_version": 0, "max_version": 2},
     ]
     assert v4["finalized_features"] == [
         {"name": "group.version", "max_version_level": 1, "min_version_level": 1},
+        {"name": "share.version", "max_version_level": 1, "min_version_level": 1},
         {"name": "transaction.version", "max_version_level": 2, "min_version_level": 2},
     ]
     assert v4["finalized_features_epoch"] == 0
@@ -222,6 +224,7 @@ def test_a_broker_pinned_to_transaction_version_1_reports_it(tmp_path):
         v4 = features(b)
         assert v4["finalized_features"] == [
             {"name": "group.version", "max_version_level": 1, "min_version_level": 1},
+            {"name": "share.version", "max_version_level": 1, "min_version_level": 1},
             {"name": "transaction.version", "max_version_level": 1, "min_version_level": 1},
         ]
     finally:

@@ -160,9 +160,25 @@ class MetadataSource:
         """The cluster as each known broker sees it; OSError if one does not answer.
         Each broker's metadata follows ZooKeeper on its own schedule: a state that all
         of them report is not one that a lagging broker still reports."""
+        views, silent = self.answering_views()
+        if silent:
+            raise OSError("; ".join(silent))
+        return views
+
+    def answering_views(self) -> tuple[dict[int, ClusterView], list[str]]:
+        """The cluster as each known broker that answers sees it, and why the others
+        did not (a paused broker times out until its ZooKeeper session ends and the
+        others stop listing it)."""
         if not self.known:
             self.view()
-        return {b: self.metadata_from(a) for b, a in sorted(self.known.items())}
+        views: dict[int, ClusterView] = {}
+        silent: list[str] = []
+        for broker, (host, port) in sorted(self.known.items()):
+            try:
+                views[broker] = self.metadata_from((host, port))
+            except (OSError, ConnectionError) as e:
+                silent.append(f"broker {broker} ({host}:{port}) does not answer: {e}")
+        return views, silent
 
     def elect_preferred(self, controller: int) -> None:
         """ElectLeaders PREFERRED for every partition, sent to the controller; RollError
@@ -339,13 +355,14 @@ class Roll:
 
     def _fully_replicated(self) -> Callable[[], str | None]:
         def check() -> str | None:
-            for seen_by, view in self.source.every_view().items():
+            views, silent = self.source.answering_views()
+            for seen_by, view in views.items():
                 lagging = view.under_replicated()
                 if lagging:
                     more = f" and {len(lagging) - 3} more" if len(lagging) > 3 else ""
                     listed = ", ".join(map(str, lagging[:3])) + more
                     return f"under-replicated: {listed} (as broker {seen_by} says)"
-            return None
+            return "; ".join(silent) or None
 
         return check
 

@@ -61,6 +61,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.report import print_figures
+
 TOPIC = "rebalance"
 GROUP_MODES = ("eager", "cooperative", "consumer")
 LABELS = {
@@ -627,13 +629,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     results = run(sizes, modes)
     print(table(results, sizes))
-    for f in to_figures(results, sizes):
-        target = f" (target {f['target']})" if f.get("target") else ""
-        value = f["value"]
-        shown = f"{value:,.2f}" if isinstance(value, float) else value
-        print(f"{f['metric']}: {shown} {f.get('unit', '')}{target}")
-        if f.get("detail"):
-            print(f"    {f['detail']}")
+    print_figures(to_figures(results, sizes))
     return 0
 
 

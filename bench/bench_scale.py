@@ -51,6 +51,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.report import print_figures
 from bench.scale_clients import (
     FETCH_V,
     GIB,
@@ -787,13 +788,7 @@ def main(argv=None) -> int:
     }
     sizes = replace(sizes, **changes)
     res = run(sizes, args.data_dir, args.keep)
-    for f in to_figures(res, sizes):
-        target = f" (target {f['target']})" if f.get("target") else ""
-        value = f["value"]
-        shown = f"{value:,.2f}" if isinstance(value, float) else value
-        print(f"{f['metric']}: {shown} {f.get('unit', '')}{target}")
-        if f.get("detail"):
-            print(f"    {f['detail']}")
+    print_figures(to_figures(res, sizes))
     return 0
 
 

@@ -140,6 +140,18 @@ def fmt_target(figure: dict) -> str:
     return f"{op} {with_unit(number, figure.get('unit'))}"
 
 
+def print_figures(figures: list[dict]) -> None:
+    """A module's figures on stdout, one per line with its detail below, for a
+    benchmark run by hand (`python -m bench.bench_x`)."""
+    for f in figures:
+        target = f" (target {f['target']})" if f.get("target") else ""
+        value = f["value"]
+        shown = f"{value:,.2f}" if isinstance(value, float) else value
+        print(f"{f['metric']}: {shown} {f.get('unit', '')}{target}")
+        if f.get("detail"):
+            print(f"    {f['detail']}")
+
+
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 

@@ -253,6 +253,16 @@ class ReplicaManager:
     def topic(self, name: str) -> TopicMeta | None:
         return self.store.get(name)
 
+    def missing_partition_error(self, topic: str, index: int) -> ErrorCode:
+        """The error for a partition this broker does not host, as Kafka's
+        ReplicaManager.getPartitionOrError: NOT_LEADER_OR_FOLLOWER when the metadata
+        knows it (the client refreshes and goes to its leader), else
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        meta = self.store.get(topic)
+        if meta is not None and 0 <= index < meta.partitions:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     def topics(self) -> dict[str, TopicMeta]:
         return self.store.topics()
 

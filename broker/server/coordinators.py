@@ -115,9 +115,7 @@ class LocalMarkers:
         the group coordinator then completes the producer's pending offsets."""
         p = self.replicas.get_partition(*tp)
         if p is None:
-            if self.replicas.topic(tp[0]) is None:
-                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return self.replicas.missing_partition_error(*tp)
         try:
             info = p.append_txn_marker(pid, epoch, commit, coordinator_epoch)
         except ApiError as e:

@@ -72,6 +72,7 @@ from broker.server.dispatch import handles
 from broker.server.purgatory import DelayedOperation
 
 UNLIMITED = 0x7FFFFFFF
+UNKNOWN_ID = ErrorCode.UNKNOWN_TOPIC_ID  # v13+ names topics by id: an id nobody knows
 
 
 def _empty(index: int, code: ErrorCode, partition=None, lso: int | None = None) -> dict:
@@ -120,7 +121,6 @@ def read_partitions(
     topics = []
     for topic in body["topics"]:
         name = topic["topic"]
-        unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
         parts = []
         for req in topic["partitions"]:
             index = req["partition"]
@@ -130,7 +130,8 @@ def read_partitions(
                 continue
             partition = replicas.get_partition(name, index)
             if partition is None:
-                parts.append(_empty(index, unknown))
+                code = replicas.missing_partition_error(name, index) if name else UNKNOWN_ID
+                parts.append(_empty(index, code))
                 errors = True
                 continue
             code = partition.check_leader_epoch(req["current_leader_epoch"])

@@ -29,7 +29,7 @@ def _lookup(core, topic: str, index: int, current_epoch: int, refused: ErrorCode
         return None, refused
     partition = core.replicas.get_partition(topic, index)
     if partition is None:
-        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None, core.replicas.missing_partition_error(topic, index)
     code = partition.check_leader_epoch(current_epoch)
     if code == ErrorCode.NONE and not partition.is_leader:
         code = ErrorCode.NOT_LEADER_OR_FOLLOWER

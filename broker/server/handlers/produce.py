@@ -224,7 +224,7 @@ def _plan(ctx, body) -> list[tuple[str, list[list]]]:
             if topic_error != ErrorCode.NONE:
                 resp = _partition_response(index, topic_error, topic_message)
             elif (partition := replicas.get_partition(name, index)) is None:
-                resp = _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                resp = _partition_response(index, replicas.missing_partition_error(name, index))
             elif not records:
                 resp = _partition_response(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
             elif ctx.api_version <= 2 and (records := _up_converted(records)) is None:
@@ -255,7 +255,8 @@ async def _verified_append_all(core, body, plan, guards):
                 continue
             part[1] = core.replicas.get_partition(name, part[0])  # deleted meanwhile?
             if part[1] is None:
-                part[3] = _partition_response(part[0], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                code = core.replicas.missing_partition_error(name, part[0])
+                part[3] = _partition_response(part[0], code)
     answer = _append_all(core, body, plan, guards)
     if isinstance(answer, asyncio.Future):
         return await answer  # DelayedProduce: completes by its own timeout at the latest

@@ -25,7 +25,11 @@ def metadata(c: WireClient, topics) -> dict:
 
 
 def commit(c: WireClient, group: str, topic: str, offset: int) -> dict:
-    """OffsetCommit v8 of `offset` for partition 0 of `topic`, outside any generation."""
+    """OffsetCommit v8 of `offset` for partition 0 of `topic`, outside any generation,
+    after finding the coordinator as a client does (that creates `__consumer_offsets`:
+    without it a fresh broker answers NOT_COORDINATOR, as Kafka)."""
+    found = c.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+    assert found["coordinators"][0]["error_code"] == ErrorCode.NONE
     body = {
         "group_id": group,
         "generation_id_or_member_epoch": -1,

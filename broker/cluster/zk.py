@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 import orjson
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.listeners import parse_addresses
@@ -54,6 +55,9 @@ CLUSTER_ID = "/cluster/id"
 CONFIG_USERS = "/config/users"
 CONFIG_CLIENTS = "/config/clients"
 CONFIG_CHANGES = "/config/changes"  # Kafka's entity config change notifications
+# Kafka's ZkNodeChangeNotificationListener's changeExpirationMs: a change notification
+# older than this is deleted by the next broker that processes notifications.
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 BASE_PATHS = (
     BROKER_IDS,
     TOPICS,
@@ -251,6 +255,29 @@ def parse_connect(connect: str) -> tuple[str, str | None]:
 
 
 # -- the session ----------------------------------------------------------------------
+
+
+async def purge_expired_notifications(
+    zk: ZkSession, directory: str, names: list[str], expiration_ms: int
+) -> set[str]:
+    """Delete, oldest first, the sequential notifications `names` of `directory` created
+    more than `expiration_ms` ago, as Kafka's listener does after processing them; stop at
+    the first younger one (the rest are newer). Another broker may delete them first.
+    Returns the names that are gone."""
+    oldest = time.time() * 1000 - expiration_ms
+    gone = set()
+    for name in sorted(names):
+        try:
+            stat = await zk.call("exists", f"{directory}/{name}")
+            if stat is not None and stat.ctime < oldest:
+                await zk.call("delete", f"{directory}/{name}")
+                stat = None
+        except NoNodeError:
+            stat = None
+        if stat is not None:
+            break
+        gone.add(name)
+    return gone
 
 
 class ZkSession:

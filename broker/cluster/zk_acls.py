@@ -23,13 +23,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Callable
 
 import orjson
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker.cluster.zk import ZkSession
+from broker.cluster.zk import CHANGE_EXPIRATION_MS, ZkSession, purge_expired_notifications
 from broker.security.acl import (
     Entries,
     PatternType,
@@ -47,7 +46,6 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener's
 
 
 def acl_path(r: Resource) -> str:
@@ -149,20 +147,9 @@ class ZkAclStore:
             await self._purge(directory)
 
     async def _purge(self, directory: str) -> None:
-        """Delete the notifications of `directory` older than the expiration (another
-        broker may delete them first)."""
-        oldest = time.time() * 1000 - self.change_expiration_ms
-        for name in sorted(self._seen[directory]):
-            try:
-                stat = await self.zk.call("exists", f"{directory}/{name}")
-                if stat is not None and stat.ctime < oldest:
-                    await self.zk.call("delete", f"{directory}/{name}")
-                    stat = None
-            except NoNodeError:
-                stat = None
-            if stat is not None:
-                break  # sequential names: the rest are newer
-            self._seen[directory].discard(name)
+        self._seen[directory] -= await purge_expired_notifications(
+            self.zk, directory, list(self._seen[directory]), self.change_expiration_ms
+        )
 
     async def update(
         self, resource: Resource, fn: Callable[[Entries], Entries]

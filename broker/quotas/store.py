@@ -10,8 +10,8 @@
   own. After each write a change notification,
   `/config/changes/config_change_<seq>` = `{"version":2,"entity_path":"users/<user>"}`,
   as Kafka writes it; every broker watches `/config/changes` and re-reads the
-  entities named by notifications it has not seen yet (all of them once at start).
-  Old notifications are not purged (Kafka deletes them after 15 minutes). The same
+  entities named by notifications it has not seen yet (all of them once at start),
+  then deletes the notifications older than 15 minutes, as Kafka. The same
   watcher serves the other entity types Kafka notifies of: a notification for
   `<type>/<name>` goes to `entity_handlers[<type>]` (dynamic broker configs register
   `brokers`: broker/dynamic_config.py), the full load at start calls
@@ -35,7 +35,14 @@ from pathlib import Path
 import orjson
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker.cluster.zk import CONFIG_CHANGES, CONFIG_CLIENTS, CONFIG_USERS, ZkSession
+from broker.cluster.zk import (
+    CHANGE_EXPIRATION_MS,
+    CONFIG_CHANGES,
+    CONFIG_CLIENTS,
+    CONFIG_USERS,
+    ZkSession,
+    purge_expired_notifications,
+)
 from broker.quotas.entity import DEFAULT, KEY_TYPES, Configs, Entity
 from common.fsutil import atomic_write
 
@@ -135,8 +142,9 @@ class ZkQuotaStore(_Store):
     """A cluster's client quotas in ZooKeeper; `watch(zk)` (the node's ZkSession)
     starts following them."""
 
-    def __init__(self) -> None:
+    def __init__(self, change_expiration_ms: int = CHANGE_EXPIRATION_MS) -> None:
         super().__init__()
+        self.change_expiration_ms = change_expiration_ms
         self._zk: ZkSession | None = None  # set by watch()
         self._seen = -1  # highest change notification applied
         self._loaded = False
@@ -185,7 +193,12 @@ class ZkQuotaStore(_Store):
             await self._load_all()
             self._loaded = True
             self._seen = seqs[-1][0] if seqs else -1
-            return
+        await self._apply_new(seqs)
+        await purge_expired_notifications(
+            self._session(), CONFIG_CHANGES, [n for _, n in seqs], self.change_expiration_ms
+        )
+
+    async def _apply_new(self, seqs: list[tuple[int, str]]) -> None:
         for seq, name in seqs:
             if seq <= self._seen:
                 continue

@@ -379,6 +379,30 @@ _TABLE: list[Key | Section] = [
     ),
     Key("group.consumer.max.size", "int", 2147483647, "Most members of a consumer group."),
     Key(
+        "group.consumer.min.session.timeout.ms",
+        "int",
+        45000,
+        "Smallest consumer.session.timeout.ms a group may be given (dynamic group configs).",
+    ),
+    Key(
+        "group.consumer.max.session.timeout.ms",
+        "int",
+        60000,
+        "Largest consumer.session.timeout.ms a group may be given (dynamic group configs).",
+    ),
+    Key(
+        "group.consumer.min.heartbeat.interval.ms",
+        "int",
+        5000,
+        "Smallest consumer.heartbeat.interval.ms a group may be given (dynamic group configs).",
+    ),
+    Key(
+        "group.consumer.max.heartbeat.interval.ms",
+        "int",
+        15000,
+        "Largest consumer.heartbeat.interval.ms a group may be given (dynamic group configs).",
+    ),
+    Key(
         "group.consumer.migration.policy",
         "string",
         "bidirectional",
@@ -411,6 +435,42 @@ _TABLE: list[Key | Section] = [
         "Records in flight per share-partition.",
     ),
     Key("group.share.max.size", "int", 200, "Members per share group."),
+    Key(
+        "group.share.min.session.timeout.ms",
+        "int",
+        45000,
+        "Smallest share.session.timeout.ms a group may be given (dynamic group configs).",
+    ),
+    Key(
+        "group.share.max.session.timeout.ms",
+        "int",
+        60000,
+        "Largest share.session.timeout.ms a group may be given (dynamic group configs).",
+    ),
+    Key(
+        "group.share.min.heartbeat.interval.ms",
+        "int",
+        5000,
+        "Smallest share.heartbeat.interval.ms a group may be given (dynamic group configs).",
+    ),
+    Key(
+        "group.share.max.heartbeat.interval.ms",
+        "int",
+        15000,
+        "Largest share.heartbeat.interval.ms a group may be given (dynamic group configs).",
+    ),
+    Key(
+        "group.share.min.record.lock.duration.ms",
+        "int",
+        15000,
+        "Smallest share.record.lock.duration.ms a group may be given (dynamic group configs).",
+    ),
+    Key(
+        "group.share.max.record.lock.duration.ms",
+        "int",
+        60000,
+        "Largest share.record.lock.duration.ms a group may be given (dynamic group configs).",
+    ),
     Key("group.share.max.share.sessions", "int", 2000, "Share sessions per broker."),
     Key(
         "share.coordinator.state.topic.num.partitions",

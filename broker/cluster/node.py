@@ -88,6 +88,7 @@ from broker.cluster.zk_outage import SharedOutage
 from broker.cluster.zk_topics import ZkTopics
 from broker.config import BrokerConfig
 from broker.dynamic_config import ZkBrokerConfigStore
+from broker.groups.group_config_store import ZkGroupConfigStore
 from broker.metrics import BrokerMetrics, gauge
 from broker.protocol.api_keys import ApiKey
 from broker.protocol.errors import ErrorCode
@@ -144,6 +145,7 @@ class ClusterNode:
         # dynamic broker configs: notified through the client quota store's watcher
         self.broker_configs = ZkBrokerConfigStore(self.zk, self.client_quotas)
         self.client_metrics = ZkClientMetricsStore(self.zk, self.client_quotas)  # the same
+        self.group_configs = ZkGroupConfigStore(self.zk, self.client_quotas)  # the same
         self.lease = LeaseKeeper(
             self.zk, zk.BROKER_IDS, session_s, self._lease_expired, self._unfence
         )

@@ -28,6 +28,7 @@ from broker.cluster.view import (
 )
 from broker.cluster.zk import BrokerInfo
 from broker.dynamic_config import LocalBrokerConfigStore
+from broker.groups.group_config_store import LocalGroupConfigStore
 from broker.metrics import gauge
 from broker.protocol.errors import ErrorCode
 from broker.quotas.store import LocalQuotaStore
@@ -67,6 +68,7 @@ class SingleNode:
         self.client_quotas = LocalQuotaStore(data_dir)
         self.broker_configs = LocalBrokerConfigStore(data_dir)
         self.client_metrics = LocalClientMetricsStore(data_dir)
+        self.group_configs = LocalGroupConfigStore(data_dir)
         self.fence_listeners: list[Callable[[bool], None]] = []  # never told: never fenced
 
     @property

@@ -15,6 +15,7 @@ never which mode the broker runs in:
 - what depends on where metadata lives: `producer_ids`, the SCRAM `credentials`,
   the `client_quotas` (broker.quotas.store), the dynamic `broker_configs`
   (broker.dynamic_config), the `client_metrics` subscriptions (broker.telemetry.store),
+  the dynamic `group_configs` (broker.groups.group_config_store),
   `open_acl_store()`, `open_channels()` to the other brokers;
 - replication duties: `check_lease` before a produce appends, `follower_fetched`
   after a follower's fetch (ISR expansion), `elect_leaders`,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from broker.cluster.zk import BrokerInfo
     from broker.cluster.zk_acls import ZkAclStore
     from broker.dynamic_config import LocalBrokerConfigStore, ZkBrokerConfigStore
+    from broker.groups.group_config_store import LocalGroupConfigStore, ZkGroupConfigStore
     from broker.quotas.store import LocalQuotaStore, ZkQuotaStore
     from broker.sasl.credentials import LocalCredentialStore, ZkCredentialStore
     from broker.security.acl import Entries, Resource
@@ -84,6 +86,9 @@ class ClusterView(Protocol):
 
     @property
     def client_metrics(self) -> LocalClientMetricsStore | ZkClientMetricsStore: ...
+
+    @property
+    def group_configs(self) -> LocalGroupConfigStore | ZkGroupConfigStore: ...
 
     @property
     def elects_leaders(self) -> bool: ...

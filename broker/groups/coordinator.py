@@ -74,6 +74,7 @@ from broker.groups.consumer.classic import ClassicMembers
 from broker.groups.consumer.group import ConsumerGroup
 from broker.groups.consumer.heartbeat import ConsumerGroups, TopicsView
 from broker.groups.group import Group, GroupState, GroupSummary
+from broker.groups.group_config import GroupConfig
 from broker.groups.membership import Membership
 from broker.groups.offsets import Offsets
 from broker.groups.rebalance import Rebalance
@@ -100,16 +101,24 @@ class GroupCoordinator:
         store: OffsetsStore,
         config: CoordinatorConfig | None = None,
         topics: TopicsView | None = None,
+        group_configs: Callable[[str], GroupConfig] | None = None,
     ):
         """`topics()` gives {name: (topic id, partition count)} of the cluster's topics
-        (the consumer protocol assigns by topic id)."""
+        (the consumer protocol assigns by topic id); `group_configs(group id)` a group's
+        dynamic configs (broker.groups.group_config; None: the coordinator's own
+        session timeout and heartbeat interval for every group)."""
         self.config = config or CoordinatorConfig()
         self._store = store
         self._table = GroupTable(self.config.num_partitions)
         self._writer = RecordWriter(store, self.config.num_partitions)
         self._rebalance = Rebalance(self._writer, self.config)
         self.consumer = ConsumerGroups(
-            self._table, self._writer, self.config, topics or dict, self._rebalance.request
+            self._table,
+            self._writer,
+            self.config,
+            topics or dict,
+            self._rebalance.request,
+            group_configs,
         )
         classic = ClassicMembers(self.consumer, self._writer, self.config.consumer_max_size)
         membership = Membership(self._table, self._rebalance, self._writer, self.config, classic)

@@ -245,6 +245,7 @@ DESCRIBE_GROUPS_RESPONSE = [
         "groups",
         [
             F("error_code", INT16),
+            F("error_message", STRING, "6+", nullable="6+"),
             F("group_id", STRING),
             F("group_state", STRING),
             F("protocol_type", STRING),
@@ -372,6 +373,7 @@ CONSUMER_GROUP_DESCRIBE_RESPONSE = [
                     F("subscribed_topic_regex", STRING, nullable="0+"),
                     F("assignment", _DESCRIBED_ASSIGNMENT),
                     F("target_assignment", _DESCRIBED_ASSIGNMENT),
+                    F("member_type", INT8, "1+", default=-1),
                 ],
             ),
             F("authorized_operations", INT32, default=-(2**31)),

@@ -116,10 +116,12 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
     ApiKey.DELETE_ACLS: (_c((RT.CLUSTER, Op.ALTER)),),
     ApiKey.DESCRIBE_CONFIGS: (
         _c((RT.TOPIC, Op.DESCRIBE_CONFIGS), when="for a topic"),
+        _c((RT.GROUP, Op.DESCRIBE_CONFIGS), when="for a group"),
         _c((RT.CLUSTER, Op.DESCRIBE_CONFIGS), when="for a broker or client-metrics subscription"),
     ),
     ApiKey.ALTER_CONFIGS: (
         _c((RT.TOPIC, Op.ALTER_CONFIGS), when="for a topic"),
+        _c((RT.GROUP, Op.ALTER_CONFIGS), when="for a group"),
         _c((RT.CLUSTER, Op.ALTER_CONFIGS), when="for a broker or client-metrics subscription"),
     ),
     ApiKey.DESCRIBE_LOG_DIRS: (_c((RT.CLUSTER, Op.DESCRIBE)),),
@@ -130,6 +132,7 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (_c((RT.CLUSTER, Op.DESCRIBE)),),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (
         _c((RT.TOPIC, Op.ALTER_CONFIGS), when="for a topic"),
+        _c((RT.GROUP, Op.ALTER_CONFIGS), when="for a group"),
         _c((RT.CLUSTER, Op.ALTER_CONFIGS), when="for a broker or client-metrics subscription"),
     ),
     ApiKey.OFFSET_DELETE: (_c((RT.GROUP, Op.DELETE)), _c((RT.TOPIC, Op.READ))),

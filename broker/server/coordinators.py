@@ -33,6 +33,7 @@ from broker.cluster.view import ClusterView
 from broker.config import BrokerConfig
 from broker.features import FinalizedFeatures
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from broker.groups.group_config import GroupConfig
 from broker.groups.storage import HostedPartition, PartitionOffsetsStore, StoreError
 from broker.protocol import ErrorCode
 from broker.protocol.errors import ApiError
@@ -69,10 +70,14 @@ def _now_ms() -> int:
 
 
 def group_coordinator(
-    config: BrokerConfig, replicas: ReplicaManager, purgatory: Purgatory
+    config: BrokerConfig,
+    replicas: ReplicaManager,
+    purgatory: Purgatory,
+    group_configs: Callable[[str], GroupConfig],
 ) -> GroupCoordinator:
     """The group coordinator over `__consumer_offsets`; commits wait for acks=all
-    within `offsets.commit.timeout.ms`."""
+    within `offsets.commit.timeout.ms`; `group_configs(group id)` the dynamic group
+    configs its consumer groups follow."""
     timeout_s = config["offsets.commit.timeout.ms"] / 1000
 
     async def wait(partition: HostedPartition, end_offset: int) -> ErrorCode:
@@ -89,7 +94,9 @@ def group_coordinator(
         return view
 
     store = PartitionOffsetsStore(lambda i: replicas.get_partition(CONSUMER_OFFSETS, i), wait)
-    return GroupCoordinator(store, CoordinatorConfig.from_broker_config(config), topics)
+    return GroupCoordinator(
+        store, CoordinatorConfig.from_broker_config(config), topics, group_configs
+    )
 
 
 class LocalMarkers:

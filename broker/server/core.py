@@ -15,7 +15,9 @@ order, each service as a typed attribute from those before it:
    and the client quota store (`client_quotas`) of its mode; `quotas`, the
    byte-rate quota enforcement over it (broker.quotas.manager); `topic_admin`
    checks the topic writes clients ask for and hands them to it;
-5. `groups`: the `GroupCoordinator` over `__consumer_offsets`; `share_states`, the
+5. `group_configs`, the dynamic group configs (broker.groups.group_config, over the
+   cluster view's store) that the two below follow;
+   `groups`: the `GroupCoordinator` over `__consumer_offsets`; `share_states`, the
    share coordinator over `__share_group_state` (broker.share.state_store), and
    `shares`, the share groups (KIP-932, broker.share.manager): coordinated where the
    classic groups are, their share-partitions on the data partitions' leaders, their
@@ -72,6 +74,7 @@ from broker.config import BrokerConfig
 from broker.dynamic_config import DynamicBrokerConfig, Reconfigurable
 from broker.features import FinalizedFeatures, agree_in_zookeeper
 from broker.groups.coordinator import GroupCoordinator
+from broker.groups.group_config import GroupConfigs
 from broker.groups.metrics import group_metrics
 from broker.groups.storage import HostedPartition, PartitionOffsetsStore
 from broker.log import LogConfig, LogManager
@@ -111,6 +114,7 @@ class BrokerCore:
     scram: LocalCredentialStore | ZkCredentialStore
     client_quotas: LocalQuotaStore | ZkQuotaStore
     quotas: QuotaManager
+    group_configs: GroupConfigs
     groups: GroupCoordinator
     share_states: ShareStateStore
     shares: ShareGroupManager
@@ -182,7 +186,10 @@ class BrokerCore:
             self.client_quotas, config["quota.window.num"], config["quota.window.size.seconds"]
         )
 
-        self.groups = coordinators.group_coordinator(config, self.replicas, self.produce_purgatory)
+        self.group_configs = GroupConfigs(config, self.cluster.group_configs)
+        self.groups = coordinators.group_coordinator(
+            config, self.replicas, self.produce_purgatory, self.group_configs.of
+        )
         self.share_states = self._share_state_store()
         self.shares = ShareGroupManager(
             ShareConfig.from_broker_config(config),
@@ -197,6 +204,7 @@ class BrokerCore:
                 lambda *call: self.channels().request(*call),
                 self._ensure_share_state_topic,
             ),
+            group_configs=self.group_configs.of,
         )
         self._load_share_states()
         self.markers = LocalMarkers(self.replicas, self.produce_purgatory, self.groups)
@@ -216,6 +224,7 @@ class BrokerCore:
         )
         await self.cluster.start()
         await self.telemetry.start()
+        await self.group_configs.start()
         zk = getattr(self.cluster, "zk", None)
         if zk is not None:  # a cluster: the levels all brokers follow (broker/features.py)
             await agree_in_zookeeper(zk, self.features)

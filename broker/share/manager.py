@@ -3,18 +3,21 @@ the share-partitions of the data partitions it leads.
 
 Group side (on the group's coordinator, the leader of its `__consumer_offsets`
 partition): `heartbeat`, `describe`, `list_groups`, `delete_group`; members time out
-after `group.share.session.timeout.ms` without a heartbeat. Group membership is kept
-in memory: when the coordinator moves, members are told UNKNOWN_MEMBER_ID and join
-again (what share consumers do anyway after a coordinator change).
+after the group's `share.session.timeout.ms` (else `group.share.session.timeout.ms`)
+without a heartbeat. Group membership is kept in memory: when the coordinator moves,
+members are told UNKNOWN_MEMBER_ID and join again (what share consumers do anyway
+after a coordinator change).
 
 Partition side (on each data partition's leader): a share-partition per (group,
 topic, partition), loaded (`load`) on the first ShareFetch that names it from its
 durable state (broker.share.persister, the share coordinator), or started at the
-high watermark when it has none (`share.auto.offset.reset` latest, Kafka's default)
-and that start written; `acquire` reads the log from the share-partition's next
-available offset and locks what it hands out for
-`group.share.record.lock.duration.ms`; `acknowledge` settles records, and `persist`
-writes the share-partition's state before the acknowledgement is answered;
+group's `share.auto.offset.reset` when it has none (a dynamic group config,
+broker.groups.group_config: the high watermark by default, the log start with
+earliest) and that start written; `acquire` reads the log from the share-partition's
+next available offset and locks what it hands out for the group's
+`share.record.lock.duration.ms` (else `group.share.record.lock.duration.ms`);
+`acknowledge` settles records, and `persist` writes the share-partition's state
+before the acknowledgement is answered;
 `release_member` frees what a closed share session held. A share-partition is
 dropped from memory when the leadership of its data partition moves away: the new
 leader loads it. Records acquired but not yet acknowledged or released when a
@@ -39,6 +42,7 @@ from collections.abc import Callable
 
 from broker.cluster.partition import Partition
 from broker.config import BrokerConfig
+from broker.groups.group_config import EARLIEST_TIMESTAMP, GroupConfig
 from broker.log.common import OffsetOutOfRangeError
 from broker.protocol import ErrorCode
 from broker.share.membership import HeartbeatResult, ShareGroup
@@ -101,12 +105,20 @@ class ShareGroupManager:
         coordinates: Callable[[str], bool],
         on_released: Callable[[str, int], object],
         persister: SharePersister | None,
+        group_configs: Callable[[str], GroupConfig] | None = None,
     ) -> None:
         """`partition_of(topic, index)`: the hosted `broker.cluster.partition.Partition`
         or None; `topic_lookup(name)`: (topic id, partition count) or None;
         `coordinates(group_id)`: whether this broker is the group's coordinator;
-        `persister`: the durable state (None: in memory only, for tests)."""
+        `persister`: the durable state (None: in memory only, for tests);
+        `group_configs(group id)`: a group's dynamic configs (None: `config`'s)."""
         self.config = config
+        default = GroupConfig(
+            share_session_timeout_ms=config.session_timeout_ms,
+            share_heartbeat_interval_ms=config.heartbeat_interval_ms,
+            share_record_lock_duration_ms=config.record_lock_duration_ms,
+        )
+        self.group_config = group_configs or (lambda _group_id: default)
         self._partition_of = partition_of
         self.topic_lookup = topic_lookup
         self.coordinates = coordinates
@@ -160,7 +172,7 @@ class ShareGroupManager:
             client_id,
             client_host,
             self.topic_lookup,
-            self.config.session_timeout_ms,
+            self.group_config(group_id).share_session_timeout_ms,
             now_ms,
         )
 
@@ -239,9 +251,10 @@ class ShareGroupManager:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         epoch = partition.leader_epoch
         cfg = self.config
+        start = self._initial_offset(group_id, partition)
         state = SharePartitionState(
-            partition.high_watermark,
-            cfg.record_lock_duration_ms,
+            start,
+            self.group_config(group_id).share_record_lock_duration_ms,
             cfg.delivery_count_limit,
             cfg.partition_max_record_locks,
         )
@@ -253,7 +266,7 @@ class ShareGroupManager:
                 state.restore(stored.start_offset, stored.batches)
                 state.state_epoch = stored.state_epoch
             else:
-                state.start = state.end = partition.high_watermark
+                state.start = state.end = start
                 code = await self.persister.write(
                     group_id, found[0], index, 0, epoch, state.start, []
                 )
@@ -264,6 +277,20 @@ class ShareGroupManager:
         self.partitions[key] = state
         state.move_start(partition.log_start_offset)
         return ErrorCode.NONE
+
+    def _initial_offset(self, group_id: str, partition: Partition) -> int:
+        """Where a share-partition without state starts, by the group's
+        `share.auto.offset.reset`: the log start (earliest), the first record at or
+        after now minus a duration (by_duration; none: as latest) or the high
+        watermark (latest)."""
+        ts = self.group_config(group_id).reset_timestamp(int(time.time() * 1000))
+        if ts == EARLIEST_TIMESTAMP:
+            return partition.log_start_offset
+        if ts >= 0:
+            hit = partition.log.offset_for_timestamp(ts)
+            if hit is not None and hit[0] < partition.high_watermark:
+                return max(hit[0], partition.log_start_offset)
+        return partition.high_watermark
 
     async def persist(self, group_id: str, topic: str, index: int) -> ErrorCode:
         """Write the share-partition's state as it is now (one write at a time per
@@ -304,6 +331,7 @@ class ShareGroupManager:
         partition = self._partition_of(topic, index)
         if state is None or partition is None or max_records <= 0:
             return Fetched(b"", [])
+        state.lock_duration_ms = self.group_config(group_id).share_record_lock_duration_ms
         offset = state.next_fetch_offset()
         if offset is None or offset >= partition.high_watermark:
             return Fetched(b"", [])

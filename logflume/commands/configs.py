@@ -1,4 +1,4 @@
-"""`logflume configs`: describe and alter topic and broker configs (like
+"""`logflume configs`: describe and alter topic, broker and group configs (like
 kafka-configs.sh, with its flags).
 
     logflume configs --bootstrap-server H:P --entity-type topics --entity-name T --describe [--all]
@@ -34,6 +34,18 @@ entity with its SCRAM credentials, and `--entity-type users --entity-name U
     logflume configs ... --describe --entity-type users --entity-name alice --entity-type clients
     (logflume/quota_configs.py: DescribeClientQuotas, AlterClientQuotas)
 
+Groups (dynamic group configs, KIP-848/KIP-932: broker/groups/group_config.py), as
+kafka-configs sets them; `--describe` prints the group's own configs (GROUP_CONFIG),
+`--all` every one:
+
+    logflume configs ... --alter --entity-type groups --entity-name G \
+        --add-config share.auto.offset.reset=earliest,consumer.session.timeout.ms=50000
+    logflume configs ... --describe --entity-type groups --entity-name G [--all]
+
+librdkafka has no GROUP config resource (its ResourceType GROUP is the ACL one, 3;
+Kafka's config resource type is 32), so groups go over the broker's own codec too
+(below).
+
 `--entity-type brokers --entity-default` is the cluster-wide default, the broker
 resource Kafka names "" (empty). librdkafka refuses a resource with an empty name
 (confluent-kafka raised "ValueError: Invalid ConfigResource(4,)"), so that one goes
@@ -64,7 +76,7 @@ from logflume.table import add_output_argument, print_json
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "configs",
-        help="describe or alter topic and broker configs",
+        help="describe or alter topic, broker and group configs",
         description="Describe or alter configs on a Kafka-compatible broker (like kafka-configs.sh).",
     )
     client_config.add_arguments(p)
@@ -72,14 +84,15 @@ def add_parser(subparsers) -> None:
         "--entity-type",
         required=True,
         action="append",
-        choices=("topics", "brokers", "users", "clients"),
+        choices=("topics", "brokers", "users", "clients", "groups"),
         help="what the configs belong to; users and clients together: a user's client id",
     )
     p.add_argument(
         "--entity-name",
         action="append",
         dest="entity_names",
-        help="the topic, broker id, user or client id (default: all); one per --entity-type",
+        help="the topic, broker id, user, client id or group id (default: all but for "
+        "groups); one per --entity-type",
     )
     p.add_argument(
         "--entity-default",
@@ -167,7 +180,9 @@ def run(args) -> int:
             except quota_configs.QuotaCommandError as e:
                 return fail(str(e))
     if args.entity_default:
-        return _cluster_default(args, added, deleted, timeout)
+        return _over_wire(args, _RESOURCE_BROKER, "", added, deleted, timeout)
+    if args.entity_type == "groups":
+        return _over_wire(args, _RESOURCE_GROUP, args.entity_name, added, deleted, timeout)
     try:
         admin = client_config.admin_client(args)
     except (client_config.CommandConfigError, KafkaException, ValueError) as e:
@@ -224,6 +239,8 @@ def _check_flags(args) -> None:
         )
     if not args.alter and (args.add_config or args.delete_config):
         raise ValueError("--add-config and --delete-config go with --alter")
+    if args.entity_type == "groups" and not args.entity_name:
+        raise ValueError("--entity-type groups needs --entity-name (a group id)")
 
 
 _TYPE = {"topics": "TOPIC", "brokers": "BROKER"}
@@ -305,22 +322,27 @@ def _alter(admin, args, name: str, added: dict, deleted: list, timeout: float) -
     return 0
 
 
-# Kafka's numbers: the broker resource type, IncrementalAlterConfigs operations, and
-# the source of a dynamic cluster-wide default broker config.
+# Kafka's numbers: the broker and group resource types, IncrementalAlterConfigs
+# operations, and the sources of a dynamic cluster-wide default broker config and of
+# a group's own config.
 _RESOURCE_BROKER = 4
+_RESOURCE_GROUP = 32
 _OP_SET, _OP_DELETE = 0, 1
 _DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+_GROUP_CONFIG = 8
 
 
-def _cluster_default(args, added: dict, deleted: list, timeout: float) -> int:
-    """--entity-default: describe or alter the broker resource "" on the first
-    bootstrap server, over the broker's own codec (see the module docstring)."""
+def _over_wire(args, rtype: int, name: str, added: dict, deleted: list, timeout: float) -> int:
+    """--entity-default (the broker resource "") and --entity-type groups (a resource
+    type librdkafka does not know): describe or alter on the first bootstrap server,
+    over the broker's own codec (see the module docstring). A group's configs live in
+    the cluster's metadata, so any broker answers for it."""
     from broker.protocol import ApiKey, ErrorCode
     from broker.protocol.client import BlockingClient, SaslAuthenticationError, SaslClientError
     from common.hostport import parse_hostport
     from logflume import wire_config
 
-    resource = {"resource_type": _RESOURCE_BROKER, "resource_name": ""}
+    resource = {"resource_type": rtype, "resource_name": name}
     first = args.bootstrap_server.split(",")[0]
     try:
         security = wire_config.security(args)
@@ -348,18 +370,27 @@ def _cluster_default(args, added: dict, deleted: list, timeout: float) -> int:
     if answer["error_code"]:
         name = ErrorCode(answer["error_code"]).name
         return fail(f"{name}: {answer['error_message'] or 'the broker refused the request'}")
+    group = rtype == _RESOURCE_GROUP
     if args.alter:
-        print("Completed updating default config for brokers in the cluster.")
+        if group:
+            print(f"Completed updating config for group {name}.")
+        else:
+            print("Completed updating default config for brokers in the cluster.")
         return 0
+    if group:
+        heading = f"{'All' if args.all else 'Dynamic'} configs for group {name} are:"
+    else:
+        heading = "Default configs for brokers in the cluster are:"
+    own = _GROUP_CONFIG if group else _DYNAMIC_DEFAULT_BROKER_CONFIG
     described = _show(
         args,
-        "Default configs for brokers in the cluster are:",
-        None,
+        heading,
+        name if group else None,
         [
             (c["name"], c["value"], c["is_sensitive"], c["config_source"], c["read_only"],
              [(s["source"], s["name"], s["value"]) for s in c["synonyms"]])
             for c in sorted(answer["configs"], key=lambda c: c["name"])
-            if args.all or c["config_source"] == _DYNAMIC_DEFAULT_BROKER_CONFIG
+            if args.all or c["config_source"] == own
         ],
     )  # fmt: skip
     if args.output_format == "json":

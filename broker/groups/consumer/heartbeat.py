@@ -14,7 +14,8 @@ carries the member's epoch, the heartbeat interval and, when it changed or the
 request was a full one, its assignment as topic ids (the ids Metadata v10+ shows).
 
 Errors as Kafka: UNKNOWN_MEMBER_ID for a member the group does not know (removed
-after `group.consumer.session.timeout.ms` without a heartbeat, or after its rebalance
+after its session timeout without a heartbeat (the group's `consumer.session.timeout.ms`,
+a dynamic group config, else `group.consumer.session.timeout.ms`), or after its rebalance
 timeout while still owning partitions it should have revoked), FENCED_MEMBER_EPOCH
 for an epoch that is not the member's (nor its previous one with a subset of its
 partitions), GROUP_ID_NOT_FOUND for a group that does not exist (epoch > 0) or is a
@@ -69,6 +70,7 @@ from broker.groups.consumer.request import (
     validate,
 )
 from broker.groups.group import Group
+from broker.groups.group_config import GroupConfig
 from broker.groups.table import GroupTable
 from broker.groups.writer import RecordWriter
 from broker.protocol.errors import ApiError, ErrorCode
@@ -114,12 +116,19 @@ class ConsumerGroups:
         config: CoordinatorConfig,
         topics: TopicsView,
         rebalance: Callable[[Group, int], None],
+        group_configs: Callable[[str], GroupConfig] | None = None,
     ):
         """`rebalance(group, now_ms)` starts a rebalance of a classic group (one just
-        downgraded)."""
+        downgraded); `group_configs(group id)` the group's dynamic configs, whose
+        session timeout and heartbeat interval its members get (None: `config`'s)."""
         self._table = table
         self._writer = writer
         self._config = config
+        default = GroupConfig(
+            consumer_session_timeout_ms=config.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+        )
+        self._group_config = group_configs or (lambda _group_id: default)
         self._topics = topics
         self._rebalance = rebalance
         self._assignors = assignors_from_config(list(config.consumer_assignors))
@@ -187,7 +196,8 @@ class ConsumerGroups:
                 member.rebalance_deadline = now_ms + max(member.rebalance_timeout_ms, 0)
         else:
             member.rebalance_deadline = 0
-        member.session_deadline = now_ms + self._config.consumer_session_timeout_ms
+        settings = self._group_config(group.group_id)
+        member.session_deadline = now_ms + settings.consumer_session_timeout_ms
         full = r.member_epoch == 0 or (
             r.rebalance_timeout_ms != -1
             and (r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None)
@@ -199,7 +209,7 @@ class ConsumerGroups:
                 ErrorCode.NONE,
                 member_id=member_id,
                 member_epoch=after.member_epoch,
-                heartbeat_interval_ms=self._config.consumer_heartbeat_interval_ms,
+                heartbeat_interval_ms=settings.consumer_heartbeat_interval_ms,
                 assignment=after.assigned if full or changed else None,
             ),
             records,
@@ -495,7 +505,7 @@ class ConsumerGroups:
         """Start the session timers of the members of groups just loaded."""
         for gid in group_ids:
             for member in self._table.consumer[gid].members.values():
-                timeout = self._config.consumer_session_timeout_ms
+                timeout = self._group_config(gid).consumer_session_timeout_ms
                 if member.classic is not None:
                     timeout = member.classic.session_timeout_ms
                 member.session_deadline = now_ms + timeout

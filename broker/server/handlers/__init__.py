@@ -13,7 +13,8 @@
     offsets.py        ListOffsets, OffsetForLeaderEpoch
     admin.py          CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords
     configs.py        DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (topics,
-                      brokers, client-metrics subscriptions)
+                      brokers, client-metrics subscriptions, groups: broker/groups/
+                      group_config.py)
     cluster_admin.py  DescribeCluster, DescribeLogDirs, ElectLeaders
     reassignments.py  Alter/ListPartitionReassignments (the controller's; the moves:
                       broker/cluster/reassignment.py)

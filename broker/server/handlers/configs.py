@@ -1,6 +1,7 @@
 """Configs: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
-DescribeConfigs covers topic (2) and broker (4) resources. Per version: v0 reports
+DescribeConfigs covers topic (2), broker (4), client-metrics (16) and group (32)
+resources. Per version: v0 reports
 `is_default`; v1+ `config_source` (1 topic override, 2 dynamic broker config, 3
 dynamic cluster-wide default, 4 static broker config, 5 default) and, on request,
 `synonyms` in Kafka's precedence order; v3 `config_type` and `documentation`.
@@ -27,9 +28,15 @@ describes the keys it has (source 7, CLIENT_METRICS_CONFIG; none if it does not
 exist); altering checks the resulting keys as Kafka does (ClientMetricsConfigs) and
 stores them; deleting every key removes the subscription.
 
+Groups (KIP-848/932, type 32, broker/groups/group_config.py): a group describes
+every group config, its own value first (source 8, GROUP_CONFIG), then the broker's
+`group.<key>` as the layers set it; altering checks the group's resulting configs as
+Kafka does (GroupConfig.validate: INVALID_CONFIG with its messages; the empty name
+INVALID_REQUEST) and stores them.
+
 Authorization: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
-(TOPIC_AUTHORIZATION_FAILED) or, for a broker or a client-metrics subscription, on
-the cluster (CLUSTER_AUTHORIZATION_FAILED).
+(TOPIC_AUTHORIZATION_FAILED), on the group (GROUP_AUTHORIZATION_FAILED) or, for a
+broker or a client-metrics subscription, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ from broker.dynamic_keys import (
     is_password,
     topic_synonym_family,
 )
+from broker.groups.group_config import BROKER_PREFIX, GroupConfigError
+from broker.groups.group_config import KEYS as GROUP_KEYS
 from broker.log.config import TOPIC_CONFIG_NAMES
 from broker.protocol import ApiKey, ErrorCode
 from broker.protocol.errors import ApiError
@@ -61,12 +70,14 @@ from broker.telemetry.subscriptions import ClientMetricsConfigError
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_CLIENT_METRICS = 16
+RESOURCE_GROUP = 32
 SOURCE_TOPIC = 1
 SOURCE_DYNAMIC_BROKER = 2
 SOURCE_DYNAMIC_DEFAULT = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 SOURCE_CLIENT_METRICS = 7
+SOURCE_GROUP = 8
 # Kafka's DescribeConfigs ConfigType numbers.
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = range(1, 8)
 TYPE_PASSWORD = 9
@@ -86,6 +97,8 @@ def _config_refusal(ctx, op: Op, rtype: int, rname: str) -> ErrorCode | None:
     """The code a resource answers when the caller may not `op` its configs."""
     if rtype == RESOURCE_TOPIC and not allowed(ctx, op, RT.TOPIC, rname):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rtype == RESOURCE_GROUP and not allowed(ctx, op, RT.GROUP, rname):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
     cluster_wide = rtype in (RESOURCE_BROKER, RESOURCE_CLIENT_METRICS)
     if cluster_wide and not allowed(ctx, op, RT.CLUSTER):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -128,6 +141,8 @@ def describe_configs(ctx, body):
             entries = _broker_entries(ctx.core, rname, result)
         elif rtype == RESOURCE_CLIENT_METRICS:
             entries = _client_metrics_entries(ctx.core, rname, result)
+        elif rtype == RESOURCE_GROUP:
+            entries = _group_entries(ctx.core, rname, result)
         else:
             result["error_code"] = ErrorCode.INVALID_REQUEST
             result["error_message"] = f"Unsupported resource type {rtype}"
@@ -284,6 +299,31 @@ def _client_metrics_entries(core, name: str, result: dict) -> list[dict]:
     ]
 
 
+def _group_entries(core, name: str, result: dict) -> list[dict]:
+    """Kafka's createGroupConfigEntry: every group config, with the group's own value
+    (source 8, GROUP_CONFIG) first among its synonyms, then the broker's `group.<key>`
+    as the layers set it, or the key's default when the broker has no such key."""
+    try:
+        overrides, values = core.group_configs.describe(name)
+    except GroupConfigError as e:
+        result["error_code"], result["error_message"] = e.code, str(e)
+        return []
+    entries = []
+    for key in sorted(GROUP_KEYS):
+        spec = GROUP_KEYS[key]
+        broker_key = BROKER_PREFIX + key
+        if broker_key in KEYS:
+            synonyms = _layer_synonyms(core.config, [broker_key])
+        else:
+            synonyms = [{"name": key, "value": str(spec.default), "source": SOURCE_DEFAULT}]
+        if key in overrides:
+            synonyms.insert(0, {"name": key, "value": values[key], "source": SOURCE_GROUP})
+        source = synonyms[0]["source"] if synonyms else SOURCE_DEFAULT
+        kind = TYPE_INT if spec.type == "int" else TYPE_STRING
+        entries.append(_entry(key, values[key], False, source, synonyms, kind, spec.doc))
+    return entries
+
+
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 def incremental_alter_configs(ctx, body):
     return _alter(ctx, body, incremental=True)
@@ -319,9 +359,13 @@ async def _alter(ctx, body, incremental: bool) -> dict:
                 await ctx.core.telemetry.alter(
                     rname, res["configs"], incremental, body["validate_only"]
                 )
+            elif rtype == RESOURCE_GROUP:
+                await ctx.core.group_configs.alter(
+                    rname, res["configs"], incremental, body["validate_only"]
+                )
             else:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
-        except (ApiError, ClientMetricsConfigError) as e:
+        except (ApiError, ClientMetricsConfigError, GroupConfigError) as e:
             code, message = e.code, str(e)
         responses.append(
             {

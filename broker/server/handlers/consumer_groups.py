@@ -1,5 +1,6 @@
 """The consumer group protocol's APIs (KIP-848): ConsumerGroupHeartbeat (v0-1) and
-ConsumerGroupDescribe (v0), answered by the group coordinator's ConsumerGroups
+ConsumerGroupDescribe (v0-1; v1 tells each member's type, classic or consumer,
+KIP-1099), answered by the group coordinator's ConsumerGroups
 (broker/groups/consumer/).
 
 The client finds the coordinator with FindCoordinator as for a classic group; a
@@ -8,8 +9,9 @@ assignments are the ids Metadata v10+ shows. Authorization follows KafkaApis:
 ConsumerGroupHeartbeat needs READ on the group and, for the subscribed topic names,
 DESCRIBE on each (TOPIC_AUTHORIZATION_FAILED naming them); ConsumerGroupDescribe
 needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED) and fills the authorized
-operations when asked. A group id that is a classic group is described as
-GROUP_ID_NOT_FOUND, as Kafka does.
+operations when asked. A group id that is a classic or share group is described as
+GROUP_ID_NOT_FOUND ("... is not a consumer group"), as Kafka does, and a heartbeat
+for a share group's id is refused so.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from broker.groups.consumer.heartbeat import HeartbeatRequest
 from broker.protocol import ApiKey, ErrorCode
 from broker.server.authz import NOT_REQUESTED, RT, Op, allowed, authorized_operations
 from broker.server.dispatch import handles
+
+# ConsumerGroupDescribe v1's MemberType (KIP-1099): a classic member of a consumer
+# group, or a member of the consumer protocol
+_CLASSIC_MEMBER, _CONSUMER_MEMBER = 0, 1
 
 
 def _now_ms() -> int:
@@ -61,6 +67,8 @@ async def consumer_group_heartbeat(ctx, body):
                 ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                 "The following topics are unauthorized: " + ", ".join(denied),
             )
+    if group_id in ctx.core.shares.groups:
+        return error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
     r = await ctx.core.groups.consumer.heartbeat(
         HeartbeatRequest(
             group_id=group_id,
@@ -136,8 +144,13 @@ def consumer_group_describe(ctx, body):
             entry["error_code"] = code
             continue
         if group is None:
+            other = group_id in ctx.core.shares.groups or group_id in coordinator.groups
             entry["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
-            entry["error_message"] = f"Group {group_id} not found."
+            entry["error_message"] = (
+                f"Group {group_id} is not a consumer group"
+                if other
+                else f"Group {group_id} not found."
+            )
             continue
         entry |= {
             "group_state": group.state,
@@ -156,6 +169,7 @@ def consumer_group_describe(ctx, body):
                     "subscribed_topic_regex": m.subscribed_regex,
                     "assignment": _described(m.assignment.assigned, names),
                     "target_assignment": _described(group.target.get(m.member_id, {}), names),
+                    "member_type": _CLASSIC_MEMBER if m.classic is not None else _CONSUMER_MEMBER,
                 }
                 for m in group.members.values()
             ],

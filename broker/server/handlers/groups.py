@@ -19,11 +19,14 @@ OffsetFetch `require_stable` reports offsets still pending in a transaction
 (handlers/txn_markers.py, broker/groups/txn_offsets.py) as UNSTABLE_OFFSET_COMMIT.
 
 JoinGroup, SyncGroup, Heartbeat and LeaveGroup for a consumer group (KIP-848) are
-served for its classic members (broker/groups/consumer/classic.py).
+served for its classic members (broker/groups/consumer/classic.py). For a share
+group's id, JoinGroup, SyncGroup, Heartbeat and OffsetCommit are refused as Kafka 4.1
+refuses them (`_is_share_group`).
 
 Version details handled here: OffsetCommit v9 and OffsetFetch v9 carry a
 consumer-protocol member's epoch (checked by broker/groups/consumer/; such a member
-must commit with v9+); ListGroups v5 filters and answers group types (classic,
+must commit with v9+); DescribeGroups v6 answers GROUP_ID_NOT_FOUND with a message for an unknown group or
+one of another type (KIP-1043; before: Dead); ListGroups v5 filters and answers group types (classic,
 consumer: handlers/consumer_groups.py serves the consumer protocol's own APIs);
 JoinGroup v0 has no rebalance timeout (the session timeout is used), v4+ requires a
 known member id (KIP-394); LeaveGroup v0-2 carries one member and reports its error
@@ -59,6 +62,7 @@ from common.topic_names import CONSUMER_OFFSETS, TRANSACTION_STATE
 log = logging.getLogger(__name__)
 
 _GROUP_KEY_TYPE = 0
+_DEAD = "Dead"  # how DescribeGroups before v6 describes a group it does not have
 _TXN_KEY_TYPE = 1
 
 
@@ -99,6 +103,13 @@ def _group_denied(ctx, op: Op, group_id: str) -> bool:
 
 
 _GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def _is_share_group(ctx, group_id: str) -> bool:
+    """A share group coordinated here: Kafka refuses the classic protocol's requests
+    for its id (JoinGroup INCONSISTENT_GROUP_PROTOCOL, SyncGroup and Heartbeat
+    UNKNOWN_MEMBER_ID, OffsetCommit GROUP_ID_NOT_FOUND)."""
+    return group_id in ctx.core.shares.groups
 
 
 @handles(ApiKey.FIND_COORDINATOR)
@@ -152,6 +163,9 @@ async def join_group(ctx, body):
     version = ctx.api_version
     if _group_denied(ctx, Op.READ, body["group_id"]):
         return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "generation_id": -1}
+    if _is_share_group(ctx, body["group_id"]):
+        code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return {"throttle_time_ms": 0, "error_code": code, "generation_id": -1, "member_id": ""}
     session = body["session_timeout_ms"]
     rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
     r = await _coordinator(ctx).join_group(
@@ -190,6 +204,8 @@ async def join_group(ctx, body):
 async def sync_group(ctx, body):
     if _group_denied(ctx, Op.READ, body["group_id"]):
         return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "assignment": b""}
+    if _is_share_group(ctx, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_MEMBER_ID, "assignment": b""}
     r = await _coordinator(ctx).sync_group(
         body["group_id"],
         body["member_id"],
@@ -213,6 +229,8 @@ async def sync_group(ctx, body):
 def heartbeat(ctx, body):
     if _group_denied(ctx, Op.READ, body["group_id"]):
         return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED}
+    if _is_share_group(ctx, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_MEMBER_ID}
     code = _coordinator(ctx).heartbeat(
         body["group_id"],
         body["member_id"],
@@ -256,6 +274,7 @@ async def offset_commit(ctx, body):
     offsets = {}
     unknown = {}
     group_denied = _group_denied(ctx, Op.READ, body["group_id"])
+    share_group = not group_denied and _is_share_group(ctx, body["group_id"])
     for t in body["topics"]:
         topic_denied = not group_denied and not allowed(ctx, Op.READ, RT.TOPIC, t["name"])
         for p in t["partitions"]:
@@ -267,6 +286,9 @@ async def offset_commit(ctx, body):
                 continue
             if not _partition_exists(ctx.core, *tp):
                 unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if share_group:
+                unknown[tp] = ErrorCode.GROUP_ID_NOT_FOUND
                 continue
             offsets[tp] = (
                 p["committed_offset"],
@@ -388,9 +410,15 @@ def describe_groups(ctx, body):
             groups.append({"error_code": _GROUP_DENIED, "group_id": group_id, "members": []})
             continue
         code, s = _coordinator(ctx).describe_group(group_id)
+        message = None
+        if ctx.api_version >= 6 and code == ErrorCode.NONE and s.state == _DEAD:
+            other = _is_share_group(ctx, group_id) or ctx.core.groups.consumer_group(group_id)
+            code = ErrorCode.GROUP_ID_NOT_FOUND
+            message = f"Group {group_id} {'is not a classic group' if other else 'not found'}."
         groups.append(
             {
                 "error_code": code,
+                "error_message": message,
                 "group_id": group_id,
                 "group_state": s.state,
                 "protocol_type": s.protocol_type,

@@ -50,9 +50,10 @@ def share_group_heartbeat(ctx, body):
     if not allowed(ctx, Op.READ, RT.GROUP, group_id):
         return _heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     shares = ctx.core.shares
-    if ctx.core.groups.groups.get(group_id) is not None:
+    groups = ctx.core.groups
+    if groups.groups.get(group_id) is not None or groups.consumer_group(group_id) is not None:
         return _heartbeat_error(
-            ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a share group"
+            ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
         )
     result = shares.heartbeat(
         group_id,
@@ -80,7 +81,7 @@ def share_group_heartbeat(ctx, body):
         "error_message": None,
         "member_id": result.member_id,
         "member_epoch": result.epoch,
-        "heartbeat_interval_ms": shares.config.heartbeat_interval_ms,
+        "heartbeat_interval_ms": shares.group_config(group_id).share_heartbeat_interval_ms,
         "assignment": assignment,
     }
 
@@ -499,7 +500,9 @@ def _fetch_response(ctx, body: dict, ack_results: dict, fetched: dict, names: di
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "error_message": None,
-        "acquisition_lock_timeout_ms": ctx.core.shares.config.record_lock_duration_ms,
+        "acquisition_lock_timeout_ms": (
+            ctx.core.shares.group_config(body["group_id"]).share_record_lock_duration_ms
+        ),
         "responses": [{"topic_id": t, "partitions": p} for t, p in by_topic.items()],
         "node_endpoints": _endpoints(ctx, leaders),
     }

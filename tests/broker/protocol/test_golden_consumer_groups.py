@@ -1,8 +1,10 @@
 """The consumer group protocol's frames (KIP-848) byte for byte, written by hand from
-Kafka's JSON: ConsumerGroupHeartbeat v0/v1, ConsumerGroupDescribe v0, ListGroups v5,
-OffsetFetch v9."""
+Kafka's JSON: ConsumerGroupHeartbeat v0/v1, ConsumerGroupDescribe v0/v1, ListGroups v5,
+OffsetFetch v9, DescribeGroups v6."""
 
 from __future__ import annotations
+
+import pytest
 
 from broker.protocol import ApiKey
 from tests.broker.protocol.test_golden_flexible import (
@@ -82,10 +84,13 @@ def test_consumer_group_heartbeat_v1_request_and_response():
     assert check_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, fenced, wire) == fenced
 
 
-def test_consumer_group_describe_v0_request_and_response():
+@pytest.mark.parametrize("version", [0, 1])
+def test_consumer_group_describe_request_and_response(version):
+    """v1 (KIP-1099) adds each member's type after its target assignment: 1, a
+    consumer-protocol member (0: a classic one); v0 decodes it as -1, unknown."""
     body = {"group_ids": ["g"], "include_authorized_operations": True}
-    wire = frame("0045 0000 00000001 0001" + b"c".hex() + "00" + "02" + s("g") + "01 00")
-    assert check_request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, body, wire, "c") == body
+    wire = frame(f"0045 000{version} 00000001 0001" + b"c".hex() + "00" + "02" + s("g") + "01 00")
+    assert check_request(ApiKey.CONSUMER_GROUP_DESCRIBE, version, body, wire, "c") == body
     assignment = {
         "topic_partitions": [{"topic_id": TOPIC_ID, "topic_name": "t", "partitions": [0]}]
     }
@@ -112,6 +117,7 @@ def test_consumer_group_describe_v0_request_and_response():
                         "subscribed_topic_regex": None,
                         "assignment": assignment,
                         "target_assignment": assignment,
+                        "member_type": 1 if version else -1,
                     }
                 ],
                 "authorized_operations": -(2**31),
@@ -123,11 +129,13 @@ def test_consumer_group_describe_v0_request_and_response():
         "00000001 00" + "00000000"
         + "02" + "0000 00" + s("g") + s("Stable") + "00000002 00000002" + s("uniform")
         + "02" + s("m") + "00 00" + "00000002" + s("c") + s("/h") + "02" + s("t") + "00"
-        + described + described + "00"  # the member's tagged fields
+        + described + described
+        + ("01" if version else "")  # member type
+        + "00"  # the member's tagged fields
         + "80000000 00"  # authorized operations not asked; the group's tagged fields
         + "00"
     )  # fmt: skip
-    assert check_response(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, response, wire) == response
+    assert check_response(ApiKey.CONSUMER_GROUP_DESCRIBE, version, response, wire) == response
 
 
 def test_list_groups_v5_types_filter_and_group_type():
@@ -173,3 +181,30 @@ def test_offset_fetch_v9_request_carries_member_id_and_epoch():
     )  # fmt: skip
     decoded = check_request(ApiKey.OFFSET_FETCH, 9, body, wire, "c")
     assert decoded["groups"] == body["groups"]
+
+
+def test_describe_groups_v6_response_carries_an_error_message():
+    """KIP-1043: v6 puts a nullable error message after each group's error code."""
+    response = {
+        "throttle_time_ms": 0,
+        "groups": [
+            {
+                "error_code": 69,
+                "error_message": "Group g not found.",
+                "group_id": "g",
+                "group_state": "Dead",
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+                "authorized_operations": -(2**31),
+            }
+        ],
+    }
+    wire = frame(
+        "00000001 00" + "00000000"
+        + "02" + "0045" + s("Group g not found.") + s("g") + s("Dead") + s("") + s("")
+        + "01"  # no members
+        + "80000000 00"  # authorized operations; the group's tagged fields
+        + "00"
+    )  # fmt: skip
+    assert check_response(ApiKey.DESCRIBE_GROUPS, 6, response, wire) == response

@@ -39,6 +39,7 @@ def _partition(topic: str, **extra) -> dict:
 
 _BROKER_RESOURCE = {"resource_type": 4, "resource_name": "0"}
 _TOPIC_RESOURCE = {"resource_type": 2, "resource_name": TOPIC}
+_GROUP_RESOURCE = {"resource_type": 32, "resource_name": GROUP}
 _TXN_MARKER = {
     "producer_id": 1,
     "producer_epoch": 0,
@@ -398,6 +399,42 @@ REQUESTS = [
         "refused",
     ),
     (
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {"resources": [_GROUP_RESOURCE | {"configuration_keys": None}]},
+        "refused",
+    ),
+    (
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                _GROUP_RESOURCE
+                | {
+                    "configs": [
+                        {
+                            "name": "share.auto.offset.reset",
+                            "config_operation": 0,
+                            "value": "earliest",
+                        }
+                    ]
+                }
+            ]
+        },
+        "refused",
+    ),
+    (
+        ApiKey.ALTER_CONFIGS,
+        2,
+        {
+            "resources": [
+                _GROUP_RESOURCE
+                | {"configs": [{"name": "share.auto.offset.reset", "value": "earliest"}]}
+            ]
+        },
+        "refused",
+    ),
+    (
         ApiKey.SHARE_GROUP_HEARTBEAT,
         1,
         {"group_id": GROUP, "member_id": "m", "member_epoch": 0, "subscribed_topic_names": [TOPIC]},
@@ -479,13 +516,23 @@ def _snapshot(client: WireClient) -> dict:
         ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": GROUP, "topics": None}]}
     )
     configs = client.request(
-        ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [_TOPIC_RESOURCE | {"configuration_keys": None}]}
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {
+            "resources": [
+                _TOPIC_RESOURCE | {"configuration_keys": None},
+                _GROUP_RESOURCE | {"configuration_keys": None},
+            ]
+        },
     )
     return {
         "topics": topics,
         "offsets": ends,
         "group": offsets["groups"],
-        "configs": sorted((c["name"], c["value"]) for c in configs["results"][0]["configs"]),
+        "configs": [
+            sorted((c["name"], c["value"]) for c in result["configs"])
+            for result in configs["results"]
+        ],
         "acls": client.request(ApiKey.DESCRIBE_ACLS, 3, MATCH_ALL_ACLS)["resources"],
         "scram": client.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})[
             "results"

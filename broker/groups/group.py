@@ -209,6 +209,10 @@ class Group:
         self.pending_sync: set[str] = set()
         self.sync_deadline = 0
         self.offsets: dict[tuple[str, int], OffsetValue] = {}
+        # OffsetCommits waiting for their append: the group is not expired meanwhile
+        # (Kafka's hasOffsets counts pending commits), or a first commit could find
+        # its new, still offset-less group dropped under it.
+        self.pending_commits = 0
         # Rebalance timing: the join phase ends at `join_deadline`; while
         # `initial_delay` is set, the group waits for more first members
         # (group.initial.rebalance.delay.ms) with `initial_remaining` ms to go.

@@ -94,7 +94,11 @@ class Offsets:
                 (encode_offset_key(OffsetKey(group_id, *tp)), encode_offset_value(v))
                 for tp, v in values.items()
             ]
-            err = await self._writer.write(group_id, records, now_ms)
+            group.pending_commits += 1
+            try:
+                err = await self._writer.write(group_id, records, now_ms)
+            finally:
+                group.pending_commits -= 1
             if not err and group.is_(GroupState.DEAD):
                 err = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if not err:
@@ -196,7 +200,12 @@ class Offsets:
             for tp in expired:
                 del group.offsets[tp]
             removed += len(expired)
-            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
+            if (
+                group.is_(GroupState.EMPTY)
+                and not group.offsets
+                and not group.pending_members
+                and not group.pending_commits
+            ):
                 records.append((encode_group_key(GroupKey(group.group_id)), None))
                 self._table.drop(group, now_ms)
             if records:

@@ -1,7 +1,9 @@
+import asyncio
+
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.group import GroupState
 from broker.protocol.errors import ErrorCode
-from tests.broker.groups.fakes import Driver, settle
+from tests.broker.groups.fakes import Driver, MemoryStore, settle
 
 E = ErrorCode
 DAY = 86_400_000
@@ -112,6 +114,37 @@ async def test_offset_expiry_writes_tombstones_and_removes_group():
     for p in range(50):
         fresh.load_partition(p, 4 * DAY)
     assert fresh.groups == {}
+
+
+class HeldStore(MemoryStore):
+    """Appends wait until `release` is set: a commit caught mid-write."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def append(self, partition: int, records: bytes) -> int:
+        await self.release.wait()
+        return await super().append(partition, records)
+
+
+async def test_expiry_keeps_a_new_group_whose_first_commit_is_being_written():
+    """Kafka's hasOffsets counts pending commits: the check running while a first
+    commit to a new group waits for its append must not drop the group under it."""
+    store = HeldStore()
+    d = Driver(store)
+    commit = asyncio.ensure_future(
+        d.coord.commit_offsets("fresh", "", None, -1, {("t", 0): (5, -1, "")}, 1000)
+    )
+    await settle()
+    assert not commit.done()
+    expiry = asyncio.ensure_future(d.coord.expire_offsets(1000))
+    await settle()
+    store.release.set()
+    await expiry
+    assert await commit == {("t", 0): E.NONE}
+    err, offsets = d.coord.fetch_offsets("fresh", [("t", 0)])
+    assert err == E.NONE and offsets[("t", 0)].offset == 5
 
 
 async def test_delete_group():

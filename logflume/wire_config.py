@@ -1,5 +1,5 @@
 """How the commands that speak the Kafka protocol themselves (`logflume
-transactions`, `logflume groups --delete-offsets`, through
+transactions`, `logflume groups --delete-offsets` and its share groups, through
 broker/protocol/client.BlockingClient) connect, from the same `--command-config`
 file as the librdkafka-based commands (logflume/client_config.py).
 

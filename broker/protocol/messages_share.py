@@ -1,5 +1,7 @@
 """Schemas of the share-group APIs (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe,
-ShareFetch and ShareAcknowledge, declared from Kafka 4.2's message JSON.
+ShareFetch and ShareAcknowledge, declared from Kafka 4.2's message JSON; the share
+coordinator's RPCs (Read/Write/Initialize/DeleteShareGroupState) and the offsets
+admin APIs (Describe/Alter/DeleteShareGroupOffsets), version 0 as Kafka 4.1 has them.
 
 Version 0 was Kafka 4.0's early access and is gone from Kafka since 4.1; the broker
 serves version 1 of each (what librdkafka 2.16 and Kafka's 4.1+ clients send), so
@@ -283,6 +285,136 @@ WRITE_SHARE_GROUP_STATE_RESPONSE = [
                     F("error_message", STRING, nullable="0+", default=None),
                 ],
             ),
+        ],
+    ),
+]
+
+_PARTITION_RESULTS = F(
+    "partitions",
+    [
+        F("partition", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+    ],
+)
+
+INITIALIZE_SHARE_GROUP_STATE_REQUEST = [
+    F("group_id", STRING),
+    F(
+        "topics",
+        [
+            F("topic_id", UUID),
+            F(
+                "partitions",
+                [F("partition", INT32), F("state_epoch", INT32), F("start_offset", INT64)],
+            ),
+        ],
+    ),
+]
+
+INITIALIZE_SHARE_GROUP_STATE_RESPONSE = [F("results", [F("topic_id", UUID), _PARTITION_RESULTS])]
+
+DELETE_SHARE_GROUP_STATE_REQUEST = [
+    F("group_id", STRING),
+    F("topics", [F("topic_id", UUID), F("partitions", [F("partition", INT32)])]),
+]
+
+DELETE_SHARE_GROUP_STATE_RESPONSE = [F("results", [F("topic_id", UUID), _PARTITION_RESULTS])]
+
+# The share-group admin APIs (clients to the group's coordinator): the share-partition
+# start offsets of a group, read, set (an empty group), deleted (an empty group).
+
+DESCRIBE_SHARE_GROUP_OFFSETS_REQUEST = [
+    F(
+        "groups",
+        [
+            F("group_id", STRING),
+            F(
+                "topics",
+                [F("topic_name", STRING), F("partitions", Array(INT32))],
+                nullable="0+",
+            ),
+        ],
+    ),
+]
+
+DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F(
+        "groups",
+        [
+            F("group_id", STRING),
+            F(
+                "topics",
+                [
+                    F("topic_name", STRING),
+                    F("topic_id", UUID),
+                    F(
+                        "partitions",
+                        [
+                            F("partition_index", INT32),
+                            F("start_offset", INT64),
+                            F("leader_epoch", INT32),
+                            F("error_code", INT16),
+                            F("error_message", STRING, nullable="0+", default=None),
+                        ],
+                    ),
+                ],
+            ),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        ],
+    ),
+]
+
+ALTER_SHARE_GROUP_OFFSETS_REQUEST = [
+    F("group_id", STRING),
+    F(
+        "topics",
+        [
+            F("topic_name", STRING),
+            F("partitions", [F("partition_index", INT32), F("start_offset", INT64)]),
+        ],
+    ),
+]
+
+ALTER_SHARE_GROUP_OFFSETS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+", default=None),
+    F(
+        "responses",
+        [
+            F("topic_name", STRING),
+            F("topic_id", UUID),
+            F(
+                "partitions",
+                [
+                    F("partition_index", INT32),
+                    F("error_code", INT16),
+                    F("error_message", STRING, nullable="0+", default=None),
+                ],
+            ),
+        ],
+    ),
+]
+
+DELETE_SHARE_GROUP_OFFSETS_REQUEST = [
+    F("group_id", STRING),
+    F("topics", [F("topic_name", STRING)]),
+]
+
+DELETE_SHARE_GROUP_OFFSETS_RESPONSE = [
+    F("throttle_time_ms", INT32),
+    F("error_code", INT16),
+    F("error_message", STRING, nullable="0+", default=None),
+    F(
+        "responses",
+        [
+            F("topic_name", STRING),
+            F("topic_id", UUID),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
         ],
     ),
 ]

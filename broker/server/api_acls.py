@@ -164,6 +164,20 @@ API_ACLS: dict[ApiKey, tuple[Check, ...]] = {
     ApiKey.SHARE_ACKNOWLEDGE: (_c((RT.GROUP, Op.READ)), _c((RT.TOPIC, Op.READ))),
     ApiKey.READ_SHARE_GROUP_STATE: (_c((RT.CLUSTER, Op.CLUSTER_ACTION)),),
     ApiKey.WRITE_SHARE_GROUP_STATE: (_c((RT.CLUSTER, Op.CLUSTER_ACTION)),),
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (_c((RT.CLUSTER, Op.CLUSTER_ACTION)),),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (_c((RT.CLUSTER, Op.CLUSTER_ACTION)),),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (
+        _c((RT.GROUP, Op.DESCRIBE)),
+        _c((RT.TOPIC, Op.DESCRIBE), when="for each topic described"),
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (
+        _c((RT.GROUP, Op.READ)),
+        _c((RT.TOPIC, Op.READ), when="for each topic altered"),
+    ),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (
+        _c((RT.GROUP, Op.DELETE)),
+        _c((RT.TOPIC, Op.READ), when="for each topic deleted"),
+    ),
 }
 
 

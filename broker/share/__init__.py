@@ -6,6 +6,9 @@
     sessions.py         share sessions of ShareFetch/ShareAcknowledge (pure)
     manager.py          the broker's service: groups coordinated here, share-partitions
                         of the data partitions led here, reads of their logs, timers
+    state_store.py      the share coordinator: durable state on __share_group_state
+    persister.py        the way to it, here or on another broker
+    admin.py            the share-group offsets admin: describe, alter, delete
 
 The group side (ShareGroupHeartbeat, ShareGroupDescribe) lives on the group's
 coordinator (the leader of its `__consumer_offsets` partition, as classic groups);

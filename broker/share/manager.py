@@ -2,11 +2,12 @@
 the share-partitions of the data partitions it leads.
 
 Group side (on the group's coordinator, the leader of its `__consumer_offsets`
-partition): `heartbeat`, `describe`, `list_groups`, `delete_group`; members time out
-after the group's `share.session.timeout.ms` (else `group.share.session.timeout.ms`)
-without a heartbeat. Group membership is kept in memory: when the coordinator moves,
-members are told UNKNOWN_MEMBER_ID and join again (what share consumers do anyway
-after a coordinator change).
+partition): `heartbeat`, `describe`, `list_groups`, `delete_group` (with the durable
+state of the group's share-partitions; the offsets admin APIs are broker.share.admin's);
+members time out after the group's `share.session.timeout.ms` (else
+`group.share.session.timeout.ms`) without a heartbeat. Group membership is kept in
+memory: when the coordinator moves, members are told UNKNOWN_MEMBER_ID and join again
+(what share consumers do anyway after a coordinator change).
 
 Partition side (on each data partition's leader): a share-partition per (group,
 topic, partition), loaded (`load`) on the first ShareFetch that names it from its
@@ -19,8 +20,9 @@ next available offset and locks what it hands out for the group's
 `acknowledge` settles records, and `persist` writes the share-partition's state
 before the acknowledgement is answered;
 `release_member` frees what a closed share session held. A share-partition is
-dropped from memory when the leadership of its data partition moves away: the new
-leader loads it. Records acquired but not yet acknowledged or released when a
+dropped from memory when the leadership of its data partition moves away (the new
+leader loads it), when its group's last share session here ends, and when the
+coordinator gave it a new state (a write fenced by the state epoch). Records acquired but not yet acknowledged or released when a
 leader fails come back AVAILABLE with the delivery count last written.
 
 The share sessions (broker.share.sessions) are kept here too. `tick` (the core's
@@ -193,18 +195,51 @@ class ShareGroupManager:
             if self.coordinates(g.group_id)
         ]
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of a share group: only an empty one (NON_EMPTY_GROUP); its
-        share-partitions led here go too."""
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: only an empty one (NON_EMPTY_GROUP). The
+        durable state of its share-partitions is deleted first (DeleteShareGroupState),
+        so that a group created again under its id starts afresh; its share-partitions
+        led here go from memory."""
         code, group = self.describe(group_id)
         if group is None:
             return code
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
-        del self.groups[group_id]
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
+        code = await self.delete_state(group_id, group.initialized)
+        if code != ErrorCode.NONE:
+            return code
+        if group.members:  # joined while the state was deleted
+            return ErrorCode.NON_EMPTY_GROUP
+        if self.groups.get(group_id) is group:
+            del self.groups[group_id]
         return ErrorCode.NONE
+
+    async def delete_state(self, group_id: str, topics: dict[str, set[int]]) -> ErrorCode:
+        """Delete the durable state of `topics`' share-partitions of the group (those of
+        topics that no longer exist are gone with them) and drop them from memory; the
+        first error, or NONE."""
+        keys = []
+        for topic, partitions in topics.items():
+            found = self.topic_lookup(topic)
+            if found is not None:
+                keys += [(topic, found[0], index) for index in sorted(partitions)]
+        codes: list[ErrorCode] = []
+        if self.persister is not None:
+            persister = self.persister
+            codes = await asyncio.gather(
+                *(persister.delete(group_id, topic_id, index) for _, topic_id, index in keys)
+            )
+        for topic in topics:
+            self.unload(group_id, topic)
+        return next((c for c in codes if c != ErrorCode.NONE), ErrorCode.NONE)
+
+    def unload(self, group_id: str, topic: str | None = None) -> None:
+        """Drop the group's share-partitions (of `topic`, or all) from memory: the next
+        ShareFetch loads them from their durable state, as it is after an
+        AlterShareGroupOffsets or a deletion."""
+        for key in [k for k in self.partitions if k[0] == group_id and topic in (None, k[1])]:
+            del self.partitions[key]
+            self._writing.pop(key, None)
 
     # -- partition side ---------------------------------------------------------------
 
@@ -306,9 +341,13 @@ class ShareGroupManager:
             if self.persister is None:
                 return ErrorCode.NONE
             start, runs = state.snapshot()
-            return await self.persister.write(
+            code = await self.persister.write(
                 group_id, found[0], index, state.state_epoch, partition.leader_epoch, start, runs
             )
+            if code == ErrorCode.FENCED_STATE_EPOCH and self.partitions.get(key) is state:
+                # AlterShareGroupOffsets gave the share-partition a new state: load it again
+                del self.partitions[key]
+            return code
 
     def persist_later(self, group_id: str, topic: str, index: int) -> None:
         """`persist` in the background (records released by a timer, not answered to
@@ -386,12 +425,33 @@ class ShareGroupManager:
 
     def release_session(self, session: ShareSession) -> None:
         """A share session ended: the records its member holds in its partitions are
-        released."""
+        released. When it was the group's last session here, the group's
+        share-partitions are written and dropped from memory (as Kafka's share-partition
+        leader does when a group goes empty): an AlterShareGroupOffsets or a deletion
+        made while the group is empty is what the next ShareFetch loads."""
         for topic, index in session.partitions:
             state = self.partitions.get((session.group_id, topic, index))
             if state is not None and state.release_member(session.member_id):
                 self.on_released(topic, index)
                 self.persist_later(session.group_id, topic, index)
+        if not self._has_sessions(session.group_id):
+            task = asyncio.get_running_loop().create_task(self._unload_idle(session.group_id))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _has_sessions(self, group_id: str) -> bool:
+        return any(g == group_id for g, _ in self.sessions.sessions)
+
+    async def _unload_idle(self, group_id: str) -> ErrorCode:
+        """Write the group's share-partitions, then drop those written (one that could
+        not be written stays, with what only memory holds) unless a session opened."""
+        keys = [k for k in self.partitions if k[0] == group_id]
+        codes = await asyncio.gather(*(self.persist(*key) for key in keys))
+        if not self._has_sessions(group_id):
+            for key, code in zip(keys, codes, strict=True):
+                if code in (ErrorCode.NONE, ErrorCode.FENCED_STATE_EPOCH):
+                    self.partitions.pop(key, None)
+        return ErrorCode.NONE
 
     def leadership_changed(self, topic: str, index: int, leader: bool) -> None:
         """The share-partitions of a data partition no longer led here are dropped."""

@@ -59,6 +59,10 @@ class ShareGroup:
         self.epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, ShareMember] = {}
+        # the share-partitions the group has had (assigned, or given a start offset by
+        # AlterShareGroupOffsets): whose durable state DeleteGroups deletes, and what
+        # DescribeShareGroupOffsets shows when it names no topics
+        self.initialized: dict[str, set[int]] = {}
 
     @property
     def state(self) -> str:
@@ -138,6 +142,8 @@ class ShareGroup:
             found = lookup(topic)
             if found is not None:
                 target[topic] = list(range(found[1]))
+        for topic, partitions in target.items():
+            self.initialized.setdefault(topic, set()).update(partitions)
         if target != member.assignment or member.epoch == 0:
             if target != member.assignment:
                 self.epoch += 1

@@ -4,6 +4,10 @@ share coordinator (broker.share.state_store) of each share-partition, on this br
 (ReadShareGroupState / WriteShareGroupState over the inter-broker channels), as
 Kafka's DefaultStatePersister does.
 
+The group coordinator uses it too, for the admin APIs: a read at leader epoch -1
+(never fenced), `initialize` (InitializeShareGroupState: AlterShareGroupOffsets) and
+`delete` (DeleteShareGroupState: DeleteGroups, DeleteShareGroupOffsets).
+
 A call that meets a moving coordinator (NOT_COORDINATOR, no leader yet, a lost
 connection) is retried until `timeout_s`; `__share_group_state` is created on first
 use. Event-loop only.
@@ -15,7 +19,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from broker.protocol import ApiKey, ErrorCode, ProtocolError
 from broker.share.state_store import Batch, ShareState, ShareStateStore
@@ -107,6 +111,50 @@ class SharePersister:
                 }
                 answer = await self._call(leader, ApiKey.WRITE_SHARE_GROUP_STATE, body)
                 code = _first_code(answer)
+            if code not in _RETRIABLE:
+                return code
+            await asyncio.sleep(0.2)
+        return code
+
+    async def initialize(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int, start: int
+    ) -> ErrorCode:
+        """InitializeShareGroupState: a fresh state of `state_epoch` at `start`."""
+        part = {"partition": partition, "state_epoch": state_epoch, "start_offset": start}
+        return await self._admin(
+            (group_id, topic_id.hex, partition),
+            lambda key: self.local.initialize(key, state_epoch, start),
+            ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+            {"group_id": group_id, "topics": [{"topic_id": topic_id, "partitions": [part]}]},
+        )
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
+        """DeleteShareGroupState: the share-partition's state is forgotten."""
+        part = {"partition": partition}
+        return await self._admin(
+            (group_id, topic_id.hex, partition),
+            self.local.delete,
+            ApiKey.DELETE_SHARE_GROUP_STATE,
+            {"group_id": group_id, "topics": [{"topic_id": topic_id, "partitions": [part]}]},
+        )
+
+    async def _admin(
+        self,
+        key: tuple[str, str, int],
+        local: Callable[[tuple[str, str, int]], Awaitable[ErrorCode]],
+        api_key: ApiKey,
+        body: dict,
+    ) -> ErrorCode:
+        """One share-partition's call of the group coordinator: `local(key)` here, else
+        `api_key` to the share coordinator; retried as reads and writes are."""
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            leader = self._coordinator(key)
+            if leader == self.broker_id:
+                code = await local(key)
+            elif leader >= 0:
+                code = _first_code(await self._call(leader, api_key, body))
             if code not in _RETRIABLE:
                 return code
             await asyncio.sleep(0.2)

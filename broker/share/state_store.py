@@ -20,8 +20,11 @@ failure of any broker but the last in-sync replica. The topic is compacted: the 
 record of a key is its state. A new leader of a partition replays it (`load_partition`).
 
 Fencing, as Kafka's share coordinator: a read or write from an older leader epoch of
-the data partition than one seen already answers FENCED_LEADER_EPOCH, a write of an
-older state epoch FENCED_STATE_EPOCH.
+the data partition than one seen already answers FENCED_LEADER_EPOCH (a read with
+leader epoch -1, the admin's, is never fenced), a write or an initialization of an
+older state epoch FENCED_STATE_EPOCH. `initialize` replaces a state (AlterShareGroup-
+Offsets, through InitializeShareGroupState) and `delete` forgets one
+(DeleteShareGroupState).
 
 Event-loop only.
 """
@@ -122,7 +125,7 @@ class ShareStateStore:
         state = self.states.get(key)
         if state is None:
             return ErrorCode.NONE, ShareState()
-        if leader_epoch < state.leader_epoch:
+        if leader_epoch != -1 and leader_epoch < state.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH, None
         return ErrorCode.NONE, state
 
@@ -144,27 +147,47 @@ class ShareStateStore:
             return ErrorCode.FENCED_STATE_EPOCH
         start = start_offset if start_offset >= 0 else old.start_offset
         new = ShareState(state_epoch, leader_epoch, start, merge(old.batches, batches, start))
+        return await self._append(key, partition, new)
+
+    async def initialize(self, key: StateKey, state_epoch: int, start_offset: int) -> ErrorCode:
+        """InitializeShareGroupState: replace the share-partition's state by a fresh one
+        (`start_offset`, -1: the share-partition's leader starts it as
+        `share.auto.offset.reset` says; no records in flight) of `state_epoch`, which
+        must not be older than the stored one. The group coordinator's
+        AlterShareGroupOffsets, with the stored epoch + 1: a leader still writing under
+        the old epoch is fenced."""
+        partition = self.partition_for(key)
+        if partition not in self.owned:
+            return ErrorCode.NOT_COORDINATOR
+        old = self.states.get(key)
+        if old is not None and state_epoch < old.state_epoch:
+            return ErrorCode.FENCED_STATE_EPOCH
+        new = ShareState(state_epoch, old.leader_epoch if old else -1, start_offset, [])
+        return await self._append(key, partition, new)
+
+    async def delete(self, key: StateKey) -> ErrorCode:
+        """Forget a share-partition's state (DeleteShareGroupState: its group, or the
+        group's offsets of its topic, were deleted): a tombstone. A state never written
+        is gone already."""
+        partition = self.partition_for(key)
+        if partition not in self.owned:
+            return ErrorCode.NOT_COORDINATOR
+        if key not in self.states:
+            return ErrorCode.NONE
+        return await self._append(key, partition, None)
+
+    async def _append(self, key: StateKey, partition: int, state: ShareState | None) -> ErrorCode:
+        """Write `state` (None: a tombstone) with acks=all, then hold it here."""
         builder = BatchBuilder()
-        builder.append(new.to_json(), key=orjson.dumps(list(key)))
+        builder.append(None if state is None else state.to_json(), key=orjson.dumps(list(key)))
         try:
             await self.store.append(partition, builder.build())
         except StoreError as e:
             log.warning("share state %s not written: %s", key, e)
             return e.code
         if partition in self.owned:
-            self.states[key] = new
-        return ErrorCode.NONE
-
-    async def delete(self, key: StateKey) -> ErrorCode:
-        """Forget a share-partition's state (its group was deleted): a tombstone."""
-        partition = self.partition_for(key)
-        if partition not in self.owned:
-            return ErrorCode.NOT_COORDINATOR
-        builder = BatchBuilder()
-        builder.append(None, key=orjson.dumps(list(key)))
-        try:
-            await self.store.append(partition, builder.build())
-        except StoreError as e:
-            return e.code
-        self.states.pop(key, None)
+            if state is None:
+                self.states.pop(key, None)
+            else:
+                self.states[key] = state
         return ErrorCode.NONE

@@ -1,5 +1,6 @@
-"""`logflume groups`: list, describe, reset, delete consumer groups and their offsets
-(like kafka-consumer-groups.sh, with its flags).
+"""`logflume groups`: list, describe, reset, delete consumer groups and share groups
+and their offsets (like kafka-consumer-groups.sh and kafka-share-groups.sh, with their
+flags).
 
 `--list` prints the group ids; `--list --type` adds each group's type (classic or
 consumer: KIP-848's consumer group protocol) and `--list --type consumer` lists only
@@ -18,28 +19,43 @@ it only prints the plan (`--dry-run`). `--delete` deletes whole (inactive) group
 `--delete-offsets --topic T` deletes one group's offsets of T (Kafka's OffsetDelete:
 refused for topics a live member subscribes to).
 
+Share groups (KIP-932) are handled as kafka-share-groups.sh handles them, found by
+their id (ShareGroupDescribe on the group's coordinator, where the broker serves
+share groups) or named so with `--type share`: `--list --type share` lists them (and
+`--list --type` shows their TYPE, share); `--describe` prints each share-partition's
+LEADER-EPOCH, START-OFFSET and LAG (the log end offset minus the start offset: the
+records not yet past the share-partition start, those in flight included),
+`--members` the members and their assignments, `--state` the coordinator, state and
+member count (consumer groups too); `--reset-offsets` sets the start offsets of an
+empty share group (`--to-earliest`, `--to-latest`, `--to-datetime`, `--to-offset`;
+`--dry-run` or `--execute`): the next share consumer starts there; `--delete` deletes
+an empty share group with its durable state; `--delete-offsets --topic T` removes
+T's share-partitions from an empty share group.
+
 Works against any Kafka-compatible broker: confluent-kafka's AdminClient for groups
-and offsets, a Consumer's watermarks for log end offsets, and for OffsetDelete,
-which confluent-kafka does not offer, the broker's own codec
-(broker/protocol/client.BlockingClient), connecting with TLS and SASL as
---command-config says (logflume/wire_config.py).
+and offsets, a Consumer's watermarks for log end offsets, and for OffsetDelete and
+the share-group APIs, which confluent-kafka does not offer, the broker's own codec
+(broker/protocol/client.BlockingClient, logflume/share_admin.py), connecting with
+TLS and SASL as --command-config says (logflume/wire_config.py).
 """
 
+import dataclasses
 import re
 import sys
 import time
 from datetime import datetime
 
 from logflume import client_config
+from logflume.share_admin import ShareAdmin, ShareAdminError, ShareGroupInfo
 from logflume.table import Table, add_output_argument
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "groups",
-        help="list, describe, reset or delete consumer groups",
-        description="Inspect and manage consumer groups on a Kafka-compatible broker "
-        "(like kafka-consumer-groups.sh).",
+        help="list, describe, reset or delete consumer and share groups",
+        description="Inspect and manage consumer groups and share groups on a "
+        "Kafka-compatible broker (like kafka-consumer-groups.sh and kafka-share-groups.sh).",
     )
     client_config.add_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
@@ -51,11 +67,18 @@ def add_parser(subparsers) -> None:
     p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
     p.add_argument("--members", action="store_true", help="--describe: one row per member")
     p.add_argument(
+        "--state", action="store_true", help="--describe: the coordinator, state and members"
+    )
+    p.add_argument(
+        "--offsets", action="store_true", help="--describe: one row per partition (the default)"
+    )
+    p.add_argument(
         "--type",
         nargs="*",
         metavar="TYPE",
-        choices=("classic", "consumer"),
-        help="--list: show each group's type; with types, only groups of those types",
+        choices=("classic", "consumer", "share"),
+        help="--list: show each group's type; with types, only groups of those types "
+        "(share: the groups named are share groups)",
     )
     p.add_argument("--topic", action="append", default=[], help="TOPIC or TOPIC:P,P (repeatable)")
     p.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic")
@@ -94,12 +117,20 @@ def run(args) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    from broker.protocol import ProtocolError
+
     if not args.list and not args.group:
         return fail("--group is required")
     if args.delete_offsets and (len(args.group) != 1 or not args.topic):
         return fail("--delete-offsets needs one --group and --topic")
+    if args.members + args.state + args.offsets > 1:
+        return fail("--members, --state and --offsets are exclusive")
     timeout = args.timeout_ms / 1000
-    if args.delete_offsets:
+    try:
+        shares = _share_groups(args, timeout)
+    except ShareLookupError as e:
+        return fail(str(e))
+    if args.delete_offsets and (shares is None or not shares.groups):
         return _delete_offsets(args, timeout)
     try:
         conf = client_config.client_config(args, **{"socket.timeout.ms": args.timeout_ms})
@@ -109,46 +140,61 @@ def run(args) -> int:
     try:
         if args.list:
             return _list(admin, args, timeout)
+        if shares is not None and shares.groups:
+            return _share_run(admin, conf, args, shares, timeout)
         if args.reset_offsets:
             return _reset(admin, args, timeout)
         if args.delete:
             return _delete(admin, args, timeout)
-        header = MEMBERS_HEADER if args.members else OFFSETS_HEADER
+        header = _describe_header(args)
         rows = Table(header) if args.output_format == "json" else None
         status = max(_describe(admin, conf, args, group, timeout, rows) for group in args.group)
         if rows is not None:
             rows.print("json")
         return status
-    except (KafkaException, ValueError, OSError) as e:
+    except (KafkaException, ValueError, OSError, ShareAdminError, ProtocolError) as e:
         return fail(client_config.request_error(e, admin, args))
+
+
+def _describe_header(args) -> list[str]:
+    if args.members:
+        return MEMBERS_HEADER
+    return STATE_HEADER if args.state else OFFSETS_HEADER
 
 
 def _list(admin, args, timeout: float) -> int:
     from confluent_kafka import ConsumerGroupType, KafkaException
 
-    kinds = {ConsumerGroupType[t.upper()] for t in args.type or ()}
-    listed = admin.list_consumer_groups(request_timeout=timeout, types=kinds).result(timeout)
-    if listed.errors:  # e.g. the request's own timeout, after a failed login
-        raise KafkaException(listed.errors[0])
-    groups = sorted(listed.valid, key=lambda g: g.group_id)
-
-    def kind(g) -> str | None:
-        known = g.type is not None and g.type != ConsumerGroupType.UNKNOWN
-        return g.type.name.lower() if known else None
-
+    wanted = set(args.type or ())
+    share_states = _share_listing(args, timeout) if not wanted or "share" in wanted else {}
+    rows: dict[str, tuple[str | None, str | None]] = {}  # group -> (state, type)
+    if wanted != {"share"}:
+        kinds = {ConsumerGroupType[t.upper()] for t in wanted - {"share"}}
+        listed = admin.list_consumer_groups(request_timeout=timeout, types=kinds).result(timeout)
+        if listed.errors:  # e.g. the request's own timeout, after a failed login
+            raise KafkaException(listed.errors[0])
+        for g in listed.valid:
+            known = g.type is not None and g.type != ConsumerGroupType.UNKNOWN
+            rows[g.group_id] = (
+                g.state.name if g.state is not None else None,
+                g.type.name.lower() if known else None,
+            )
+    for group_id, share_state in share_states.items():
+        rows[group_id] = (share_state.upper(), "share")
+    groups = sorted(rows.items())
     if args.output_format == "json":
         table = Table(["GROUP", "STATE", "TYPE"])
-        for g in groups:
-            table.add(g.group_id, g.state.name if g.state is not None else None, kind(g))
+        for group_id, (state, kind) in groups:
+            table.add(group_id, state, kind)
         table.print("json")
     elif args.type is not None:
         table = Table(["GROUP", "TYPE"])
-        for g in groups:
-            table.add(g.group_id, kind(g))
+        for group_id, (_, kind) in groups:
+            table.add(group_id, kind)
         table.print()
     else:
-        for g in groups:
-            print(g.group_id)
+        for group_id, _ in groups:
+            print(group_id)
     return 0
 
 
@@ -164,6 +210,7 @@ OFFSETS_HEADER = [
     "CLIENT-ID",
 ]
 MEMBERS_HEADER = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+STATE_HEADER = ["GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS"]
 
 
 def _describe(admin, conf: dict, args, group: str, timeout: float, rows: Table | None) -> int:
@@ -177,14 +224,18 @@ def _describe(admin, conf: dict, args, group: str, timeout: float, rows: Table |
     committed = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
     if desc.state == ConsumerGroupState.DEAD and not committed:
         return fail(f"Consumer group '{group}' does not exist.")
-    if not desc.members:
+    if not desc.members and not args.state:
         print(
             f"\nConsumer group '{group}' has no active members.",
             file=sys.stdout if rows is None else sys.stderr,
         )
-    table = rows if rows is not None else Table(MEMBERS_HEADER if args.members else OFFSETS_HEADER)
+    table = rows if rows is not None else Table(_describe_header(args))
     if args.members:
         _members(table, group, desc.members)
+    elif args.state:
+        c = desc.coordinator
+        state = desc.state.name.title().replace("_", "")
+        table.add(group, f"{c.host}:{c.port} ({c.id})", state, len(desc.members))
     else:
         _offsets(table, conf, group, desc.members, committed, timeout)
     if rows is None:
@@ -223,11 +274,15 @@ def _members(table: Table, group: str, members) -> None:
             (tp.topic, tp.partition)
             for tp in (m.assignment.topic_partitions if m.assignment else [])
         )
-        by_topic: dict[str, list[str]] = {}
-        for topic, partition in tps:
-            by_topic.setdefault(topic, []).append(str(partition))
-        assignment = ", ".join(f"{t}({','.join(ps)})" for t, ps in by_topic.items()) or None
-        table.add(group, m.member_id, m.host, m.client_id, len(tps), assignment)
+        table.add(group, m.member_id, m.host, m.client_id, len(tps), _assignment(tps))
+
+
+def _assignment(tps: list[tuple[str, int]]) -> str | None:
+    """kafka-consumer-groups' ASSIGNMENT column: `t(0,1), u(2)`."""
+    by_topic: dict[str, list[str]] = {}
+    for topic, partition in tps:
+        by_topic.setdefault(topic, []).append(str(partition))
+    return ", ".join(f"{t}({','.join(ps)})" for t, ps in by_topic.items()) or None
 
 
 def _log_end_offsets(conf: dict, keys, timeout: float) -> dict[tuple[str, int], int]:
@@ -423,7 +478,8 @@ def parse_duration(text: str) -> int:
 # -- --delete, --delete-offsets ---------------------------------------------------------
 
 
-def _delete(admin, args, timeout: float) -> int:
+def _delete(admin, args, timeout: float, kind: str = "consumer") -> int:
+    """DeleteGroups (a share group's too: the broker deletes its durable state)."""
     futures = admin.delete_consumer_groups(args.group, request_timeout=timeout)
     failed = {}
     for group, future in futures.items():
@@ -434,9 +490,9 @@ def _delete(admin, args, timeout: float) -> int:
     done = [g for g in args.group if g not in failed]
     if done:
         names = ", ".join(f"'{g}'" for g in done)
-        print(f"Deletion of requested consumer groups ({names}) was successful.")
+        print(f"Deletion of requested {kind} groups ({names}) was successful.")
     if failed:
-        print("Error: Deletion of some consumer groups failed:", file=sys.stderr)
+        print(f"Error: Deletion of some {kind} groups failed:", file=sys.stderr)
         for group, message in failed.items():
             print(f"* Group '{group}' could not be deleted due to: {message}", file=sys.stderr)
         return 1
@@ -495,6 +551,207 @@ def _offset_delete(args, security, timeout: float) -> int:
         table.print("json")
         return status
     print(f"Request succeed for deleting offsets from group '{group}'.")
+    print()
+    table.print()
+    return status
+
+
+# -- share groups (KIP-932) ------------------------------------------------------------
+
+
+class ShareLookupError(Exception):
+    """The groups named cannot be told apart (or, with --type share, reached)."""
+
+
+@dataclasses.dataclass(slots=True)
+class ShareGroups:
+    """The share groups among --group: id -> what ShareGroupDescribe says (None: not
+    there, for a group named a share group by --type share)."""
+
+    admin: ShareAdmin
+    groups: dict[str, ShareGroupInfo | None]
+
+
+def _share_admin(args, timeout: float, explicit: bool) -> ShareAdmin | None:
+    """A ShareAdmin when the broker serves share groups; None otherwise (or when this
+    command cannot speak to it itself and share groups were not asked for)."""
+    from broker.protocol import ProtocolError
+    from broker.protocol.client import SaslAuthenticationError, SaslClientError
+    from logflume import wire_config
+
+    try:
+        admin = ShareAdmin(args.bootstrap_server, wire_config.security(args), timeout)
+        if admin.supported():
+            return admin
+        problem = "the broker serves no share groups"
+    except (
+        client_config.CommandConfigError,
+        SaslAuthenticationError,
+        SaslClientError,
+        ProtocolError,
+        ValueError,
+        OSError,
+    ) as e:
+        problem = str(e)
+    if explicit:
+        raise ShareLookupError(problem)
+    return None
+
+
+def _share_groups(args, timeout: float) -> ShareGroups | None:
+    if args.list:
+        return None
+    explicit = args.type is not None and "share" in args.type
+    admin = _share_admin(args, timeout, explicit)
+    if admin is None:
+        return None
+    found: dict[str, ShareGroupInfo | None] = {}
+    for group in args.group:
+        try:
+            info = admin.describe(group)
+        except (ShareAdminError, OSError) as e:
+            if explicit:
+                raise ShareLookupError(f"share group '{group}': {e}") from None
+            continue
+        if info is not None or explicit:
+            found[group] = info
+    if found and len(found) != len(set(args.group)):
+        raise ShareLookupError("share groups and consumer groups cannot be named together")
+    return ShareGroups(admin, found)
+
+
+def _share_listing(args, timeout: float) -> dict[str, str]:
+    """Share group id -> state, of every broker; {} where there are none."""
+    explicit = args.type is not None and "share" in args.type
+    admin = _share_admin(args, timeout, explicit)
+    return dict(admin.list_groups()) if admin is not None else {}
+
+
+SHARE_OFFSETS_HEADER = ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]
+
+
+def _share_run(admin, conf: dict, args, shares: ShareGroups, timeout: float) -> int:
+    if args.reset_offsets:
+        return _share_reset(admin, args, shares, timeout)
+    if args.delete_offsets:
+        return _share_delete_offsets(args, shares)
+    if args.delete:
+        return _delete(admin, args, timeout, kind="share")
+    header = _describe_header(args) if args.members or args.state else SHARE_OFFSETS_HEADER
+    json_out = args.output_format == "json"
+    rows = Table(header)
+    status = 0
+    for group, info in shares.groups.items():
+        if info is None:
+            status = fail(f"Share group '{group}' does not exist.")
+            continue
+        table = rows if json_out else Table(header)
+        if not info.members and not args.state:
+            print(
+                f"\nShare group '{group}' has no active members.",
+                file=sys.stderr if json_out else sys.stdout,
+            )
+        if args.members:
+            for m in info.members:
+                tps = [(t, p) for t, ps in sorted(m.assignment.items()) for p in ps]
+                table.add(group, m.member_id, m.host, m.client_id, len(tps), _assignment(tps))
+        elif args.state:
+            node, host, port = shares.admin.coordinator(group)
+            table.add(group, f"{host}:{port} ({node})", info.state, len(info.members))
+        else:
+            _share_offsets(table, conf, group, shares.admin.offsets(group), timeout)
+        if not json_out:
+            print()
+            table.print()
+    if json_out:
+        rows.print("json")
+    return status
+
+
+def _share_offsets(table: Table, conf: dict, group: str, offsets: dict, timeout: float) -> None:
+    ends = _log_end_offsets(conf, sorted(offsets), timeout)
+    for (topic, partition), (start, epoch, code) in sorted(offsets.items()):
+        if code:
+            print(f"Error: {topic}-{partition}: {code.name}", file=sys.stderr)
+            continue
+        end = ends.get((topic, partition))
+        lag = max(end - start, 0) if start >= 0 and end is not None else None
+        table.add(
+            group,
+            topic,
+            partition,
+            epoch if epoch >= 0 else None,
+            start if start >= 0 else None,
+            lag,
+        )
+
+
+def _share_reset(admin, args, shares: ShareGroups, timeout: float) -> int:
+    if args.to_current or args.shift_by is not None or args.by_duration is not None:
+        return fail(
+            "a share group's offsets reset --to-earliest, --to-latest, --to-datetime or --to-offset"
+        )
+    if not (args.to_earliest or args.to_latest or args.to_datetime or args.to_offset is not None):
+        return fail(
+            "--reset-offsets needs one of --to-earliest, --to-latest, --to-datetime, --to-offset"
+        )
+    if not args.topic and not args.all_topics:
+        return fail("--reset-offsets needs --topic or --all-topics")
+    json_out = args.output_format == "json"
+    if not args.execute and not args.dry_run:
+        print(
+            "WARN: No action will be performed as the --execute option is missing. "
+            "Use --dry-run to print the plan only, --execute to apply it.",
+            file=sys.stderr if json_out else sys.stdout,
+        )
+    header = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+    planned = Table(header)
+    status = 0
+    for group, info in shares.groups.items():
+        if info is not None and info.state != "Empty":
+            status = fail(
+                f"Share group '{group}' offsets can only be reset if the group is inactive, "
+                f"but the current state is {info.state}."
+            )
+            continue
+        if args.all_topics:
+            partitions = sorted(shares.admin.offsets(group)) if info is not None else []
+        else:
+            partitions = _partitions(admin, args, {}, timeout)
+        plan = _new_offsets(admin, args, partitions, {}, timeout)
+        table = planned if json_out else Table(header)
+        for (t, p), o in sorted(plan.items()):
+            table.add(group, t, p, o)
+        if not json_out:
+            print()
+            table.print()
+        if args.execute and plan:
+            for (t, p), code in sorted(shares.admin.alter(group, plan).items()):
+                if code:
+                    status = fail(f"{group}: {t}-{p} not reset: {code.name}")
+    if json_out:
+        planned.print("json")
+    return status
+
+
+def _share_delete_offsets(args, shares: ShareGroups) -> int:
+    (group,) = shares.groups
+    topics = []
+    for item in args.topic:
+        topic, numbers = topic_spec(item)
+        if numbers is not None:
+            return fail("a share group's offsets are deleted by whole topics: --topic TOPIC")
+        topics.append(topic)
+    results = shares.admin.delete_offsets(group, topics)
+    table, status = Table(["TOPIC", "STATUS"]), 0
+    for topic in topics:
+        code = results.get(topic)
+        table.add(topic, "Successful" if not code else f"Error: {code.name}")
+        status |= bool(code)
+    if args.output_format == "json":
+        table.print("json")
+        return status
+    print(f"Request succeeded for deleting offsets from group '{group}'.")
     print()
     table.print()
     return status

@@ -3,15 +3,21 @@ written to `__share_group_state` (RF 3, min.insync.replicas 2) before an
 acknowledgement is answered, so it survives the SIGKILL of the broker leading the
 data partition: the new leader loads it, no accepted record is delivered again, and
 the records produced before the kill but not yet delivered are (a share-partition
-started afresh would begin at the high watermark, past them).
+started afresh would begin at the high watermark, past them). A start offset reset
+by AlterShareGroupOffsets survives the SIGKILL of its share coordinator.
 """
 
 import time
 
 from confluent_kafka import AcknowledgeType
 
+from broker.protocol import ApiKey
+from broker.share.state_store import state_partition
+from common.topic_names import SHARE_GROUP_STATE
+from tests.broker.server.wire import WireClient
 from tests.broker.share.test_share_consumers import poll_data, produce, share_consumer, warm_up
 from tests.cluster.util import create_topic, producer, wait_until
+from tests.logflume.test_commands_clients import lf
 
 SHARE = {
     "share.coordinator.state.topic.num.partitions": 3,
@@ -73,3 +79,61 @@ def test_share_state_survives_the_kill_of_the_partition_leader(cluster_factory):
     assert redelivered == [], redelivered
     assert sorted(v for v, _ in seen if v.startswith(b"before")) == sorted(before)
     assert {v for v, _ in seen_after} == set(pending) | set(after)
+
+
+def test_a_reset_start_offset_survives_the_kill_of_its_share_coordinator(cluster_factory):
+    """AlterShareGroupOffsets (`logflume groups --reset-offsets`) writes the new start
+    offset to `__share_group_state` with acks=all: after the SIGKILL of the broker
+    leading the state's partition (the share coordinator), the next share consumer
+    still starts at the reset offset and gets every record again."""
+    cluster = cluster_factory(
+        settings=SHARE
+        | {"group.share.session.timeout.ms": 6000, "group.share.heartbeat.interval.ms": 1000}
+    )
+    create_topic(cluster, "reset-kept")
+    p = producer(cluster, acks="all", **{"enable.idempotence": True})
+    consumer = share_consumer(cluster.bootstrap, "sg-reset-kept", "reset-kept", explicit=True)
+    warm: list = []
+
+    def got_warm() -> bool:
+        for message in consumer.poll(0.5):
+            if message.error() is None:
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                warm.append(message)
+        return bool(warm)
+
+    warm_up(p, "reset-kept", got_warm, deadline_s=120)
+    records = [b"rec-%d" % i for i in range(20)]
+    produce(p, "reset-kept", records)
+    _consume(consumer, set(records), [])
+    consumer.close()
+
+    def reset() -> bool:
+        r = lf(
+            "groups", "--bootstrap-server", cluster.bootstrap, "--reset-offsets",
+            "--group", "sg-reset-kept", "--topic", "reset-kept", "--to-earliest", "--execute",
+        )  # fmt: skip
+        return r.returncode == 0  # refused while the group still has its member
+
+    wait_until(reset, what="the reset of the emptied share group", timeout=60, every=1.0)
+    broker = next(iter(cluster.brokers.values()))
+    with WireClient(broker.port) as client:
+        meta = client.request(
+            ApiKey.METADATA, 12, {"topics": [{"name": "reset-kept", "topic_id": None}]}
+        )
+    topic_id = meta["topics"][0]["topic_id"]
+    state_index = state_partition("sg-reset-kept", topic_id.hex, 0, 3)
+    victim = cluster.zk.state(SHARE_GROUP_STATE, state_index)["leader"]
+    cluster.brokers[victim].kill()
+    wait_until(
+        lambda: (
+            (cluster.zk.state(SHARE_GROUP_STATE, state_index) or {}).get("leader")
+            not in (-1, victim)
+        ),
+        what="a new share coordinator",
+    )
+    again = share_consumer(cluster.bootstrap, "sg-reset-kept", "reset-kept", explicit=True)
+    seen: list = []
+    _consume(again, set(records), seen, timeout_s=120)
+    again.close()
+    assert {v for v, _ in seen} >= set(records)

@@ -34,7 +34,10 @@
     txn_markers.py    WriteTxnMarkers, TxnOffsetCommit
     share_groups.py   ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch,
                       ShareAcknowledge (share groups, KIP-932: broker/share)
-    share_state.py    ReadShareGroupState, WriteShareGroupState (broker to broker:
+    share_offsets.py  DescribeShareGroupOffsets, AlterShareGroupOffsets,
+                      DeleteShareGroupOffsets (the share-partition start offsets of a
+                      share group, broker/share/admin.py)
+    share_state.py    Read/Write/Initialize/DeleteShareGroupState (broker to broker:
                       the share coordinator, broker/share/state_store.py)
 
 Handler modules keep no state: the services they use are typed attributes of

@@ -464,14 +464,14 @@ def list_groups(ctx, body):
 
 @handles(ApiKey.DELETE_GROUPS)
 async def delete_groups(ctx, body):
-    """Only an Empty group (no members) can be deleted: its offsets go with it. A
-    share group's durable state stays (Kafka's DeleteShareGroupState is not served)."""
+    """Only an Empty group (no members) can be deleted: its offsets go with it, a
+    share group's durable state too (DeleteShareGroupState to its share coordinators)."""
     results = []
     for group_id in body["groups_names"]:
         if _group_denied(ctx, Op.DELETE, group_id):
             code = _GROUP_DENIED
         elif group_id in ctx.core.shares.groups:
-            code = ctx.core.shares.delete_group(group_id)
+            code = await ctx.core.shares.delete_group(group_id)
         else:
             code = await _coordinator(ctx).delete_group(group_id, _now_ms())
         results.append({"group_id": group_id, "error_code": code})

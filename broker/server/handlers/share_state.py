@@ -1,7 +1,9 @@
-"""The share coordinator's RPCs (KIP-932), broker to broker: ReadShareGroupState and
-WriteShareGroupState, answered by the leader of the share-partition's
-`__share_group_state` partition (broker.share.state_store) to the share-partition's
-leader (broker.share.persister). CLUSTER_ACTION on the cluster, as Kafka's.
+"""The share coordinator's RPCs (KIP-932), broker to broker, answered by the leader of
+the share-partition's `__share_group_state` partition (broker.share.state_store):
+ReadShareGroupState and WriteShareGroupState to the share-partition's leader (and a
+read to the group coordinator), InitializeShareGroupState and DeleteShareGroupState
+to the group coordinator (broker.share.persister). CLUSTER_ACTION on the cluster, as
+Kafka's.
 """
 
 from __future__ import annotations
@@ -94,6 +96,38 @@ async def _write(ctx, body: dict) -> dict:
         code = await store.write(
             key, part["state_epoch"], part["leader_epoch"], part["start_offset"], batches
         )
+        answers.append(
+            (topic_id, {"partition": part["partition"], "error_code": code, "error_message": None})
+        )
+    return {"results": _results(answers)}
+
+
+@handles(ApiKey.INITIALIZE_SHARE_GROUP_STATE)
+def initialize_share_group_state(ctx, body):
+    store = ctx.core.share_states
+    return _each_partition(
+        ctx,
+        body,
+        lambda key, part: store.initialize(key, part["state_epoch"], part["start_offset"]),
+    )
+
+
+@handles(ApiKey.DELETE_SHARE_GROUP_STATE)
+def delete_share_group_state(ctx, body):
+    store = ctx.core.share_states
+    return _each_partition(ctx, body, lambda key, part: store.delete(key))
+
+
+async def _each_partition(ctx, body: dict, call) -> dict:
+    """`await call(state key, partition)` for each partition named, answered with its
+    error code; CLUSTER_AUTHORIZATION_FAILED for all without CLUSTER_ACTION."""
+    denied = not allowed(ctx, Op.CLUSTER_ACTION, RT.CLUSTER)
+    answers = []
+    for topic_id, part in _each(body):
+        if denied:
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        else:
+            code = await call((body["group_id"], topic_id.hex, part["partition"]), part)
         answers.append(
             (topic_id, {"partition": part["partition"], "error_code": code, "error_message": None})
         )

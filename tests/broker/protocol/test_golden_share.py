@@ -1,6 +1,6 @@
 """The share-group APIs (KIP-932) byte for byte: ShareGroupHeartbeat, ShareGroupDescribe,
-ShareFetch and ShareAcknowledge v1, ReadShareGroupState and WriteShareGroupState v0,
-written by hand from Kafka's message JSON and KIP-482's rules (compact lengths, a
+ShareFetch and ShareAcknowledge v1, Read/Write/Initialize/DeleteShareGroupState v0,
+Describe/Alter/DeleteShareGroupOffsets v0, written by hand from Kafka's message JSON and KIP-482's rules (compact lengths, a
 tagged-field section ending every struct, a nullable struct behind an int8 -1/1),
 checked in both directions against the codec."""
 
@@ -303,3 +303,117 @@ def test_read_and_write_share_group_state_v0():
     }
     wire = frame("00000001 00 02" + T + "02 00000000 0000 00 00 00 00")
     check_response(ApiKey.WRITE_SHARE_GROUP_STATE, 0, written, wire)
+
+
+def test_initialize_and_delete_share_group_state_v0():
+    init = {
+        "group_id": "g",
+        "topics": [
+            {
+                "topic_id": TID,
+                "partitions": [{"partition": 0, "state_epoch": 2, "start_offset": 5}],
+            }
+        ],
+    }
+    partition = "00000000 00000002 0000000000000005 00"  # 0, state epoch 2, start 5
+    wire = frame("0053 0000 00000001 ffff 00 0267 02" + T + "02" + partition + "00 00")
+    check_request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, init, wire)
+    done = {
+        "results": [
+            {
+                "topic_id": TID,
+                "partitions": [{"partition": 0, "error_code": 0, "error_message": None}],
+            }
+        ]
+    }
+    wire = frame("00000001 00 02" + T + "02 00000000 0000 00 00 00 00")
+    check_response(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, done, wire)
+    delete = {"group_id": "g", "topics": [{"topic_id": TID, "partitions": [{"partition": 0}]}]}
+    wire = frame("0056 0000 00000001 ffff 00 0267 02" + T + "02 00000000 00 00 00")
+    check_request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, delete, wire)
+    refused = {
+        "results": [
+            {
+                "topic_id": TID,
+                "partitions": [{"partition": 0, "error_code": 16, "error_message": None}],
+            }
+        ]
+    }
+    wire = frame("00000001 00 02" + T + "02 00000000 0010 00 00 00 00")
+    check_response(ApiKey.DELETE_SHARE_GROUP_STATE, 0, refused, wire)
+
+
+def test_describe_share_group_offsets_v0():
+    every = {"groups": [{"group_id": "g", "topics": None}]}  # null: the group's own
+    wire = frame("005a 0000 00000001 ffff 00 02 0267 00 00 00")
+    assert check_request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, every, wire) == every
+    some = {"groups": [{"group_id": "g", "topics": [{"topic_name": "t", "partitions": [0, 1]}]}]}
+    wire = frame("005a 0000 00000001 ffff 00 02 0267 02 0274 03 00000000 00000001 00 00 00")
+    check_request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, some, wire)
+    partition = {
+        "partition_index": 0,
+        "start_offset": 7,
+        "leader_epoch": 3,
+        "error_code": 0,
+        "error_message": None,
+    }
+    answer = {
+        "throttle_time_ms": 0,
+        "groups": [
+            {
+                "group_id": "g",
+                "topics": [{"topic_name": "t", "topic_id": TID, "partitions": [partition]}],
+                "error_code": 0,
+                "error_message": None,
+            }
+        ],
+    }
+    wire = frame(
+        "00000001 00 00000000 02 0267 02 0274"
+        + T
+        + "02 00000000 0000000000000007 00000003 0000 00 00"  # one partition
+        + "00"  # the topic's tagged fields
+        + "0000 00 00"  # the group's error code, null message, tagged fields
+        + "00"
+    )
+    check_response(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, answer, wire)
+
+
+def test_alter_share_group_offsets_v0():
+    body = {
+        "group_id": "g",
+        "topics": [{"topic_name": "t", "partitions": [{"partition_index": 0, "start_offset": 0}]}],
+    }
+    wire = frame("005b 0000 00000001 ffff 00 0267 02 0274 02 00000000 0000000000000000 00 00 00")
+    check_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body, wire)
+    done = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "responses": [
+            {
+                "topic_name": "t",
+                "topic_id": TID,
+                "partitions": [{"partition_index": 0, "error_code": 0, "error_message": None}],
+            }
+        ],
+    }
+    wire = frame("00000001 00 00000000 0000 00 02 0274" + T + "02 00000000 0000 00 00 00 00")
+    check_response(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, done, wire)
+    refused = {"throttle_time_ms": 0, "error_code": 68, "error_message": "m", "responses": []}
+    wire = frame("00000001 00 00000000 0044 026d 01 00")  # NON_EMPTY_GROUP
+    check_response(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, refused, wire)
+
+
+def test_delete_share_group_offsets_v0():
+    body = {"group_id": "g", "topics": [{"topic_name": "t"}]}
+    wire = frame("005c 0000 00000001 ffff 00 0267 02 0274 00 00")
+    check_request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, body, wire)
+    answer = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "responses": [{"topic_name": "t", "topic_id": TID, "error_code": 3, "error_message": None}],
+    }
+    wire = frame("00000001 00 00000000 0000 00 02 0274" + T + "0003 00 00 00")
+    check_response(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, answer, wire)

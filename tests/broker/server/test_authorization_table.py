@@ -493,6 +493,52 @@ REQUESTS = [
         },
         "refused",
     ),
+    (
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+        0,
+        {
+            "group_id": GROUP,
+            "topics": [
+                {
+                    "topic_id": SOME_TOPIC_ID,
+                    "partitions": [{"partition": 0, "state_epoch": 1, "start_offset": 0}],
+                }
+            ],
+        },
+        "refused",
+    ),
+    (
+        ApiKey.DELETE_SHARE_GROUP_STATE,
+        0,
+        {
+            "group_id": GROUP,
+            "topics": [{"topic_id": SOME_TOPIC_ID, "partitions": [{"partition": 0}]}],
+        },
+        "refused",
+    ),
+    (
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        0,
+        {"groups": [{"group_id": GROUP, "topics": [{"topic_name": TOPIC, "partitions": [0]}]}]},
+        "refused",
+    ),
+    (
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        0,
+        {
+            "group_id": GROUP,
+            "topics": [
+                {"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": 0}]}
+            ],
+        },
+        "refused",
+    ),
+    (
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        0,
+        {"group_id": GROUP, "topics": [{"topic_name": TOPIC}]},
+        "refused",
+    ),
 ]
 
 

@@ -1,6 +1,7 @@
 """The share coordinator (broker.share.state_store) over an in-memory store: writes
 merged and replayed by a new coordinator, fencing by leader and state epochs,
-tombstones, and refusals for partitions it does not lead."""
+initialization (AlterShareGroupOffsets) replacing a state, tombstones, and refusals
+for partitions it does not lead."""
 
 from __future__ import annotations
 
@@ -49,6 +50,34 @@ def test_older_leader_and_state_epochs_are_fenced():
         assert await store.write(KEY, 1, 5, 0, []) == ErrorCode.FENCED_STATE_EPOCH
         assert store.read(KEY, 4)[0] == ErrorCode.FENCED_LEADER_EPOCH
         assert store.read(KEY, 6)[0] == ErrorCode.NONE
+        assert store.read(KEY, -1)[0] == ErrorCode.NONE  # the admin's read
+
+    asyncio.run(go())
+
+
+def test_initialize_replaces_the_state_and_fences_the_old_epoch():
+    async def go():
+        memory = MemoryStore()
+        store = store_leading_all(memory)
+        assert await store.write(KEY, 0, 3, 10, [(10, 11, 2, 1), (12, 14, 0, 2)]) == ErrorCode.NONE
+        assert await store.initialize(KEY, 1, 4) == ErrorCode.NONE
+        code, state = store_leading_all(memory).read(KEY, 3)
+        assert code == ErrorCode.NONE
+        assert (state.state_epoch, state.start_offset, state.batches) == (1, 4, [])
+        # the leader that loaded the old state cannot write it back
+        assert await store.write(KEY, 0, 3, 12, [(12, 14, 2, 2)]) == ErrorCode.FENCED_STATE_EPOCH
+        assert await store.initialize(KEY, 0, 0) == ErrorCode.FENCED_STATE_EPOCH
+        assert store.read(KEY, -1)[1].start_offset == 4
+
+    asyncio.run(go())
+
+
+def test_deleting_a_state_never_written_writes_nothing():
+    async def go():
+        memory = MemoryStore()
+        store = store_leading_all(memory)
+        assert await store.delete(KEY) == ErrorCode.NONE
+        assert list(memory.read_all(store.partition_for(KEY))) == []
 
     asyncio.run(go())
 

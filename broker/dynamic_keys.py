@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 
 from broker.config import KEYS, LISTENER_PREFIX, TOPIC_SYNONYMS, kafka_broker_keys
+from broker.config_ops import DELETE, SET, apply_list_op, list_op_refused
 
 # SslConfigs.RECONFIGURABLE_CONFIGS: changed per broker, per listener only.
 SECURITY = frozenset(
@@ -205,8 +206,6 @@ _FAMILIES = (
 # Kafka's quota and dynamic-only key types, for DescribeConfigs of keys outside KEYS.
 LONG_TYPED = BROKER_QUOTAS | {"log.cleaner.dedupe.buffer.size"}
 
-SET, DELETE, APPEND, SUBTRACT = range(4)
-
 
 class DynamicConfigError(ValueError):
     """A dynamic change Kafka refuses with a ConfigException (INVALID_CONFIG); the
@@ -371,22 +370,13 @@ def apply_incremental(current: Mapping[str, str], ops: list[dict]) -> dict[str, 
         elif kind == DELETE:
             out.pop(name, None)
         else:
-            verb = "append" if kind == APPEND else "subtract"
             if not known_key(name):
                 raise DynamicConfigError(f"Unknown config name: {name}")
             if not list_typed(name):
-                raise DynamicConfigError(
-                    f"Config value {verb} is not allowed for config key: {name}"
-                )
+                raise DynamicConfigError(list_op_refused(kind, name))
             default = KEYS[base_name(name)].default
             old = out.get(name, "" if default is None else str(default))
-            items = [v for v in old.split(",") if v]
-            given = value.split(",")
-            if kind == APPEND:
-                items += [v for v in given if v not in items]
-            else:
-                items = [v for v in items if v not in given]
-            out[name] = ",".join(items)
+            out[name] = apply_list_op(kind, old, value)
     return out
 
 

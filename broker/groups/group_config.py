@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from broker.config import KEYS as BROKER_KEYS
 from broker.config import BrokerConfig
+from broker.config_ops import APPEND, DELETE, SET, SUBTRACT
 from broker.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -53,7 +54,6 @@ READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1  # ListOffsets' special timestamps
 BROKER_PREFIX = "group."  # a key's broker-wide default: group.<key>
 # Kafka's IncrementalAlterConfigs operations
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 Props = dict[str, str]

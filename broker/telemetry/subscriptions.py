@@ -28,6 +28,15 @@ from collections.abc import Iterable, Mapping
 
 import crc32c
 
+from broker.config_ops import (
+    APPEND,
+    DELETE,
+    SET,
+    SUBTRACT,
+    apply_list_op,
+    list_op_refused,
+    split_list,
+)
 from broker.protocol import ErrorCode
 
 METRICS = "metrics"
@@ -48,7 +57,6 @@ SELECTORS = (
     "client_source_port",
 )
 # Kafka's IncrementalAlterConfigs operations
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 Props = dict[str, str]
 
@@ -78,13 +86,6 @@ class Subscription:
             if value is None or pattern.fullmatch(value) is None:
                 return False
         return True
-
-
-def split_list(value: str) -> list[str]:
-    """A LIST value as Kafka's ConfigDef parses it: empty -> [], else split at commas
-    (whitespace around them dropped)."""
-    value = value.strip()
-    return [] if not value else re.split(r"\s*,\s*", value)
 
 
 def parse_match(patterns: Iterable[str]) -> tuple[tuple[str, re.Pattern[str]], ...]:
@@ -164,18 +165,8 @@ def apply_changes(current: Props, changes: Iterable[Mapping], incremental: bool)
             out[key] = value
             continue
         if key not in LIST_KEYS:
-            verb = "append" if op == APPEND else "subtract"
-            raise ClientMetricsConfigError(
-                ErrorCode.INVALID_CONFIG,
-                f"Config value {verb} is not allowed for config key: {key}",
-            )
-        items = split_list(out.get(key, ""))
-        given = split_list(value)
-        if op == APPEND:
-            items += [v for v in given if v not in items]
-        else:
-            items = [v for v in items if v not in given]
-        out[key] = ",".join(items)
+            raise ClientMetricsConfigError(ErrorCode.INVALID_CONFIG, list_op_refused(op, key))
+        out[key] = apply_list_op(op, out.get(key, ""), value)
     return out
 
 

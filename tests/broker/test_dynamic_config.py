@@ -9,12 +9,9 @@ import orjson
 import pytest
 
 from broker.config import BrokerConfig, ConfigError
+from broker.config_ops import APPEND, DELETE, SET, SUBTRACT
 from broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig, LocalBrokerConfigStore
 from broker.dynamic_keys import (
-    APPEND,
-    DELETE,
-    SET,
-    SUBTRACT,
     DynamicConfigError,
     apply_incremental,
     check_change,

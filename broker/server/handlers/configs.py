@@ -44,14 +44,11 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.config import KEYS, TOPIC_SYNONYMS
+from broker.config_ops import APPEND, DELETE, SET, SUBTRACT, apply_list_op, list_op_refused
 from broker.dynamic_config import key_type
 from broker.dynamic_keys import (
     ALL_DYNAMIC,
-    APPEND,
     BROKER_QUOTAS,
-    DELETE,
-    SET,
-    SUBTRACT,
     DynamicConfigError,
     apply_incremental,
     broker_synonyms,
@@ -440,18 +437,8 @@ def _new_overrides(core, topic: str, current: dict, changes: list, incremental: 
             out[name] = value
             continue
         if name not in _LIST_TOPIC_CONFIGS:
-            verb = "append" if op == APPEND else "subtract"
-            raise ApiError(
-                ErrorCode.INVALID_CONFIG,
-                f"Config value {verb} is not allowed for config key: {name}",
-            )
+            raise ApiError(ErrorCode.INVALID_CONFIG, list_op_refused(op, name))
         if effective is None:
             effective, _ = core.replicas.effective_configs(core.replicas.topic(topic))
-        items = [v for v in out.get(name, effective.get(name, "")).split(",") if v]
-        given = [v.strip() for v in value.split(",") if v.strip()]
-        if op == APPEND:
-            items += [v for v in given if v not in items]
-        else:
-            items = [v for v in items if v not in given]
-        out[name] = ",".join(items)
+        out[name] = apply_list_op(op, out.get(name, effective.get(name, "")), value)
     return out

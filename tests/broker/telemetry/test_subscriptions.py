@@ -5,18 +5,14 @@ import uuid
 
 import pytest
 
+from broker.config_ops import APPEND, DELETE, SET, SUBTRACT, split_list
 from broker.protocol import ErrorCode
 from broker.telemetry.subscriptions import (
-    APPEND,
     DEFAULT_INTERVAL_MS,
-    DELETE,
-    SET,
-    SUBTRACT,
     ClientMetricsConfigError,
     apply_changes,
     parse,
     select,
-    split_list,
 )
 
 ONE = uuid.UUID(int=1 << 64)

@@ -1,6 +1,6 @@
 """The clients of bench/bench_scale.py, each run as its own process:
 
-    python -m bench.scale_clients --role load|hold|members --port PORT [options]
+    python -m bench.scale_clients --role load|hold|members|commit --port PORT [options]
 
 - load: produces whole prebuilt batches over the wire with the broker's own codec
   (Produce v8, acks=1, 16 partitions a request, 8 requests in flight); the batch
@@ -10,7 +10,13 @@
   a few producing a small batch every second); stdin `check` pings every
   connection, `quit` closes them;
 - members: one confluent-kafka consumer per group (a thread each); stdin `go`
-  subscribes them all at once, `leave` close()s them all (LeaveGroup).
+  subscribes them all at once, `leave` close()s them all (LeaveGroup);
+- commit: `--groups` groups, each committing an offset of each of the 6 partitions
+  of the groups' topic once a second, as a consumer with auto-commit does, over one
+  blocking connection with the broker's codec (OffsetCommit v8 outside any
+  generation, as a standalone consumer commits; a tenth of the groups' requests
+  pipelined every 1/10 s), until stdin says `quit`: a lightweight stand-in for
+  1,000 committing consumers, whose own cost would drown the broker's.
 
 Each prints JSON lines on stdout, its result last.
 """
@@ -402,7 +408,89 @@ def role_members(args) -> dict:
     return {"event": "done"}
 
 
-ROLES = {"load": role_load, "hold": role_hold, "members": role_members}
+def _commit_body(group: str, offset: int) -> dict:
+    parts = [
+        {"partition_index": p, "committed_offset": offset, "committed_metadata": ""}
+        for p in range(GROUP_PARTITIONS)
+    ]
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [{"name": GROUP_TOPIC, "partitions": parts}],
+    }
+
+
+COMMIT_V, FIND_COORDINATOR_V = 8, 4
+TICKS_PER_S = 10
+
+
+def role_commit(args) -> dict:
+    """Every group commits once a second, the groups spread over TICKS_PER_S ticks;
+    prints a `ready` line once every group's first commit succeeded, then commits
+    until stdin says `quit` (or closes), and reports commits made, errors and how
+    far behind schedule the ticks ran."""
+    from broker.protocol import ApiKey
+
+    w = Wire(args.port)
+    groups = [f"scale-commit-g{g}" for g in range(args.groups)]
+    for i in range(0, len(groups), 100):
+        body = w.request(
+            ApiKey.FIND_COORDINATOR,
+            FIND_COORDINATOR_V,
+            {"key_type": 0, "coordinator_keys": groups[i : i + 100]},
+        )
+        bad = [c["error_code"] for c in body["coordinators"] if c["error_code"]]
+        if bad:
+            raise RuntimeError(f"FindCoordinator errors {collections.Counter(bad)}")
+    stop = threading.Event()
+
+    def watch_stdin() -> None:
+        for line in sys.stdin:
+            if line.strip() == "quit":
+                break
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    counts: collections.Counter = collections.Counter()
+    late_max = 0.0
+    per_tick = -(-len(groups) // TICKS_PER_S)
+    tick, offset = 0, 0
+    t0 = time.monotonic()
+    ready = False
+    while not stop.is_set():
+        due = t0 + tick / TICKS_PER_S
+        now = time.monotonic()
+        if now < due:
+            time.sleep(due - now)
+        else:
+            late_max = max(late_max, now - due)
+        start = (tick % TICKS_PER_S) * per_tick
+        if start == 0:
+            offset += 1
+        chunk = groups[start : start + per_tick]
+        for g in chunk:
+            w.send(ApiKey.OFFSET_COMMIT, COMMIT_V, _commit_body(g, offset))
+        for _ in chunk:
+            body = w.recv(ApiKey.OFFSET_COMMIT, COMMIT_V)
+            counts["error" if _errors(body, "topics", "partitions") else "ok"] += 1
+        tick += 1
+        if not ready and tick == TICKS_PER_S:
+            if counts["error"]:
+                raise RuntimeError(f"the first commits failed: {dict(counts)}")
+            _say({"event": "ready", "commits": counts["ok"]})
+            ready = True
+    w.close()
+    return {
+        "event": "done",
+        "commits": dict(counts),
+        "seconds": time.monotonic() - t0,
+        "late_max_s": late_max,
+    }
+
+
+ROLES = {"load": role_load, "hold": role_hold, "members": role_members, "commit": role_commit}
 
 
 def main(argv=None) -> int:

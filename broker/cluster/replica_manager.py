@@ -283,7 +283,8 @@ class ReplicaManager:
                 plog = self.logs.get(name, index)
                 if plog is not None:  # an orphan left by a crash mid-create: start clean
                     self.logs.delete(name, index)
-                logs.append(self.logs.create(name, index, cfg))
+                logs.append(self.logs.create(name, index, cfg, sync_dir=False))
+            self.logs.sync_data_dir()  # once for all of them, before the topic exists
             self.store.put(meta)
         except OSError as e:  # no file descriptor or no space left: undo, refuse
             for plog in logs:
@@ -314,7 +315,8 @@ class ReplicaManager:
         try:
             self.logs.reserve_files(meta.partitions - old.partitions)
             for index in range(old.partitions, meta.partitions):
-                logs.append(self.logs.create(meta.name, index, cfg))
+                logs.append(self.logs.create(meta.name, index, cfg, sync_dir=False))
+            self.logs.sync_data_dir()
             self.store.put(meta)
         except OSError as e:
             for plog in logs:

@@ -1,4 +1,5 @@
-"""Sparse segment indexes, memory-mapped like Kafka's.
+"""Sparse segment indexes, as Kafka's: the active segment's in memory, a closed
+segment's memory-mapped.
 
 `OffsetIndex` maps (offset - segment base) int32 -> file position int32 of the batch
 that starts at that offset; `TimeIndex` maps timestamp int64 -> relative offset int32
@@ -6,23 +7,28 @@ of the first batch whose max timestamp reached it. Both are big-endian fixed-siz
 entries, strictly increasing in their key, appended at most once per
 `index.interval.bytes` of log.
 
-The active segment's index file is preallocated to `segment.index.bytes` and mapped
-read-write, so an append is a `pack_into` with no system call; the number of valid
-entries is kept in memory. The preallocation is sparse, and a store through the
-mapping into a hole on a full file system is a SIGBUS that kills the broker, so the
-first entry in each file-system block goes through `pwrite` (ENOSPC then arrives as
-an OSError the segment rolls back) and the rest of that block, now allocated,
-through the mapping. On roll or close the file is trimmed to its entries, so a
-closed index's length tells how many entries it has. After a crash the active
-segment's index is rebuilt from the log (recovery), never trusted. Closed indexes
-are mapped lazily on first lookup; loading checks them with `pread`, unmapped.
+The active segment's entries live in a `bytearray`: an append is a `pack` with no
+system call, and lookups read it. The entries not yet in its file are written with
+one `pwrite` when the segment is rolled or closed, and the file is cut to its entries
+(a truncation may have left more), so a closed index's length tells how many entries
+it has; the roll's or close's fsync follows. A flush does not write them: after a
+crash the active segment's index is rebuilt from the log (recovery), never trusted,
+so only a roll or a clean close needs it on disk. Kafka preallocates the active index file to `segment.index.bytes` because
+it maps it; this one is not mapped, so its file holds only what was written (the
+entry limit is still `segment.index.bytes`: the segment rolls when it is reached). A
+full file system is reported by that `pwrite` as an OSError (never a SIGBUS, as a
+store into a sparse mapping would be), and the entries stay in memory to be written
+again.
 
-An index holds no descriptor of its own, as Kafka's: the file is opened to map it,
-resize it, write a block's first entry or fsync it, and closed again, so a broker
-keeps one descriptor per segment (its `.log`) plus one per mapped index. The mapping
-needs that one: CPython before 3.13 keeps a duplicate of the file's descriptor for
-each mmap (3.13's `trackfd=False` keeps none, and is used there). Thousands of
-partitions fit under a process's open-file limit this way.
+Closed indexes are mapped read-only on their first lookup; loading checks them with
+`pread`, unmapped; one made active again (a truncation) is read back into memory.
+
+An index holds no descriptor of its own, as Kafka's: the file is opened to write,
+resize or fsync it, or to map it, and closed again, so a broker keeps one descriptor
+per segment (its `.log`) plus one per mapped closed index on CPython before 3.13,
+whose mmap keeps a duplicate of the file's descriptor (3.13's `trackfd=False` keeps
+none, and is used there). A partition of one segment holds one descriptor: 10,000
+partitions fit under an open-file limit of 20,000.
 """
 
 import mmap
@@ -31,7 +37,6 @@ import struct
 import sys
 from pathlib import Path
 
-PAGE = mmap.PAGESIZE
 # Python 3.13+: the mapping keeps no duplicate of the file's descriptor.
 _MMAP_OPTIONS: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
@@ -50,20 +55,23 @@ class _Index:
         self.max_entries = max(1, max_bytes // size)
         self._mm: mmap.mmap | None = None
         self._closed = False
+        # Active: the entries, loaded from the file on first use (None until then);
+        # `_written` of them are in the file. `_dirty`: changed since its last fsync.
+        self._active = False
+        self._buf: bytearray | None = None
+        self._written = 0
+        self._dirty = False
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            length = os.fstat(fd).st_size
-            self._unit = min(PAGE, os.fstatvfs(fd).f_frsize or PAGE)  # allocation unit
+            self._length = os.fstat(fd).st_size
         finally:
             os.close(fd)
-        self.entries = length // size
-        self._length_ok = length % size == 0
-        self._mapped_length = 0
-        self._backed = 0  # bytes from the start known to be allocated (not a hole)
+        self.entries = self._length // size
+        self._length_ok = self._length % size == 0
         if active:
-            self.resize(self.max_entries * size)
+            self.activate()
 
-    # -- mapping -------------------------------------------------------------------
+    # -- the file --------------------------------------------------------------------
 
     def _open(self) -> int:
         """A descriptor of the file, for one operation: the caller closes it."""
@@ -71,13 +79,13 @@ class _Index:
         return os.open(self.path, os.O_RDWR)
 
     def _map(self) -> mmap.mmap | None:
+        """The closed index's mapping (read-only), made on first use."""
         if self._mm is None and not self._closed:
             fd = self._open()
             try:
                 length = os.fstat(fd).st_size
                 if length:
-                    self._mm = mmap.mmap(fd, length, **_MMAP_OPTIONS)
-                    self._mapped_length = length
+                    self._mm = mmap.mmap(fd, length, access=mmap.ACCESS_READ, **_MMAP_OPTIONS)
             finally:
                 os.close(fd)
         return self._mm
@@ -86,46 +94,106 @@ class _Index:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
-            self._mapped_length = 0
 
-    def resize(self, length: int, remap: bool = True) -> None:
-        """Set the file length (preallocate when active, trim when closed); mapped
-        again at once unless `remap` is false (then at the next lookup)."""
-        self._unmap()
+    def _set_length(self, length: int) -> None:
+        if length == self._length:
+            return
         fd = self._open()
         try:
             os.ftruncate(fd, length)
         finally:
             os.close(fd)
-        self._backed = min(self._backed, length // self._unit * self._unit)
-        if remap:
-            self._map()
+        self._length = length
+        self._dirty = True
+
+    def _buffer(self) -> bytearray:
+        """The active index's entries, read from the file the first time."""
+        buf = self._buf
+        if buf is None:
+            want = self.entries * self.ENTRY.size
+            data = b""
+            if want:
+                fd = self._open()
+                try:
+                    data = os.pread(fd, want, 0)
+                finally:
+                    os.close(fd)
+            if len(data) != want:
+                raise CorruptIndexError(
+                    f"{self.path.name}: shorter than its {self.entries} entries"
+                )
+            buf = self._buf = bytearray(data)
+            self._written = self.entries
+        return buf
+
+    def activate(self) -> None:
+        """Take entries again (a new segment, or one made active by a truncation): they
+        move to memory, read from the file on first use."""
+        if not self._active:
+            self._unmap()
+            self._active = True
+            self._buf = None
+
+    def write_pending(self) -> None:
+        """Write the entries the file does not have yet, in one `pwrite` (OSError on a
+        full disk: they stay pending)."""
+        buf = self._buf
+        if buf is None or self._written >= self.entries:
+            return
+        size = self.ENTRY.size
+        pos = self._written * size
+        view = memoryview(buf)[pos : self.entries * size]
+        fd = self._open()
+        try:
+            while view:
+                n = os.pwrite(fd, view, pos)
+                view, pos = view[n:], pos + n
+        finally:
+            view.release()
+            os.close(fd)
+            self._dirty = True
+            self._length = max(self._length, pos)  # what was written, even on an error
+        self._written = self.entries
 
     def trim(self) -> None:
-        """Cut the file to its entries as the segment closes; the mapping goes (a
-        closed segment's index is mapped again on its first lookup)."""
-        self.resize(self.entries * self.ENTRY.size, remap=False)
+        """The segment closes: its pending entries written, the file cut to them; the
+        entries leave memory (a closed index is mapped on its first lookup)."""
+        if self._active:
+            self.write_pending()
+            self._set_length(self.entries * self.ENTRY.size)
+            self._active = False
+            self._buf = None
+            self._length_ok = True
 
     @property
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
 
     def flush(self) -> None:
-        if not self._closed:
+        """fsync the file if it changed since the last flush. An active index's pending
+        entries are not written here: only a roll or close needs them on disk (see the
+        module docstring), and a full disk must not fail the flush of the log data."""
+        if self._closed:
+            return
+        if self._dirty:
             fd = self._open()
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            self._dirty = False
 
     def open_for_sync(self) -> int:
         """A new read-only descriptor of the file, for an fsync on another thread,
         which closes it (fsync through any descriptor of a file makes it durable)."""
         assert not self._closed, f"{self.path.name} is closed"
-        return os.open(self.path, os.O_RDONLY)
+        fd = os.open(self.path, os.O_RDONLY)
+        self._dirty = False  # the caller's fsync covers what changed
+        return fd
 
     def close(self) -> None:
         self._unmap()
+        self._buf = None
         self._closed = True
 
     def delete(self) -> None:
@@ -137,24 +205,32 @@ class _Index:
         self.path = Path(path)
 
     def reset(self) -> None:
-        self.entries = 0
+        self.truncate_to_entries(0)
         self._length_ok = True
 
     def truncate_to_entries(self, n: int) -> None:
-        self.entries = min(self.entries, n)
+        if n < self.entries:
+            self.entries = n
+            if self._buf is not None:
+                del self._buf[n * self.ENTRY.size :]
+            self._written = min(self._written, n)
 
     # -- reading -------------------------------------------------------------------
 
+    def _data(self) -> bytearray | mmap.mmap | None:
+        """Where the entries are: the active index's memory, or the closed one's map."""
+        return self._buffer() if self._active else self._map()
+
     def entry(self, i: int) -> tuple:
-        mm = self._map()
-        assert mm is not None, "an entry of an empty index"
-        return self.ENTRY.unpack_from(mm, i * self.ENTRY.size)
+        data = self._data()
+        assert data is not None, "an entry of an empty index"
+        return self.ENTRY.unpack_from(data, i * self.ENTRY.size)
 
     def peek(self, i: int) -> tuple:
         """Entry `i` without mapping the file (loading checks every closed segment's
         index, most of which no fetch will ever look up)."""
-        if self._mm is not None:
-            return self.ENTRY.unpack_from(self._mm, i * self.ENTRY.size)
+        if self._active or self._mm is not None:
+            return self.entry(i)
         fd = self._open()
         try:
             data = os.pread(fd, self.ENTRY.size, i * self.ENTRY.size)
@@ -169,16 +245,16 @@ class _Index:
         n = self.entries
         if n == 0:
             return -1
-        mm = self._map()
-        assert mm is not None  # it has entries
+        data = self._data()
+        assert data is not None  # it has entries
         unpack = self.ENTRY.unpack_from
         size = self.ENTRY.size
         lo, hi = 0, n - 1
-        if unpack(mm, 0)[field] > target:
+        if unpack(data, 0)[field] > target:
             return -1
         while lo < hi:
             mid = (lo + hi + 1) >> 1
-            if unpack(mm, mid * size)[field] <= target:
+            if unpack(data, mid * size)[field] <= target:
                 lo = mid
             else:
                 hi = mid - 1
@@ -187,29 +263,12 @@ class _Index:
     def _append_entry(self, *values) -> None:
         if self.entries >= self.max_entries:
             raise CorruptIndexError(f"index {self.path.name} is full")
-        pos = self.entries * self.ENTRY.size
-        mm = self._map()
-        if mm is None or pos + self.ENTRY.size > self._mapped_length:
-            self.resize(self.max_entries * self.ENTRY.size)
-            mm = self._mm
-            assert mm is not None  # resized to max_entries >= 1 entries
-        self._store(mm, pos, values)
+        self.activate()
+        self._buffer().extend(self.ENTRY.pack(*values))
         self.entries += 1
 
-    def _store(self, mm: mmap.mmap, pos: int, values: tuple) -> None:
-        end = pos + self.ENTRY.size
-        if end <= self._backed:
-            self.ENTRY.pack_into(mm, pos, *values)
-            return
-        data = self.ENTRY.pack(*values)
-        fd = self._open()
-        try:
-            written = os.pwrite(fd, data, pos)
-        finally:
-            os.close(fd)
-        if written != len(data):
-            raise OSError(f"short write to {self.path.name}")
-        self._backed = -(-end // self._unit) * self._unit
+
+_PACK_OFFSET_ENTRY = struct.Struct(">ii").pack
 
 
 class OffsetIndex(_Index):
@@ -225,12 +284,11 @@ class OffsetIndex(_Index):
 
     def append_unchecked(self, offset: int, position: int) -> None:
         """Append for callers that guarantee increasing offsets (the segment)."""
-        pos = self.entries * 8
-        if self.entries >= self.max_entries or pos + 8 > min(self._mapped_length, self._backed):
+        buf = self._buf
+        if buf is None or self.entries >= self.max_entries:
             self._append_entry(offset - self.base_offset, position)
             return
-        assert self._mm is not None  # within the mapped length
-        self.ENTRY.pack_into(self._mm, pos, offset - self.base_offset, position)
+        buf += _PACK_OFFSET_ENTRY(offset - self.base_offset, position)
         self.entries += 1
 
     def last_entry(self) -> tuple[int, int]:

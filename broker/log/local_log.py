@@ -7,7 +7,7 @@ the log start offset or retention policy: the partition log above decides those 
 calls it.
 
 Append (`append`): maybe roll, one `pwritev` to the active segment, a few index
-entries in mmapped memory. Nothing in that path depends on the log's size.
+entries in memory. Nothing in that path depends on the log's size.
 
 Roll: a new active segment starts when the active one would pass segment.bytes,
 its first batch is older than segment.ms, an index is full, or offsets would not
@@ -285,6 +285,7 @@ class LocalLog:
             self.reap_flushes(wait=True)
             self.active.finish()
             self.flush()
+            self.active.flush_indexes()  # what finish wrote, if flush had no data to sync
         finally:
             for seg in self.segments:
                 seg.close()

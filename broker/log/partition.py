@@ -396,7 +396,12 @@ class PartitionLog:
         clean(self, self._now_ms())
 
     def close(self) -> None:
-        self._snapshot_producers(self.log_end_offset, sync=True)
+        """Snapshot producer state (as Kafka, only when the log moved past the newest
+        snapshot: a partition untouched since then has one already), then flush and
+        close the segments."""
+        snapshots = self.producer_state.snapshot_offsets()
+        if (snapshots[-1] if snapshots else 0) < self.log_end_offset:
+            self._snapshot_producers(self.log_end_offset, sync=True)
         self.local_log.close()
 
     def delete(self) -> None:

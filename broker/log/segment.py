@@ -189,14 +189,23 @@ class LogSegment:
         self.next_offset = last + 1
 
     def finish(self) -> None:
-        """The segment stops being active: final time-index entry, trim both indexes."""
+        """The segment stops being active: final time-index entry, the indexes written
+        and trimmed. What can fail on a full disk (the writes) comes first, so a failed
+        finish leaves the segment active and whole, to be finished again."""
         self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
+        self.index.write_pending()
+        self.time_index.write_pending()
+        self.txn_index.persist()
         self.index.trim()
         self.time_index.trim()
-        self.txn_index.persist()
 
     def flush(self) -> None:
         os.fsync(self.file.fileno())
+        self.flush_indexes()
+
+    def flush_indexes(self) -> None:
+        """fsync the index files changed since they were last flushed (a roll or close
+        writes the active indexes first)."""
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -234,8 +243,8 @@ class LogSegment:
 
     def activate(self) -> None:
         """Become the active segment again (after a truncation): room in the indexes."""
-        self.index.resize(self.index.max_entries * self.index.ENTRY.size)
-        self.time_index.resize(self.time_index.max_entries * self.time_index.ENTRY.size)
+        self.index.activate()
+        self.time_index.activate()
 
     def _scan_tail(self, start: int) -> None:
         """Read headers from `start` to the end, updating next offset and max timestamp."""
@@ -264,8 +273,8 @@ class LogSegment:
         self.txn_index_before_recovery = {e.last_offset: e for e in self.txn_index.entries}
         self.txn_index.reset()
         self.txn_index_stale = True
-        self.index.resize(self.index.max_entries * self.index.ENTRY.size)
-        self.time_index.resize(self.time_index.max_entries * self.time_index.ENTRY.size)
+        self.index.activate()
+        self.time_index.activate()
         self._max_timestamp = -1
         self._offset_of_max_timestamp = self.base_offset
         self._first_batch_timestamp = None

@@ -58,6 +58,7 @@ class TransactionIndex:
         self.path = Path(path)
         self.entries: list[AbortedTxn] = []
         self._fd: int | None = None
+        self._dirty = False
         self._corrupt: str | None = None
         self._unsaved = False
         try:
@@ -86,8 +87,10 @@ class TransactionIndex:
             last = e.last_offset
 
     def _open(self) -> int:
+        """The descriptor, for a change to the file (which the next flush fsyncs)."""
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._dirty = True
         return self._fd
 
     def append(self, txn: AbortedTxn) -> None:
@@ -156,8 +159,9 @@ class TransactionIndex:
 
     def flush(self) -> None:
         self.persist()
-        if self._fd is not None:
+        if self._fd is not None and self._dirty:
             os.fsync(self._fd)
+            self._dirty = False
 
     def close(self) -> None:
         if self._fd is not None:

@@ -1,9 +1,10 @@
 """Open files per partition, as Kafka keeps them: one descriptor per segment (its
-`.log`), plus one per mapped index on CPython before 3.13, whose mmap keeps a
-duplicate of the file's descriptor. A closed segment's indexes are mapped only once
-looked up, and loading a log checks them without mapping them. (A broker of 3,000
-partitions held 5 descriptors per partition before, which capped it near 3,900
-partitions under a 20,000 open-file limit.)"""
+`.log`). The active segment's indexes are in memory, with no mapping; a closed
+segment's are mapped only once looked up (one descriptor each on CPython before
+3.13, whose mmap keeps a duplicate of the file's descriptor), and loading a log
+checks them without mapping them. (A broker held 5 descriptors per partition, then
+3, which capped it near 6,600 single-segment partitions under a 20,000 open-file
+limit.)"""
 
 import os
 import sys
@@ -45,12 +46,12 @@ def test_a_closed_segment_holds_only_its_log_file_until_looked_up(tmp_path):
     log.local_log.reap_flushes(wait=True)
     segments = len(log.local_log.segments)
     assert segments >= 4
-    # every .log open; the active segment's two indexes mapped
-    assert open_files(tmp_path) == Counter(
-        {".log": segments, ".index": per_mapping(1), ".timeindex": per_mapping(1)}
-    )
+    # every .log open, and nothing else: the active segment's indexes are in memory
+    assert open_files(tmp_path) == Counter({".log": segments})
     assert log.read(7, 1 << 20) is not None  # offset 7: inside segment 0, looked up
-    assert open_files(tmp_path)[".index"] == per_mapping(2)
+    assert open_files(tmp_path)[".index"] == per_mapping(1)
+    assert log.read(log.log_end_offset - 1, 1 << 20) is not None  # the active segment
+    assert open_files(tmp_path)[".index"] == per_mapping(1)
     end = log.log_end_offset
     log.close()
     assert open_files(tmp_path) == Counter()
@@ -58,20 +59,21 @@ def test_a_closed_segment_holds_only_its_log_file_until_looked_up(tmp_path):
     # as after a clean shutdown: nothing past the recovery point to rescan
     reopened = PartitionLog(tmp_path / "t-0", config, recovery_point=end)
     assert len(reopened.local_log.segments) == segments
-    assert open_files(tmp_path) == Counter(
-        {".log": segments, ".index": per_mapping(1), ".timeindex": per_mapping(1)}
-    )
+    assert open_files(tmp_path) == Counter({".log": segments})
     assert len(read_all(reopened)) == 30
     assert open_files(tmp_path)[".log"] == segments
     reopened.close()
 
 
-def test_partitions_hold_three_descriptors_each_at_most(tmp_path):
-    logs = [PartitionLog(tmp_path / f"t-{p}", LogConfig(), recovery_point=0) for p in range(300)]
+def test_a_partition_of_one_segment_holds_one_descriptor(tmp_path):
+    config = LogConfig(index_interval_bytes=1)  # index entries in every partition
+    logs = [PartitionLog(tmp_path / f"t-{p}", config, recovery_point=0) for p in range(300)]
     for log in logs:
         fill(log, 2)
-    held = sum(open_files(tmp_path).values())
-    assert held == 300 * (1 + per_mapping(2))
+        log.flush()
+        assert log.read(1, 1 << 20) is not None
+        assert log.local_log.offset_for_timestamp(1001) is not None
+    assert open_files(tmp_path) == Counter({".log": 300})
     for log in logs:
         log.close()
     assert open_files(tmp_path) == Counter()

@@ -1,10 +1,10 @@
 """A full data directory: a failed append leaves the log exactly as before it.
 
 The injected-failure tests make `os.pwrite` stop half way with ENOSPC, as a nearly
-full file system does; the tmpfs test fills a real one (root only), which also covers
-the index preallocation: a store into a sparse mmapped index on a full tmpfs is a
-SIGBUS that would kill this process, so index entries that open a new block go
-through pwrite.
+full file system does; the tmpfs tests fill a real one (root only), which also covers
+the index preallocation: the active index's entries are written with pwrite into the
+sparse file at flush, roll and close, so a full disk is an OSError, never the SIGBUS
+that a store into a sparse mapping would be.
 """
 
 import errno
@@ -88,22 +88,31 @@ def test_enospc_mid_write_truncates_back_to_the_last_batch(
     again.close()
 
 
-def test_enospc_on_an_index_entry_rolls_the_data_back(tmp_path, monkeypatch):
-    log = open_log(tmp_path, index_interval_bytes=1)
-    log.append(make_batch(1, tag=b"a"))
-    log.append(make_batch(1, tag=b"b"))  # the index gets its first entry
-    before = (log.log_end_offset, log.active.size, log.active.index.entries)
-    # Next index entry needs a new block of the sparse index file: make that fail.
-    log.active.index._backed = 0
+def test_enospc_writing_the_index_at_a_roll_refuses_the_append(tmp_path, monkeypatch):
+    log = open_log(tmp_path, index_interval_bytes=1, segment_bytes=1000)
+    log.append(make_batch(1, tag=b"a", size=400))
+    log.append(make_batch(1, tag=b"b", size=400))  # the index gets its first entry
+    before = (log.log_end_offset, len(log.segments), log.active.index.entries)
+    # The next append rolls: writing the finished segment's index fails.
     monkeypatch.setattr("broker.log.index.os.pwrite", lambda *a: (_ for _ in ()).throw(ENOSPC))
     with pytest.raises(OSError):
-        log.append(make_batch(1, tag=b"c"))
+        log.append(make_batch(1, tag=b"c", size=400))
     monkeypatch.undo()
-    assert (log.log_end_offset, log.active.size, log.active.index.entries) == before
+    assert (log.log_end_offset, len(log.segments), log.active.index.entries) == before
     check_consistent(log)
-    log.append(make_batch(1, tag=b"d"))
+    log.append(make_batch(1, tag=b"d", size=400))  # the roll, finished this time
+    assert len(log.segments) == 2
     assert [r.value[:1] for r in all_records(log)] == [b"a", b"b", b"d"]
+    first = log.segments[0].index
+    assert first.path.stat().st_size == first.entries * 8 == 8
+    end = log.log_end_offset
     log.close()
+    again = PartitionLog(
+        tmp_path / "t-0", LogConfig(), recovery_point=end, clock=lambda: 1e6, clean_shutdown=True
+    )
+    assert [r.value[:1] for r in all_records(again)] == [b"a", b"b", b"d"]
+    assert again.segments[0].index.lookup(1) == (1, again.segments[0].index.last_entry()[1])
+    again.close()
 
 
 def test_epoch_cache_keeps_memory_equal_to_file_when_the_save_fails(tmp_path, monkeypatch):
@@ -161,9 +170,12 @@ def test_fill_a_real_tmpfs_then_make_room(tmp_path):
 
 def test_new_index_block_on_a_full_tmpfs_is_an_error_not_sigbus(tmp_path):
     """The log's last page still has room, the index needs a new block, the file
-    system has none: the append must fail with ENOSPC and be rolled back. Storing
-    the entry through the mapping would be a SIGBUS, so the append runs in a forked
-    child whose death by signal fails the test instead of killing pytest."""
+    system has none: the append succeeds (its index entry is in memory), a flush too
+    (it syncs the log; the active index is not needed on disk until the segment
+    closes), and the close fails with ENOSPC writing the index. Storing the entry
+    through a mapping would be a SIGBUS, so the full-disk part runs in a forked child
+    whose death by signal fails the test instead of killing pytest. With room again,
+    the close writes every entry."""
     require_mount(tmp_path, "tmpfs")
     with SmallFs(tmp_path / "mnt", size_kb=1024) as fs:
         log = open_log(fs.path, index_interval_bytes=1)
@@ -176,6 +188,7 @@ def test_new_index_block_on_a_full_tmpfs_is_an_error_not_sigbus(tmp_path):
         ):
             log.append(make_batch(1, values=[b"x" * 20]))
             assert log.active.index.entries <= 4 * entries_per_block, "never lined up"
+        log.active.index.write_pending()  # the first block is on disk
         filler = fill(fs.path / "filler")
         assert fs.free_bytes() == 0
         pid = os.fork()
@@ -183,16 +196,32 @@ def test_new_index_block_on_a_full_tmpfs_is_an_error_not_sigbus(tmp_path):
             code = 3
             try:
                 log.append(make_batch(1, values=[b"y" * 20]))
+                check_consistent(log)
+                log.flush()
+                code = 5
+                log.close()
                 code = 2  # no error at all: the test did not reproduce a full disk
             except OSError as e:
-                code = 0 if e.errno == errno.ENOSPC else 4
-                check_consistent(log)
+                code = 0 if e.errno == errno.ENOSPC and code == 5 else 4
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
-        assert not os.WIFSIGNALED(status), f"append killed by signal {os.WTERMSIG(status)}"
+        assert not os.WIFSIGNALED(status), f"killed by signal {os.WTERMSIG(status)}"
         assert os.WEXITSTATUS(status) == 0
         filler.unlink()
         log.append(make_batch(1, values=[b"z" * 20]))
         check_consistent(log)
+        entries = log.active.index.entries
+        assert entries > entries_per_block
+        end = log.log_end_offset
         log.close()
+        reopened = PartitionLog(
+            fs.path / "t-0",
+            LogConfig(index_interval_bytes=1),
+            recovery_point=end,
+            clock=lambda: 1e6,
+            clean_shutdown=True,  # the index file written at close is trusted
+        )
+        assert reopened.active.index.entries == entries
+        assert len(read_all(reopened)) == end
+        reopened.close()

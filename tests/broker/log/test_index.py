@@ -36,6 +36,7 @@ def test_offset_index_full(tmp_path):
     with pytest.raises(CorruptIndexError, match="full"):
         idx.append_unchecked(4, 300)
     assert idx.entries == 3 and idx.last_entry() == (3, 200)
+    idx.write_pending()
     assert (tmp_path / "0.index").stat().st_size == 24
     assert idx.lookup(2) == (2, 100)
     assert idx.lookup(10**6) == (3, 200)
@@ -73,3 +74,35 @@ def test_time_index(tmp_path):
     idx.truncate_to(1005)
     assert idx.last_entry() == (50, 1001)
     idx.close()
+
+
+def test_active_entries_reach_the_file_when_written_and_at_trim(tmp_path):
+    """The active index is in memory: a flush leaves its file alone, `write_pending`
+    (a roll's or a close's first step) writes the new entries, trim cuts the file to
+    the entries (a truncation may have left more), and a trimmed index made active
+    again reads them back."""
+    path = tmp_path / "0.index"
+    idx = OffsetIndex(path, 0, 8 * 100, active=True)
+    for i in range(10):
+        idx.append_unchecked(i + 1, i * 100)
+    idx.flush()
+    assert path.stat().st_size == 0
+    idx.write_pending()
+    assert path.stat().st_size == 80
+    idx.truncate_to(5)  # entries for offsets 1..4 stay
+    assert idx.entries == 4 and idx.lookup(100) == (4, 300)
+    idx.append(7, 700)
+    idx.trim()
+    assert path.read_bytes()[32:] == (7).to_bytes(4, "big") + (700).to_bytes(4, "big")
+    assert idx.lookup(100) == (7, 700)  # now through the mapping
+    idx.truncate_to(7)
+    idx.activate()
+    assert idx.entries == 4 and idx.last_entry() == (4, 300)
+    idx.append(9, 900)
+    idx.trim()
+    assert path.stat().st_size == 40
+    idx.close()
+    again = OffsetIndex(path, 0, 8 * 100, active=False)
+    assert again.entries == 5 and again.lookup(8) == (4, 300) and again.lookup(9) == (9, 900)
+    again.sanity_check(1000)
+    again.close()

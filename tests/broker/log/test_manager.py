@@ -88,3 +88,58 @@ def test_delete_records_moves_the_log_start_inside_a_segment_and_keeps_it(tmp_pa
     assert manager.get("trim", 0).log_start_offset == target
     assert manager.get("trim", 0).delete_records_before(10_000)  # at most the log end
     assert manager.get("trim", 0).log_start_offset == 20
+
+
+def test_close_fsyncs_only_what_changed_since_the_last_flush(tmp_path, monkeypatch):
+    """A clean stop of partitions untouched since the last one fsyncs none of their
+    files (no producer snapshot is written again either); a partition that took
+    writes fsyncs its snapshot, its `.log` and the index entries it gained. The logs
+    close on several threads, and what they wrote is read back whole."""
+    import os
+    import threading
+    from collections import Counter
+    from pathlib import Path
+
+    config = LogConfig(index_interval_bytes=1)
+    manager = LogManager(tmp_path, config)
+    for p in range(20):
+        manager.create("t", p).append(make_batch(3, ts=1000 + p))
+    manager.close()
+
+    synced: Counter = Counter()
+    threads: set[str] = set()
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        target = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        in_partition = target.is_file() and target.parent.name.startswith("t-")
+        synced[target.suffix if in_partition else "elsewhere"] += 1
+        threads.add(threading.current_thread().name)
+        real_fsync(fd)
+
+    manager = LogManager(tmp_path, config)
+    monkeypatch.setattr(os, "fsync", fsync)
+    manager.close()
+    # the checkpoints, the marker, the directory: nothing of the 20 partitions
+    assert set(synced) == {"elsewhere"}
+
+    monkeypatch.undo()
+    manager = LogManager(tmp_path, config)
+    for p in (3, 7):
+        manager.get("t", p).append(make_batch(2, ts=2000))
+    monkeypatch.setattr(os, "fsync", fsync)
+    synced.clear()
+    manager.close()
+    # .tmp: the producer snapshot, before its rename
+    assert synced - Counter({"elsewhere": synced["elsewhere"]}) == Counter(
+        {".log": 2, ".tmp": 2, ".index": 2, ".timeindex": 2}
+    )
+    assert any(name.startswith("log-close") for name in threads)
+
+    monkeypatch.undo()
+    manager = LogManager(tmp_path, config)
+    ends = {p.partition: p.log_end_offset for p in manager.all_logs()}
+    assert ends == {p: 5 if p in (3, 7) else 3 for p in range(20)}
+    assert manager.get("t", 7).active.index.entries == 1  # the second batch's entry
+    assert manager.get("t", 7).local_log.offset_for_timestamp(2000) == (3, 2000)
+    manager.close()

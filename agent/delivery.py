@@ -33,14 +33,18 @@ def encoder(fmt: str) -> Callable[[Event], bytes]:
 
 
 def encode_all(fmt: str, events: list[Event]) -> list[bytes]:
-    """`encoder(fmt)` over a batch, inlined for the common formats (no call per event)."""
+    """`encoder(fmt)` over a batch, inlined (no call per event)."""
     if fmt == "raw":
         return [e.body for e in events]
+    dumps = orjson.dumps
     if fmt == "auto":
-        dumps = orjson.dumps
         return [e.body if e.record is None else dumps(e.record) for e in events]
-    encode = encoder(fmt)
-    return [encode(e) for e in events]
+    return [  # json
+        dumps(e.record)
+        if e.record is not None
+        else dumps({"message": e.body.decode("utf-8", "replace"), **e.headers})
+        for e in events
+    ]
 
 
 class SinkCounters:

@@ -26,6 +26,7 @@ when someone taps them.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -43,6 +44,28 @@ from common.hostport import parse_hostport
 from common.prometheus import MetricsServer
 
 log = logging.getLogger("logflume.agent")
+
+# Objects the cyclic garbage collector lets the young generation grow to before it
+# collects it (CPython's default is 700); see `tune_gc`.
+GC_YOUNG_THRESHOLD = 50_000
+
+
+def tune_gc() -> None:
+    """Set the garbage collector for a process that runs an agent, before it starts.
+
+    The agent holds many short-lived, GC-tracked objects at once: an Event per line,
+    up to a channel's capacity of them, with their parsed records when a parser
+    runs. With CPython's default thresholds a collection of the young generation
+    runs every 700 allocations and each event is scanned again at every older
+    generation it reaches: over a third of the main thread's CPU when tailing raw
+    lines into a kafka sink (0.9 of 2.4 s per million lines). A higher young
+    threshold lets batches come and go between collections (the counter falls as
+    objects are freed), and `gc.freeze` moves what startup loaded (modules, the
+    compiled pipelines) out of the scans. Garbage in reference cycles is still
+    collected, once 50,000 tracked objects more were made than freed."""
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
 class AgentRuntime:

@@ -142,7 +142,7 @@ class NginxParser(Interceptor):
                 errors += 1
                 continue
             try:
-                iso, ts = times[time_local] if time_local in times else self._time(time_local)
+                iso, ts = times.get(time_local) or self._time(time_local)
             except (ValueError, KeyError):
                 flag(e, "nginx: bad time_local")
                 errors += 1

@@ -353,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
     import uvloop
 
     from agent.plugins import failed_plugins
-    from agent.runtime import AgentRuntime
+    from agent.runtime import AgentRuntime, tune_gc
 
     variables = _env_file(args.env_file)
     if variables is None:
@@ -377,5 +377,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         state_dir = default_state_dir(name, os.geteuid(), os.environ, Path.home())
     logging.getLogger("agent").info("agent %s: state in %s", name, state_dir)
+    tune_gc()
     uvloop.run(AgentRuntime(agents[name], state_dir, args.config).run())
     return 0

@@ -123,7 +123,12 @@ class AtLeastOnce:
         started = time.monotonic()
         retry = [(*r, 0) for r in dlq.records_of(out.dead)]  # (topic, value, key, headers, ts)
         dead_lettered: list[tuple[str, bytes]] = []  # (topic, value) of out's records
-        sent = self.audit.produced(out) if self.audit is not None else out
+        sent, delta = out, None
+        if self.audit is not None:
+            sent = self.audit.produced(out)
+            # hashed now, while the values are in the CPU's caches (encoded or read
+            # just before); applied only once the broker acknowledged them
+            delta = self.audit.delivered(out)
         failed = await self.producer.produce_round(
             sent.topic, sent.values, sent.keys, sent.headers, sent.timestamps
         )
@@ -155,8 +160,10 @@ class AtLeastOnce:
             failed = await self.producer.produce_round(topics, values, keys, headers, stamps)
         self.metrics.ack_latency.observe(time.monotonic() - started)
         if self.audit is not None:
-            skip = dead_indexes(out, dead_lettered) if dead_lettered else ()
-            self.audit.apply(self.audit.delivered(out, skip))
+            if dead_lettered:
+                delta = self.audit.delivered(out, dead_indexes(out, dead_lettered))
+            assert delta is not None  # computed above, with the audit on
+            self.audit.apply(delta)
             await self.publish_audit()
 
     async def publish_audit(self) -> None:

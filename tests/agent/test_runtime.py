@@ -1,7 +1,10 @@
 """The runtime in-process with test plugins: acks, interceptors, restart, reload."""
 
 import asyncio
+import json
 import logging
+import subprocess
+import sys
 import textwrap
 
 from agent.config import compile_text
@@ -127,3 +130,20 @@ def test_each_source_tier_is_published_by_the_first_auditing_sink_reading_its_li
     assert errors == []
     rt = AgentRuntime(agents["a"], tmp_path / "state", None)
     assert [rt._audit_publisher(s) for s in ("s1", "s2", "s3")] == ["first", "other", None]
+
+
+def test_tune_gc_freezes_what_startup_loaded_and_raises_the_young_threshold():
+    """In a child process: the test's own collector stays as it is."""
+    code = (
+        "import gc, json; from agent.runtime import tune_gc, GC_YOUNG_THRESHOLD; "
+        "before = gc.get_threshold(); tune_gc(); "
+        "print(json.dumps([before, gc.get_threshold(), gc.get_freeze_count(), "
+        "GC_YOUNG_THRESHOLD]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    before, after, frozen, young = json.loads(out.stdout)
+    assert after == [young, before[1], before[2]]
+    assert young > before[0]
+    assert frozen > 1000  # the modules imported so far

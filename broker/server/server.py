@@ -1,6 +1,7 @@
 """The asyncio network shell: listener, connections, idle sweep, signals, shutdown.
 
-`run(config)` is what `logflume broker` calls. It starts the `BrokerCore` (logs,
+`run(config)` is what `logflume broker` calls. It sets glibc's malloc thresholds
+(`allocator.py`: produce buffers reused, not faulted in afresh), starts the `BrokerCore` (logs,
 topics, duties), binds every listener in `listeners` (an SSL one is a `tls_accept.TlsListener`, with
 the context `tls.server_context` built from its ssl.* settings before anything is
 bound), and serves until SIGTERM or SIGINT. Then
@@ -24,7 +25,7 @@ import time
 
 from broker.config import BrokerConfig, ConfigError
 from broker.sasl.settings import server_factories
-from broker.server import tls
+from broker.server import allocator, tls
 from broker.server.connection import Connection
 from broker.server.core import BrokerCore
 from broker.server.dispatch import load_handlers
@@ -286,6 +287,7 @@ def _stamps(settings: dict) -> tuple:
 
 def run(config: BrokerConfig, event_loop: str = "asyncio") -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
+    allocator.tune()
 
     async def main() -> int:
         stop = asyncio.Event()

@@ -64,6 +64,7 @@ want_bench() {
   wanted[/usr/sbin/logrotate]=logrotate
   wanted[/usr/bin/python3.11]=python3.11
   wanted[/usr/lib/python3.11/ensurepip/__main__.py]=python3.11-venv
+  wanted[openssl]=openssl  # bench_tls: the cipher's floor (openssl speed)
   # the peers
   wanted[redis-server]=redis-server  # bench_broker: Redis, beside the broker
   wanted[redis-benchmark]=redis-tools

@@ -18,9 +18,9 @@ Theory of operation:
   responses of requests sent after it: responses leave in request order, as Kafka
   clients require.
 - The connection's `ResponseWriter` (broker.server.response_writer) writes each
-  response, its FetchSlice parts zero-copy with sendfile (read in on TLS). While it
-  finishes a slice in the background `_pump` waits: nothing is ever written between
-  a header and its records.
+  response, its FetchSlice parts zero-copy with sendfile (on TLS, read by the
+  transport as it encrypts them). While it finishes a slice in the background
+  `_pump` waits: nothing is ever written between a header and its records.
 - Backpressure: reading pauses while the response order is full or the transport
   asked us to stop writing; it resumes when both drain.
 - SASL listeners: until the connection's `SaslGate` (broker.server.sasl_gate) has
@@ -106,7 +106,6 @@ class Connection(asyncio.Protocol):
             config["sasl.server.max.receive.size"] if self.gate is not None else None,
         )
         self._writer = ResponseWriter(
-            read_in_slices=identify is not None,  # TLS: slices are read, not sendfile'd
             direct_sendfile=server.direct_sendfile,
             loop_sendfile=server.loop_sendfile,
             close=self.close,

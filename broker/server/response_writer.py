@@ -8,8 +8,8 @@ are on the wire first; whatever the socket does not take at once is finished in 
 background by `loop.sendfile` (stdlib loop) or a buffered copy (uvloop), and
 `sending` stays True until then: nothing else may be written meanwhile, or it would
 land between a header and its records. A TLS connection cannot sendfile (the bytes
-must be encrypted in this process): its response's slices are read with os.preadv
-into one buffer, written with the rest of the response.
+must be encrypted in this process): its transport (broker.server.tls_transport)
+takes the response's parts as they are and reads the slices as it encrypts them.
 
 Nothing is written to a transport that is closing: asyncio would drop the bytes but
 not the sendfile slices, leaving records without their frame on the wire.
@@ -22,28 +22,8 @@ import os
 from collections.abc import Callable
 
 from broker.log.common import FetchSlice
-from broker.server.framing import BYTES_LIKE, segments
-
-
-def read_slices(parts: list) -> bytearray:
-    """A response with its file slices read in: one buffer, each part copied once.
-    OSError if a segment file is shorter than its slice."""
-    out = bytearray(sum(len(p) for p in parts))
-    pos = 0
-    with memoryview(out) as view:
-        for part in parts:
-            if isinstance(part, BYTES_LIKE):
-                view[pos : pos + len(part)] = part
-                pos += len(part)
-                continue
-            start = pos
-            while pos < start + part.length:
-                target = view[pos : start + part.length]
-                n = os.preadv(part.file.fileno(), [target], part.position + pos - start)
-                if n == 0:
-                    raise OSError(f"segment file ends inside a fetched slice at {pos - start}")
-                pos += n
-    return out
+from broker.server.framing import segments
+from broker.server.tls_transport import TlsTransport
 
 
 class ResponseWriter:
@@ -52,21 +32,20 @@ class ResponseWriter:
     def __init__(
         self,
         *,
-        read_in_slices: bool,
         direct_sendfile: bool,
         loop_sendfile: bool,
         close: Callable[[str], None],
         sent: Callable[[], None],
     ):
-        """`read_in_slices` for TLS; `direct_sendfile` / `loop_sendfile` are the
-        server's choices for its event loop. `close(reason)` drops the connection;
-        `sent()` is called when a slice finished in the background is out."""
-        self.read_in_slices = read_in_slices
+        """`direct_sendfile` / `loop_sendfile` are the server's choices for its event
+        loop. `close(reason)` drops the connection; `sent()` is called when a slice
+        finished in the background is out."""
         self.direct_sendfile = direct_sendfile
         self.loop_sendfile = loop_sendfile
         self._close = close
         self._sent = sent
         self.transport: asyncio.Transport  # set by connect(), before any write
+        self._tls: TlsTransport | None = None  # the transport, when it is TLS
         self._fd = -1
         self.sending = False  # a slice is being finished in the background
 
@@ -74,18 +53,16 @@ class ResponseWriter:
         """Write to `transport` from now on; os.sendfile goes to its socket, if it
         has one and is not TLS."""
         self.transport = transport
+        self._tls = transport if isinstance(transport, TlsTransport) else None
         sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None and not self.read_in_slices else -1
+        self._fd = sock.fileno() if sock is not None and self._tls is None else -1
 
     def write(self, parts: list) -> None:
         """Write one framed response; it may leave `sending` set."""
         if self._closing():
             return
-        if self.read_in_slices:
-            try:
-                self.transport.write(read_slices(parts))
-            except OSError as e:
-                self._close(f"reading a fetched slice failed: {e}")
+        if self._tls is not None:
+            self._tls.write_parts(parts)
             return
         self._write_segments(segments(parts))
 

@@ -24,6 +24,8 @@ DN, or without every subject alt name of the one in use, unless
 `ssl.enabled.protocols` and `ssl.protocol` bound the TLS versions; TLSv1.2 is the
 floor (TLSv1 and TLSv1.1 are refused in the config and in the handshake).
 `ssl.client.auth`: none, requested (a certificate is verified if sent) or required.
+A listener refuses TLS 1.2 renegotiation, as Kafka's broker does (and the listener's
+transport, broker.server.tls_transport, relies on it).
 """
 
 from __future__ import annotations
@@ -185,6 +187,7 @@ def server_context(settings: Mapping[str, object], listener: str) -> ssl.SSLCont
             "ssl.truststore.certificates to verify client certificates"
         )
     ctx.verify_mode = _CLIENT_AUTH[auth]
+    ctx.options |= ssl.OP_NO_RENEGOTIATION  # as Kafka's broker, which refuses it
     return ctx
 
 

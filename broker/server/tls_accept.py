@@ -1,15 +1,14 @@
 """An SSL listener: accept, TLS handshake, then a Connection.
 
-`create_server(ssl=...)` is not used because a failed handshake there is invisible
-to the application (asyncio and uvloop log it only in debug mode). Neither is
-`start_tls` on a plain accepted transport: uvloop may hand the ClientHello to the
-plain protocol before the TLS layer is in place. Instead the listener accepts with
-`loop.sock_accept` and hands each socket to `loop.connect_accepted_socket(ssl=...)`,
-which returns once the handshake is done and raises when it fails: the failure
-closes that one connection, is logged once without a stack trace (WARNING for a
-TLS error such as an untrusted or expired certificate or a plaintext client, INFO
-for a client that went away) and counted in
-`logflume_broker_tls_handshake_failures`.
+The listener accepts with `loop.sock_accept` and runs each socket's handshake in
+a `tls_transport.TlsTransport` (TLS in the event loop's socket callbacks, not
+asyncio's SSL layer, which costs several copies of every fetched byte), then hands
+the transport to a Connection. A failed handshake closes that one connection, is
+logged once without a stack trace (WARNING for a TLS error such as an untrusted or
+expired certificate or a plaintext client, INFO for a client that went away or never
+finished) and counted in `logflume_broker_tls_handshake_failures`. (asyncio's own
+TLS servers are not used: `create_server(ssl=...)` hides failed handshakes, and on
+uvloop `start_tls` may hand the ClientHello to the plain protocol first.)
 
 The Connection's principal comes from the verified client certificate
 (`principal.principal` with the listener's `ssl.principal.mapping.rules`); a
@@ -27,6 +26,8 @@ import ssl
 
 from broker.listeners import Listener
 from broker.server.principal import principal
+from broker.server.tls_transport import TlsBuffers, TlsTransport
+from common.aio import within
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class TlsListener:
         self.rules = rules
         self.sock: socket.socket | None = None
         self.handshakes: set[asyncio.Task] = set()
+        self.buffers = TlsBuffers()  # shared by this listener's connections
         self._accepting: asyncio.Task | None = None
 
     async def start(self) -> int:
@@ -90,20 +92,21 @@ class TlsListener:
             task.add_done_callback(self.handshakes.discard)
 
     async def _handshake(self, sock: socket.socket, peer) -> None:
-        loop = asyncio.get_running_loop()
         try:
-            await loop.connect_accepted_socket(
-                lambda: self.server.make_connection(self.listener.name, self.identify),
-                sock,
-                ssl=self.context,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
-            )
+            transport = TlsTransport(sock, self.context, self.buffers)
+            await within(transport.handshake(), HANDSHAKE_TIMEOUT_S)
         except ssl.SSLError as e:
             self.failed(peer, _describe(e))
             sock.close()
+            return
         except (OSError, TimeoutError) as e:  # the client went away or never spoke
             self.failed(peer, _describe(e), logging.INFO)
             sock.close()
+            return
+        except asyncio.CancelledError:  # the listener is closing
+            sock.close()
+            raise
+        transport.start(self.server.make_connection(self.listener.name, self.identify))
 
     def identify(self, transport: asyncio.Transport) -> str:
         """The principal of a connection whose handshake is done (NoMatchingRule when

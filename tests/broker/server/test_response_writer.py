@@ -1,13 +1,14 @@
 """The response writer (broker.server.response_writer) against a recording transport:
 bytes and file slices go out in order, nothing is written while a slice is being
-finished, a TLS connection's slices are read in, a closing transport gets nothing."""
+finished, a closing transport gets nothing. (A TLS connection's transport takes the
+parts as they are: tests/broker/server/test_tls_transport.py.)"""
 
 import asyncio
 
 import pytest
 
 from broker.log.common import FetchSlice, SegmentFile
-from broker.server.response_writer import ResponseWriter, read_slices
+from broker.server.response_writer import ResponseWriter
 from common.aio import within
 
 
@@ -41,7 +42,7 @@ def segment(tmp_path):
         yield f
 
 
-def writer(read_in_slices=False, sent=None):
+def writer(sent=None):
     events = []
 
     def on_sent():
@@ -50,7 +51,6 @@ def writer(read_in_slices=False, sent=None):
             sent.set()
 
     w = ResponseWriter(
-        read_in_slices=read_in_slices,
         direct_sendfile=True,
         loop_sendfile=False,
         close=lambda reason: events.append(("close", reason)),
@@ -80,27 +80,8 @@ async def test_bytes_only_responses_are_written_at_once():
     assert transport.out == b"onetwo" and not w.sending and not events
 
 
-async def test_tls_reads_the_slices_into_the_response(segment):
-    w, transport, events = writer(read_in_slices=True)
-    w.write([b"head", FetchSlice(segment, 250, 6, 1), b"tail"])
-    assert transport.out == b"head" + bytes(range(250, 256)) + b"tail"
-    assert not w.sending and not events
-
-
-async def test_a_slice_past_the_end_of_its_file_closes_a_tls_connection(segment):
-    w, transport, events = writer(read_in_slices=True)
-    w.write([b"head", FetchSlice(segment, 250, 10, 1)])
-    assert transport.out == b""
-    assert events and events[0][0] == "close" and "segment file ends" in events[0][1]
-
-
 async def test_nothing_goes_to_a_closing_transport(segment):
     w, transport, events = writer()
     transport.closing = True
     w.write([b"head", FetchSlice(segment, 0, 5, 1)])
     assert transport.out == b"" and events == [("close", "transport closed")]
-
-
-def test_read_slices_copies_each_part_once_into_one_buffer(segment):
-    out = read_slices([memoryview(b"ab"), FetchSlice(segment, 3, 2, 1), b"c"])
-    assert out == b"ab\3\4c"

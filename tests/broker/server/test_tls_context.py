@@ -95,6 +95,11 @@ def test_pem_file_keystore_and_client_auth_required(pki):
     assert error is not None  # required: no certificate, no connection
 
 
+def test_listeners_refuse_renegotiation_as_kafka(pki):
+    ctx = server_context(_pem_file(pki), "SSL")
+    assert ctx.options & ssl.OP_NO_RENEGOTIATION
+
+
 def test_inline_pem_with_folded_lines_and_an_encrypted_key(pki):
     """Inline PEM as a continued properties value arrives without line breaks."""
     key = pki["broker"].key_pem(b"s3cret").decode()

@@ -50,14 +50,22 @@ class ShareAdmin:
     """Blocking; one connection per request's broker, opened per call."""
 
     def __init__(self, bootstrap: str, security: Security, timeout: float):
-        self.host, self.port = parse_hostport(bootstrap.split(",")[0], "--bootstrap-server")
+        self.bootstrap = [parse_hostport(a, "--bootstrap-server") for a in bootstrap.split(",")]
         self.security = security
         self.timeout = timeout
 
     def _client(self, host: str | None = None, port: int | None = None) -> BlockingClient:
-        return BlockingClient(
-            host or self.host, port or self.port, self.timeout, security=self.security
-        )
+        """A connection to `host:port`, else to the first bootstrap server that answers
+        (one of them may be down: a broker of the cluster failed)."""
+        if host is not None and port is not None:
+            return BlockingClient(host, port, self.timeout, security=self.security)
+        for i, (h, p) in enumerate(self.bootstrap):
+            try:
+                return BlockingClient(h, p, self.timeout, security=self.security)
+            except OSError:
+                if i == len(self.bootstrap) - 1:
+                    raise
+        raise ValueError("--bootstrap-server names no broker")
 
     def supported(self) -> bool:
         """Whether the bootstrap broker serves the share-group admin APIs (ApiVersions)."""

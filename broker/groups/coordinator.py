@@ -81,8 +81,9 @@ from broker.groups.rebalance import Rebalance
 from broker.groups.storage import OffsetsStore
 from broker.groups.table import GroupTable
 from broker.groups.txn_offsets import TxnOffsets
-from broker.groups.writer import RecordWriter
+from broker.groups.writer import Records, RecordWriter
 from broker.protocol.errors import ErrorCode
+from broker.share.records import ShareRecord
 
 __all__ = ["CoordinatorConfig", "GroupCoordinator"]
 
@@ -137,6 +138,10 @@ class GroupCoordinator:
         self.delete_group = offsets.delete_group
         self.delete_offsets = offsets.delete_offsets
         self.expire_offsets = offsets.expire_offsets
+        # the share groups (broker.share.manager) kept in the same partitions: the
+        # broker connects them (records of a partition loaded, a partition unloaded)
+        self.share_groups_loaded: Callable[[list[ShareRecord], int], None] = lambda _r, _t: None
+        self.share_groups_unloaded: Callable[[], None] = lambda: None
 
     # -- ownership and loading --------------------------------------------------------
 
@@ -159,15 +164,24 @@ class GroupCoordinator:
 
     def load_partition(self, partition: int, now_ms: int) -> None:
         """Become coordinator of `partition`: replay its records into memory
-        (transactional offsets as their markers say)."""
+        (transactional offsets as their markers say); its share groups' records go to
+        `share_groups_loaded`."""
         records = self._txn.replay(partition, self._store.read_batches(partition))
-        self.consumer.loaded(self._table.load(partition, records, now_ms), now_ms)
+        share: list[ShareRecord] = []
+        self.consumer.loaded(self._table.load(partition, records, now_ms, share), now_ms)
+        self.share_groups_loaded(share, now_ms)
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating `partition` (leadership moved): waiting requests get
         NOT_COORDINATOR and its groups are dropped from memory."""
         self._table.unload(partition)
         self._txn.unload(partition)
+        self.share_groups_unloaded()
+
+    async def write_records(self, group_id: str, records: Records) -> ErrorCode:
+        """Append `records` of another kind of group (share groups: broker.share) to
+        the group's partition; the ErrorCode clients get when that fails."""
+        return await self._writer.write(group_id, records, int(time.time() * 1000))
 
     # -- transactional offsets --------------------------------------------------
 

@@ -26,6 +26,7 @@ from broker.groups.offsets_topic import (
 )
 from broker.protocol.errors import ErrorCode
 from broker.protocol.primitives import INT16
+from broker.share import records as share_records
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +73,26 @@ class GroupTable:
             del self.groups[group.group_id]
 
     def load(
-        self, partition: int, records: Iterable[tuple[bytes, bytes | None]], now_ms: int
+        self,
+        partition: int,
+        records: Iterable[tuple[bytes, bytes | None]],
+        now_ms: int,
+        share: list[share_records.ShareRecord] | None = None,
     ) -> list[str]:
         """Own `partition`, whose (key, value) records in offset order are replayed
         into groups: the last record of each key is the state. Returns the ids of the
-        consumer-protocol groups loaded."""
+        consumer-protocol groups loaded; the share groups' records (kept by
+        broker.share, not here) are added to `share`."""
         consumer: list[consumer_records.ConsumerRecord] = []
         for key, value in records:
             try:
-                if len(key) >= 2 and INT16.unpack_from(key, 0)[0] in consumer_records.KEY_VERSIONS:
+                kind = INT16.unpack_from(key, 0)[0] if len(key) >= 2 else -1
+                if kind in consumer_records.KEY_VERSIONS:
                     consumer.append(consumer_records.decode(key, value))
+                    continue
+                if kind in share_records.KEY_VERSIONS:
+                    if share is not None:
+                        share.append(share_records.decode(key, value))
                     continue
                 k, v = decode_record(key, value)
             except DECODE_ERRORS as e:

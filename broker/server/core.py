@@ -21,7 +21,8 @@ order, each service as a typed attribute from those before it:
    share coordinator over `__share_group_state` (broker.share.state_store), and
    `shares`, the share groups (KIP-932, broker.share.manager): coordinated where the
    classic groups are, their share-partitions on the data partitions' leaders, their
-   state written to the share coordinator through a `SharePersister`,
+   state written to the share coordinator through a `SharePersister`, the groups
+   themselves in `__consumer_offsets` (loaded and unloaded with its partitions),
 6. `markers` and `transactions`: transaction markers written here, and the
    `TransactionCoordinator` over `__transaction_state`, with `txn_verifier` (KIP-890:
    what a transactional produce awaits; tests may replace or clear it);
@@ -205,7 +206,10 @@ class BrokerCore:
                 self._ensure_share_state_topic,
             ),
             group_configs=self.group_configs.of,
+            write_records=self.groups.write_records,
         )
+        self.groups.share_groups_loaded = self.shares.load_groups
+        self.groups.share_groups_unloaded = self.shares.unload_groups
         self._load_share_states()
         self.markers = LocalMarkers(self.replicas, self.produce_purgatory, self.groups)
         self.transactions = coordinators.transaction_coordinator(

@@ -9,6 +9,7 @@
     state_store.py      the share coordinator: durable state on __share_group_state
     persister.py        the way to it, here or on another broker
     admin.py            the share-group offsets admin: describe, alter, delete
+    records.py          the share groups' records in __consumer_offsets (Kafka's)
 
 The group side (ShareGroupHeartbeat, ShareGroupDescribe) lives on the group's
 coordinator (the leader of its `__consumer_offsets` partition, as classic groups);

@@ -18,6 +18,9 @@ persister (broker.share.persister), here or on another broker:
 
 An unknown group is GROUP_ID_NOT_FOUND, except that alter creates it empty (as
 kafka-share-groups.sh --reset-offsets on a group that has no members yet expects).
+The group's share-partitions that alter adds and delete removes are written to
+`__consumer_offsets` (ShareGroupStatePartitionMetadata, broker.share.records) before
+the answer, so that a coordinator taking the group over knows them.
 Authorization is the handler's (broker/server/handlers/share_offsets.py).
 
 Event-loop only.
@@ -87,6 +90,7 @@ async def alter_offsets(
 ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
     """Set the start offsets `offsets` (topic -> partition -> offset) of an empty group."""
     code, group = _group(shares, group_id)
+    before = shares.snapshot(group_id)
     if code == ErrorCode.GROUP_ID_NOT_FOUND:
         group = shares.groups.setdefault(group_id, ShareGroup(group_id))
     elif group is None:
@@ -111,7 +115,8 @@ async def alter_offsets(
             group.initialized.setdefault(topic, set()).add(index)
     for topic in {topic for topic, _, _ in todo}:
         shares.unload(group_id, topic)
-    return ErrorCode.NONE, results
+    code = await shares.save(group_id, before)
+    return code, results if code == ErrorCode.NONE else {}
 
 
 async def _initialize(
@@ -139,6 +144,7 @@ async def delete_offsets(
         return code, {}
     if group.members:
         return ErrorCode.NON_EMPTY_GROUP, {}
+    before = shares.snapshot(group_id)
     results: dict[str, ErrorCode] = {}
     for topic in topics:
         partitions = group.initialized.get(topic)
@@ -148,4 +154,5 @@ async def delete_offsets(
         results[topic] = await shares.delete_state(group_id, {topic: partitions})
         if results[topic] == ErrorCode.NONE:
             group.initialized.pop(topic, None)
-    return ErrorCode.NONE, results
+    code = await shares.save(group_id, before)
+    return code, results if code == ErrorCode.NONE else {}

@@ -5,9 +5,12 @@ Group side (on the group's coordinator, the leader of its `__consumer_offsets`
 partition): `heartbeat`, `describe`, `list_groups`, `delete_group` (with the durable
 state of the group's share-partitions; the offsets admin APIs are broker.share.admin's);
 members time out after the group's `share.session.timeout.ms` (else
-`group.share.session.timeout.ms`) without a heartbeat. Group membership is kept in
-memory: when the coordinator moves, members are told UNKNOWN_MEMBER_ID and join again
-(what share consumers do anyway after a coordinator change).
+`group.share.session.timeout.ms`) without a heartbeat. A group's changes are written
+to its `__consumer_offsets` partition in Kafka's share group records
+(broker.share.records) before they are answered (a member timed out: in the
+background); the coordinator that takes the partition over rebuilds the groups from
+them (`load_groups`): their epochs, members (who go on heartbeating with their epochs,
+under a new session timeout) and the share-partitions whose durable state they have.
 
 Partition side (on each data partition's leader): a share-partition per (group,
 topic, partition), loaded (`load`) on the first ShareFetch that names it from its
@@ -40,13 +43,14 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from broker.cluster.partition import Partition
 from broker.config import BrokerConfig
 from broker.groups.group_config import EARLIEST_TIMESTAMP, GroupConfig
 from broker.log.common import OffsetOutOfRangeError
 from broker.protocol import ErrorCode
+from broker.share import records
 from broker.share.membership import HeartbeatResult, ShareGroup
 from broker.share.partition_state import Acquired, LogBatch, SharePartitionState
 from broker.share.persister import SharePersister
@@ -108,12 +112,15 @@ class ShareGroupManager:
         on_released: Callable[[str, int], object],
         persister: SharePersister | None,
         group_configs: Callable[[str], GroupConfig] | None = None,
+        write_records: Callable[[str, list[records.Record]], Awaitable[ErrorCode]] | None = None,
     ) -> None:
         """`partition_of(topic, index)`: the hosted `broker.cluster.partition.Partition`
         or None; `topic_lookup(name)`: (topic id, partition count) or None;
         `coordinates(group_id)`: whether this broker is the group's coordinator;
         `persister`: the durable state (None: in memory only, for tests);
-        `group_configs(group id)`: a group's dynamic configs (None: `config`'s)."""
+        `group_configs(group id)`: a group's dynamic configs (None: `config`'s);
+        `write_records(group id, records)`: appends to the group's `__consumer_offsets`
+        partition (None: groups in memory only, for tests)."""
         self.config = config
         default = GroupConfig(
             share_session_timeout_ms=config.session_timeout_ms,
@@ -126,16 +133,17 @@ class ShareGroupManager:
         self.coordinates = coordinates
         self.on_released = on_released
         self.persister = persister
+        self.write_records = write_records
         self._loading: dict[ShareKey, asyncio.Future[ErrorCode]] = {}
         self._writing: dict[ShareKey, asyncio.Lock] = {}
-        self._background: set[asyncio.Task[ErrorCode]] = set()
+        self._background: set[asyncio.Task[ErrorCode | None]] = set()
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[ShareKey, SharePartitionState] = {}
         self.sessions = ShareSessionCache(config.max_share_sessions)
 
     # -- group side ----------------------------------------------------------------
 
-    def heartbeat(
+    async def heartbeat(
         self,
         group_id: str,
         member_id: str,
@@ -151,6 +159,7 @@ class ShareGroupManager:
         if not self.coordinates(group_id):
             return HeartbeatResult(ErrorCode.NOT_COORDINATOR)
         group = self.groups.get(group_id)
+        before = self.snapshot(group_id)
         if group is None:
             if member_epoch != 0:
                 return HeartbeatResult(
@@ -166,7 +175,7 @@ class ShareGroupManager:
                 ErrorCode.GROUP_MAX_SIZE_REACHED,
                 f"share group {group_id} has {self.config.max_size} members already",
             )
-        return group.heartbeat(
+        result = group.heartbeat(
             member_id,
             member_epoch,
             rack_id,
@@ -177,6 +186,58 @@ class ShareGroupManager:
             self.group_config(group_id).share_session_timeout_ms,
             now_ms,
         )
+        if not before and not group.members and self.groups.get(group_id) is group:
+            del self.groups[group_id]  # a first heartbeat refused: no group
+        code = await self.save(group_id, before)
+        if code != ErrorCode.NONE and result.error == ErrorCode.NONE:
+            return HeartbeatResult(code, f"the share group's records were not written: {code.name}")
+        return result
+
+    # -- the group records ----------------------------------------------------------
+
+    def snapshot(self, group_id: str) -> records.Snapshot:
+        """The group's records as they are now, for `save` after a change."""
+        return records.snapshot(self.groups.get(group_id), self.topic_lookup)
+
+    async def save(self, group_id: str, before: records.Snapshot) -> ErrorCode:
+        """Write the records that take the group from `before` to what it is now."""
+        changed = records.changes(before, self.snapshot(group_id))
+        if not changed or self.write_records is None:
+            return ErrorCode.NONE
+        return await self.write_records(group_id, changed)
+
+    def save_later(self, group_id: str, before: records.Snapshot) -> None:
+        """`save` in the background (a change nobody waits for: a member timed out)."""
+        if self.write_records is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.save(group_id, before))
+        self._background.add(task)
+        task.add_done_callback(self._log_failed_save(group_id))
+
+    def _log_failed_save(self, group_id: str) -> Callable[[asyncio.Task], None]:
+        def done(task: asyncio.Task) -> None:
+            self._background.discard(task)
+            if not task.cancelled() and task.exception() is None and task.result():
+                log.warning("share group %s: records not written: %s", group_id, task.result())
+
+        return done
+
+    def load_groups(self, loaded: Iterable[records.ShareRecord], now_ms: int) -> None:
+        """The share groups of a `__consumer_offsets` partition now coordinated here,
+        from its records; members get a new session timeout from now."""
+        groups = records.rebuild(loaded, self.topic_lookup, now_ms)
+        for group in groups.values():
+            timeout_ms = self.group_config(group.group_id).share_session_timeout_ms
+            for member in group.members.values():
+                member.deadline_ms = now_ms + timeout_ms
+        self.groups.update(groups)
+        if groups:
+            log.info("share groups loaded: %s", ", ".join(sorted(groups)))
+
+    def unload_groups(self) -> None:
+        """Forget the share groups no longer coordinated here (their partition moved)."""
+        for group_id in [g for g in self.groups if not self.coordinates(g)]:
+            del self.groups[group_id]
 
     def describe(self, group_id: str) -> tuple[ErrorCode, ShareGroup | None]:
         if not self.coordinates(group_id):
@@ -210,9 +271,10 @@ class ShareGroupManager:
             return code
         if group.members:  # joined while the state was deleted
             return ErrorCode.NON_EMPTY_GROUP
+        before = self.snapshot(group_id)
         if self.groups.get(group_id) is group:
             del self.groups[group_id]
-        return ErrorCode.NONE
+        return await self.save(group_id, before)
 
     async def delete_state(self, group_id: str, topics: dict[str, set[int]]) -> ErrorCode:
         """Delete the durable state of `topics`' share-partitions of the group (those of
@@ -464,8 +526,12 @@ class ShareGroupManager:
 
     def tick(self, now_ms: int) -> None:
         for group in self.groups.values():
+            if not any(m.deadline_ms <= now_ms for m in group.members.values()):
+                continue
+            before = self.snapshot(group.group_id)
             for member_id in group.expire(now_ms):
                 log.info("share group %s: member %s timed out", group.group_id, member_id)
+            self.save_later(group.group_id, before)
         for (group_id, topic, index), state in list(self.partitions.items()):
             if state.expire_locks(now_ms):
                 self.on_released(topic, index)

@@ -40,6 +40,7 @@ class ShareMember:
     assignment: Assignment
     deadline_ms: int
     sent_epoch: int = -1  # the epoch whose assignment the member was last sent
+    previous_epoch: int = -1  # the member's epoch before its last assignment change
 
 
 @dataclasses.dataclass(slots=True)
@@ -148,7 +149,7 @@ class ShareGroup:
             if target != member.assignment:
                 self.epoch += 1
             member.assignment = target
-            member.epoch = self.epoch
+            member.previous_epoch, member.epoch = member.epoch, self.epoch
             self.assignment_epoch = self.epoch
 
     def expire(self, now_ms: int) -> list[str]:

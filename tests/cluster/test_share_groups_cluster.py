@@ -4,16 +4,19 @@ acknowledgement is answered, so it survives the SIGKILL of the broker leading th
 data partition: the new leader loads it, no accepted record is delivered again, and
 the records produced before the kill but not yet delivered are (a share-partition
 started afresh would begin at the high watermark, past them). A start offset reset
-by AlterShareGroupOffsets survives the SIGKILL of its share coordinator.
+by AlterShareGroupOffsets survives the SIGKILL of its share coordinator, and a share
+group its group coordinator's (its records in `__consumer_offsets`).
 """
 
+import json
 import time
 
 from confluent_kafka import AcknowledgeType
 
+from broker.groups.offsets_topic import partition_for
 from broker.protocol import ApiKey
 from broker.share.state_store import state_partition
-from common.topic_names import SHARE_GROUP_STATE
+from common.topic_names import CONSUMER_OFFSETS, SHARE_GROUP_STATE
 from tests.broker.server.wire import WireClient
 from tests.broker.share.test_share_consumers import poll_data, produce, share_consumer, warm_up
 from tests.cluster.util import create_topic, producer, wait_until
@@ -137,3 +140,94 @@ def test_a_reset_start_offset_survives_the_kill_of_its_share_coordinator(cluster
     _consume(again, set(records), seen, timeout_s=120)
     again.close()
     assert {v for v, _ in seen} >= set(records)
+
+
+def _describe(cluster, group: str):
+    return lf("groups", "--bootstrap-server", cluster.bootstrap, "--describe", "--group", group,
+              "--output", "json")  # fmt: skip
+
+
+def _share_offsets(cluster, group: str) -> dict[int, int] | None:
+    """`logflume groups --describe` of a share group: partition -> start offset
+    (None: the command failed, e.g. no coordinator yet or no such group)."""
+    r = _describe(cluster, group)
+    if r.returncode != 0:
+        return None
+    return {row["partition"]: row["start_offset"] for row in json.loads(r.stdout)}
+
+
+def test_an_empty_share_group_survives_the_kill_of_its_coordinator(cluster_factory):
+    """A share group's records in `__consumer_offsets` (Kafka's share group records)
+    let the next leader of its partition coordinate it: after the SIGKILL of the
+    coordinator, the emptied group is listed and described with its start offsets,
+    and DeleteGroups deletes it with its durable state, so that a group created
+    again under its id starts afresh (at the high watermark, past the records left
+    undelivered before the deletion)."""
+    cluster = cluster_factory(
+        settings=SHARE
+        | {"group.share.session.timeout.ms": 6000, "group.share.heartbeat.interval.ms": 1000}
+    )
+    group = "sg-moved"
+    create_topic(cluster, "moved")
+    p = producer(cluster, acks="all", **{"enable.idempotence": True})
+    consumer = share_consumer(cluster.bootstrap, group, "moved", explicit=True)
+    warm: list = []
+
+    def got_warm() -> bool:
+        for message in consumer.poll(0.5):
+            if message.error() is None:
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                warm.append(message)
+        return bool(warm)
+
+    warm_up(p, "moved", got_warm, deadline_s=120)
+    records = [b"rec-%d" % i for i in range(20)]
+    produce(p, "moved", records)
+    _consume(consumer, set(records), [])
+    consumer.close()
+    produce(p, "moved", [b"left-%d" % i for i in range(10)])  # never delivered to the group
+
+    def emptied() -> bool:
+        r = lf("groups", "--bootstrap-server", cluster.bootstrap, "--describe", "--group", group,
+               "--state", "--output", "json")  # fmt: skip
+        return r.returncode == 0 and json.loads(r.stdout)[0]["state"] == "Empty"
+
+    wait_until(emptied, what="the share group emptied", timeout=60, every=1.0)
+    before = _share_offsets(cluster, group)
+    assert before is not None and set(before) == {0} and before[0] > len(records), before
+
+    index = partition_for(group, 3)  # offsets.topic.num.partitions of the cluster tests
+    victim = cluster.zk.state(CONSUMER_OFFSETS, index)["leader"]
+    cluster.brokers[victim].kill()
+    wait_until(
+        lambda: (cluster.zk.state(CONSUMER_OFFSETS, index) or {}).get("leader") not in (-1, victim),
+        what="a new coordinator of the share group",
+    )
+    wait_until(
+        lambda: _share_offsets(cluster, group) == before,
+        what=lambda: f"the new coordinator describing {before}: {_describe(cluster, group)}",
+        timeout=60,
+        every=1.0,
+    )
+    listed = lf("groups", "--bootstrap-server", cluster.bootstrap, "--list")
+    assert group in listed.stdout.decode().split(), listed
+
+    deleted = lf("groups", "--bootstrap-server", cluster.bootstrap, "--delete", "--group", group)
+    assert deleted.returncode == 0, deleted
+    gone = lf("groups", "--bootstrap-server", cluster.bootstrap, "--describe", "--group", group)
+    assert gone.returncode != 0 and b"does not exist" in gone.stdout + gone.stderr, gone
+
+    again = share_consumer(cluster.bootstrap, group, "moved", explicit=True)
+    seen: list = []
+
+    def got_fresh() -> bool:
+        for message in again.poll(0.5):
+            if message.error() is None:
+                again.acknowledge(message, AcknowledgeType.ACCEPT)
+                seen.append(message.value())
+        return b"warm" in seen
+
+    warm_up(p, "moved", got_fresh, deadline_s=120)
+    again.commit_sync(30)
+    again.close()
+    assert not [v for v in seen if v.startswith((b"left", b"rec"))], seen

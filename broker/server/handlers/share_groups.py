@@ -45,7 +45,7 @@ def _topic_id(ctx, name: str) -> uuid.UUID:
 
 
 @handles(ApiKey.SHARE_GROUP_HEARTBEAT)
-def share_group_heartbeat(ctx, body):
+async def share_group_heartbeat(ctx, body):
     group_id = body["group_id"]
     if not allowed(ctx, Op.READ, RT.GROUP, group_id):
         return _heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
@@ -55,7 +55,7 @@ def share_group_heartbeat(ctx, body):
         return _heartbeat_error(
             ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
         )
-    result = shares.heartbeat(
+    result = await shares.heartbeat(
         group_id,
         body["member_id"],
         body["member_epoch"],

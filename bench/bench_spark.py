@@ -1,4 +1,4 @@
-"""Spark ETL benchmark (issue 6): data source batch read vs Parquet, offline job throughput.
+"""Spark ETL benchmark (issues 6 and 39): data source batch read vs Parquet, offline job throughput.
 
     .venv/bin/python -m bench.bench_spark                        # 1M reads, 500k-line job
     .venv/bin/python -m bench.bench_spark --records 4000000 --job-lines 10000000   # full
@@ -166,33 +166,45 @@ def figures(mode: str) -> list[dict]:
             spark.stop()
             bk.stop()
     parquet = f"same rows from a Parquet copy: {r['parquet_rps']:,.0f} records/s (ceiling)"
+    shape = f"local[2], {records:,} x {LINE_BYTES} B, noop sink"
+    job = {
+        "area": "spark",
+        "metric": f"offline job over {job_lines:,} loggen lines (3 % unparsable)"
+        + ("" if job_lines >= 10_000_000 else " (issue: 10 M lines; --full)"),
+        "value": j["rps"],
+        "unit": "lines/s",
+        "reference": "issue 6: wall time and records/s; issue 39: >= 300,000 on 10 M lines",
+        "detail": f"wall {j['wall_s']:.1f} s over {j['hours']} h of data",
+    }
+    if job_lines >= 10_000_000:
+        job["target"] = ">= 300000"
     return [
         {
             "area": "spark",
-            "metric": f"batch read through the `logflume` source, local[2], {records:,} x"
-            f" {LINE_BYTES} B, noop sink",
+            "metric": f"batch read through the `logflume` source, {shape}",
             "value": r["source_rps"],
             "unit": "records/s",
-            "target": ">= 500000",
-            "reference": "issue 6",
+            "target": ">= 1500000",
+            "reference": "issue 39 (issue 6: >= 500,000)",
             "peer": parquet,
             "detail": f"median of {repeat}; source {r['source_s']:.2f} s, Parquet {r['parquet_s']:.2f} s",
+        },
+        {
+            "area": "spark",
+            "metric": f"the same rows read from a Parquet copy (the transport's ceiling), {shape}",
+            "value": r["parquet_rps"],
+            "unit": "records/s",
+            "detail": f"median of {repeat}, alternating with the source's reads",
         },
         {
             "area": "spark",
             "metric": "source / Parquet read time",
             "value": r["ratio"],
             "unit": "ratio",
+            "target": "<= 1.43",
+            "reference": "issue 39: the source at >= 70 % of the Parquet rate",
         },
-        {
-            "area": "spark",
-            "metric": f"offline job over {job_lines:,} loggen lines (3 % unparsable)"
-            + ("" if job_lines >= 10_000_000 else " (issue: 10 M lines; --full)"),
-            "value": j["rps"],
-            "unit": "lines/s",
-            "reference": "issue 6: wall time and records/s",
-            "detail": f"wall {j['wall_s']:.1f} s over {j['hours']} h of data",
-        },
+        job,
     ]
 
 

@@ -37,24 +37,28 @@ LOW32 = 0xFFFF_FFFF
 
 def audit_columns(batch: pa.RecordBatch) -> dict[str, pa.Array]:
     """AUDIT_TYPES of a batch of source records (timestamp, value, and headers or
-    host_header)."""
+    host_header; the value's hash is taken from a `value_hash` column where the
+    reader made one)."""
     names = batch.schema.names
-    values = pc.fill_null(batch.column("value"), b"").to_pylist()
-    hashes = np.fromiter(
-        map(xxhash.xxh64_intdigest, values, repeat(HASH_SEED)), np.uint64, len(values)
-    )
+    n = batch.num_rows
+    if "value_hash" in names:  # hashed as the records were read (client.VALUE_HASH)
+        value_hash = batch.column("value_hash")
+    else:
+        values = pc.fill_null(batch.column("value"), b"").to_pylist()
+        hashes = np.fromiter(map(xxhash.xxh64_intdigest, values, repeat(HASH_SEED)), np.uint64, n)
+        value_hash = pa.array(hashes.view(np.int64))
     if access_log.HOST_HEADER in names:
         host = access_log._text(batch.column(access_log.HOST_HEADER))
     elif "headers" in names:
         host = access_log._header_host(batch.column("headers"))
     else:
-        host = pa.nulls(len(values), pa.string())
+        host = pa.nulls(n, pa.string())
     stamps = pc.fill_null(batch.column("timestamp").cast(pa.int64()), 0).to_numpy()  # us
     ms = stamps // 1000
     return {
         "record_host": pc.fill_null(host, ""),
         "record_minute": pa.array(ms - ms % MINUTE_MS),
-        "value_hash": pa.array(hashes.view(np.int64)),
+        "value_hash": value_hash,
     }
 
 

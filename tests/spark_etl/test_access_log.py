@@ -119,6 +119,17 @@ def test_json_records_any_scalar_and_time_sources():
     assert [r["parse_ok"] for r in rows] == [True, True, True, False, False]
 
 
+def test_json_records_among_lines_have_only_their_own_fields():
+    lookalike = "{x}" + LINE[len("203.0.113.7") :]  # JSON by its first character
+    assert SPEC.match(lookalike)
+    rows = parse([LINE.encode(), lookalike.encode(), orjson.dumps({"status": 200})])
+    assert rows[0] == parse([LINE.encode()])[0]
+    assert all(rows[1][k] is None for k in A.PARSED_TYPES if k != "bytes")
+    assert (rows[1]["bytes"], rows[1]["parse_ok"], rows[1]["raw"]) == (0, False, lookalike)
+    assert (rows[2]["status"], rows[2]["client"], rows[2]["bytes"]) == (200, None, 0)
+    assert rows[2]["time"] is None and not rows[2]["parse_ok"]
+
+
 def test_first_host_header_wins_and_missing_headers_are_null():
     headers = [[("x", b"1"), ("host", b"a"), ("host", b"b")], None, [], [("host", b"c")]]
     rows = parse([LINE.encode()] * 4, headers=headers)

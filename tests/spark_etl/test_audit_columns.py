@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from common.audit import MINUTE_MS, SPARK_OFFLINE, AuditRecord, Bucket, Tally, checksum, minute_of
 from spark_etl import access_log
 from spark_etl.audit import Totals, audit_columns, grouped, parse_and_audit
+from spark_etl.source.client import VALUE_HASH, _value_hashes
 from spark_etl.source.datasource import RECORDS_ARROW_SCHEMA
 
 M = 1_764_345_600_000
@@ -88,3 +89,14 @@ def test_totals_survive_the_state_file_and_old_buckets_open_a_new_generation():
     assert list(again.buckets) == [Bucket("h", "t", M + MINUTE_MS)] and again.generation == 1
     again.forget_before(M)  # nothing to forget: the same generation
     assert again.generation == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows_strategy)
+def test_a_value_hash_column_made_while_reading_gives_the_same_columns(rows):
+    batch = source_batch(rows)
+    values = batch.column("value").to_pylist()
+    hashed = batch.append_column(VALUE_HASH, _value_hashes(values, None in values))
+    got, want = audit_columns(hashed), audit_columns(batch)
+    assert got.keys() == want.keys()
+    assert all(got[k].equals(want[k]) for k in want)

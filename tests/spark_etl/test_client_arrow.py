@@ -2,10 +2,13 @@
 
 from datetime import UTC, datetime
 
+import numpy as np
 import pyarrow as pa
+import xxhash
 from confluent_kafka import Message
 
-from spark_etl.source.client import _to_arrow
+from common.audit import HASH_SEED, MASK, checksum
+from spark_etl.source.client import VALUE_HASH, _to_arrow
 
 SCHEMA = pa.schema(
     [
@@ -22,7 +25,8 @@ SCHEMA = pa.schema(
 
 
 def msg(offset, ts=(1, 1_714_557_600_123), **kw):
-    return Message(topic="t", partition=3, offset=offset, value=b"v%d" % offset, timestamp=ts, **kw)
+    kw.setdefault("value", b"v%d" % offset)
+    return Message(topic="t", partition=3, offset=offset, timestamp=ts, **kw)
 
 
 def test_contiguous_run_cut_at_end():
@@ -61,3 +65,13 @@ def test_run_entirely_past_end_is_empty():
     assert (batch.num_rows, nxt) == (0, 18)
     batch, nxt = _to_arrow([msg(20), msg(25)], "t", 3, 18, SCHEMA)
     assert (batch.num_rows, nxt) == (0, 18)
+
+
+def test_value_hash_column_holds_the_audit_checksum_terms():
+    schema = SCHEMA.append(pa.field(VALUE_HASH, pa.int64()))
+    run = [msg(0), msg(1, value=None), msg(2, value=b"")]
+    batch, _ = _to_arrow(run, "t", 3, 10, schema)
+    assert batch.schema == schema
+    hashes = batch.column(VALUE_HASH).to_numpy().view(np.uint64).tolist()
+    assert hashes == [xxhash.xxh64_intdigest(v, HASH_SEED) for v in (b"v0", b"", b"")]
+    assert sum(hashes) & MASK == checksum([b"v0", b"", b""])

@@ -117,7 +117,9 @@ def test_a_batch_crashing_half_way_is_redone_exactly_once(spark, bk, tmp_path):
     hourly, _ = tables(spark, out)
     expected.assert_hourly_matches(hourly, expected.hourly(sent))
     accepted = sum(isinstance(i, loggen.Access) for i, _ in sent)
-    assert spark.read.parquet(f"{out}/parsed").count() == accepted
+    stored = spark.read.parquet(f"{out}/parsed").select("partition", "offset", "time")
+    assert stored.distinct().count() == stored.count() == accepted
+    assert stored.where("offset is null or time is null").count() == 0
     # what the job read, per minute, counted once across the crash and the re-run
     assert expected.assert_audit_equals_recount(bk.bootstrap, "crashy", SPARK_OFFLINE) == 1500
 

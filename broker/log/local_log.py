@@ -290,6 +290,13 @@ class LocalLog:
             for seg in self.segments:
                 seg.close()
 
+    def release(self) -> None:
+        """Close the segments without writing anything (the log is being deleted: on a
+        full disk a close that writes its indexes would fail)."""
+        self.reap_flushes(wait=True)
+        for seg in self.segments:
+            seg.close()
+
     def delete(self) -> None:
         """Remove the partition's directory and everything in it."""
         self.reap_flushes(wait=True)

@@ -404,6 +404,10 @@ class PartitionLog:
             self._snapshot_producers(self.log_end_offset, sync=True)
         self.local_log.close()
 
+    def release(self) -> None:
+        """Close without snapshotting or flushing: the log is about to be deleted."""
+        self.local_log.release()
+
     def delete(self) -> None:
         """Remove the partition's directory and everything in it."""
         self.local_log.delete()

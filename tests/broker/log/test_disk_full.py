@@ -14,6 +14,7 @@ import pytest
 
 from broker.log import LogConfig, PartitionLog
 from broker.log.epoch import LeaderEpochCache
+from broker.log.manager import LogManager
 from broker.protocol.records import iter_batches
 from common.fsutil import atomic_write
 from tests.broker.log.util import all_records, make_batch, read_all
@@ -225,3 +226,22 @@ def test_new_index_block_on_a_full_tmpfs_is_an_error_not_sigbus(tmp_path):
         assert reopened.active.index.entries == entries
         assert len(read_all(reopened)) == end
         reopened.close()
+
+
+def test_deleting_a_log_on_a_full_disk_writes_nothing_and_removes_it(tmp_path):
+    """A log being deleted (a topic deleted, or a create undone because the disk is
+    full) is released without writing its indexes or a producer snapshot, so the
+    delete cannot fail with ENOSPC half way and leave an orphan directory."""
+    require_mount(tmp_path)
+    with SmallFs(tmp_path / "mnt", size_kb=512) as fs:
+        logs = LogManager(fs.path / "data", LogConfig(index_interval_bytes=1))
+        log = logs.create("t", 0)
+        for i in range(20):
+            log.append(make_batch(1, values=[b"v%d" % i]))
+        assert log.active.index.entries  # in memory, not on disk yet
+        filler = fill(fs.path / "filler")
+        logs.delete("t", 0)
+        assert logs.get("t", 0) is None
+        assert not list((fs.path / "data").glob("t-0*"))
+        filler.unlink()
+        logs.close()

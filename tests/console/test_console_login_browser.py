@@ -68,9 +68,10 @@ def test_login_then_browse_configs_and_members(tmp_path, broker_factory, driver)
         driver.get(console.url)
         on_login_page(driver)
         log_in(driver, "alice", "wrong horse")
-        wait_for_text(driver, "#login-error", "wrong user name or password")
-        hidden = "return document.getElementById('login-error').hidden"
-        assert driver.execute_script(hidden) is False
+        # The form's page holds the message hidden: wait for the answer's page showing it.
+        shown = "const e = document.getElementById('login-error'); return !!e && !e.hidden"
+        WebDriverWait(driver, 30, poll_frequency=0.2).until(lambda d: d.execute_script(shown))
+        assert text_of(driver, "#login-error") == "wrong user name or password"
         assert driver.current_url.endswith("/login")
         log_in(driver, "alice", "correct horse")
         wait_for_text(driver, "#controller", "broker 0")

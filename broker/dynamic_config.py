@@ -35,6 +35,7 @@ Event-loop only.
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -190,6 +191,32 @@ class ZkBrokerConfigStore:
 
 
 Store = LocalBrokerConfigStore | ZkBrokerConfigStore
+
+
+class LocalNamedEntityStore(LocalBrokerConfigStore):
+    """A single node's configs of named entities other than brokers (client-metrics
+    subscriptions, groups), in a file of their own named by the subclass with the
+    entity type; `load` tells `on_change` of every entity stored."""
+
+    async def load(self) -> None:
+        if self.on_change is not None:
+            for name, props in self._all().items():
+                self.on_change(name, props)
+
+
+class ZkNamedEntityStore(ZkBrokerConfigStore):
+    """A cluster's configs of named entities other than brokers in ZooKeeper, under
+    `/config/<ENTITY_TYPE>/<URL-encoded name>` (names may hold any character)."""
+
+    def _child(self, name: str) -> str:
+        return urllib.parse.quote_plus(name, safe="")
+
+    def _name(self, child: str) -> str:
+        return urllib.parse.unquote_plus(child)
+
+    async def load(self) -> None:
+        """Nothing to do: the cluster's start reads every entity's configs (the client
+        quota store's `entity_loaders`) and tells `on_change`."""
 
 
 class DynamicBrokerConfig:

@@ -14,39 +14,22 @@ Each store calls `on_change(group id, configs)` for every group it learns of
 
 from __future__ import annotations
 
-import urllib.parse
-
-from broker.dynamic_config import LocalBrokerConfigStore, ZkBrokerConfigStore
+from broker.dynamic_config import LocalNamedEntityStore, ZkNamedEntityStore
 
 ENTITY_TYPE = "groups"
 
 
-class LocalGroupConfigStore(LocalBrokerConfigStore):
+class LocalGroupConfigStore(LocalNamedEntityStore):
     """A single node's group configs, in one file."""
 
     FILE = "group-configs.json"
     ENTITY_TYPE = ENTITY_TYPE
 
-    async def load(self) -> None:
-        if self.on_change is not None:
-            for name, props in self._all().items():
-                self.on_change(name, props)
 
-
-class ZkGroupConfigStore(ZkBrokerConfigStore):
-    """A cluster's group configs in ZooKeeper; read at start by the notices' loaders."""
+class ZkGroupConfigStore(ZkNamedEntityStore):
+    """A cluster's group configs in ZooKeeper."""
 
     ENTITY_TYPE = ENTITY_TYPE
-
-    def _child(self, name: str) -> str:
-        return urllib.parse.quote_plus(name, safe="")
-
-    def _name(self, child: str) -> str:
-        return urllib.parse.unquote_plus(child)
-
-    async def load(self) -> None:
-        """Nothing to do: the cluster's start reads every group's configs (the client
-        quota store's `entity_loaders`) and tells `on_change`."""
 
 
 GroupConfigStore = LocalGroupConfigStore | ZkGroupConfigStore

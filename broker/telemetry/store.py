@@ -15,39 +15,22 @@ Each store calls `on_change(name, configs)` for every subscription it learns of
 
 from __future__ import annotations
 
-import urllib.parse
-
-from broker.dynamic_config import LocalBrokerConfigStore, ZkBrokerConfigStore
+from broker.dynamic_config import LocalNamedEntityStore, ZkNamedEntityStore
 
 ENTITY_TYPE = "client-metrics"
 
 
-class LocalClientMetricsStore(LocalBrokerConfigStore):
+class LocalClientMetricsStore(LocalNamedEntityStore):
     """A single node's subscriptions, in one file."""
 
     FILE = "client-metrics.json"
     ENTITY_TYPE = ENTITY_TYPE
 
-    async def load(self) -> None:
-        if self.on_change is not None:
-            for name, props in self._all().items():
-                self.on_change(name, props)
 
-
-class ZkClientMetricsStore(ZkBrokerConfigStore):
-    """A cluster's subscriptions in ZooKeeper; read at start by the notices' loaders."""
+class ZkClientMetricsStore(ZkNamedEntityStore):
+    """A cluster's subscriptions in ZooKeeper."""
 
     ENTITY_TYPE = ENTITY_TYPE
-
-    def _child(self, name: str) -> str:
-        return urllib.parse.quote_plus(name, safe="")
-
-    def _name(self, child: str) -> str:
-        return urllib.parse.unquote_plus(child)
-
-    async def load(self) -> None:
-        """Nothing to do: the cluster's start reads every subscription (the client
-        quota store's `entity_loaders`) and tells `on_change`."""
 
 
 ClientMetricsStore = LocalClientMetricsStore | ZkClientMetricsStore

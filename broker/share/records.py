@@ -33,8 +33,9 @@ import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
 
-from broker.protocol.primitives import INT16, read_string, write_string
-from broker.protocol.schema import INT8, INT32, INT64, STRING, UUID, Array, F, compile_message
+from broker.groups.coordinator_records import GroupRecord, RecordFamily
+from broker.protocol.primitives import INT16
+from broker.protocol.schema import INT8, INT32, INT64, STRING, UUID, Array, F
 from broker.share.membership import ShareGroup, ShareMember, TopicLookup
 
 PARTITION_METADATA = 9  # Kafka 4.0 only: read and ignored
@@ -73,32 +74,16 @@ _VALUES = {
         F("deleting_topics", [F("topic_id", UUID), F("topic_name", STRING)]),
     ],
 }
-_CODECS = {k: compile_message(fields, 0, flexible=True) for k, fields in _VALUES.items()}
+_FAMILY = RecordFamily(
+    "share group", _VALUES, _MEMBER_KEYS, ignored=frozenset({PARTITION_METADATA})
+)
+ShareRecord = GroupRecord
+key = _FAMILY.key
+value = _FAMILY.value
+decode = _FAMILY.decode
 
 Record = tuple[bytes, bytes | None]
 Snapshot = dict[bytes, bytes]  # key -> value, in the order Kafka writes them
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ShareRecord:
-    """One decoded record: its key version, group, member (member keys) and value
-    (None: a tombstone, or a record of Kafka 4.0 that 4.1 ignores)."""
-
-    kind: int
-    group_id: str
-    member_id: str | None
-    value: dict | None
-
-
-def key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    out = INT16.pack(kind) + write_string(group_id)
-    return out + write_string(member_id) if member_id is not None else out
-
-
-def value(kind: int, fields: dict) -> bytes:
-    out: list = [INT16.pack(0)]
-    _CODECS[kind].encode(fields, out)
-    return b"".join(out)
 
 
 def _by_id(assignment: Mapping[str, Iterable[int]], lookup: TopicLookup) -> list[dict]:
@@ -201,21 +186,6 @@ def _members_first(keys: list[bytes]) -> list[bytes]:
         else:
             group_keys.append(k)
     return [k for ks in per_member.values() for k in ks] + group_keys
-
-
-def decode(record_key: bytes, record_value: bytes | None) -> ShareRecord:
-    """A record whose key version is in KEY_VERSIONS; raises ValueError or
-    struct.error on input it cannot read."""
-    (kind,) = INT16.unpack_from(record_key, 0)
-    group_id, pos = read_string(record_key, 2)
-    member_id = read_string(record_key, pos)[0] if kind in _MEMBER_KEYS else None
-    if record_value is None or kind == PARTITION_METADATA:
-        return ShareRecord(kind, group_id, member_id, None)
-    (version,) = INT16.unpack_from(record_value, 0)
-    if version != 0:
-        raise ValueError(f"share group record {kind}: value version {version}")
-    fields, _ = _CODECS[kind].decode(memoryview(record_value), 2)
-    return ShareRecord(kind, group_id, member_id, fields)
 
 
 @dataclasses.dataclass(slots=True)

@@ -21,13 +21,12 @@ state, as with the classic records (offsets_topic.py).
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Mapping
 
 from broker.groups.consumer.group import ClassicMetadata, ConsumerGroup, ConsumerMember
 from broker.groups.consumer.reconcile import MemberAssignment, MemberState
-from broker.protocol.primitives import INT16, read_string, write_string
+from broker.groups.coordinator_records import GroupRecord, RecordFamily
 from broker.protocol.schema import (
     BYTES,
     INT8,
@@ -37,7 +36,6 @@ from broker.protocol.schema import (
     Array,
     F,
     Struct,
-    compile_message,
 )
 
 GROUP_METADATA = 3
@@ -95,7 +93,11 @@ _VALUES = {
         F("partitions_pending_revocation", _TOPIC_PARTITIONS),
     ],
 }
-_CODECS = {k: compile_message(fields, 0, flexible=True) for k, fields in _VALUES.items()}
+_FAMILY = RecordFamily("consumer group", _VALUES, _MEMBER_KEYS)
+ConsumerRecord = GroupRecord
+_key = _FAMILY.key
+_value = _FAMILY.value
+decode = _FAMILY.decode
 
 _STATE_BYTES = {
     MemberState.STABLE: 0,
@@ -106,28 +108,6 @@ _STATE_BYTES = {
 _BYTE_STATES = {v: k for k, v in _STATE_BYTES.items()}
 
 Record = tuple[bytes, bytes | None]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ConsumerRecord:
-    """One decoded record: its key version, group, member (member keys) and value
-    (None: a tombstone)."""
-
-    kind: int
-    group_id: str
-    member_id: str | None
-    value: dict | None
-
-
-def _key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    key = INT16.pack(kind) + write_string(group_id)
-    return key + write_string(member_id) if member_id is not None else key
-
-
-def _value(kind: int, fields: dict) -> bytes:
-    out: list = [INT16.pack(0)]
-    _CODECS[kind].encode(fields, out)
-    return b"".join(out)
 
 
 def _partitions(assignment: Mapping[uuid.UUID, frozenset[int]]) -> list[dict]:
@@ -225,21 +205,6 @@ def group_tombstones(group_id: str) -> list[Record]:
 
 def state_of(byte: int) -> MemberState:
     return _BYTE_STATES.get(byte, MemberState.UNKNOWN)
-
-
-def decode(key: bytes, value: bytes | None) -> ConsumerRecord:
-    """A record whose key version is in KEY_VERSIONS; raises ValueError or
-    struct.error on input it cannot read."""
-    (kind,) = INT16.unpack_from(key, 0)
-    group_id, pos = read_string(key, 2)
-    member_id = read_string(key, pos)[0] if kind in _MEMBER_KEYS else None
-    if value is None:
-        return ConsumerRecord(kind, group_id, member_id, None)
-    (version,) = INT16.unpack_from(value, 0)
-    if version != 0:
-        raise ValueError(f"consumer group record {kind}: value version {version}")
-    fields, _ = _CODECS[kind].decode(memoryview(value), 2)
-    return ConsumerRecord(kind, group_id, member_id, fields)
 
 
 def _classic(v: dict | None) -> ClassicMetadata | None:

@@ -307,6 +307,19 @@ def _log_end_offsets(conf: dict, keys, timeout: float) -> dict[tuple[str, int], 
 # -- --reset-offsets ---------------------------------------------------------------------
 
 
+def _warn_without_execute(args) -> bool:
+    """kafka-consumer-groups' warning when a reset has neither --execute nor --dry-run
+    (on stderr under --output json, to keep stdout JSON); whether the output is JSON."""
+    json_out = args.output_format == "json"
+    if not args.execute and not args.dry_run:
+        print(
+            "WARN: No action will be performed as the --execute option is missing. "
+            "Use --dry-run to print the plan only, --execute to apply it.",
+            file=sys.stderr if json_out else sys.stdout,
+        )
+    return json_out
+
+
 def _reset(admin, args, timeout: float) -> int:
     from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 
@@ -326,13 +339,7 @@ def _reset(admin, args, timeout: float) -> int:
         )
     if not args.topic and not args.all_topics:
         return fail("--reset-offsets needs --topic or --all-topics")
-    json_out = args.output_format == "json"
-    if not args.execute and not args.dry_run:
-        print(
-            "WARN: No action will be performed as the --execute option is missing. "
-            "Use --dry-run to print the plan only, --execute to apply it.",
-            file=sys.stderr if json_out else sys.stdout,
-        )
+    json_out = _warn_without_execute(args)
     status = 0
     header = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
     planned = Table(header)
@@ -697,13 +704,7 @@ def _share_reset(admin, args, shares: ShareGroups, timeout: float) -> int:
         )
     if not args.topic and not args.all_topics:
         return fail("--reset-offsets needs --topic or --all-topics")
-    json_out = args.output_format == "json"
-    if not args.execute and not args.dry_run:
-        print(
-            "WARN: No action will be performed as the --execute option is missing. "
-            "Use --dry-run to print the plan only, --execute to apply it.",
-            file=sys.stderr if json_out else sys.stdout,
-        )
+    json_out = _warn_without_execute(args)
     header = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
     planned = Table(header)
     status = 0

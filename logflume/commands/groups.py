@@ -307,6 +307,20 @@ def _log_end_offsets(conf: dict, keys, timeout: float) -> dict[tuple[str, int], 
 # -- --reset-offsets ---------------------------------------------------------------------
 
 
+PLAN_HEADER = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+
+
+def _show_plan(planned: Table, group: str, plan: dict, json_out: bool) -> None:
+    """A group's new offsets: printed as its own table, or added to `planned` (all
+    groups' rows, printed once as JSON at the end)."""
+    table = planned if json_out else Table(planned.header)
+    for (t, p), o in sorted(plan.items()):
+        table.add(group, t, p, o)
+    if not json_out:
+        print()
+        table.print()
+
+
 def _warn_without_execute(args) -> bool:
     """kafka-consumer-groups' warning when a reset has neither --execute nor --dry-run
     (on stderr under --output json, to keep stdout JSON); whether the output is JSON."""
@@ -341,8 +355,7 @@ def _reset(admin, args, timeout: float) -> int:
         return fail("--reset-offsets needs --topic or --all-topics")
     json_out = _warn_without_execute(args)
     status = 0
-    header = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
-    planned = Table(header)
+    planned = Table(PLAN_HEADER)
     for group in args.group:
         desc = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
         state = desc.result(timeout).state
@@ -357,12 +370,7 @@ def _reset(admin, args, timeout: float) -> int:
         committed = _committed(admin, group, timeout)
         partitions = _partitions(admin, args, committed, timeout)
         plan = _new_offsets(admin, args, partitions, committed, timeout)
-        table = planned if json_out else Table(header)
-        for (t, p), o in sorted(plan.items()):
-            table.add(group, t, p, o)
-        if not json_out:
-            print()
-            table.print()
+        _show_plan(planned, group, plan, json_out)
         if args.execute and plan:
             tps = [TopicPartition(t, p, o) for (t, p), o in sorted(plan.items())]
             request = [ConsumerGroupTopicPartitions(group, tps)]
@@ -705,8 +713,7 @@ def _share_reset(admin, args, shares: ShareGroups, timeout: float) -> int:
     if not args.topic and not args.all_topics:
         return fail("--reset-offsets needs --topic or --all-topics")
     json_out = _warn_without_execute(args)
-    header = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
-    planned = Table(header)
+    planned = Table(PLAN_HEADER)
     status = 0
     for group, info in shares.groups.items():
         if info is not None and info.state != "Empty":
@@ -720,12 +727,7 @@ def _share_reset(admin, args, shares: ShareGroups, timeout: float) -> int:
         else:
             partitions = _partitions(admin, args, {}, timeout)
         plan = _new_offsets(admin, args, partitions, {}, timeout)
-        table = planned if json_out else Table(header)
-        for (t, p), o in sorted(plan.items()):
-            table.add(group, t, p, o)
-        if not json_out:
-            print()
-            table.print()
+        _show_plan(planned, group, plan, json_out)
         if args.execute and plan:
             for (t, p), code in sorted(shares.admin.alter(group, plan).items()):
                 if code:

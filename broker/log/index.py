@@ -13,9 +13,10 @@ one `pwrite` when the segment is rolled or closed, and the file is cut to its en
 (a truncation may have left more), so a closed index's length tells how many entries
 it has; the roll's or close's fsync follows. A flush does not write them: after a
 crash the active segment's index is rebuilt from the log (recovery), never trusted,
-so only a roll or a clean close needs it on disk. Kafka preallocates the active index file to `segment.index.bytes` because
-it maps it; this one is not mapped, so its file holds only what was written (the
-entry limit is still `segment.index.bytes`: the segment rolls when it is reached). A
+so only a roll or a clean close needs it on disk. Kafka preallocates the active
+index file to `segment.index.bytes` because it maps it; this one is not mapped, so its
+file holds only what was written (the entry limit is still `segment.index.bytes`: the
+segment rolls when it is reached). A
 full file system is reported by that `pwrite` as an OSError (never a SIGBUS, as a
 store into a sparse mapping would be), and the entries stay in memory to be written
 again.
@@ -268,9 +269,6 @@ class _Index:
         self.entries += 1
 
 
-_PACK_OFFSET_ENTRY = struct.Struct(">ii").pack
-
-
 class OffsetIndex(_Index):
     """Offset -> position index of one segment. Owned by its LogSegment; not thread-safe."""
 
@@ -330,6 +328,9 @@ class OffsetIndex(_Index):
             first_rel, first_pos = self.peek(0)
             if rel < first_rel or pos < first_pos or first_rel < 0 or pos >= log_size:
                 raise CorruptIndexError(f"{self.path.name}: last entry {rel},{pos} is invalid")
+
+
+_PACK_OFFSET_ENTRY = OffsetIndex.ENTRY.pack  # the append fast path, looked up once
 
 
 class TimeIndex(_Index):

@@ -218,8 +218,8 @@ class LogSegment:
             self.index.open_for_sync(),
             self.time_index.open_for_sync(),
         ]
-        if (txn_fd := self.txn_index.fileno()) is not None:
-            fds.append(os.dup(txn_fd))
+        if (txn_fd := self.txn_index.open_for_sync()) is not None:
+            fds.append(txn_fd)
         return fds
 
     def truncate_to(self, offset: int) -> int:
@@ -365,7 +365,6 @@ class LogSegment:
     def close(self) -> None:
         self.index.close()
         self.time_index.close()
-        self.txn_index.close()
         self.file.close()
 
     def delete(self) -> None:

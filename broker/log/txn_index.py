@@ -26,8 +26,12 @@ also kept in memory: a segment holds few aborted transactions. A file whose size
 not a multiple of 34 bytes, or holding an unknown version, fails `sanity_check`; the
 loader then recovers the segment, which rebuilds the index from the log.
 
-Owned by its LogSegment (one event loop); not thread-safe, except `fileno()` for the
-roll's fsync on the flush thread through a duplicated descriptor.
+No descriptor is kept between changes (aborts are rare; a broker's open files are one
+per segment): each change opens, writes and closes the file and marks it dirty; the
+next flush opens it again to fsync it, or `open_for_sync` hands the roll's fsync on
+the flush thread a descriptor of its own.
+
+Owned by its LogSegment (one event loop); not thread-safe.
 """
 
 from __future__ import annotations
@@ -57,7 +61,6 @@ class TransactionIndex:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.entries: list[AbortedTxn] = []
-        self._fd: int | None = None
         self._dirty = False
         self._corrupt: str | None = None
         self._unsaved = False
@@ -86,12 +89,18 @@ class TransactionIndex:
                 raise CorruptIndexError(f"{self.path.name}: entries out of order")
             last = e.last_offset
 
-    def _open(self) -> int:
-        """The descriptor, for a change to the file (which the next flush fsyncs)."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._dirty = True
-        return self._fd
+    def _change(self, data: bytes, truncate_to: int | None = None) -> None:
+        """Append `data` to the file (after cutting it to `truncate_to` bytes if given);
+        the next flush fsyncs it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self._dirty = True
+            if truncate_to is not None:
+                os.ftruncate(fd, truncate_to)
+            if data:
+                os.write(fd, data)
+        finally:
+            os.close(fd)
 
     def append(self, txn: AbortedTxn) -> None:
         """Add an aborted transaction; markers come in offset order. The entry counts
@@ -104,7 +113,7 @@ class TransactionIndex:
             self.persist()
             return
         try:
-            os.write(self._open(), ENTRY.pack(VERSION, *txn))
+            self._change(ENTRY.pack(VERSION, *txn))
         except OSError:
             self._unsaved = True
             raise
@@ -114,9 +123,7 @@ class TransactionIndex:
         still cannot)."""
         if not self._unsaved:
             return
-        fd = self._open()
-        os.ftruncate(fd, 0)
-        os.write(fd, b"".join(ENTRY.pack(VERSION, *e) for e in self.entries))
+        self._change(b"".join(ENTRY.pack(VERSION, *e) for e in self.entries), truncate_to=0)
         self._unsaved = False
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
@@ -145,29 +152,32 @@ class TransactionIndex:
         self.entries = []
         self._corrupt = None
         self._unsaved = False
-        self.close()
+        self._dirty = False
         self.path.unlink(missing_ok=True)
 
     def _rewrite(self) -> None:
         if not self.entries:
             self.reset()
             return
-        os.ftruncate(self._open(), len(self.entries) * ENTRY.size)
+        self._change(b"", truncate_to=len(self.entries) * ENTRY.size)
 
-    def fileno(self) -> int | None:
-        return self._fd
+    def open_for_sync(self) -> int | None:
+        """A new descriptor of the file if it changed since the last flush, for an
+        fsync on another thread, which closes it; None if nothing needs one."""
+        if not self._dirty:
+            return None
+        fd = os.open(self.path, os.O_RDONLY)
+        self._dirty = False  # the caller's fsync covers what changed
+        return fd
 
     def flush(self) -> None:
         self.persist()
-        if self._fd is not None and self._dirty:
-            os.fsync(self._fd)
-            self._dirty = False
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if (fd := self.open_for_sync()) is not None:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def delete(self) -> None:
-        self.close()
+        self._dirty = False
         self.path.unlink(missing_ok=True)

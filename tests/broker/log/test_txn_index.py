@@ -1,6 +1,7 @@
 """The transaction index: Kafka's file format, the aborted-transaction search across
 segments, truncation and the rebuild after a crash, against a model (hypothesis)."""
 
+import os
 import struct
 import time
 
@@ -22,7 +23,6 @@ def test_entries_are_kafkas_34_byte_records(tmp_path):
     assert not path.exists()  # created with the first entry
     index.append(AbortedTxn(7, 10, 20, 15))
     index.append(AbortedTxn(8, 12, 30, 31))
-    index.close()
     data = path.read_bytes()
     assert len(data) == 68
     assert struct.unpack(">hqqqq", data[:34]) == (0, 7, 10, 20, 15)
@@ -37,6 +37,32 @@ def test_entries_are_kafkas_34_byte_records(tmp_path):
     assert again.entries == [AbortedTxn(7, 10, 20, 15)] and path.stat().st_size == 34
     again.truncate_to(0)
     assert again.entries == [] and not path.exists()
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_no_descriptor_is_held_and_a_change_is_fsynced_once(tmp_path, monkeypatch):
+    path = tmp_path / "00000000000000000000.txnindex"
+    before = _open_descriptors()
+    index = TransactionIndex(path)
+    index.append(AbortedTxn(7, 10, 20, 15))
+    assert _open_descriptors() == before  # one descriptor per segment: its .log only
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    index.flush()
+    index.flush()  # nothing changed since
+    assert len(synced) == 1 and _open_descriptors() == before
+    index.append(AbortedTxn(8, 12, 30, 31))
+    fd = index.open_for_sync()  # the roll's fsync on the flush thread
+    assert fd is not None and index.open_for_sync() is None
+    os.close(fd)
+    index.truncate_to(30)
+    index.flush()
+    assert len(synced) == 2 and _open_descriptors() == before
+    assert TransactionIndex(path).entries == [AbortedTxn(7, 10, 20, 15)]
 
 
 def test_unknown_version_fails_the_sanity_check(tmp_path):

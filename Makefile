@@ -16,9 +16,9 @@ WHEELHOUSE_STAMP := $(WHEELHOUSE)/.filled
 .PHONY: up test lint fmt bench soak system-deps system-deps-up system-deps-test \
 	system-deps-bench clean dist deb
 
-# native/recordscheck is named beside the project: the broker extra requires it and no
-# package index has it.
-$(STAMP): pyproject.toml native/recordscheck/pyproject.toml native/recordscheck/logflume_recordscheck/_check.c
+# native/recordscheck is named beside the project: the broker and etl extras require it
+# and no package index has it.
+$(STAMP): pyproject.toml native/recordscheck/pyproject.toml native/recordscheck/logflume_recordscheck/*.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[all,dev,bench]' ./native/recordscheck

@@ -32,7 +32,9 @@ from testkit.procs import BrokerProcess
 LINE_BYTES = 200
 
 
-def fill(bootstrap: str, topic: str, values, partitions: int = 2) -> float:
+def fill(
+    bootstrap: str, topic: str, values, partitions: int = 2, compression: str = "none"
+) -> float:
     """Produce `values` round-robin over partitions with acks=all; returns seconds."""
     p = Producer(
         {
@@ -41,6 +43,7 @@ def fill(bootstrap: str, topic: str, values, partitions: int = 2) -> float:
             "linger.ms": 20,
             "batch.size": 1 << 20,
             "queue.buffering.max.messages": 1_000_000,
+            "compression.type": compression,
         }
     )
     start = time.perf_counter()

@@ -48,7 +48,11 @@ AREAS = (
     Area("broker", "Broker core (issue 3)", ("bench.bench_broker", "bench.bench_startup")),
     Area("groups", "Consumer groups and idempotent producer (issue 4)", ("bench.bench_groups",)),
     Area("agent", "Agent (issue 5)", ("bench.bench_agent", "bench.bench_sources")),
-    Area("spark", "Spark ETL (issue 6)", ("bench.bench_spark", "bench.bench_freshness")),
+    Area(
+        "spark",
+        "Spark ETL (issue 6)",
+        ("bench.bench_spark", "bench.bench_spark_decode", "bench.bench_freshness"),
+    ),
     Area("cluster", "Cluster (issue 7)", ("bench.bench_cluster",)),
     Area("scale", "Broker at scale", ("bench.bench_scale",)),
     Area("tls", "TLS and SASL listeners (security, parts 1 and 2)", ("bench.bench_tls",)),

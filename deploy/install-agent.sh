@@ -165,12 +165,12 @@ else
   code="$(echo "$build"/wheel/logflume-*.whl)"
   [ -f "$code" ] || die "pip built no logflume wheel from $source_dir"
 fi
-# The broker extra requires logflume-recordscheck (the records check in C, its own
-# distribution so that the logflume wheel stays pure Python), which no package index
-# has: it comes from the tree's native/recordscheck, or as the wheel `make dist` puts
-# beside logflume's.
+# The broker and etl extras require logflume-recordscheck (the records check and the
+# Spark source's record decoding in C, its own distribution so that the logflume wheel
+# stays pure Python), which no package index has: it comes from the tree's
+# native/recordscheck, or as the wheel `make dist` puts beside logflume's.
 native=()
-if [[ ",$extras," =~ ,(broker|all), ]] && [ "$from_index" -eq 0 ]; then
+if [[ ",$extras," =~ ,(broker|etl|all), ]] && [ "$from_index" -eq 0 ]; then
   if [ -n "$wheel" ]; then
     native_wheel=""
     for candidate in "$(dirname "$code")"/logflume_recordscheck-*.whl; do  # the newest

@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
-from broker.protocol.compression import Codec
+from common.compression import Codec
 
 LONG_MAX = 2**63 - 1
 PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms default

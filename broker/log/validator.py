@@ -41,7 +41,6 @@ from broker.log.common import (
 from broker.log.config import LogConfig
 from broker.log.producer_state import ProducerStateError
 from broker.log.record_rules import check_records, rules_apply
-from broker.protocol.compression import Codec
 from broker.protocol.errors import ErrorCode
 from broker.protocol.records import (
     HEADER_SIZE,
@@ -51,6 +50,7 @@ from broker.protocol.records import (
     rebuild_batch,
     set_log_append_time,
 )
+from common.compression import Codec
 
 PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 

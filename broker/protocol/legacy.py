@@ -26,8 +26,8 @@ from __future__ import annotations
 import struct
 import zlib
 
-from broker.protocol.compression import Codec, CorruptRecordError, decompress
 from broker.protocol.records import BatchBuilder, iter_batches
+from common.compression import Codec, CorruptRecordError, decompress
 
 MAGIC_AT = 16  # offset int64, size int32, crc uint32, then the magic byte
 _HEAD = struct.Struct(">qiIbb")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from broker.protocol.compression import (
+from common.compression import (
     Codec,
     CorruptRecordError,
     compress,

@@ -44,7 +44,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from broker.protocol import ApiKey, ErrorCode
-from broker.protocol.compression import Codec, CorruptRecordError, decompress_bounded
 from broker.telemetry.export import MalformedPayload, TelemetryExport, decode
 from broker.telemetry.store import ClientMetricsStore
 from broker.telemetry.subscriptions import (
@@ -56,6 +55,7 @@ from broker.telemetry.subscriptions import (
     parse,
     select,
 )
+from common.compression import Codec, CorruptRecordError, decompress_bounded
 
 log = logging.getLogger(__name__)
 

@@ -2,4 +2,11 @@
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("logflume_recordscheck._check", ["logflume_recordscheck/_check.c"])])
+setup(
+    ext_modules=[
+        Extension(
+            "logflume_recordscheck._check",
+            ["logflume_recordscheck/_check.c", "logflume_recordscheck/_decode.c"],
+        )
+    ]
+)

@@ -38,6 +38,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from common.audit import HASH_SEED
+from spark_etl.source.batches import VALUE_HASH
 from spark_etl.source.options import TP, DataLossError, SourceOptions, check_start
 
 log = logging.getLogger("spark_etl.source")
@@ -52,10 +53,6 @@ if TYPE_CHECKING:
 
 _NO_TIMESTAMP = 0
 _TS_TYPE = [-1, 0, 1]
-# An optional column of the Arrow schema a reader asks for: each value's XXH64 with
-# the audit's seed (common.audit.checksum's terms; a null value hashes as empty), as
-# int64 (the unsigned hash's bits).
-VALUE_HASH = "value_hash"
 
 
 POOL_IDLE_S = 300.0

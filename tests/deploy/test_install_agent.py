@@ -248,7 +248,18 @@ def test_a_broker_host_gets_the_c_records_check_from_the_tree(tmp_path):
     check = "import importlib.metadata as m; from broker.protocol import records; "
     check += "print(m.version('logflume-recordscheck'), records._fast_check is not None)"
     out = run([str(prefix / "bin" / "python"), "-I", "-c", check])
-    assert out.stdout.split() == ["0.1.0", "True"], out.stdout + out.stderr
+    assert out.stdout.split() == ["0.2.0", "True"], out.stdout + out.stderr
+
+
+def test_a_spark_host_gets_the_c_record_decoding_from_the_tree(tmp_path):
+    """The etl extra requires logflume-recordscheck too: the Spark source decodes
+    fetched records with its decode_batches."""
+    prefix = tmp_path / "logflume"
+    install(prefix, "--extras", "etl", "--no-enable")
+    check = "import importlib.metadata as m; from logflume_recordscheck import decode_batches; "
+    check += "print(m.version('logflume-recordscheck'))"
+    out = run([str(prefix / "bin" / "python"), "-I", "-c", check])
+    assert out.stdout.split() == ["0.2.0"], out.stdout + out.stderr
 
 
 def test_a_broker_install_from_a_wheel_wants_the_records_check_beside_it(wheel, tmp_path):

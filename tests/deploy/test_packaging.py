@@ -59,6 +59,8 @@ def test_the_wheel_keeps_spark_and_zookeeper_out_of_the_agent(wheel):
     assert {"aiohttp", "watchdog", "confluent-kafka", "orjson", "pyyaml"} <= agent
     assert set(SPARK_AND_FRIENDS) <= reqs["etl"]
     assert set(BROKER_ONLY) <= reqs["broker"]
+    # the Spark source's record batches: checksums, codecs, the decoding in C
+    assert {"crc32c", "lz4", "cramjam", "zstandard", "logflume-recordscheck"} <= reqs["etl"]
     assert reqs["all"] == {"logflume"}  # logflume[agent,broker,etl]
 
 

@@ -158,10 +158,19 @@ static PyObject *check_records(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _decode.c */
+PyObject *lf_decode_batches(PyObject *self, PyObject *args);
+PyObject *lf_xxh64(PyObject *self, PyObject *args);
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS,
      "check_records(data, count, last_offset_delta): walk an uncompressed records "
      "section; ValueError with the reason when it does not hold `count` valid records."},
+    {"decode_batches", lf_decode_batches, METH_VARARGS,
+     "decode_batches(parts, start, end, want_hash, seed, want_headers): the records with "
+     "start <= offset < end of decompressed v2 records sections as Arrow buffers; "
+     "ValueError with the reason when a section is malformed."},
+    {"xxh64", lf_xxh64, METH_VARARGS, "xxh64(data, seed=0): XXH64 of `data` as an unsigned int."},
     {NULL, NULL, 0, NULL},
 };
 

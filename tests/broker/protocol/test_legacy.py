@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
-from broker.protocol.compression import Codec, CorruptRecordError
 from broker.protocol.legacy import down_convert, magic_of, up_convert
 from broker.protocol.records import BatchBuilder, iter_batches
+from common.compression import Codec, CorruptRecordError
 
 CODECS = {0: Codec.NONE, 1: Codec.GZIP, 2: Codec.SNAPPY, 3: Codec.LZ4}
 

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 from broker.protocol import ApiKey, ErrorCode
-from broker.protocol.compression import Codec, compress
+from common.compression import Codec, compress
 from common.ports import free_port
 from testkit.procs import BrokerProcess, wait_until
 from testkit.scrape import scrape

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from broker.protocol import ErrorCode
-from broker.protocol.compression import Codec, compress
 from broker.telemetry.manager import ZERO, ClientMetricsManager
 from broker.telemetry.subscriptions import ClientMetricsConfigError
+from common.compression import Codec, compress
 from tests.broker.telemetry.otlp import gauge, payload
 
 CLIENT = {

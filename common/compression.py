@@ -1,5 +1,8 @@
 """Compression codecs of RecordBatch v2 (the `attributes` bits 0-2): all of Kafka's.
 
+The broker's (produce, down-conversion, telemetry payloads) and the Spark data
+source's (`spark_etl/source/batches.py`, fetched batches): one module for both.
+
 - gzip: a gzip member (zlib).
 - snappy: written with the xerial framing that Kafka's Java producer uses (a 16-byte
   header, then blocks of at most 32 KiB, each a 4-byte length and a raw snappy

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 
-from broker.protocol.compression import (
+from common.compression import (
     XERIAL_HEADER,
     Codec,
     CorruptRecordError,

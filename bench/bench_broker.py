@@ -3,27 +3,39 @@
     .venv/bin/python -m bench.bench_broker [--seconds 10] [--event-loop asyncio|uvloop|both]
 
 Everything runs on this machine over loopback, each party in its own process:
-the broker (`logflume broker`), a confluent-kafka producer, a confluent-kafka
-consumer, redis-server and redis-benchmark. Records are 100-byte log-like lines
-(a pool of 4096 distinct ones), lz4-compressed by the producer in large batches.
+the broker (`logflume broker`), confluent-kafka producers, a raw load generator,
+a confluent-kafka consumer, redis-server and redis-benchmark. Records are 100-byte
+log-like lines (a pool of 4096 distinct ones), lz4-compressed in large batches.
 
 1. produce, acks=1, one topic with 6 partitions, for --seconds (30 for the full run),
-   --rounds times (a fresh topic each round); the load generator is --producers
-   processes (default 2) of confluent-kafka (librdkafka), each calling
-   `produce_batch` with --chunk records for one partition at a time, the partitions
-   in turn (linger.ms --linger-ms, batch.size 1 MB, lz4); records/s counted over the
-   whole run including the final flush, plus the CPU seconds per million records of
-   the broker (utime+stime from /proc/<pid>/stat) and of the producer processes, and
-   the broker's CPU per MB it stored (the lz4 batches as they arrived). On a machine the
-   broker and the producers share, their CPU per record bounds the rate: the
-   figures' detail gives that ceiling.
+   --rounds times (a fresh topic each round), with two load generators in turn:
+   a. --producers processes (default 2) of confluent-kafka (librdkafka), each calling
+      `produce_batch` with --chunk records for one partition at a time, the partitions
+      in turn (linger.ms --linger-ms, batch.size 1 MB, lz4). On a machine the broker
+      and the producers share, their CPU per record bounds the rate: the figures'
+      detail gives that ceiling.
+   b. prebuilt batches over raw connections, a load generator of the redis-benchmark
+      kind (`bench/scale_clients.py`, role load): --raw-connections connections, each
+      pipelining --raw-in-flight Produce v8 requests (acks=1, producer id -1) of one
+      lz4 batch per partition, --raw-records-per-batch records each (librdkafka's
+      batches of these records under batch.size 1 MB hold 9,082), 8 distinct batches
+      (different slices of the pool, CreateTime) built once and resent. Every
+      partition error fails the run; afterwards the partitions' end offsets must sum
+      to the records acknowledged, and confluent-kafka must read the last records of
+      every partition back; the topic is then deleted (its data is large).
+   Records/s counted over the whole run (librdkafka's including the final flush), plus
+   the CPU seconds per million records of the broker (utime+stime from
+   /proc/<pid>/stat) and of the load generator's processes, and the broker's CPU per
+   MB it stored (the lz4 batches as they arrived).
 2. consume everything from the beginning (assign, no group): records/s.
 3. end-to-end latency at 10,000 records/s with acks=all: producer stamps each
    record with its send time, a consumer (long-polling) computes receive - send.
-4. after each produce round, the same workload as Redis Streams XADD (redis-benchmark,
-   100-byte field, pipelined 64 deep, 4 connections; as many records as the round
+4. after each produce run, the same workload as Redis Streams XADD (redis-benchmark,
+   100-byte field, pipelined 64 deep, 4 connections; as many records as the run
    produced, at most REDIS_MAX_RECORDS) against a private redis-server with AOF; the
-   logflume / Redis ratio is the median of the rounds' ratios.
+   logflume / Redis ratio of each load generator is the median of its rounds' ratios.
+   redis-benchmark costs Redis almost nothing, as the raw generator costs the broker
+   almost nothing: that row is the like-for-like comparison.
 """
 
 from __future__ import annotations
@@ -48,6 +60,10 @@ RECORD_SIZE = 100
 PARTITIONS = 6
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 REDIS_MAX_RECORDS = 10_000_000  # an XADD run long enough for a steady rate
+RAW_CONNECTIONS = 2  # as many as the librdkafka row's producers (one connection each)
+RAW_IN_FLIGHT = 8  # requests pipelined per raw connection
+RAW_RECORDS_PER_BATCH = 9082  # what librdkafka puts in a 1 MB batch.size of these records
+RAW_DISTINCT_BATCHES = 8  # as the producer role's 8 slices of the pool
 
 
 def record_pool(n: int = 4096) -> list[bytes]:
@@ -269,6 +285,12 @@ class Broker:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
 
+    def delete_topic(self, name: str) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.delete_topics([name])[name].result(30)
+
     def partition_ends(self, topic: str) -> dict[int, int]:
         from confluent_kafka import Consumer, TopicPartition
 
@@ -294,29 +316,126 @@ def produce_run(broker: Broker, topic: str, seconds: float, producers: int, **op
         for _ in range(producers)
     ]
     parts = [finish(p) for p in procs]
-    records = sum(p["records"] for p in parts)
-    elapsed = max(p["seconds"] for p in parts)
     cpu = broker.cpu_seconds() - cpu0
-    client_cpu = sum(p["client_cpu_util"] * p["seconds"] for p in parts)
+    return produce_figures(
+        broker,
+        topic,
+        records=sum(p["records"] for p in parts),
+        elapsed=max(p["seconds"] for p in parts),
+        broker_cpu=cpu,
+        client_cpu=sum(p["client_cpu_util"] * p["seconds"] for p in parts),
+    )
+
+
+def raw_produce_run(
+    broker: Broker,
+    topic: str,
+    seconds: float,
+    connections: int = RAW_CONNECTIONS,
+    in_flight: int = RAW_IN_FLIGHT,
+    records_per_batch: int = RAW_RECORDS_PER_BATCH,
+) -> dict:
+    """The raw load generator (bench/scale_clients.py, role load) for `seconds` into
+    `topic`: prebuilt lz4 batches, one per partition a request; the same figures as
+    `produce_run`, after checking that the broker stored and serves what it
+    acknowledged. A partition error or a mismatch raises RuntimeError."""
+    cmd = [sys.executable, "-m", "bench.scale_clients", "--role", "load"]
+    opts = {
+        "port": broker.port,
+        "topic": topic,
+        "partitions": PARTITIONS,
+        "per_request": PARTITIONS,
+        "seconds": seconds,
+        "connections": connections,
+        "in_flight": in_flight,
+        "records_per_batch": records_per_batch,
+        "distinct": RAW_DISTINCT_BATCHES,
+        "codec": "lz4",
+    }
+    for key, value in opts.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    cpu0 = broker.cpu_seconds()
+    res = finish(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+    cpu = broker.cpu_seconds() - cpu0
+    if res["errors"]:
+        raise RuntimeError(f"raw load: partition errors {res['errors']} (error code: count)")
+    if not res["records"]:
+        raise RuntimeError("raw load: no records acknowledged")
+    check_stored(broker, topic, res["records"])
+    return produce_figures(
+        broker,
+        topic,
+        records=res["records"],
+        elapsed=res["seconds"],
+        broker_cpu=cpu,
+        client_cpu=res["cpu_s"],
+    )
+
+
+def check_stored(broker: Broker, topic: str, records: int, tail: int = 3) -> None:
+    """The topic's end offsets sum to `records` (it was empty before), and
+    confluent-kafka reads the last `tail` records of every partition: lines of the
+    record pool, at the offsets expected. Raises RuntimeError otherwise."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ends = broker.partition_ends(topic)
+    if sum(ends.values()) != records:
+        raise RuntimeError(
+            f"{topic}: the partitions' end offsets sum to {sum(ends.values()):,},"
+            f" the load generator had {records:,} records acknowledged"
+        )
+    pool = set(record_pool())
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "bench-unused",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        for p, end in ends.items():
+            want = list(range(max(0, end - tail), end))
+            consumer.assign([TopicPartition(topic, p, want[0] if want else end)])
+            got: list = []
+            deadline = time.monotonic() + 60
+            while len(got) < len(want) and time.monotonic() < deadline:
+                msg = consumer.poll(1.0)
+                if msg is not None and msg.error() is None:
+                    got.append(msg)
+            if [m.offset() for m in got] != want or any(m.value() not in pool for m in got):
+                raise RuntimeError(
+                    f"{topic}-{p}: read offsets {[m.offset() for m in got]},"
+                    f" expected {want} holding lines of the record pool"
+                )
+    finally:
+        consumer.close()
+
+
+def produce_figures(
+    broker: Broker, topic: str, records: int, elapsed: float, broker_cpu: float, client_cpu: float
+) -> dict:
+    """A produce run's figures: records/s, and the broker's and the load generator's
+    CPU per million records (and the broker's per MB stored in `topic`)."""
     stored_mb = broker.stored_bytes(topic) / 1e6
     return {
         "records": records,
         "seconds": elapsed,
         "rate": records / elapsed,
-        "client_cpu_util": sum(p["client_cpu_util"] for p in parts),
+        "client_cpu_util": client_cpu / elapsed,
         "client_cpu_s_per_million": client_cpu / (records / 1e6),
-        "broker_cpu_s_per_million": cpu / (records / 1e6),
-        "broker_cpu_s_per_mb": cpu / stored_mb if stored_mb else float("nan"),
+        "broker_cpu_s_per_million": broker_cpu / (records / 1e6),
+        "broker_cpu_s_per_mb": broker_cpu / stored_mb if stored_mb else float("nan"),
         "stored_bytes_per_record": stored_mb * 1e6 / records,
-        "broker_cpu_util": cpu / elapsed,
+        "broker_cpu_util": broker_cpu / elapsed,
     }
 
 
 def cpu_ceiling(run: dict, cores: int | None = None) -> float:
-    """Records/s at which broker and producers together would use every core, at
-    the CPU per record they spent in `run`."""
+    """Records/s at which broker and load generator together would use every core, or
+    the broker one whole core (its event loop serves every produce request), at the
+    CPU per record they spent in `run`, whichever comes first."""
     per_record = (run["broker_cpu_s_per_million"] + run["client_cpu_s_per_million"]) / 1e6
-    return (cores or os.cpu_count() or 1) / per_record
+    return min((cores or os.cpu_count() or 1) / per_record, 1e6 / run["broker_cpu_s_per_million"])
 
 
 def bench_throughput(
@@ -329,13 +448,17 @@ def bench_throughput(
     chunk: int = 10_000,
     rounds: int = 1,
     redis_rounds: bool = False,
+    raw: dict | None = None,
 ) -> dict:
     """`rounds` produce runs (topics bench, bench-2, ...), each followed by a Redis
-    XADD run when `redis_rounds`; "produce" is the median round, consumers read
-    the first round's topic."""
+    XADD run when `redis_rounds`, then, unless `raw` is None, a run of the raw load
+    generator (`raw` holds `raw_produce_run`'s options, {} for its defaults; topics
+    bench-raw-1, ..., deleted once checked), followed by its own Redis run.
+    "produce" and "raw produce" are the median rounds; consumers read the first
+    round's topic."""
     broker = Broker(event_loop, profile)
     try:
-        runs = []
+        runs, raw_runs = [], []
         for n in range(rounds):
             topic = "bench" if n == 0 else f"bench-{n + 1}"
             broker.create_topic(topic, PARTITIONS)
@@ -345,8 +468,18 @@ def bench_throughput(
             if redis_rounds:
                 run["redis_rate"] = bench_redis(run["records"])
             runs.append(run)
+            if raw is not None:
+                topic = f"bench-raw-{n + 1}"
+                broker.create_topic(topic, PARTITIONS)
+                run = raw_produce_run(broker, topic, seconds, **raw)
+                broker.delete_topic(topic)
+                if redis_rounds:
+                    run["redis_rate"] = bench_redis(run["records"])
+                raw_runs.append(run)
         prod = median_run(runs)
         out = {"produce": prod, "produce rounds": runs}
+        if raw_runs:
+            out |= {"raw produce": median_run(raw_runs), "raw produce rounds": raw_runs}
         for n in consumers:
             cpu0 = broker.cpu_seconds()
             expect = broker.partition_ends("bench")
@@ -464,71 +597,149 @@ MODES = {
     "full": (30, 3, ["asyncio", "uvloop"], [1, 2], 30, 10, [100, 500, 2000, 10_000, 100_000]),
 }
 KAFKA_2014 = "Kafka 2014 reference run: 821,557 records/s on three 6-core brokers"
+LIBRDKAFKA = "2 confluent-kafka producer processes"
 LOAD_GENERATOR = (
     "load: 2 confluent-kafka (librdkafka) processes, produce_batch of 10,000 100-byte"
     " records per call, lz4, linger.ms 50, batch.size 1 MB"
 )
+RAW = (
+    f"prebuilt lz4 batches over {RAW_CONNECTIONS} raw connections, {RAW_IN_FLIGHT} in flight"
+    " (a load generator like redis-benchmark)"
+)
+RAW_GENERATOR = (
+    f"load: bench/scale_clients.py (role load), one process, {RAW_CONNECTIONS} connections"
+    f" each pipelining {RAW_IN_FLIGHT} Produce v8 requests (acks=1, producer id -1) of one lz4"
+    f" batch of {RAW_RECORDS_PER_BATCH:,} 100-byte records per partition (librdkafka's"
+    " batches of these records under batch.size 1 MB),"
+    f" {RAW_DISTINCT_BATCHES} distinct batches built once and resent;"
+    " end offsets and the last records of every partition checked after each round"
+)
+REDIS_PEER = "Redis Streams XADD 100 B, redis-benchmark -P 64 -c 4, AOF everysec"
 
 
 def _round_rates(runs: list[dict]) -> str:
     return ", ".join(f"{r['rate']:,.0f}" for r in runs)
 
 
+def produce_rows(loop: str, seconds: float, runs: list[dict], raw: bool) -> list[dict]:
+    """The figures of one load generator's produce rounds on one event loop: the
+    raw generator's row carries issue 39's target, librdkafka's its CPU ceiling."""
+    p = median_run(runs)
+    who = "raw load generator" if raw else LIBRDKAFKA
+    cpu = (
+        f"broker CPU {p['broker_cpu_s_per_million']:.3f} s per million records"
+        f" ({p['broker_cpu_util']:.0%} of a core), {p['broker_cpu_s_per_mb'] * 1000:.2f} ms"
+        f" per MB stored; load generator {p['client_cpu_s_per_million']:.4f} s per million"
+        f" ({p['client_cpu_util']:.0%})"
+    )
+    head = {
+        "area": "broker",
+        "metric": f"produce acks=1, 6 partitions, {RAW if raw else LIBRDKAFKA}, {seconds} s ({loop})",
+        "value": p["rate"],
+        "unit": "records/s",
+    }
+    if raw:
+        head |= {
+            "target": ">= 3500000",
+            "reference": f"issue 39; {KAFKA_2014}",
+            "detail": f"median of {len(runs)} round(s): {_round_rates(runs)} records/s; {cpu}:"
+            f" the broker's core (its event loop), or {os.cpu_count()} cores with the load"
+            f" generator, saturate at {cpu_ceiling(p):,.0f} records/s;"
+            f" {RAW_GENERATOR}",
+        }
+    else:
+        head |= {
+            "reference": KAFKA_2014,
+            "detail": f"median of {len(runs)} round(s): {_round_rates(runs)} records/s; {cpu}:"
+            f" broker and producers saturate {os.cpu_count()} cores at"
+            f" {cpu_ceiling(p):,.0f} records/s (issue 39's target is on the raw load"
+            f" generator's row); {LOAD_GENERATOR}",
+        }
+    return [
+        head,
+        {
+            "area": "broker",
+            "metric": f"broker CPU per million records produced, {who} ({loop})",
+            "value": p["broker_cpu_s_per_million"],
+            "unit": "s",
+        },
+        {
+            "area": "broker",
+            "metric": f"broker CPU per MB produced, lz4 batches as stored, {who} ({loop})",
+            "value": p["broker_cpu_s_per_mb"] * 1000,
+            "unit": "ms",
+            "detail": f"{p['stored_bytes_per_record']:.1f} bytes stored per 100-byte record",
+        },
+        {
+            "area": "broker",
+            "metric": f"load generator's CPU per million records produced, {who} ({loop})",
+            "value": p["client_cpu_s_per_million"],
+            "unit": "s",
+        },
+    ]
+
+
+def redis_ratio_row(best: list[dict], redis_runs: list[dict], raw: bool) -> tuple[str, dict]:
+    """The Redis peer text and the logflume / Redis ratio row of one load generator:
+    the median of its rounds' ratios (`best`: the rounds of its best loop;
+    `redis_runs`: the first loop's rounds, each with the Redis rate measured after it)."""
+    redis_rates = [run["redis_rate"] for run in redis_runs]
+    peer = (
+        f"{REDIS_PEER}: {statistics.median(redis_rates):,.0f} records/s"
+        f" (median of {len(redis_rates)})"
+    )
+    ratios = [run["rate"] / redis_rate for run, redis_rate in zip(best, redis_rates, strict=True)]
+    detail = "median of the rounds' ratios, Redis run after each produce round: " + ", ".join(
+        f"{x:.2f}" for x in ratios
+    )
+    row = {
+        "area": "broker",
+        "metric": "logflume / Redis Streams produce, "
+        + (f"{RAW} vs redis-benchmark" if raw else LIBRDKAFKA)
+        + " (best loop)",
+        "value": statistics.median(ratios),
+        "unit": "ratio",
+        "peer": peer,
+        "detail": detail,
+    }
+    if raw:
+        row |= {"target": ">= 4", "reference": "issue 39"}
+    else:
+        row["detail"] += "; the producers' own CPU bounds this row (see its ceiling)"
+    return peer, row
+
+
 def figures(mode: str) -> list[dict]:
     seconds, rounds, loops, consumers, lat_seconds, sweep_seconds, sizes = MODES[mode]
     out: list[dict] = []
-    best: list[dict] | None = None  # the rounds of the loop with the best median
-    redis_rates: list[float] = []  # measured after each round of the first loop
+    best: dict[bool, list[dict]] = {}  # per generator (raw?), the rounds of its best loop
+    first: dict[bool, list[dict]] = {}  # the first loop's rounds, each with its Redis rate
+    produce_rows_at: dict[bool, list[int]] = {False: [], True: []}
     for i, loop in enumerate(loops):
-        print(f"produce {seconds}s x {rounds} + consume, {loop} loop", flush=True)
-        r = bench_throughput(loop, seconds, None, consumers, rounds=rounds, redis_rounds=i == 0)
-        p, runs = r["produce"], r["produce rounds"]
-        print(f"  produce {_round_rates(runs)} records/s", flush=True)
-        if i == 0:
-            redis_rates = [run["redis_rate"] for run in runs]
-        if best is None or p["rate"] > median_run(best)["rate"]:
-            best = runs
-        out.append(
-            {
-                "area": "broker",
-                "metric": f"produce acks=1, 6 partitions, 2 producer processes, {seconds} s ({loop})",
-                "value": p["rate"],
-                "unit": "records/s",
-                "target": ">= 3500000",
-                "reference": f"issue 39; {KAFKA_2014}",
-                "detail": f"median of {rounds} round(s): {_round_rates(runs)} records/s;"
-                f" broker CPU {p['broker_cpu_s_per_million']:.3f} s per million records"
-                f" ({p['broker_cpu_util']:.0%} of a core), producers"
-                f" {p['client_cpu_s_per_million']:.3f} s per million"
-                f" ({p['client_cpu_util']:.0%}): both saturate {os.cpu_count()} cores"
-                f" at {cpu_ceiling(p):,.0f} records/s; {LOAD_GENERATOR}",
-            }
+        print(
+            f"produce {seconds}s x {rounds} x 2 load generators + consume, {loop} loop", flush=True
         )
-        out.append(
-            {
-                "area": "broker",
-                "metric": f"broker CPU per million records produced ({loop})",
-                "value": p["broker_cpu_s_per_million"],
-                "unit": "s",
-            }
+        r = bench_throughput(
+            loop,
+            seconds,
+            None,
+            consumers,
+            rounds=rounds,
+            redis_rounds=i == 0,
+            raw={},
         )
-        out.append(
-            {
-                "area": "broker",
-                "metric": f"broker CPU per MB produced, lz4 batches as stored ({loop})",
-                "value": p["broker_cpu_s_per_mb"] * 1000,
-                "unit": "ms",
-                "detail": f"{p['stored_bytes_per_record']:.1f} bytes stored per 100-byte record",
-            }
-        )
-        out.append(
-            {
-                "area": "broker",
-                "metric": f"producer processes' CPU per million records produced ({loop})",
-                "value": p["client_cpu_s_per_million"],
-                "unit": "s",
-            }
-        )
+        for raw, key in ((False, "produce rounds"), (True, "raw produce rounds")):
+            runs = r[key]
+            print(
+                f"  produce, {RAW if raw else LIBRDKAFKA}: {_round_rates(runs)} records/s",
+                flush=True,
+            )
+            if i == 0:
+                first[raw] = runs
+            if raw not in best or median_run(runs)["rate"] > median_run(best[raw])["rate"]:
+                best[raw] = runs
+            produce_rows_at[raw].append(len(out))
+            out += produce_rows(loop, seconds, runs, raw)
         for n in consumers:
             c = r[f"consume x{n}"]
             out.append(
@@ -575,29 +786,11 @@ def figures(mode: str) -> list[dict]:
                 "plot_title": title,
             }
         )
-    redis = statistics.median(redis_rates)
-    peer = (
-        f"Redis Streams XADD 100 B, redis-benchmark -P 64 -c 4, AOF everysec:"
-        f" {redis:,.0f} records/s (median of {len(redis_rates)})"
-    )
-    for f in out:
-        if f["metric"].startswith("produce acks=1, 6 partitions"):
-            f["peer"] = peer
-    assert best is not None  # at least one loop ran
-    ratios = [run["rate"] / redis_rate for run, redis_rate in zip(best, redis_rates, strict=True)]
-    out.append(
-        {
-            "area": "broker",
-            "metric": "logflume / Redis Streams produce (best loop)",
-            "value": statistics.median(ratios),
-            "unit": "ratio",
-            "target": ">= 4",
-            "reference": "issue 39",
-            "peer": peer,
-            "detail": "median of the rounds' ratios, Redis run after each produce round: "
-            + ", ".join(f"{x:.2f}" for x in ratios),
-        }
-    )
+    for raw in (False, True):
+        peer, row = redis_ratio_row(best[raw], first[raw], raw)
+        for at in produce_rows_at[raw]:
+            out[at]["peer"] = peer
+        out.append(row)
     print(f"producer batch size sweep, {sweep_seconds}s per point", flush=True)
     for size, r in batch_sweep(sweep_seconds, sizes):
         out.append(
@@ -608,7 +801,7 @@ def figures(mode: str) -> list[dict]:
                 "unit": "records/s",
                 "plot": "batch",
                 "x": size,
-                "plot_title": f"produce acks=1, 6 partitions, 2 producer processes, {sweep_seconds} s per point",
+                "plot_title": f"produce acks=1, 6 partitions, {LIBRDKAFKA}, {sweep_seconds} s per point",
             }
         )
     return out
@@ -640,6 +833,12 @@ def main() -> None:
     ap.add_argument("--event-loop", choices=("asyncio", "uvloop", "both"), default="both")
     ap.add_argument("--profile", type=Path, default=None, help="cProfile the broker into this file")
     ap.add_argument("--skip-redis", action="store_true")
+    ap.add_argument("--skip-raw", action="store_true", help="no raw load generator runs")
+    ap.add_argument("--raw-connections", type=int, default=RAW_CONNECTIONS)
+    ap.add_argument(
+        "--raw-in-flight", type=int, default=RAW_IN_FLIGHT, help="requests per raw connection"
+    )
+    ap.add_argument("--raw-records-per-batch", type=int, default=RAW_RECORDS_PER_BATCH)
     args = ap.parse_args()
     if args.role:
         args.seconds = int(args.seconds) if args.role.startswith("latency") else args.seconds
@@ -647,6 +846,22 @@ def main() -> None:
         return
     loops = ["asyncio", "uvloop"] if args.event_loop == "both" else [args.event_loop]
     results = {}
+    generators = [(f"{args.producers} confluent-kafka producer process(es)", "produce rounds")]
+    if not args.skip_raw:
+        generators.append(
+            (
+                f"prebuilt lz4 batches over {args.raw_connections} raw connection(s),"
+                f" {args.raw_in_flight} in flight",
+                "raw produce rounds",
+            )
+        )
+    raw = None
+    if not args.skip_raw:
+        raw = {
+            "connections": args.raw_connections,
+            "in_flight": args.raw_in_flight,
+            "records_per_batch": args.raw_records_per_batch,
+        }
     for loop in loops:
         consumers = [int(n) for n in args.consumers.split(",") if n]
         profile = args.profile if loop == loops[0] else None
@@ -660,18 +875,24 @@ def main() -> None:
             args.chunk,
             rounds=args.rounds,
             redis_rounds=loop == loops[0] and not args.skip_redis,
+            raw=raw,
         )
-        for p in results[loop]["produce rounds"]:
-            print(
-                f"[{loop}] produce acks=1 6 partitions, {args.producers} producer process(es): "
-                f"{p['rate']:,.0f} records/s ({p['records']:,} in {p['seconds']:.1f}s), "
-                f"broker CPU {p['broker_cpu_s_per_million']:.3f} s per M records, "
-                f"{p['broker_cpu_s_per_mb'] * 1000:.2f} ms per MB stored "
-                f"({p['broker_cpu_util']:.0%} of a core); producer processes "
-                f"{p['client_cpu_s_per_million']:.3f} s per M records ({p['client_cpu_util']:.0%});"
-                f" CPU ceiling {cpu_ceiling(p):,.0f} records/s"
-                + (f"; redis XADD {p['redis_rate']:,.0f} records/s" if "redis_rate" in p else "")
-            )
+        for who, key in generators:
+            for p in results[loop][key]:
+                print(
+                    f"[{loop}] produce acks=1 6 partitions, {who}: "
+                    f"{p['rate']:,.0f} records/s ({p['records']:,} in {p['seconds']:.1f}s), "
+                    f"broker CPU {p['broker_cpu_s_per_million']:.3f} s per M records, "
+                    f"{p['broker_cpu_s_per_mb'] * 1000:.2f} ms per MB stored "
+                    f"({p['broker_cpu_util']:.0%} of a core); load generator "
+                    f"{p['client_cpu_s_per_million']:.4f} s per M records"
+                    f" ({p['client_cpu_util']:.0%}); CPU ceiling {cpu_ceiling(p):,.0f} records/s"
+                    + (
+                        f"; redis XADD {p['redis_rate']:,.0f} records/s"
+                        if "redis_rate" in p
+                        else ""
+                    )
+                )
         for n in consumers:
             c = results[loop][f"consume x{n}"]
             print(
@@ -688,12 +909,13 @@ def main() -> None:
         f"p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms, p99.9 {lat['p999_ms']:.2f} ms, max {lat['max_ms']:.1f} ms"
     )
     if not args.skip_redis:
-        runs = results[loops[0]]["produce rounds"]
-        ratios = [run["rate"] / run["redis_rate"] for run in runs]
-        print(
-            f"[{loops[0]}] logflume / redis XADD (100 B, pipelined 64) produce ratio, median of"
-            f" {len(ratios)}: {statistics.median(ratios):.2f}"
-        )
+        for who, key in generators:
+            runs = results[loops[0]][key]
+            ratios = [run["rate"] / run["redis_rate"] for run in runs]
+            print(
+                f"[{loops[0]}] logflume ({who}) / redis XADD (100 B, pipelined 64) produce"
+                f" ratio, median of {len(ratios)}: {statistics.median(ratios):.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -3,9 +3,16 @@
     python -m bench.scale_clients --role load|hold|members|commit --port PORT [options]
 
 - load: produces whole prebuilt batches over the wire with the broker's own codec
-  (Produce v8, acks=1, 16 partitions a request, 8 requests in flight); the batch
-  bytes are built once and resent (the broker rewrites baseOffset and leader epoch,
-  which the CRC does not cover), so the loader costs almost nothing;
+  (Produce v8, acks=1, producer id -1, `--per-request` partitions a request,
+  `--in-flight` requests pipelined on each of `--connections` connections, a thread
+  each); the batch bytes are built once and resent (the broker rewrites baseOffset
+  and leader epoch, which the CRC does not cover), so the loader costs almost
+  nothing. Either `--batches` rounds over the partitions of `scale-<i>` topics, one
+  uncompressed batch of `--record-bytes` records (bench_scale), or `--seconds` of
+  `--topic`'s partitions with `--distinct` batches of `--records-per-batch` of
+  bench_broker's 100-byte lines, each batch a different slice of the pool,
+  `--codec`-compressed (bench_broker's produce row: a load generator like
+  redis-benchmark); every partition error is counted;
 - hold: one asyncio process holding many connections (ApiVersions + Metadata each,
   a few producing a small batch every second); stdin `check` pings every
   connection, `quit` closes them;
@@ -27,12 +34,14 @@ import argparse
 import asyncio
 import collections
 import json
+import os
 import resource
 import socket
 import struct
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 
 from common.aio import within
 
@@ -44,7 +53,7 @@ GROUP_PARTITIONS = 6
 GROUP_SETTINGS = {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000}
 PRODUCE_V, FETCH_V, METADATA_V, API_VERSIONS_V = 8, 11, 8, 2
 PER_REQUEST = 16  # partitions per Produce / Fetch request
-IN_FLIGHT = 8
+IN_FLIGHT = 8  # Produce requests pipelined on a load connection
 
 
 def partition_layout(partitions: int, topics: int) -> list[tuple[str, int]]:
@@ -100,9 +109,10 @@ def _fetch_body(parts: list[tuple[str, int, int]], per_partition: int) -> dict:
     }
 
 
-def _produce_body(parts: list[tuple[str, int]], records: bytes, acks: int = 1) -> dict:
+def _produce_body(parts: list[tuple[str, int, bytes]], acks: int = 1) -> dict:
+    """A Produce request's body: (topic, partition, batch bytes) each."""
     by_topic: dict[str, list] = {}
-    for topic, p in parts:
+    for topic, p, records in parts:
         by_topic.setdefault(topic, []).append({"index": p, "records": records})
     return {
         "transactional_id": None,
@@ -122,11 +132,22 @@ class Wire:
     def close(self) -> None:
         self.sock.close()
 
-    def send_frame(self, frame: bytes | bytearray) -> int:
-        """Send a prebuilt request frame with a fresh correlation id patched in."""
+    def send_frame(self, frame: bytes) -> int:
+        """Send a prebuilt request frame with a fresh correlation id in place of its
+        own; the frame itself is not modified (connections of other threads may be
+        sending it too): its patched 12-byte head and the rest go in one sendmsg."""
         self.corr += 1
-        frame[8:12] = struct.pack(">i", self.corr)
-        self.sock.sendall(frame)
+        head = bytearray(frame[:12])
+        struct.pack_into(">i", head, 8, self.corr)
+        parts = [memoryview(head), memoryview(frame)[12:]]
+        while parts:
+            sent = self.sock.sendmsg(parts)
+            while sent:
+                if sent >= len(parts[0]):
+                    sent -= len(parts.pop(0))
+                else:
+                    parts[0] = parts[0][sent:]
+                    sent = 0
         return self.corr
 
     def send(self, api_key: int, version: int, body: dict) -> int:
@@ -185,55 +206,171 @@ def _build_batch(batch_bytes: int, record_bytes: int = 1000) -> bytes:
 # -- roles (each in its own process) --------------------------------------------------------
 
 
-def role_load(args) -> dict:
-    """Produce `--batches` rounds of one batch to each of this shard's partitions."""
-    from broker.protocol import ApiKey, encode_request
+def pool_batches(records_per_batch: int, distinct: int, codec: int) -> list[bytes]:
+    """`distinct` batches of `records_per_batch` of bench_broker's 100-byte lines,
+    compressed with `codec` (the broker's own compression: lz4 is Kafka's lz4 frame),
+    producer id -1, CreateTime now; batch i starts at line i * 4096 / distinct of the
+    pool (wrapping around it), so the batches differ as a producer's would."""
+    from bench.bench_broker import record_pool
+    from broker.protocol.records import BatchBuilder
 
-    layout = partition_layout(args.partitions, args.topics)[args.shard :: args.shards]
-    records = _build_batch(args.batch_kib * 1024, args.record_bytes)
-    frames = [
-        bytearray(
-            encode_request(
-                ApiKey.PRODUCE,
-                PRODUCE_V,
-                0,
-                CLIENT_ID,
-                _produce_body(layout[i : i + PER_REQUEST], records),
+    pool = record_pool()
+    now = int(time.time() * 1000)
+    out = []
+    for i in range(distinct):
+        first = i * len(pool) // distinct
+        b = BatchBuilder(codec=codec)
+        for j in range(records_per_batch):
+            b.append(pool[(first + j) % len(pool)], timestamp_ms=now)
+        out.append(b.build())
+    return out
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A prebuilt Produce request: its bytes (correlation id 0) and the records and
+    bytes of the batch it holds for each (topic, partition)."""
+
+    data: bytes
+    records: dict[tuple[str, int], int]
+    batch_bytes: dict[tuple[str, int], int]
+
+
+def produce_frames(
+    layout: list[tuple[str, int]], batches: list[bytes], per_request: int
+) -> list[Frame]:
+    """Produce v8 requests (acks=1) covering `layout` `len(batches)` times, each with
+    `per_request` partitions, the batches taken in turn (one batch: the same batch
+    for every partition, a single round)."""
+    from broker.protocol import ApiKey, encode_request
+    from broker.protocol.records import RecordBatch
+
+    counts = [RecordBatch(b).records_count for b in batches]
+    slots = [(tp, k % len(batches)) for k, tp in enumerate(layout * len(batches))]
+    frames = []
+    for i in range(0, len(slots), per_request):
+        group = slots[i : i + per_request]
+        body = _produce_body([(t, p, batches[k]) for (t, p), k in group])
+        frames.append(
+            Frame(
+                encode_request(ApiKey.PRODUCE, PRODUCE_V, 0, CLIENT_ID, body),
+                {tp: counts[k] for tp, k in group},
+                {tp: len(batches[k]) for tp, k in group},
             )
         )
-        for i in range(0, len(layout), PER_REQUEST)
-    ]
-    wire = Wire(args.port)
-    inflight = 0
-    sent_bytes = 0
-    errors: collections.Counter = collections.Counter()
-    start = time.perf_counter()
-    for _ in range(args.batches):
-        for frame in frames:
-            if inflight >= IN_FLIGHT:
-                for code in _errors(
-                    wire.recv(ApiKey.PRODUCE, PRODUCE_V), "responses", "partition_responses"
-                ):
-                    errors[code] += 1
-                inflight -= 1
-            wire.send_frame(frame)
-            inflight += 1
-            sent_bytes += len(frame)
-    while inflight:
-        for code in _errors(
-            wire.recv(ApiKey.PRODUCE, PRODUCE_V), "responses", "partition_responses"
-        ):
-            errors[code] += 1
-        inflight -= 1
-    elapsed = time.perf_counter() - start
+    return frames
+
+
+@dataclass
+class LoadTally:
+    """What one connection's acknowledged requests stored, and its partition errors."""
+
+    requests: int = 0
+    records: int = 0
+    bytes: int = 0
+    errors: collections.Counter = field(default_factory=collections.Counter)
+
+    def add(self, frame: Frame, body: dict) -> None:
+        self.requests += 1
+        for topic in body["responses"]:
+            for part in topic["partition_responses"]:
+                tp = (topic["name"], part["index"])
+                if part["error_code"]:
+                    self.errors[part["error_code"]] += 1
+                else:
+                    self.records += frame.records[tp]
+                    self.bytes += frame.batch_bytes[tp]
+
+
+def pipelined_produce(
+    port: int,
+    frames: list[Frame],
+    in_flight: int,
+    first: int = 0,
+    rounds: int | None = None,
+    deadline: float | None = None,
+) -> LoadTally:
+    """Send `frames` in turn from index `first` over one connection, `in_flight`
+    requests pipelined, `rounds` times over them or until time.perf_counter() passes
+    `deadline`, then read the last responses."""
+    from broker.protocol import ApiKey
+
+    wire = Wire(port)
+    tally = LoadTally()
+    pending: collections.deque[Frame] = collections.deque()
+    total = None if rounds is None else rounds * len(frames)
+    n = 0
+    while (total is None or n < total) and (deadline is None or time.perf_counter() < deadline):
+        if len(pending) >= in_flight:
+            tally.add(pending.popleft(), wire.recv(ApiKey.PRODUCE, PRODUCE_V))
+        frame = frames[(first + n) % len(frames)]
+        wire.send_frame(frame.data)
+        pending.append(frame)
+        n += 1
+    while pending:
+        tally.add(pending.popleft(), wire.recv(ApiKey.PRODUCE, PRODUCE_V))
     wire.close()
+    return tally
+
+
+def role_load(args) -> dict:
+    """Produce prebuilt batches over `--connections` connections (see the module's
+    docstring for the two workloads); the CPU reported is this process's over the
+    sending, the batches already built."""
+    from common.compression import Codec
+
+    if args.topic:
+        layout = [(args.topic, p) for p in range(args.partitions)]
+        batches = pool_batches(args.records_per_batch, args.distinct, Codec[args.codec.upper()])
+        rounds, deadline_s = None, args.seconds
+    else:
+        layout = partition_layout(args.partitions, args.topics)[args.shard :: args.shards]
+        batches = [_build_batch(args.batch_kib * 1024, args.record_bytes)]
+        rounds, deadline_s = args.batches, None
+    frames = produce_frames(layout, batches, args.per_request)
+    connections = args.connections
+    tallies: list[LoadTally] = []
+    failures: list[BaseException] = []
+
+    def run(c: int, deadline: float | None) -> None:
+        try:
+            first = c * len(frames) // connections
+            tallies.append(
+                pipelined_produce(args.port, frames, args.in_flight, first, rounds, deadline)
+            )
+        except Exception as e:  # reported below: a lost connection must fail the run
+            failures.append(e)
+
+    cpu0 = _own_cpu()
+    start = time.perf_counter()
+    deadline = None if deadline_s is None else start + deadline_s
+    threads = [threading.Thread(target=run, args=(c, deadline)) for c in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    cpu = _own_cpu() - cpu0
+    if failures:
+        raise RuntimeError(f"load connection failed: {failures[0]!r}")
+    errors: collections.Counter = collections.Counter()
+    for t in tallies:
+        errors.update(t.errors)
     return {
-        "bytes": args.batches * len(layout) * len(records),
-        "wire_bytes": sent_bytes,
+        "records": sum(t.records for t in tallies),
+        "bytes": sum(t.bytes for t in tallies),
+        "requests": sum(t.requests for t in tallies),
         "seconds": elapsed,
-        "batch_bytes": len(records),
-        "errors": dict(errors),
+        "cpu_s": cpu,
+        "batch_bytes": len(batches[0]),
+        "batch_records": max(f for fr in frames for f in fr.records.values()),
+        "errors": {str(k): v for k, v in errors.items()},
     }
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
 
 
 async def _conn_open(port: int, topic: str, limit_s: float):
@@ -289,7 +426,7 @@ async def _hold(args) -> None:
                 b.append(v)
             try:
                 body = await conn["call"](
-                    ApiKey.PRODUCE, PRODUCE_V, _produce_body([(topic, i % 10)], b.build())
+                    ApiKey.PRODUCE, PRODUCE_V, _produce_body([(topic, i % 10, b.build())])
                 )
                 bad = _errors(body, "responses", "partition_responses")
                 produced["error" if bad else "ok"] += 1
@@ -504,11 +641,23 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", type=int, default=1, help="load: rounds over the partitions")
     ap.add_argument("--shard", type=int, default=0)
     ap.add_argument("--shards", type=int, default=1)
-    ap.add_argument("--connections", type=int, default=1000)
+    ap.add_argument("--connections", type=int, default=None, help="hold: 1000 by default; load: 1")
+    ap.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="load: per connection")
+    ap.add_argument("--per-request", type=int, default=PER_REQUEST, help="load: partitions")
+    ap.add_argument("--topic", default=None, help="load: this topic's pool batches for --seconds")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--records-per-batch", type=int, default=9082)
+    ap.add_argument("--distinct", type=int, default=8, help="load: distinct pool batches")
+    ap.add_argument("--codec", choices=("none", "gzip", "snappy", "lz4", "zstd"), default="lz4")
     ap.add_argument("--producing", type=int, default=20)
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--member", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.connections is None:
+        args.connections = 1000 if args.role == "hold" else 1
+    for name in ("connections", "in_flight", "per_request", "records_per_batch", "distinct"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1")
     print(json.dumps(ROLES[args.role](args)), flush=True)
     return 0
 

@@ -10,9 +10,9 @@ use the broker's own codec (ARCHITECTURE.md), and a client of our own would repe
 TLS and SASL.
 
 `admin_config` translates the librdkafka settings every console read shares
-(--command-config, translated by common/kafka_properties.py) into kafka-python's:
-the security settings it cannot carry over are an error that names them; librdkafka's
-tuning settings do not apply and are left out.
+(--command-config, translated by common/kafka_properties.py) into kafka-python's
+(common/kafka_python_config.py): the security settings it cannot carry over are an
+error that names them; librdkafka's tuning settings do not apply and are left out.
 """
 
 from __future__ import annotations
@@ -20,30 +20,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from common.kafka_python_config import KafkaPythonConfigError, client_settings
 from console.model import lag
 
 if TYPE_CHECKING:
     from kafka.admin import KafkaAdminClient
-
-# librdkafka setting -> kafka-python setting, for those that carry over as they are
-_SAME = {
-    "sasl.username": "sasl_plain_username",
-    "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile",
-    "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile",
-    "ssl.key.password": "ssl_password",
-    "ssl.crl.location": "ssl_crlfile",
-}
-_HANDLED = {
-    "bootstrap.servers",
-    "security.protocol",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "ssl.endpoint.identification.algorithm",
-    *_SAME,
-}
-_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class GroupsConfigError(ValueError):
@@ -57,32 +38,10 @@ class GroupsReadError(RuntimeError):
 
 def admin_config(conf: dict, timeout: float) -> dict[str, Any]:
     """kafka-python KafkaAdminClient settings for librdkafka settings `conf`."""
-    unknown = sorted(k for k in conf if k.startswith(("ssl.", "sasl.")) and k not in _HANDLED)
-    if unknown:
-        raise GroupsConfigError(
-            "the consumer groups are read with kafka-python, which cannot use " + ", ".join(unknown)
-        )
-    ms = int(timeout * 1000)
-    out: dict[str, Any] = {
-        "bootstrap_servers": [s.strip() for s in str(conf["bootstrap.servers"]).split(",")],
-        "client_id": "logflume-console",
-        "request_timeout_ms": ms,
-        "bootstrap_timeout_ms": ms,
-        "security_protocol": str(conf.get("security.protocol", "PLAINTEXT")).upper(),
-    }
-    mechanism = conf.get("sasl.mechanism") or conf.get("sasl.mechanisms")
-    if mechanism is not None:
-        if str(mechanism).upper() not in _MECHANISMS:
-            raise GroupsConfigError(
-                f"sasl.mechanism {mechanism}: the groups' reader knows {', '.join(_MECHANISMS)}"
-            )
-        out["sasl_mechanism"] = str(mechanism).upper()
-    for theirs, ours in _SAME.items():
-        if theirs in conf:
-            out[ours] = conf[theirs]
-    if str(conf.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
-        out["ssl_check_hostname"] = False
-    return out
+    try:
+        return client_settings(conf, "logflume-console", timeout)
+    except KafkaPythonConfigError as e:
+        raise GroupsConfigError(f"the consumer groups are read with kafka-python: {e}") from None
 
 
 class GroupsReader:

@@ -1,8 +1,8 @@
 """Kafka record sets (a Fetch response's `records` of one partition) -> pyarrow.
 
 `record_set_to_arrow` turns the record batches of one fetched partition into Arrow
-record batches in the Kafka source's schema, the same columns, types and nulls as
-`client._to_arrow` makes from confluent-kafka's Messages, without a Python object per
+record batches in the Kafka source's schema (the columns, types and nulls Spark's Kafka
+source gives; tests check them against what confluent-kafka's consumer reads), without a Python object per
 record: Python walks the batch headers (CRC32C, codec, transactions: a few us a
 batch), the C extension of logflume-recordscheck (`decode_batches`) walks the
 records of all batches into Arrow's buffers (offsets, timestamps, the keys' and
@@ -259,7 +259,7 @@ def _decode(decode_batches, parts, topic, partition, start, end, arrow_schema):
 
 
 def _headers(headers_type, n: int, headers, topic: str, partition: int):
-    """The headers column: null for a record without headers, as `_to_arrow` makes it."""
+    """The headers column: null for a record without headers, as Spark's Kafka source gives it."""
     import pyarrow as pa
 
     if headers is None:

@@ -1,58 +1,50 @@
-"""The data source's broker I/O, through confluent-kafka (librdkafka).
+"""The data source's broker I/O: planning and writing through confluent-kafka
+(librdkafka), reading through Fetch requests of our own (fetcher.py).
 
 Consumers come from a per-process pool (`_borrowed`), never from the reader and
 writer objects that Spark pickles, so those hold no socket, thread or lock. The
 pool is what keeps a micro-batch cheap: Spark reuses its Python workers and keeps
 the streaming planner process for the query's lifetime, and a new consumer costs a
 connection, an ApiVersions and a Metadata round trip (tens of ms each time, and a
-micro-batch needs one to plan, one to find the latest offsets, one per partition
-read), while a pooled one only re-assigns. Idle consumers are unassigned (no
-background fetching) and closed after POOL_IDLE_S. (Spark's Kafka source pools its
-consumers for the same reason.)
+micro-batch needs one to plan and one to find the latest offsets), while a pooled
+one is reused as it is. Idle consumers are closed after POOL_IDLE_S. (Spark's Kafka
+source pools its consumers for the same reason.) The fetchers of the reads are
+pooled the same way (fetcher.borrowed).
 
-`read_range` is the hot path: it assigns one topic-partition at the range's start,
-consumes in batches (`consume(num_messages=...)`), and turns each batch into one
-pyarrow.RecordBatch in the Kafka-source schema, column by column. Per record that
-costs ~0.5 us in consume() (one Python Message each: the floor with this library)
-and ~0.4 us to build the columns, provided librdkafka's prefetcher never idles
-(`fetch.queue.backoff.ms`) and the cyclic GC does not scan the batch's objects
-(`_gc_paused`). bench/RESULTS.md has the measurements.
+`read_range` is the hot path: it fetches the range's raw record sets from the
+partition's leader and decodes them straight into pyarrow.RecordBatches in the
+Kafka-source schema (batches.record_set_to_arrow, in C), without a Python object per
+record: consume() cost ~0.5 us a record (one Python Message each) and building the
+columns from those ~0.4 us more. bench/RESULTS.md has the measurements.
 
 A reader that checksums the values as well (the offline job's audit) asks for a
-`value_hash` column (VALUE_HASH) after the Kafka columns of its schema: the hash is
-taken of the bytes objects consume() made (~0.07 us a record), where hashing the
-Arrow column later would first make them again (another ~0.13 us).
+`value_hash` column (VALUE_HASH) after the Kafka columns of its schema: the decoder
+hashes each value as it copies it.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
-import gc
 import logging
 import threading
 import time
 from collections.abc import Iterator
-from itertools import repeat
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from common.audit import HASH_SEED
-from spark_etl.source.batches import VALUE_HASH
+from spark_etl.source import fetcher
+from spark_etl.source.batches import record_set_to_arrow
 from spark_etl.source.options import TP, DataLossError, SourceOptions, check_start
 
 log = logging.getLogger("spark_etl.source")
 
-CONSUME_BATCH = 10_000
-CONSUME_WAIT_S = 0.2
 METADATA_TIMEOUT_S = 30.0
-# librdkafka timestamp types (0 none, 1 create, 2 log append), as list indexes ->
-# Kafka's timestampType (0 CreateTime, 1 LogAppendTime; -1 for none)
+READ_COMMITTED = "read_committed"
+# How long a partition must keep ending before a range's end for read_range to call
+# the rest of the range lost (see there).
+END_CONFIRM_S = 3.0
+
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
-
-_NO_TIMESTAMP = 0
-_TS_TYPE = [-1, 0, 1]
 
 
 POOL_IDLE_S = 300.0
@@ -62,8 +54,8 @@ _pool: dict[tuple, list[tuple[float, Consumer]]] = {}  # conf -> [(idle since, c
 
 @contextlib.contextmanager
 def _borrowed(opts: SourceOptions):
-    """A consumer with `opts`' settings, taken from the pool (or new) and given back
-    unassigned; one that failed is closed instead."""
+    """A consumer with `opts`' settings, taken from the pool (or new) and given back;
+    one that failed is closed instead."""
     conf = _consumer_conf(opts)
     key = tuple(sorted(conf.items()))
     now = time.monotonic()
@@ -85,7 +77,6 @@ def _borrowed(opts: SourceOptions):
         consumer = Consumer(conf)
     try:
         yield consumer
-        consumer.unassign()
     except BaseException:
         consumer.close()
         raise
@@ -94,35 +85,35 @@ def _borrowed(opts: SourceOptions):
 
 
 def close_pooled() -> None:
-    """Close every idle pooled consumer: one left behind keeps reconnecting to its
-    brokers until the process ends, even after the cluster is gone."""
+    """Close every idle pooled consumer and fetcher: a consumer left behind keeps
+    reconnecting to its brokers until the process ends, even after the cluster is
+    gone."""
     with _pool_lock:
         idle = [consumer for entries in _pool.values() for _, consumer in entries]
         _pool.clear()
     for consumer in idle:
         consumer.close()
+    fetcher.close_pooled()
+
+
+def check_read_settings(opts: SourceOptions) -> None:
+    """Refuse, before a query starts, settings the reads cannot honour: a ValueError
+    naming the option (planning goes through librdkafka, reads through fetcher.py)."""
+    _read_committed(opts)
+    fetcher.check_settings(opts.client)
 
 
 def _consumer_conf(opts: SourceOptions) -> dict:
+    """The planning consumer's settings: it never consumes, it lists partitions and
+    asks for watermarks (which follow the isolation level: the last stable offset in
+    read_committed)."""
     conf = {
         "group.id": "logflume-spark",
         "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "error",
-        # A pooled consumer re-assigned while a long poll of its earlier assignment is
-        # in flight waits for it (one fetch per broker at a time): keep it short.
-        "fetch.wait.max.ms": 10,
-        "max.partition.fetch.bytes": 8 << 20,
-        "queued.max.messages.kbytes": 64 << 10,
-        # librdkafka >= 2.0 waits this long to fetch again once its queue is full:
-        # the default (1 s) stalls a reader that drains the queue faster than that
-        # (consume rate 200k -> 1M records/s).
-        "fetch.queue.backoff.ms": 1,
         # Spark's Kafka source reads uncommitted by default; here the committed view
         # is the default (librdkafka's too): records of aborted transactions and
         # those of open ones never reach a job. `kafka.isolation.level` overrides it.
-        "isolation.level": "read_committed",
+        "isolation.level": READ_COMMITTED,
     }
     conf.update(opts.client)
     return conf
@@ -189,177 +180,62 @@ def _refresh_metadata(consumer: Consumer, topic: str) -> None:
 
 def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) -> Iterator:
     """Yield pyarrow.RecordBatches with the records of `tp` in [start, end), in
-    `arrow_schema`: the Kafka source's columns, then optionally VALUE_HASH."""
-    from confluent_kafka import TopicPartition
+    `arrow_schema`: the Kafka source's columns, then optionally VALUE_HASH.
 
+    Raw record sets from Fetch requests to the partition's leader (fetcher.py),
+    decoded into Arrow by batches.record_set_to_arrow: control batches and, in
+    read_committed, aborted transactions' records are skipped. Offsets retention
+    removed (OFFSET_OUT_OF_RANGE) go to `check_start` (failOnDataLoss). When the
+    partition ends (its high watermark, or its last stable offset in
+    read_committed) before `end` and stays so for END_CONFIRM_S, the planned offsets
+    are gone (`_truncated`): a leader that just took over may report a high
+    watermark behind its predecessor's for a moment. Nothing new for
+    `opts.poll_timeout_s` is a TimeoutError.
+    """
     topic, partition = tp
-    with _borrowed(opts) as consumer:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        pos = start
-        last_progress = time.monotonic()
+    read_committed = _read_committed(opts)
+    pos = start
+    last_progress = time.monotonic()
+    ended_at: float | None = None  # when the partition was first seen to end before `end`
+    with fetcher.borrowed(opts.client) as source:
         while pos < end:
-            with _gc_paused():
-                batches, pos = _consume_step(consumer, opts, tp, pos, end, arrow_schema)
-            yield from batches
-            if batches:
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > opts.poll_timeout_s:
+            data = source.fetch(tp, pos, read_committed, last_progress + opts.poll_timeout_s)
+            if data.error == fetcher.OFFSET_OUT_OF_RANGE:
+                low, high = watermarks(opts, [tp])[tp]
+                nxt = check_start(tp, pos, low, high, opts.fail_on_data_loss, log)
+                log_end = end  # the log's bounds hold `pos` again: only ask again
+            else:
+                batches, nxt = record_set_to_arrow(
+                    data.records, topic, partition, pos, end, arrow_schema, data.aborted
+                )
+                for batch in batches:
+                    if batch.num_rows:
+                        yield batch
+                log_end = data.last_stable_offset if read_committed else data.high_watermark
+            now = time.monotonic()
+            if nxt != pos:
+                pos, last_progress, ended_at = nxt, now, None
+                continue
+            if log_end <= pos:
+                ended_at = ended_at or now
+                if now - ended_at >= END_CONFIRM_S:
+                    _truncated(opts, tp, pos, end)
+                    return
+            elif now - last_progress > opts.poll_timeout_s:
                 raise TimeoutError(
                     f"logflume: no records from {topic}-{partition} at offset {pos} "
                     f"(want up to {end}) for {opts.poll_timeout_s:.0f}s"
                 )
+            time.sleep(fetcher.RETRY_BACKOFF_S)
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector while one consume() batch becomes Arrow.
-
-    A batch allocates tens of thousands of GC-tracked objects (Message objects,
-    timestamp tuples) that live only until its columns are built; they would set off
-    generation scans costing about a third of the read. Reference counting frees
-    them all; nothing here makes cycles. The previous state is restored before the
-    batches are yielded, so Spark's code never runs with the collector paused.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _consume_step(consumer, opts: SourceOptions, tp: TP, pos: int, end: int, arrow_schema):
-    """One consume() call: (Arrow batches of the records in [pos, end), next position)."""
-    from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
-
-    topic, partition = tp
-    # consume() returns when it has `num_messages` or at the timeout: asking for more
-    # than the range holds would wait out the timeout on every read that ends near
-    # the partition's end (a streaming micro-batch), so ask for the range's rest.
-    # (Fewer exist only across gaps: compaction, transaction markers.)
-    msgs = consumer.consume(num_messages=min(CONSUME_BATCH, end - pos), timeout=CONSUME_WAIT_S)
-    if msgs and msgs[0].error() is None and msgs[0].offset() < pos:
-        # Records of a pooled consumer's earlier assignment: librdkafka drops what it
-        # fetched for it on re-assign; this guards the offsets contract all the same.
-        msgs = [m for m in msgs if m.error() is not None or m.offset() >= pos]
-    # Records come in runs between (rare) error events: EOF, offset reset.
-    flags = list(map(Message.error, msgs))
-    errors = _error_indexes(flags) if any(flags) else []
-    batches, run_start = [], 0
-    for i in [*errors, len(msgs)]:
-        run = msgs[run_start:i]
-        run_start = i + 1
-        if run and pos < end:
-            batch, pos = _to_arrow(run, topic, partition, end, arrow_schema)
-            if batch.num_rows:
-                batches.append(batch)
-        if i == len(msgs) or pos >= end:
-            continue
-        err = msgs[i].error()
-        if err.code() == KafkaError._PARTITION_EOF:
-            # at the partition's end (its last stable offset in read_committed):
-            # what lies between the last record and `end` are transaction markers
-            # or aborted records, which librdkafka skips
-            if msgs[i].offset() < end:
-                _truncated(opts, tp, msgs[i].offset(), end)
-            pos = end
-        elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S
-            )
-            pos = check_start(tp, pos, low, high, opts.fail_on_data_loss, log)
-            consumer.assign([TopicPartition(topic, partition, pos)])
-            break
-        else:
-            raise KafkaException(err)
-    return batches, pos
-
-
-def _error_indexes(flags: list) -> list[int]:
-    return [i for i, err in enumerate(flags) if err is not None]
-
-
-def _to_arrow(run: list, topic: str, partition: int, end: int, arrow_schema):
-    """(RecordBatch of the records of `run` below `end`, next position).
-
-    Column-wise: each column is one `map` of an unbound `Message` method over the run
-    (about 30 ns a record) handed to pyarrow whole; offsets are a range when the run
-    is contiguous (the usual case: gaps only come from compaction and transaction
-    markers), timestamps are converted by Arrow kernels, and absent headers are one
-    all-null column.
-    """
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from confluent_kafka import Message
-
-    first, last = run[0].offset(), run[-1].offset()
-    if last - first == len(run) - 1:
-        if last >= end:
-            run, last = run[: max(0, end - first)], end - 1
-        offsets = pa.array(np.arange(first, last + 1, dtype=np.int64))
-    else:
-        listed = list(map(Message.offset, run))
-        if last >= end:
-            # a consumed message has an offset: the stub's None is for produced ones
-            cut = bisect.bisect_left(listed, end)  # type: ignore[type-var]
-            run, listed = run[:cut], listed[:cut]
-        offsets = pa.array(listed, pa.int64())
-    n = len(run)
-    nxt = min(last + 1, end)
-    if not n:
-        return pa.RecordBatch.from_pylist([], schema=arrow_schema), nxt
-    pairs = list(map(Message.timestamp, run))
-    kinds = list(map(itemgetter(0), pairs))
-    ts_type = arrow_schema.field("timestamp").type
-    stamps = (
-        pa.array(list(map(itemgetter(1), pairs)), pa.int64())
-        .cast(pa.timestamp("ms", tz=ts_type.tz))
-        .cast(ts_type)
-    )
-    if _NO_TIMESTAMP in kinds:
-        stamps = pc.if_else(pa.array([k == _NO_TIMESTAMP for k in kinds]), None, stamps)
-    headers_type = arrow_schema.field("headers").type
-    headers = list(map(Message.headers, run))
-    if any(headers):
-        headers = pa.array(
-            # consumed headers are (key, value) pairs: the stub's dict is for producing
-            [[{"key": k, "value": v} for k, v in h] if h else None for h in headers],  # type: ignore[str-unpack]
-            headers_type,
+def _read_committed(opts: SourceOptions) -> bool:
+    level = str(opts.client.get("isolation.level", READ_COMMITTED)).lower()
+    if level not in (READ_COMMITTED, "read_uncommitted"):
+        raise ValueError(
+            "logflume: option kafka.isolation.level must be read_committed or read_uncommitted"
         )
-    else:
-        headers = pa.nulls(n, headers_type)
-    values = list(map(Message.value, run))
-    value_column = pa.array(values, pa.binary())
-    columns = [
-        pa.array(list(map(Message.key, run)), pa.binary()),
-        value_column,
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
-        offsets,
-        stamps,
-        pc.take(pa.array(_TS_TYPE, pa.int32()), pa.array(kinds, pa.int8())),
-        headers,
-    ]
-    if arrow_schema.get_field_index(VALUE_HASH) >= 0:
-        columns.append(_value_hashes(values, value_column.null_count > 0))
-    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema), nxt
-
-
-def _value_hashes(values: list[bytes | None], nulls: bool):
-    """VALUE_HASH of each value (`nulls`: whether any is None)."""
-    import numpy as np
-    import pyarrow as pa
-    import xxhash
-
-    present = [b"" if v is None else v for v in values] if nulls else values
-    hashes = np.fromiter(
-        map(xxhash.xxh64_intdigest, present, repeat(HASH_SEED)),  # type: ignore[arg-type]
-        np.uint64,
-        len(values),
-    )
-    return pa.array(hashes.view(np.int64))
+    return level == READ_COMMITTED
 
 
 def _truncated(opts: SourceOptions, tp: TP, high: int, end: int) -> None:

@@ -1,11 +1,14 @@
-"""The `logflume` PySpark data source: Spark's Kafka source, over confluent-kafka.
+"""The `logflume` PySpark data source: Spark's Kafka source, planned and written over
+confluent-kafka, read with Fetch requests of its own (client.read_range).
 
 Theory of operation
 - Planning (driver): list the subscribed partitions and their watermarks, turn the
   offsets options into concrete [start, end) ranges, check them against the log
   start (failOnDataLoss), and cut them into `OffsetRange` input partitions.
-- Reading (executors): `read()` consumes one range and yields Arrow record batches
-  (spark_etl.source.client.read_range). Nothing but options and numbers is pickled.
+- Reading (executors): `read()` fetches one range from the partition's leader and
+  yields Arrow record batches (spark_etl.source.client.read_range). Nothing but
+  options and numbers is pickled. Settings the reads cannot honour fail the query
+  when its reader is made, before anything runs.
 - Streaming: an offset is the JSON map `{topic: {"partition": next offset}}` that
   Spark writes to the checkpoint's offset log *before* running a micro-batch, and a
   batch is re-run with the same offsets after a crash, so reads are deterministic
@@ -116,10 +119,14 @@ class LogflumeDataSource(DataSource):
         return RANGES_SCHEMA if emit.lower() == "ranges" else SCHEMA
 
     def reader(self, schema: StructType) -> BatchReader:
-        return BatchReader(SourceOptions.parse(self.options, streaming=False), schema)
+        opts = SourceOptions.parse(self.options, streaming=False)
+        client.check_read_settings(opts)
+        return BatchReader(opts, schema)
 
     def streamReader(self, schema: StructType) -> StreamReader:
-        return StreamReader(SourceOptions.parse(self.options, streaming=True), schema)
+        opts = SourceOptions.parse(self.options, streaming=True)
+        client.check_read_settings(opts)
+        return StreamReader(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         return BatchWriter(_writer_options(self.options), schema)

@@ -4,6 +4,7 @@ consumers do) instead of failing the query. The fleet run's realtime job died he
 with librdkafka's "Local: Unknown partition", which is what a one-partition watermark
 query answers while the metadata names no live leader."""
 
+import logging
 import threading
 
 import pytest
@@ -54,3 +55,37 @@ def _try(call):
         return call()
     except Exception as exc:  # noqa: BLE001 - the test reports what the call raised
         return exc
+
+
+def test_a_read_carries_on_from_the_new_leader(cluster_factory, pooled_consumers_closed, caplog):
+    """read_range's Fetch requests follow the partition to its new leader when the
+    leader is killed mid-read: every offset of the range once, in order."""
+    from spark_etl.source.datasource import RECORDS_ARROW_SCHEMA
+
+    cluster = cluster_factory(count=2, settings={"min.insync.replicas": 1})
+    topic = "moving"
+    create_topic(cluster, topic, partitions=1, rf=2)
+    p = producer(cluster, acks="all")
+    value = b"m" * 1000
+    for i in range(10_000):  # ~10 MB: several fetches
+        while True:
+            try:
+                p.produce(topic, b"%d:" % i + value)
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(60) == 0
+    opts = SourceOptions.parse(
+        {"kafka.bootstrap.servers": cluster.bootstrap, "subscribe": topic}, streaming=False
+    )
+    reader = client.read_range(opts, (topic, 0), 0, 10_000, RECORDS_ARROW_SCHEMA)
+    offsets = next(reader).column("offset").to_pylist()
+    assert offsets[0] == 0 and offsets[-1] < 9_999
+    leader = cluster.zk.state(topic)["leader"]
+    cluster.brokers[leader].kill()
+    wait_until(lambda: cluster.zk.state(topic)["leader"] not in (-1, leader), what="a new leader")
+    with caplog.at_level(logging.INFO, "spark_etl.source"):
+        for batch in reader:
+            offsets += batch.column("offset").to_pylist()
+    assert offsets == list(range(10_000))
+    assert f"fetch of {topic}-0" in caplog.text  # it did lose the leader mid-read

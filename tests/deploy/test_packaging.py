@@ -61,6 +61,8 @@ def test_the_wheel_keeps_spark_and_zookeeper_out_of_the_agent(wheel):
     assert set(BROKER_ONLY) <= reqs["broker"]
     # the Spark source's record batches: checksums, codecs, the decoding in C
     assert {"crc32c", "lz4", "cramjam", "zstandard", "logflume-recordscheck"} <= reqs["etl"]
+    # its Fetch requests: kafka-python's codec and SASL mechanisms
+    assert "kafka-python" in reqs["etl"]
     assert reqs["all"] == {"logflume"}  # logflume[agent,broker,etl]
 
 

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from common.audit import MINUTE_MS, SPARK_OFFLINE, AuditRecord, Bucket, Tally, checksum, minute_of
 from spark_etl import access_log
 from spark_etl.audit import Totals, audit_columns, grouped, parse_and_audit
-from spark_etl.source.client import VALUE_HASH, _value_hashes
+from spark_etl.source.batches import VALUE_HASH
 from spark_etl.source.datasource import RECORDS_ARROW_SCHEMA
+from tests.spark_etl.librdkafka_arrow import value_hashes
 
 M = 1_764_345_600_000
 LINE = b'1.2.3.4 - - [28/Nov/2025:16:00:01 +0000] "GET / HTTP/1.1" 200 5 "-" "c"'
@@ -96,7 +97,7 @@ def test_totals_survive_the_state_file_and_old_buckets_open_a_new_generation():
 def test_a_value_hash_column_made_while_reading_gives_the_same_columns(rows):
     batch = source_batch(rows)
     values = batch.column("value").to_pylist()
-    hashed = batch.append_column(VALUE_HASH, _value_hashes(values, None in values))
+    hashed = batch.append_column(VALUE_HASH, value_hashes(values, None in values))
     got, want = audit_columns(hashed), audit_columns(batch)
     assert got.keys() == want.keys()
     assert all(got[k].equals(want[k]) for k in want)

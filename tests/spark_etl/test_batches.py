@@ -1,6 +1,6 @@
 """Record sets -> Arrow (`batches.record_set_to_arrow`), on record batches written by an
 independent encoder (kafka-python's DefaultRecordBatchBuilder), held to what
-`client._to_arrow` makes of the same records as confluent-kafka Messages."""
+`librdkafka_arrow.messages_to_arrow` makes of the same records as confluent-kafka Messages."""
 
 import struct
 
@@ -19,8 +19,8 @@ from logflume_recordscheck import decode_batches, xxh64
 from common.audit import HASH_SEED
 from common.compression import CorruptRecordError
 from spark_etl.source.batches import VALUE_HASH, record_set_to_arrow
-from spark_etl.source.client import _to_arrow
 from spark_etl.source.datasource import RECORDS_ARROW_SCHEMA as SCHEMA
+from tests.spark_etl.librdkafka_arrow import messages_to_arrow
 
 HASHED = SCHEMA.append(pa.field(VALUE_HASH, pa.int64()))
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -94,11 +94,11 @@ def messages(records, base_offset, log_append_time=None, topic="t", partition=3)
 
 
 def reference(msgs, start, end, schema):
-    """What `client._to_arrow` makes of the Messages in [start, end)."""
+    """What `librdkafka_arrow.messages_to_arrow` makes of the Messages in [start, end)."""
     msgs = [m for m in msgs if start <= m.offset() < end]
     if not msgs:
         return pa.Table.from_batches([], schema)
-    table_batch, _ = _to_arrow(msgs, "t", 3, end, schema)
+    table_batch, _ = messages_to_arrow(msgs, "t", 3, end, schema)
     return pa.Table.from_batches([table_batch])
 
 
@@ -312,7 +312,7 @@ records_st = st.lists(
 )
 def test_any_records_match_to_arrow(batches, start, length, hashed):
     """Random keys, values, headers, timestamp deltas (some negative) and offset gaps,
-    in batches of every codec: the decoder and `_to_arrow` agree."""
+    in batches of every codec: the decoder and `messages_to_arrow` agree."""
     schema = HASHED if hashed else SCHEMA
     data, msgs, base = b"", [], 0
     for records, codec in batches:

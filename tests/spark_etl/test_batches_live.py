@@ -1,7 +1,7 @@
 """Record sets fetched from a real broker, written by librdkafka (every codec,
-headers, transactions committed and aborted), decoded by `record_set_to_arrow`: the
-same Arrow table as confluent-kafka's consume() + `_to_arrow` (`client.read_range`)
-makes of the same offsets, in both isolation levels."""
+headers, transactions committed and aborted), decoded by `record_set_to_arrow`, and read by
+the source's `client.read_range`: both the same Arrow table as confluent-kafka's
+consume() makes of the same offsets (`librdkafka_arrow`), in both isolation levels."""
 
 import pyarrow as pa
 import pytest
@@ -15,6 +15,7 @@ from spark_etl.source.datasource import RECORDS_ARROW_SCHEMA as SCHEMA
 from spark_etl.source.options import SourceOptions
 from testkit.kafka import create_topic
 from testkit.procs import BrokerProcess
+from tests.spark_etl.librdkafka_arrow import consume_range
 
 TOPIC = "decode"
 HASHED = SCHEMA.append(pa.field(VALUE_HASH, pa.int64()))
@@ -113,7 +114,7 @@ def _fetch_all(bk, isolation, schema):
     return pa.Table.from_batches(tables, schema), end
 
 
-def _consumed(bk, isolation, end, schema):
+def _read_range(bk, isolation, end, schema):
     opts = SourceOptions.parse(
         {
             "kafka.bootstrap.servers": bk.bootstrap,
@@ -129,9 +130,14 @@ def _consumed(bk, isolation, end, schema):
 @pytest.mark.parametrize("schema", [SCHEMA, HASHED], ids=["plain", "hashed"])
 def test_fetched_record_sets_decode_as_consume_reads_them(written, isolation, schema):
     fetched, end = _fetch_all(written, int(isolation == "read_committed"), schema)
-    consumed = _consumed(written, isolation, end, schema)
+    consumed = consume_range(written.bootstrap, TOPIC, 0, end, schema, isolation)
     assert fetched.num_rows == consumed.num_rows > 1500
     assert fetched.combine_chunks().equals(consumed.combine_chunks())
+    assert (
+        _read_range(written, isolation, end, schema)
+        .combine_chunks()
+        .equals(consumed.combine_chunks())
+    )
     values = set(fetched.column("value").to_pylist())
     if isolation == "read_committed":
         assert b"txn 1 0 0" * 5 in values and b"txn 0 0 0" * 5 not in values

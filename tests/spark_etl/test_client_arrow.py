@@ -1,4 +1,5 @@
-"""Message batches to Arrow (`client._to_arrow`), on hand-made confluent-kafka Messages."""
+"""The reference reading's Arrow columns (`librdkafka_arrow.messages_to_arrow`), on hand-made
+confluent-kafka Messages: what the decoder of record sets is checked against."""
 
 from datetime import UTC, datetime
 
@@ -8,7 +9,8 @@ import xxhash
 from confluent_kafka import Message
 
 from common.audit import HASH_SEED, MASK, checksum
-from spark_etl.source.client import VALUE_HASH, _to_arrow
+from spark_etl.source.batches import VALUE_HASH
+from tests.spark_etl.librdkafka_arrow import messages_to_arrow
 
 SCHEMA = pa.schema(
     [
@@ -30,7 +32,7 @@ def msg(offset, ts=(1, 1_714_557_600_123), **kw):
 
 
 def test_contiguous_run_cut_at_end():
-    batch, nxt = _to_arrow([msg(o) for o in range(10, 20)], "t", 3, 15, SCHEMA)
+    batch, nxt = messages_to_arrow([msg(o) for o in range(10, 20)], "t", 3, 15, SCHEMA)
     assert nxt == 15 and batch.schema == SCHEMA
     rows = batch.to_pylist()
     assert [r["offset"] for r in rows] == [10, 11, 12, 13, 14]
@@ -48,7 +50,7 @@ def test_gaps_missing_timestamps_log_append_time_and_headers():
         msg(9, ts=(2, 1000)),
         msg(12),
     ]
-    batch, nxt = _to_arrow(run, "t", 3, 10, SCHEMA)
+    batch, nxt = messages_to_arrow(run, "t", 3, 10, SCHEMA)
     rows = batch.to_pylist()
     assert nxt == 10 and [r["offset"] for r in rows] == [4, 7, 9]
     assert rows[0]["key"] == b"k" and rows[0]["headers"] == [{"key": "h", "value": b"x"}]
@@ -61,16 +63,16 @@ def test_gaps_missing_timestamps_log_append_time_and_headers():
 
 
 def test_run_entirely_past_end_is_empty():
-    batch, nxt = _to_arrow([msg(20), msg(21)], "t", 3, 18, SCHEMA)
+    batch, nxt = messages_to_arrow([msg(20), msg(21)], "t", 3, 18, SCHEMA)
     assert (batch.num_rows, nxt) == (0, 18)
-    batch, nxt = _to_arrow([msg(20), msg(25)], "t", 3, 18, SCHEMA)
+    batch, nxt = messages_to_arrow([msg(20), msg(25)], "t", 3, 18, SCHEMA)
     assert (batch.num_rows, nxt) == (0, 18)
 
 
 def test_value_hash_column_holds_the_audit_checksum_terms():
     schema = SCHEMA.append(pa.field(VALUE_HASH, pa.int64()))
     run = [msg(0), msg(1, value=None), msg(2, value=b"")]
-    batch, _ = _to_arrow(run, "t", 3, 10, schema)
+    batch, _ = messages_to_arrow(run, "t", 3, 10, schema)
     assert batch.schema == schema
     hashes = batch.column(VALUE_HASH).to_numpy().view(np.uint64).tolist()
     assert hashes == [xxhash.xxh64_intdigest(v, HASH_SEED) for v in (b"v0", b"", b"")]

@@ -41,7 +41,7 @@ def audit_columns(batch: pa.RecordBatch) -> dict[str, pa.Array]:
     reader made one)."""
     names = batch.schema.names
     n = batch.num_rows
-    if "value_hash" in names:  # hashed as the records were read (client.VALUE_HASH)
+    if "value_hash" in names:  # hashed as the records were read (batches.VALUE_HASH)
         value_hash = batch.column("value_hash")
     else:
         values = pc.fill_null(batch.column("value"), b"").to_pylist()

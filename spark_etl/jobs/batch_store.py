@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from spark_etl import access_log, audit
 from spark_etl.jobs import hour_parts
 from spark_etl.source import client
+from spark_etl.source.batches import VALUE_HASH
 from spark_etl.source.datasource import RECORDS_ARROW_SCHEMA
 from spark_etl.source.options import SourceOptions
 
@@ -66,7 +67,7 @@ REJECT_COLUMNS = ("topic", "partition", "offset", "ingest_time", "raw")
 # files about half the size.
 DELTA_COLUMNS = ("offset", "time", "ingest_time")
 # The records as read: with their values' audit checksums, hashed as they are read.
-READ_SCHEMA = RECORDS_ARROW_SCHEMA.append(pa.field(client.VALUE_HASH, pa.int64()))
+READ_SCHEMA = RECORDS_ARROW_SCHEMA.append(pa.field(VALUE_HASH, pa.int64()))
 
 
 def filesystem(output: str) -> tuple[pafs.FileSystem, str]:

@@ -13,8 +13,12 @@ session timeout, a broker asks every other live broker it knows, every
 `timeout / 8`, for its Metadata: a broker answers the controller id -1 when it does
 not trust any controller, which is when its own ZooKeeper has been silent for half a
 session timeout (or it is fenced). When every other broker answers -1 to a round
-sent at time `s`, the outage is confirmed as shared until `s + timeout / 4`; any
-other answer, or none, ends the confirmation at once. When the lease runs out while
+sent at time `s`, the outage is confirmed as shared until `s + timeout / 4`; an
+answer naming a controller ends the confirmation at once, and a round some broker
+did not answer (in time: half a round) renews nothing, so the confirmation lapses at
+its end. (One late answer, a busy machine's scheduling delay, must not fence a
+broker that the next round confirms: every bound below counts from the last round
+that every broker confirmed, whatever the rounds after it say.) When the lease runs out while
 the outage is confirmed, the broker keeps its leaders, followers and ISR ("rides
 out" the outage) and fences as soon as the confirmation ends, without waiting for a
 round to fail: a timer fires when it lapses.
@@ -44,8 +48,8 @@ Why this is safe (ARCHITECTURE.md, "Invariants", keeps the short form):
   truncates to the new leader's log, as acks=1 batches are lost in any unclean
   change of leader. The window is bounded as above.
 - A broker alone in losing ZooKeeper still fences: the others answer a controller
-  id (they trust theirs), or do not answer at all (a broker cut off from its peers
-  too), and either ends the confirmation. A broker it does not know of (registered
+  id (they trust theirs), which ends the confirmation, or do not answer at all (a
+  broker cut off from its peers too), which renews none. A broker it does not know of (registered
   after this broker lost ZooKeeper) is not asked; it can only become controller
   once ZooKeeper answers it, which the brokers asked would also see.
 
@@ -63,6 +67,11 @@ from broker.tasks import cancel_and_wait
 from common.aio import within
 
 log = logging.getLogger(__name__)
+
+# What a round of questions to the other brokers says.
+SHARED = "shared"  # every other broker trusts no controller
+DISSENT = "dissent"  # some broker trusts a controller: it has ZooKeeper
+UNKNOWN = "unknown"  # no dissent, but some broker did not answer (in time)
 
 # Fractions of the session timeout.
 DISTRUST_AFTER = 0.5  # silent this long: answer controller -1, start asking peers
@@ -117,14 +126,13 @@ class SharedOutage:
             sent = time.monotonic()
             if self.distrusted:
                 # each answer within half a round, so that rounds keep their pace
-                shared = await self._round(every / 2)
-                self._record(shared, sent)
+                self._record(await self._round(every / 2), sent)
             else:
-                self._record(False, sent)
+                self._record(DISSENT, sent)  # ZooKeeper answers this broker again
             await asyncio.sleep(max(0.0, sent + every - time.monotonic()))
 
-    async def _round(self, timeout_s: float) -> bool:
-        """True if every other broker answered that it trusts no controller."""
+    async def _round(self, timeout_s: float) -> str:
+        """SHARED, DISSENT or UNKNOWN: what the other brokers answered."""
         peers = list(self.peers())
 
         async def one(broker_id: int) -> int:
@@ -132,14 +140,19 @@ class SharedOutage:
 
         answers = await asyncio.gather(*(one(b) for b in peers), return_exceptions=True)
         log.debug("ZooKeeper outage: peers %s answered %s", peers, answers)
-        return all(answer == -1 for answer in answers)
+        if any(isinstance(answer, int) and answer != -1 for answer in answers):
+            return DISSENT
+        if all(answer == -1 for answer in answers):
+            return SHARED
+        return UNKNOWN
 
-    def _record(self, shared: bool, sent: float) -> None:
-        was = self.confirmed()
-        if shared:
+    def _record(self, outcome: str, sent: float) -> None:
+        """Renew the confirmation (SHARED), end it (DISSENT), or leave it to lapse."""
+        if outcome == SHARED:
             self.valid_until = max(self.valid_until, sent + CONFIRMED_FOR * self.timeout_s)
             self._arm()
-        else:
+        elif outcome == DISSENT:
+            was = self.confirmed()
             self.valid_until = 0.0
             self._cancel_timer()
             if was:

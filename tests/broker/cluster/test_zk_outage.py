@@ -6,7 +6,14 @@ import time
 
 import pytest
 
-from broker.cluster.zk_outage import CONFIRMED_FOR, DISTRUST_AFTER, SharedOutage
+from broker.cluster.zk_outage import (
+    CONFIRMED_FOR,
+    DISSENT,
+    DISTRUST_AFTER,
+    SHARED,
+    UNKNOWN,
+    SharedOutage,
+)
 from common.aio import within
 
 TIMEOUT_S = 4.0
@@ -37,24 +44,25 @@ def test_a_broker_distrusts_its_controller_after_half_a_session_of_silence():
 
 
 @pytest.mark.parametrize(
-    "answers, shared",
+    "answers, outcome",
     [
-        ({1: -1, 2: -1}, True),  # every other broker lost ZooKeeper too
-        ({1: -1, 2: 1}, False),  # broker 2 trusts a controller: it has ZooKeeper
-        ({1: -1, 2: OSError("unreachable")}, False),  # cannot tell: assume it has
-        ({1: -1, 2: TimeoutError()}, False),
-        ({}, True),  # no other broker to elect anything
+        ({1: -1, 2: -1}, SHARED),  # every other broker lost ZooKeeper too
+        ({1: -1, 2: 1}, DISSENT),  # broker 2 trusts a controller: it has ZooKeeper
+        ({1: OSError("unreachable"), 2: 1}, DISSENT),
+        ({1: -1, 2: OSError("unreachable")}, UNKNOWN),  # cannot tell: renews nothing
+        ({1: -1, 2: TimeoutError()}, UNKNOWN),
+        ({}, SHARED),  # no other broker to elect anything
     ],
 )
-def test_an_outage_is_shared_only_if_every_other_broker_says_so(answers, shared):
-    assert asyncio.run(outage(answers)._round(1.0)) is shared
+def test_an_outage_is_shared_only_if_every_other_broker_says_so(answers, outcome):
+    assert asyncio.run(outage(answers)._round(1.0)) == outcome
 
 
 def test_a_confirmation_lasts_a_quarter_session_from_when_the_round_was_sent():
     async def scenario():
         shared = outage({1: -1})
         sent = time.monotonic()
-        shared._record(True, sent)
+        shared._record(SHARED, sent)
         assert shared.confirmed(sent + CONFIRMED_FOR * TIMEOUT_S - 0.01)
         assert not shared.confirmed(sent + CONFIRMED_FOR * TIMEOUT_S)
         shared._cancel_timer()
@@ -67,11 +75,25 @@ def test_a_dissenting_round_ends_the_confirmation_at_once_and_says_so():
         lapses: list = []
         shared = outage({1: -1}, lapses=lapses)
         now = time.monotonic()
-        shared._record(True, now)
-        shared._record(False, now)
+        shared._record(SHARED, now)
+        shared._record(DISSENT, now)
         assert not shared.confirmed() and len(lapses) == 1
-        shared._record(False, now)  # nothing was in force: no second report
+        shared._record(DISSENT, now)  # nothing was in force: no second report
         assert len(lapses) == 1
+
+    asyncio.run(scenario())
+
+
+def test_an_unanswered_round_neither_renews_nor_ends_the_confirmation():
+    async def scenario():
+        lapses: list = []
+        shared = outage({1: -1}, lapses=lapses)
+        sent = time.monotonic()
+        shared._record(SHARED, sent)
+        shared._record(UNKNOWN, sent + 0.5)  # a late answer on a busy machine
+        assert shared.confirmed() and lapses == []
+        assert not shared.confirmed(sent + CONFIRMED_FOR * TIMEOUT_S)  # the bound holds
+        shared._cancel_timer()
 
     asyncio.run(scenario())
 
@@ -81,7 +103,7 @@ def test_a_confirmation_not_renewed_lapses_by_its_timer():
         lapsed = asyncio.Event()
         shared = SharedOutage(TIMEOUT_S, lambda: TIMEOUT_S, lambda: [1], None, lapsed.set)
         # a round sent long enough ago that its confirmation has 50 ms left
-        shared._record(True, time.monotonic() - CONFIRMED_FOR * TIMEOUT_S + 0.05)
+        shared._record(SHARED, time.monotonic() - CONFIRMED_FOR * TIMEOUT_S + 0.05)
         assert shared.confirmed() and not lapsed.is_set()
         await within(lapsed.wait(), 5)
         assert not shared.confirmed()

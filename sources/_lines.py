@@ -62,22 +62,24 @@ class LineSplitter:
             lines: list[bytes] = []
             self._hold(data, lines)
             return lines
+        # split the chunk as it is (no copy of it without its tail); the last piece
+        # is what follows the last newline, the start of a line still incomplete
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        complete = len(self._pending) + idx  # bytes of the complete lines, newlines between
         if self._pending:
-            head = self._pending + data[:idx]
+            lines[0] = self._pending + lines[0]
             self._pending = b""
-        else:
-            head = data[:idx]
-        lines = head.split(b"\n")
         self.offset += self._partial + idx + 1
         self._partial = 0
-        if len(head) > self.max_line:
+        if complete > self.max_line:
             cap = self.max_line
             for i, line in enumerate(lines):
                 if len(line) > cap:
                     lines[i] = line[:cap]
                     self.truncated += 1
-        if idx + 1 < len(data):
-            self._hold(data[idx + 1 :], lines)
+        if rest:
+            self._hold(rest, lines)
         return lines
 
     def take_truncated(self) -> int:

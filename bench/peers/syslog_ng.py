@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 SYSLOG_NG = "/usr/sbin/syslog-ng"
@@ -114,6 +115,7 @@ class SyslogNg:
         )
         self.log_path = self.dir / "syslog-ng.out"
         self.proc: subprocess.Popen | None = None
+        self.started = 0.0  # monotonic time of the spawn
 
     def command(self) -> list[str]:
         d = self.dir
@@ -141,6 +143,7 @@ class SyslogNg:
     def __enter__(self) -> SyslogNg:
         self.check_syntax()
         with open(self.log_path, "ab") as log:
+            self.started = time.monotonic()
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
         return self
 
@@ -160,17 +163,29 @@ class SyslogNg:
 
 def high_watermark(bootstrap: str, topic: str):
     """A function returning the number of records in partition 0 of `topic` (0 until
-    the topic exists), through one reused consumer; `.close()` when done."""
+    the topic exists), through one reused consumer; `.ready()` tells whether the
+    partition answers yet, `.close()` when done."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermark"})
 
+    def offsets() -> tuple[int, int]:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=2)
+
     def count() -> int:
         try:
-            return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=2)[1]
+            return offsets()[1]
         except KafkaException:
             return 0
 
+    def ready() -> bool:
+        try:
+            offsets()
+        except KafkaException:
+            return False
+        return True
+
+    count.ready = ready
     count.close = consumer.close
     return count
 
@@ -189,7 +204,7 @@ def main() -> None:
         try:
             write_log(tmp / "access.log", args.lines)
             log, n = tmp / "access.log", args.lines
-            print(peer_case(log, n, broker, "syslog-ng-solo", True, args.workers))
+            print(peer_case(tmp, log, n, broker, "syslog-ng-solo", True, args.workers))
         finally:
             broker.stop()
 

@@ -1,7 +1,8 @@
 """`SinkProducer.produce_round` against a real broker, read back with confluent-kafka:
 each shape of a round (one topic and timestamp; the lines' own timestamps; record
-headers; a topic and key per record) has a loop of its own, and every one delivers
-each record with its value, timestamp, key and headers, in order."""
+headers; a topic and key per record) delivers each record with its value, timestamp,
+key and headers, in order; a full queue, and a record librdkafka refuses itself,
+lose nothing else."""
 
 import asyncio
 
@@ -95,3 +96,29 @@ async def test_a_topic_and_a_key_per_record(bk):
         assert [m.value() for m in msgs] == [values(40)[i] for i in picked]
         assert [m.key() for m in msgs] == [keys[i] for i in picked]
         assert {m.timestamp()[1] for m in msgs} == {T0}
+
+
+async def test_a_full_queue_and_a_refused_record_leave_the_rest_delivered_in_order(bk):
+    """A queue of 5 messages fills many times in a round of 60: each time production
+    resumes at the record refused. A record over `message.max.bytes` is refused by
+    librdkafka itself: returned as the round's one failure, the others delivered."""
+    settings = {
+        "bootstrap.servers": bk.bootstrap,
+        "linger.ms": 2,
+        "enable.idempotence": True,
+        "queue.buffering.max.messages": 5,
+        "message.max.bytes": 10_000,
+    }
+    sent, big = values(60), b"x" * 20_000
+    sent[30] = big
+    producer = SinkProducer(settings)
+    try:
+        failed = await producer.produce_round("p-full", sent, timestamps=T0)
+    finally:
+        await producer.close()
+    assert [(err.name(), topic, value) for err, topic, value, *_ in failed] == [
+        ("MSG_SIZE_TOO_LARGE", "p-full", big)
+    ]
+    want = [v for v in sent if v is not big]
+    got = await asyncio.to_thread(read_topic, bk.bootstrap, "p-full", lambda m: len(m) >= 59, 30)
+    assert [m.value() for m in got] == want

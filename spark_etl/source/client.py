@@ -1,15 +1,9 @@
 """The data source's broker I/O: planning and writing through confluent-kafka
 (librdkafka), reading through Fetch requests of our own (fetcher.py).
 
-Consumers come from a per-process pool (`_borrowed`), never from the reader and
-writer objects that Spark pickles, so those hold no socket, thread or lock. The
-pool is what keeps a micro-batch cheap: Spark reuses its Python workers and keeps
-the streaming planner process for the query's lifetime, and a new consumer costs a
-connection, an ApiVersions and a Metadata round trip (tens of ms each time, and a
-micro-batch needs one to plan and one to find the latest offsets), while a pooled
-one is reused as it is. Idle consumers are closed after POOL_IDLE_S. (Spark's Kafka
-source pools its consumers for the same reason.) The fetchers of the reads are
-pooled the same way (fetcher.borrowed).
+Consumers come from a per-process pool (`_borrowed`, pool.py), never from the reader
+and writer objects that Spark pickles, so those hold no socket, thread or lock; the
+fetchers of the reads are pooled the same way (fetcher.borrowed).
 
 `read_range` is the hot path: it fetches the range's raw record sets from the
 partition's leader and decodes them straight into pyarrow.RecordBatches in the
@@ -26,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -34,6 +27,7 @@ from typing import TYPE_CHECKING
 from spark_etl.source import fetcher
 from spark_etl.source.batches import record_set_to_arrow
 from spark_etl.source.options import TP, DataLossError, SourceOptions, check_start
+from spark_etl.source.pool import ClientPool
 
 log = logging.getLogger("spark_etl.source")
 
@@ -48,51 +42,28 @@ if TYPE_CHECKING:
 
 
 POOL_IDLE_S = 300.0
-_pool_lock = threading.Lock()
-_pool: dict[tuple, list[tuple[float, Consumer]]] = {}  # conf -> [(idle since, consumer)]
 
 
-@contextlib.contextmanager
+def _new_consumer(conf: dict) -> Consumer:
+    from confluent_kafka import Consumer
+
+    return Consumer(conf)
+
+
+_consumers: ClientPool[Consumer] = ClientPool(_new_consumer, POOL_IDLE_S)
+
+
 def _borrowed(opts: SourceOptions):
     """A consumer with `opts`' settings, taken from the pool (or new) and given back;
     one that failed is closed instead."""
-    conf = _consumer_conf(opts)
-    key = tuple(sorted(conf.items()))
-    now = time.monotonic()
-    consumer: Consumer | None = None
-    expired: list[Consumer] = []
-    with _pool_lock:
-        idle = _pool.get(key, [])
-        while idle and consumer is None:
-            since, candidate = idle.pop()
-            if now - since < POOL_IDLE_S:
-                consumer = candidate
-            else:
-                expired.append(candidate)
-    for old in expired:
-        old.close()
-    if consumer is None:
-        from confluent_kafka import Consumer
-
-        consumer = Consumer(conf)
-    try:
-        yield consumer
-    except BaseException:
-        consumer.close()
-        raise
-    with _pool_lock:
-        _pool.setdefault(key, []).append((time.monotonic(), consumer))
+    return _consumers.borrowed(_consumer_conf(opts))
 
 
 def close_pooled() -> None:
     """Close every idle pooled consumer and fetcher: a consumer left behind keeps
     reconnecting to its brokers until the process ends, even after the cluster is
     gone."""
-    with _pool_lock:
-        idle = [consumer for entries in _pool.values() for _, consumer in entries]
-        _pool.clear()
-    for consumer in idle:
-        consumer.close()
+    _consumers.close_all()
     fetcher.close_pooled()
 
 

@@ -17,9 +17,7 @@ console's kafka-python client (common/kafka_python_config.py): one the fetcher
 cannot honour is an error naming it.
 
 A `Fetcher` holds sockets, so it never lives in what Spark pickles: `borrowed` takes
-one from a per-process pool keyed by its settings (Spark reuses its Python workers,
-and a new one costs a connection, ApiVersions, a SASL exchange and Metadata), as
-client._borrowed does for consumers; idle ones are closed after POOL_IDLE_S.
+one from a per-process pool keyed by its settings (pool.py).
 
 `fetch` answers with the partition's data or OFFSET_OUT_OF_RANGE (the caller decides
 what that means); a partition whose leader moved or is gone (NOT_LEADER_OR_FOLLOWER,
@@ -36,12 +34,12 @@ import logging
 import socket
 import ssl
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from common.kafka_python_config import KafkaPythonConfigError, client_settings
+from spark_etl.source.pool import ClientPool
 
 TP = tuple[str, int]
 
@@ -477,43 +475,15 @@ class Fetcher:
         ), NONE
 
 
-_pool_lock = threading.Lock()
-_pool: dict[tuple, list[tuple[float, Fetcher]]] = {}  # settings -> [(idle since, fetcher)]
+_fetchers: ClientPool[Fetcher] = ClientPool(Fetcher, POOL_IDLE_S)
 
 
-@contextlib.contextmanager
-def borrowed(conf: dict) -> Iterator[Fetcher]:
+def borrowed(conf: dict):
     """A Fetcher for librdkafka settings `conf`, from the pool (or new), given back
     after use; one whose use raised is closed instead."""
-    key = tuple(sorted((k, str(v)) for k, v in conf.items()))
-    now = time.monotonic()
-    fetcher: Fetcher | None = None
-    expired: list[Fetcher] = []
-    with _pool_lock:
-        idle = _pool.get(key, [])
-        while idle and fetcher is None:
-            since, candidate = idle.pop()
-            if now - since < POOL_IDLE_S:
-                fetcher = candidate
-            else:
-                expired.append(candidate)
-    for old in expired:
-        old.close()
-    if fetcher is None:
-        fetcher = Fetcher(conf)
-    try:
-        yield fetcher
-    except BaseException:
-        fetcher.close()
-        raise
-    with _pool_lock:
-        _pool.setdefault(key, []).append((time.monotonic(), fetcher))
+    return _fetchers.borrowed(conf)
 
 
 def close_pooled() -> None:
     """Close every idle pooled fetcher (their connections)."""
-    with _pool_lock:
-        idle = [fetcher for entries in _pool.values() for _, fetcher in entries]
-        _pool.clear()
-    for fetcher in idle:
-        fetcher.close()
+    _fetchers.close_all()

@@ -66,13 +66,16 @@ SASL_AUTHENTICATE_MAX_VERSION = 2
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
+LEADER_NOT_AVAILABLE = 5
+TOPIC_AUTHORIZATION_FAILED = 29
 UNSUPPORTED_VERSION = 35
+API_VERSIONS_KEY = 18
 API_VERSIONS_VERSION = 3
 # Answers that mean "ask the partition's current leader again" (Kafka's consumer
 # refreshes its metadata and retries on each).
 _LEADER_MOVED = {
     3,  # UNKNOWN_TOPIC_OR_PARTITION (metadata not yet propagated to this broker)
-    5,  # LEADER_NOT_AVAILABLE
+    LEADER_NOT_AVAILABLE,
     6,  # NOT_LEADER_OR_FOLLOWER
     9,  # REPLICA_NOT_AVAILABLE
     56,  # KAFKA_STORAGE_ERROR
@@ -249,7 +252,10 @@ class _Connection:
         if correlation != self._correlation:
             raise _Lost(f"correlation id {correlation}, expected {self._correlation}")
         pos = 4
-        if response_class.flexible_version_q(version) and response_class.API_KEY != 18:
+        if (
+            response_class.flexible_version_q(version)
+            and response_class.API_KEY != API_VERSIONS_KEY
+        ):
             pos = _skip_tagged_fields(frame, pos)  # ApiVersions' header is never flexible
         try:
             answer = response_class.decode(frame[pos:], version=version)
@@ -372,7 +378,7 @@ class Fetcher:
         for about in answer.topics:
             if about.name != topic:
                 continue
-            if about.error_code == 29:  # TOPIC_AUTHORIZATION_FAILED
+            if about.error_code == TOPIC_AUTHORIZATION_FAILED:
                 raise _failed(f"metadata of topic {topic!r}", about.error_code)
             self._topic_errors[topic] = about.error_code
             topic_id = getattr(about, "topic_id", None)
@@ -420,7 +426,7 @@ class Fetcher:
         from kafka.protocol.consumer import FetchRequest, FetchResponse
 
         if leader not in self._brokers:
-            return None, 5  # LEADER_NOT_AVAILABLE: a leader not among the brokers listed
+            return None, LEADER_NOT_AVAILABLE  # a leader not among the brokers listed
         conn = self._connection(leader)
         topic, partition = tp
         topic_id = self._topic_ids.get(topic)

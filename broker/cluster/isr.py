@@ -15,12 +15,15 @@ broker.cluster.reassignment).
 
 Each change is a compare-and-set of the partition state znode against the version the
 leader last saw, with the leader and leader epoch unchanged. The leader applies the
-new ISR only once the write succeeded, so its in-memory ISR never holds fewer
-replicas than ZooKeeper's: the high watermark never counts on a replica the
-controller would not elect. On a version conflict (the controller moved leadership or
+new ISR only once the write succeeded; while an expansion is being written, the
+follower counts as `joining` for the high watermark (broker.cluster.partition), so
+every replica ZooKeeper may list holds every committed record: the controller may
+elect any of them. On a version conflict (the controller moved leadership or
 removed a dead follower) the state is re-read and handed to the cluster node like any
 watch event, which also fences a deposed leader: its writes fail and it learns the new
-leader. One write per partition at a time. Event-loop only.
+leader. A write whose outcome is unknown (connection trouble) is settled the same
+way, by re-reading until ZooKeeper answers; the follower stays `joining` meanwhile.
+One write per partition at a time. Event-loop only.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from broker.cluster.zk import PartitionState
 from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+REREAD_RETRY_S = 0.5
 
 
 def _now_ms() -> int:
@@ -100,6 +105,7 @@ class IsrManager:
             return
         new_isr = partition.isr_list() + [replica_id]
         log.info("%s-%d: expanding ISR %s -> %s", *partition.key, partition.isr_list(), new_isr)
+        partition.joining = replica_id
         self._submit(partition, new_isr)
 
     def _submit(self, partition, new_isr: list[int]) -> None:
@@ -121,21 +127,41 @@ class IsrManager:
             )
         except BadVersionError:
             log.info("%s-%d: ISR update lost a race; re-reading the state", *key)
+            partition.joining = None
             await self._reread(key)
             return
         except NoNodeError:
+            partition.joining = None
             return
-        except (TimeoutError, OSError, Exception) as e:  # connection trouble: retry later
-            log.warning("%s-%d: ISR update failed: %s", *key, e)
+        except (TimeoutError, OSError, Exception) as e:  # connection trouble
+            log.warning("%s-%d: ISR update failed: %s; re-reading the state", *key, e)
+            await self._settle(partition, epoch, state.version)
             return
         finally:
             self._pending.discard(key)
         if partition.is_leader and partition.leader_epoch == epoch:
             self.node.on_state(key[0], key[1], state.replace(version=stat.version))
 
-    async def _reread(self, key: tuple[str, int]) -> None:
+    async def _settle(self, partition, epoch: int, written_version: int) -> None:
+        """After a write of unknown outcome: re-read the state until ZooKeeper answers,
+        or the leadership moved. A newer version is applied as any state is (ending
+        `joining`); the version written against means the write did not land."""
+        while partition.is_leader and partition.leader_epoch == epoch:
+            try:
+                version = await self._reread(partition.key)
+            except Exception as e:
+                log.warning("%s-%d: re-reading the state failed: %s", *partition.key, e)
+                await asyncio.sleep(REREAD_RETRY_S)
+                continue
+            if version is None or version == written_version:
+                partition.joining = None
+            return
+
+    async def _reread(self, key: tuple[str, int]) -> int | None:
+        """Hand the state znode to the cluster node; its version (None: no znode)."""
         try:
             data, stat = await self.node.zk.call("get", zk.state_path(*key))
         except NoNodeError:
-            return
+            return None
         self.node.on_state(key[0], key[1], zk.decode_state(data, stat.version))
+        return stat.version

@@ -10,7 +10,11 @@ High watermark = min(log end offset of each ISR member). On a single node the IS
 {self}, so the high watermark is the leader's log end offset right after each
 append. Replication extends `_replica_leos` with follower positions reported by
 follower fetches (`update_follower_leo`) and shrinks/expands `isr`; the rule
-in `maybe_advance_high_watermark` already takes the minimum over the ISR.
+in `maybe_advance_high_watermark` takes the minimum over the ISR and over `joining`,
+a follower whose addition to the ISR is being written to ZooKeeper (Kafka's maximal
+ISR, KIP-497): from the moment the write may land, the controller may elect that
+follower, so no record is committed without it. (A shrink needs no such care: the
+leader keeps the larger ISR until ZooKeeper took the smaller one.)
 
 Last stable offset (KIP-98): read_committed consumers read up to
 `last_stable_offset` = min(high watermark, first offset of the oldest transaction
@@ -73,6 +77,7 @@ class Partition:
         self.epoch_start_offset = 0
         self._last_fetch: dict[int, tuple[int, int]] = {}
         self._caught_up_ms: dict[int, int] = {}
+        self.joining: int | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -185,11 +190,14 @@ class Partition:
             self.on_change(self)
 
     def maybe_advance_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR; it never moves backwards. True if it moved."""
+        """HW = min LEO over the ISR and the joining follower; it never moves backwards.
+        True if it moved."""
         leo = self.log.log_end_offset
         new_hw = min(
             (leo if r == self.broker_id else self._replica_leos.get(r, 0)) for r in self.isr
         )
+        if self.joining is not None:
+            new_hw = min(new_hw, self._replica_leos.get(self.joining, 0))
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             self.log.first_unstable_offset(new_hw)  # forgets transactions now stable
@@ -235,6 +243,7 @@ class Partition:
         self.leader = self.broker_id
         self.leader_epoch = epoch
         self.isr = set(isr)
+        self.joining = None
         self.zk_version = zk_version
         self._replica_leos = {}
         self._last_fetch = {}
@@ -253,6 +262,7 @@ class Partition:
         self.leader = leader
         self.leader_epoch = epoch
         self.isr = set(isr)
+        self.joining = None
         self.zk_version = zk_version
         self._replica_leos = {}
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
@@ -260,7 +270,11 @@ class Partition:
             self.on_change(self)
 
     def update_isr(self, isr, zk_version: int) -> None:
-        """The ISR changed in ZooKeeper (own write, or the controller's)."""
+        """The ISR as ZooKeeper has it (own write, a re-read, or the controller's). A
+        new version of the state settles a pending expansion (ZooKeeper took it, or
+        another write came first and the expansion's compare-and-set fails)."""
+        if zk_version != self.zk_version:
+            self.joining = None
         self.isr = set(isr)
         self.zk_version = zk_version
         if self.is_leader and self.on_change is not None:

@@ -66,3 +66,31 @@ def test_last_stable_offset_is_never_below_the_log_start(tmp_path):
     log.delete_records_before(2)
     assert p.last_stable_offset == 2
     log.close()
+
+
+def test_a_joining_follower_holds_the_high_watermark_until_zookeeper_settles_it():
+    """KIP-497's maximal ISR: once the leader writes a follower into the ISR, the
+    controller may elect it, so nothing is committed that the follower lacks."""
+    p = Partition("t", 0, FakeLog(), 0, [0, 1])
+    p.zk_version = 4
+    p.append_as_leader(b"abc", required_acks=1)
+    p.update_follower_leo(1, 3)
+    assert p.high_watermark == 3 and p.can_join_isr(1)
+    p.joining = 1  # the ISR manager is writing ISR [0, 1]
+    p.append_as_leader(b"de", required_acks=1)
+    assert p.high_watermark == 3
+    p.update_follower_leo(1, 4)
+    assert p.high_watermark == 4
+    p.update_isr([0], 4)  # the same version again (a watch): nothing settled
+    assert p.joining == 1
+    p.update_isr([0, 1], 5)  # ZooKeeper took it
+    assert p.joining is None and p.isr == {0, 1} and p.high_watermark == 4
+    p.update_follower_leo(1, 5)
+    assert p.high_watermark == 5
+
+
+def test_following_ends_an_expansion():
+    p = Partition("t", 0, FakeLog(), 0, [0, 1])
+    p.joining = 1
+    p.become_follower(1, 1, [0, 1], 6)
+    assert p.joining is None

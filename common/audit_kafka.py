@@ -174,34 +174,53 @@ class AuditFollower:
                 "group.id": "logflume-audit",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
+                "enable.partition.eof": True,
             }
         )
-        self.assigned = False
+        self.partitions: list[int] = []
+        self.eof_at: dict[int, int] = {}  # partition -> the end offset it last reported
         self.latest: dict[bytes, AuditRecord] = {}
         self.firsts: dict[tuple[str, str], AuditRecord] = {}  # a tier's first minute
         self.marks: dict[bytes, Progress] = {}
 
-    def update(self, timeout_s: float = READ_TIMEOUT_S, poll_s: float = 0.5) -> None:
-        """Read everything published since the last call (until nothing more comes
-        within `poll_s`)."""
+    def update(self, timeout_s: float = READ_TIMEOUT_S, poll_s: float = 0.5) -> bool:
+        """Read what was published since the last call, up to each partition's end as
+        it was when this call began (its last stable offset: read_committed), and for
+        at most `timeout_s`; the rest is the next call's. Agents publish all the time,
+        so reading "until nothing more comes" would never end on a busy topic. Whether
+        every partition was read to that end (False: the topic does not exist yet,
+        or `timeout_s` ran out first)."""
         from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-        if not self.assigned:
+        if not self.partitions:
             meta = self.consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
             if meta is None or meta.error is not None or not meta.partitions:
-                return
+                return False
+            self.partitions = sorted(meta.partitions)
             self.consumer.assign(
-                [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in meta.partitions]
+                [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.partitions]
             )
-            self.assigned = True
+        deadline = time.monotonic() + timeout_s
+        ends = {}
+        for p in self.partitions:
+            tp = TopicPartition(self.topic, p)
+            ends[p] = self.consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)[1]
         horizon = int(time.time() * 1000) - self.horizon_ms
         while True:
-            batch = self.consumer.consume(10_000, poll_s)
-            for msg in batch:
+            positions = self.consumer.position([TopicPartition(self.topic, p) for p in ends])
+            for tp in positions:
+                if max(tp.offset, self.eof_at.get(tp.partition, -1)) >= ends[tp.partition]:
+                    del ends[tp.partition]
+            if not ends or time.monotonic() > deadline:
+                break
+            for msg in self.consumer.consume(10_000, poll_s):
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
                         raise AuditReadError(f"reading {self.topic}: {err.str()}")
+                    partition, offset = msg.partition(), msg.offset()
+                    if partition is not None and offset is not None:
+                        self.eof_at[partition] = offset
                     continue
                 key, value = msg.key(), msg.value()
                 if key is None:
@@ -216,9 +235,8 @@ class AuditFollower:
                     self.firsts[(rec.tier, rec.bucket.topic)] = rec
                 if rec.bucket.minute >= horizon:
                     self.latest[key] = rec
-            if not batch:
-                break
         self.latest = {k: r for k, r in self.latest.items() if r.bucket.minute >= horizon}
+        return not ends
 
     def records(self) -> list[AuditRecord]:
         return list(self.latest.values())

@@ -17,11 +17,13 @@ WHEELHOUSE_STAMP := $(WHEELHOUSE)/.filled
 	system-deps-bench clean dist deb
 
 # native/recordscheck is named beside the project: the broker and etl extras require it
-# and no package index has it.
-$(STAMP): pyproject.toml native/recordscheck/pyproject.toml native/recordscheck/logflume_recordscheck/*.c
+# and no package index has it. native/nginxparse, the agent's C parser of nginx lines,
+# is optional for an agent (install-agent.sh adds it where it builds); tests need it.
+$(STAMP): pyproject.toml native/recordscheck/pyproject.toml native/recordscheck/logflume_recordscheck/*.c \
+		native/nginxparse/pyproject.toml native/nginxparse/logflume_nginxparse/*.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[all,dev,bench]' ./native/recordscheck
+	$(BIN)/pip install -q -e '.[all,dev,bench]' ./native/recordscheck ./native/nginxparse
 	touch $@
 
 # Every set; each target below installs only its own.
@@ -74,10 +76,13 @@ clean:
 # Wheels for hosts that should not build from a checkout: dist/logflume-<version>-py3-none-any.whl
 # (install one with deploy/install-agent.sh --wheel, or pip install 'FILE[agent]') and, for
 # broker hosts, dist/logflume_recordscheck-<version>-<python>-<arch>.whl (the broker extra's
-# C records check: pip install 'LOGFLUME_WHEEL[broker]' RECORDSCHECK_WHEEL).
+# C records check: pip install 'LOGFLUME_WHEEL[broker]' RECORDSCHECK_WHEEL), and for web
+# hosts of that architecture dist/logflume_nginxparse-<version>-<python>-<arch>.whl (the
+# agent's optional C parser of nginx lines; install-agent.sh --wheel takes it from beside).
 dist: $(STAMP)
 	$(BIN)/python -m build --wheel --outdir dist .
 	$(BIN)/python -m build --wheel --outdir dist native/recordscheck
+	$(BIN)/python -m build --wheel --outdir dist native/nginxparse
 
 # A Debian package of the agent, self-contained (deploy/deb/build-agent-deb.sh):
 # dist/logflume-agent_<version>-1_<arch>.deb

@@ -157,7 +157,8 @@ elif [ "$from_index" -eq 1 ]; then
   say "installing logflume[$extras] from the package index"
 else
   mkdir "$build/src" "$build/wheel"
-  tar -C "$source_dir" --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./build --exclude=./native/recordscheck/build \
+  tar -C "$source_dir" --exclude=./.git --exclude=./.venv --exclude=./data --exclude=./build \
+    --exclude=./native/recordscheck/build --exclude=./native/nginxparse/build \
     --exclude='*.egg-info' --exclude=__pycache__ --exclude=./bench/out -cf - . \
     | tar -C "$build/src" -xf -
   say "installing logflume[$extras] from $source_dir"
@@ -187,9 +188,37 @@ if [[ ",$extras," =~ ,(broker|etl|all), ]] && [ "$from_index" -eq 0 ]; then
   fi
   native=("$native_wheel")
 fi
+# The agent's nginx parser in C (native/nginxparse) is optional: without it an agent
+# parses every line in Python, at about twice the CPU per line. From a tree it is built
+# where a C compiler and Python's headers are; with --wheel it is taken from beside the
+# wheel when `make dist` put one there. A wheel that does not build or does not suit
+# this machine is said and left out.
+parser_wheel=""
+if [[ ",$extras," =~ ,(agent|all), ]] && [ "$from_index" -eq 0 ]; then
+  if [ -n "$wheel" ]; then
+    for candidate in "$(dirname "$code")"/logflume_nginxparse-*.whl; do  # the newest
+      if [ -f "$candidate" ] && { [ -z "$parser_wheel" ] || [ "$candidate" -nt "$parser_wheel" ]; }; then
+        parser_wheel="$candidate"
+      fi
+    done
+  elif "${pip[@]}" wheel --quiet --no-deps "${pip_args[@]}" --wheel-dir "$build/parser" \
+      "$build/src/native/nginxparse" >"$build/parser.log" 2>&1; then
+    parser_wheel="$(echo "$build"/parser/logflume_nginxparse-*.whl)"
+  else
+    say "the nginx parser in C did not build (it needs a C compiler and python3-dev): the agent parses in Python"
+  fi
+fi
 "${pip[@]}" install --quiet --upgrade "${pip_args[@]}" "${code}[$extras]" "${native[@]}"
 if [ "$from_index" -eq 0 ]; then
   "${pip[@]}" install --quiet --force-reinstall --no-deps "${pip_args[@]}" "$code"
+fi
+if [ -n "$parser_wheel" ]; then
+  if "${pip[@]}" install --quiet --force-reinstall --no-deps "${pip_args[@]}" "$parser_wheel" \
+      >"$build/parser.log" 2>&1; then
+    say "installed the nginx parser in C ($(basename "$parser_wheel"))"
+  else
+    say "$(basename "$parser_wheel") does not install here: the agent parses in Python"
+  fi
 fi
 "$prefix/bin/logflume" --help >/dev/null || die "$prefix/bin/logflume does not run"
 after="$(installed_version)"

@@ -73,6 +73,18 @@ venv="$root/opt/logflume"
 "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile \
   "${pip_args[@]}" "${wheel}[agent]"
+# the agent's optional nginx parser in C, when `make dist` built it beside the wheel
+# (for this machine: the package is of this architecture)
+parser_wheel=""
+for candidate in "$(dirname "$wheel")"/logflume_nginxparse-*.whl; do  # the newest
+  if [ -f "$candidate" ] && { [ -z "$parser_wheel" ] || [ "$candidate" -nt "$parser_wheel" ]; }; then
+    parser_wheel="$candidate"
+  fi
+done
+if [ -n "$parser_wheel" ]; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
+    "${pip_args[@]}" "$parser_wheel"
+fi
 "$venv/bin/python" -m logflume manpage | gzip -9n >"$stage/logflume.1.gz"
 "$venv/bin/python" -m logflume completion bash >"$stage/logflume.bash"
 "$venv/bin/python" -m logflume completion zsh >"$stage/_logflume"

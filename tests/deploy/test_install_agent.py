@@ -262,6 +262,34 @@ def test_a_spark_host_gets_the_c_record_decoding_from_the_tree(tmp_path):
     assert out.stdout.split() == ["0.2.0"], out.stdout + out.stderr
 
 
+PARSER_FILE = "import logflume_nginxparse, agent.interceptors.nginx as n; "
+PARSER_FILE += "print(logflume_nginxparse.__file__, n.native_combined is not None)"
+
+
+def test_a_web_host_gets_the_c_nginx_parser_from_the_tree(trial):
+    """The agent's nginx parser in C (native/nginxparse) is built and installed with
+    the agent, and the installed agent parses with it."""
+    prefix, out = trial
+    assert "installed the nginx parser in C (logflume_nginxparse-0.1.0-" in out, out
+    result = run([str(prefix / "bin" / "python"), "-I", "-c", PARSER_FILE])
+    where, used = result.stdout.split()
+    assert where.startswith(str(prefix)) and used == "True", result.stdout + result.stderr
+
+
+def test_without_a_c_compiler_the_agent_installs_without_the_c_parser(tmp_path):
+    """The C parser is optional: where it does not build, the install says so and
+    goes on (the agent then parses every line with the reference parser)."""
+    prefix = tmp_path / "logflume"
+    cmd = ["bash", str(SCRIPT), "--prefix", str(prefix), "--python", sys.executable]
+    cmd += ["--reuse-site-packages", sysconfig.get_path("purelib"), "--no-enable"]
+    result = run(cmd, env={**os.environ, "CC": "false"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the nginx parser in C did not build" in result.stdout, result.stdout
+    assert not list(prefix.glob("lib/python*/site-packages/logflume_nginxparse*"))
+    validate = run([str(prefix / "bin" / "logflume"), "agent", "--help"])
+    assert validate.returncode == 0, validate.stderr
+
+
 def test_a_broker_install_from_a_wheel_wants_the_records_check_beside_it(wheel, tmp_path):
     alone = tmp_path / "dist"
     alone.mkdir()

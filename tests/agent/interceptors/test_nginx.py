@@ -1,11 +1,24 @@
-"""nginx access-log parser: golden lines, failures kept and flagged, random input."""
+"""nginx access-log parser: golden lines, failures kept and flagged, random input; each
+test twice, with the C parser of plain lines (native/nginxparse) and without it."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.api import Event
+from agent.interceptors import nginx
 from agent.interceptors.nginx import NginxParser, parse_seconds, parse_time_local
 from tests.sources.harness import FakeMetrics, make_context
+
+
+@pytest.fixture(autouse=True, params=["native", "reference"])
+def implementation(request, monkeypatch):
+    """Parsers made in the test use the C parser first, or the reference alone."""
+    assert nginx.native_combined is not None, "make test installs native/nginxparse"
+    if request.param == "reference":
+        monkeypatch.setattr(nginx, "native_combined", None)
+    return request.param
+
 
 UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0"
 

@@ -290,6 +290,28 @@ def test_without_a_c_compiler_the_agent_installs_without_the_c_parser(tmp_path):
     assert validate.returncode == 0, validate.stderr
 
 
+def test_an_agent_install_from_a_wheel_takes_the_c_parser_beside_it(wheel, tmp_path):
+    """`make dist` puts logflume_nginxparse-*.whl beside the logflume wheel: --wheel
+    installs it; one for another platform is said and left out."""
+    dist = tmp_path / "dist"
+    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps"]
+    build += ["--no-build-isolation", "--wheel-dir", str(dist), str(REPO / "native/nginxparse")]
+    assert run(build).returncode == 0
+    shutil.copy(wheel, dist / wheel.name)
+    prefix = tmp_path / "logflume"
+    out = install(prefix, "--wheel", str(dist / wheel.name), "--no-enable")
+    assert "installed the nginx parser in C (logflume_nginxparse-0.1.0-" in out, out
+    result = run([str(prefix / "bin" / "python"), "-I", "-c", PARSER_FILE])
+    where, used = result.stdout.split()
+    assert where.startswith(str(prefix)) and used == "True", result.stdout + result.stderr
+
+    (built,) = dist.glob("logflume_nginxparse-*.whl")
+    built.rename(dist / "logflume_nginxparse-0.1.0-cp311-cp311-win_amd64.whl")
+    other = install(tmp_path / "other", "--wheel", str(dist / wheel.name), "--no-enable")
+    assert "logflume_nginxparse-0.1.0-cp311-cp311-win_amd64.whl does not install here" in other
+    assert not list((tmp_path / "other").glob("lib/python*/site-packages/logflume_nginxparse*"))
+
+
 def test_a_broker_install_from_a_wheel_wants_the_records_check_beside_it(wheel, tmp_path):
     alone = tmp_path / "dist"
     alone.mkdir()

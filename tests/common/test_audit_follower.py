@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from common.audit import AuditRecord, Bucket, Tally
 from common.audit_kafka import AuditFollower
+from testkit.procs import wait_until
 
 TOPIC = "logflume-audit"
 HOUR_MS = 3_600_000
@@ -50,9 +51,8 @@ def test_an_update_ends_while_agents_keep_publishing_and_misses_nothing_before_i
     writer = threading.Thread(target=publish)
     writer.start()
     try:
+        wait_until(lambda: len(sent) >= 50, 30, "acknowledged audit records")
         for _ in range(5):
-            while len(sent) < 50:
-                time.sleep(0.01)
             before = len(sent)
             last_acked = max(sent[:before])
             assert f.update(timeout_s=120, poll_s=0.1) is True

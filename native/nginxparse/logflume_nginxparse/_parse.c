@@ -279,14 +279,13 @@ static PyObject *record_of(PyObject *body, int timed)
     PyObject *d = PyDict_New();
     if (d == NULL)
         return NULL;
-    Py_INCREF(cached_iso);
-    Py_INCREF(cached_ts);
-    if (set_item(d, k_time, cached_iso) < 0 || set_item(d, k_ts, cached_ts) < 0 ||
+    if (set_item(d, k_time, Py_NewRef(cached_iso)) < 0 ||
+        set_item(d, k_ts, Py_NewRef(cached_ts)) < 0 ||
         set_item(d, k_client, text(f.client)) < 0 ||
         set_item(d, k_user, text_or_none(f.user)) < 0 ||
-        set_item(d, k_method, parts <= 3 && parts >= 2 ? text(method) : Py_NewRef(Py_None)) < 0 ||
+        set_item(d, k_method, method.p != NULL ? text(method) : Py_NewRef(Py_None)) < 0 ||
         set_item(d, k_path, text(path)) < 0 ||
-        set_item(d, k_protocol, parts == 3 ? text(protocol) : Py_NewRef(Py_None)) < 0 ||
+        set_item(d, k_protocol, protocol.p != NULL ? text(protocol) : Py_NewRef(Py_None)) < 0 ||
         set_item(d, k_status, PyLong_FromLong(status)) < 0 ||
         set_item(d, k_bytes, PyLong_FromLongLong(size)) < 0 ||
         set_item(d, k_referrer, text_or_none(f.referrer)) < 0 ||

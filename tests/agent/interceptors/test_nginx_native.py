@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from logflume_nginxparse import parse_combined
 
 from agent.api import Event
-from agent.interceptors import nginx
 from agent.interceptors.nginx import NginxParser
 from spark_etl.loggen import lines
 from tests.sources.harness import make_context
@@ -22,12 +21,8 @@ PLAIN = (
 
 def outcome(lines: list[bytes], native: bool, fmt: str = "combined"):
     """(record, time, headers) of each line through a parser with or without C."""
-    saved = nginx.native_combined
-    nginx.native_combined = parse_combined if native else None
-    try:
-        p = NginxParser(NginxParser.Config(format=fmt), make_context("/nonexistent", "p"))
-    finally:
-        nginx.native_combined = saved
+    p = NginxParser(NginxParser.Config(format=fmt), make_context("/nonexistent", "p"))
+    p._native = parse_combined if native else None
     events = p.intercept([Event(line) for line in lines])
     return [(e.record, e.time, e.headers) for e in events]
 

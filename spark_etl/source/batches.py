@@ -78,61 +78,94 @@ def record_set_to_arrow(
     response. The next offset follows the last complete batch (never below
     `start`); CorruptRecordError naming the partition and batch for a bad one.
     """
-    decode_batches = _decoder()
-    view = memoryview(data if data is not None else b"").cast("B")
-    txns = _AbortedTransactions(aborted) if aborted is not None else None
-    out: list[pa.RecordBatch] = []
-    parts: list[tuple] = []
-    size = 0
-    next_offset = start
-    pos = 0
-    while len(view) - pos >= LOG_OVERHEAD:
-        base_offset, batch_length = _LENGTH.unpack_from(view, pos)
-        if len(view) - pos > MAGIC_AT and view[pos + MAGIC_AT] != MAGIC:
-            raise _corrupt(
-                topic,
-                partition,
-                base_offset,
-                f"magic {view[pos + MAGIC_AT]}: only record batches v2 (magic 2) are read",
+    record_set = RecordSet(data, topic, partition, start, end, aborted)
+    return record_set.to_arrow(arrow_schema), record_set.next_offset
+
+
+class RecordSet:
+    """A fetched record set, walked batch by batch (lengths, magic, CRC32C and, in
+    read_committed, the transactions) but not yet decoded: `next_offset` is known
+    before `to_arrow` does the work, so that the next fetch can be on its way
+    meanwhile. Arguments as for `record_set_to_arrow`."""
+
+    def __init__(
+        self,
+        data,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        aborted: list[tuple[int, int]] | None,
+    ):
+        self._where = (topic, partition)
+        self._range = (start, end)
+        # (attributes, records section as stored, count, base offset, first and max
+        # timestamps) of each batch with records to return
+        self._kept: list[tuple[int, memoryview, int, int, int, int]] = []
+        self.next_offset = start
+        view = memoryview(data if data is not None else b"").cast("B")
+        txns = _AbortedTransactions(aborted) if aborted is not None else None
+        pos = 0
+        while len(view) - pos >= LOG_OVERHEAD:
+            base_offset, batch_length = _LENGTH.unpack_from(view, pos)
+            if len(view) - pos > MAGIC_AT and view[pos + MAGIC_AT] != MAGIC:
+                raise _corrupt(
+                    topic,
+                    partition,
+                    base_offset,
+                    f"magic {view[pos + MAGIC_AT]}: only record batches v2 (magic 2) are read",
+                )
+            batch_end = pos + LOG_OVERHEAD + batch_length
+            if batch_end > len(view) or batch_end - pos < _HEADER.size:
+                if batch_length < _HEADER.size - LOG_OVERHEAD:
+                    raise _corrupt(topic, partition, base_offset, f"batch length {batch_length}")
+                break  # the trailing batch the fetch's size limit cut
+            (_, _, _, _, crc, attrs, last_delta, first_ts, max_ts, pid, _, _, count) = (
+                _HEADER.unpack_from(view, pos)
             )
-        batch_end = pos + LOG_OVERHEAD + batch_length
-        if batch_end > len(view) or batch_end - pos < _HEADER.size:
-            if batch_length < _HEADER.size - LOG_OVERHEAD:
-                raise _corrupt(topic, partition, base_offset, f"batch length {batch_length}")
-            break  # the trailing batch the fetch's size limit cut
-        (_, _, _, _, crc, attrs, last_delta, first_ts, max_ts, pid, _, _, count) = (
-            _HEADER.unpack_from(view, pos)
-        )
-        actual = crc32c.crc32c(view[pos + CRC_FROM : batch_end])
-        if actual != crc:
-            raise _corrupt(
-                topic, partition, base_offset, f"CRC32C {actual:#010x}, stored {crc:#010x}"
+            actual = crc32c.crc32c(view[pos + CRC_FROM : batch_end])
+            if actual != crc:
+                raise _corrupt(
+                    topic, partition, base_offset, f"CRC32C {actual:#010x}, stored {crc:#010x}"
+                )
+            records = view[pos + _HEADER.size : batch_end]
+            pos = batch_end
+            last_offset = base_offset + last_delta
+            self.next_offset = max(self.next_offset, last_offset + 1)
+            if txns is not None and pid >= 0:
+                txns.reach(last_offset)
+                if attrs & _CONTROL:
+                    if _is_abort(_records(attrs, records, topic, partition, base_offset)):
+                        txns.ended(pid)
+                    continue
+                if attrs & _TRANSACTIONAL and txns.is_aborted(pid):
+                    continue
+            if attrs & _CONTROL or last_offset < start or base_offset >= end or not count:
+                continue
+            self._kept.append((attrs, records, count, base_offset, first_ts, max_ts))
+
+    def to_arrow(self, arrow_schema) -> list[pa.RecordBatch]:
+        """The kept records in `arrow_schema`: decompressed, then decoded in C, a
+        call per _MAX_CALL_BYTES of records."""
+        if not self._kept:
+            return []
+        decode_batches = _decoder()
+        topic, partition = self._where
+        start, end = self._range
+        out: list[pa.RecordBatch] = []
+        parts: list[tuple] = []
+        size = 0
+        for attrs, records, count, base_offset, first_ts, max_ts in self._kept:
+            section = _records(attrs, records, topic, partition, base_offset)
+            if parts and size + len(section) > _MAX_CALL_BYTES:
+                out += _decode(decode_batches, parts, topic, partition, start, end, arrow_schema)
+                parts, size = [], 0
+            parts.append(
+                (section, count, base_offset, first_ts, max_ts, bool(attrs & _LOG_APPEND_TIME))
             )
-        records = view[pos + _HEADER.size : batch_end]
-        pos = batch_end
-        last_offset = base_offset + last_delta
-        next_offset = max(next_offset, last_offset + 1)
-        if txns is not None and pid >= 0:
-            txns.reach(last_offset)
-            if attrs & _CONTROL:
-                if _is_abort(_records(attrs, records, topic, partition, base_offset)):
-                    txns.ended(pid)
-                continue
-            if attrs & _TRANSACTIONAL and txns.is_aborted(pid):
-                continue
-        if attrs & _CONTROL or last_offset < start or base_offset >= end or not count:
-            continue
-        section = _records(attrs, records, topic, partition, base_offset)
-        if parts and size + len(section) > _MAX_CALL_BYTES:
-            out += _decode(decode_batches, parts, topic, partition, start, end, arrow_schema)
-            parts, size = [], 0
-        parts.append(
-            (section, count, base_offset, first_ts, max_ts, bool(attrs & _LOG_APPEND_TIME))
-        )
-        size += len(section)
-    if parts:
+            size += len(section)
         out += _decode(decode_batches, parts, topic, partition, start, end, arrow_schema)
-    return out, next_offset
+        return out
 
 
 def _decoder():

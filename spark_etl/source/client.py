@@ -7,7 +7,7 @@ fetchers of the reads are pooled the same way (fetcher.borrowed).
 
 `read_range` is the hot path: it fetches the range's raw record sets from the
 partition's leader and decodes them straight into pyarrow.RecordBatches in the
-Kafka-source schema (batches.record_set_to_arrow, in C), without a Python object per
+Kafka-source schema (batches.RecordSet, in C), without a Python object per
 record: consume() cost ~0.5 us a record (one Python Message each) and building the
 columns from those ~0.4 us more. bench/RESULTS.md has the measurements.
 
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from spark_etl.source import fetcher
-from spark_etl.source.batches import record_set_to_arrow
+from spark_etl.source.batches import RecordSet
 from spark_etl.source.options import TP, DataLossError, SourceOptions, check_start
 from spark_etl.source.pool import ClientPool
 
@@ -154,8 +154,10 @@ def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) 
     `arrow_schema`: the Kafka source's columns, then optionally VALUE_HASH.
 
     Raw record sets from Fetch requests to the partition's leader (fetcher.py),
-    decoded into Arrow by batches.record_set_to_arrow: control batches and, in
-    read_committed, aborted transactions' records are skipped. Offsets retention
+    decoded into Arrow by batches.RecordSet: control batches and, in
+    read_committed, aborted transactions' records are skipped. The next Fetch is
+    sent before a record set is decoded (`prefetch`), so that the broker reads and
+    sends it meanwhile (the read waited for each answer for a third of its time). Offsets retention
     removed (OFFSET_OUT_OF_RANGE) go to `check_start` (failOnDataLoss). When the
     partition ends (its high watermark, or its last stable offset in
     read_committed) before `end` and stays so for END_CONFIRM_S, the planned offsets
@@ -176,10 +178,11 @@ def read_range(opts: SourceOptions, tp: TP, start: int, end: int, arrow_schema) 
                 nxt = check_start(tp, pos, low, high, opts.fail_on_data_loss, log)
                 log_end = end  # the log's bounds hold `pos` again: only ask again
             else:
-                batches, nxt = record_set_to_arrow(
-                    data.records, topic, partition, pos, end, arrow_schema, data.aborted
-                )
-                for batch in batches:
+                records = RecordSet(data.records, topic, partition, pos, end, data.aborted)
+                nxt = records.next_offset
+                if pos < nxt < end:
+                    source.prefetch(tp, nxt, read_committed)
+                for batch in records.to_arrow(arrow_schema):
                     if batch.num_rows:
                         yield batch
                 log_end = data.last_stable_offset if read_committed else data.high_watermark

@@ -19,6 +19,10 @@ cannot honour is an error naming it.
 A `Fetcher` holds sockets, so it never lives in what Spark pickles: `borrowed` takes
 one from a per-process pool keyed by its settings (pool.py).
 
+`prefetch` sends the next Fetch of a read before the caller decodes the last answer
+(a connection's requests are answered in order): the broker reads and sends the next
+records meanwhile, where a read otherwise waited for each answer.
+
 `fetch` answers with the partition's data or OFFSET_OUT_OF_RANGE (the caller decides
 what that means); a partition whose leader moved or is gone (NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_LEADER_EPOCH, LEADER_NOT_AVAILABLE, a refused or dropped connection, ...) is
@@ -28,6 +32,7 @@ is a FetchError with Kafka's error name.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -35,7 +40,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 from common.kafka_python_config import KafkaPythonConfigError, client_settings
@@ -147,15 +152,27 @@ def _tls_context(settings: dict[str, Any]) -> ssl.SSLContext:
     return context
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Sent:
+    """A request sent on a connection, its answer to be read."""
+
+    correlation: int
+    key: Hashable
+    response_class: Any
+    version: int
+
+
 class _Connection:
     """One blocking connection to a broker, ready for requests once made: TLS,
-    ApiVersions and the SASL exchange done. One request at a time."""
+    ApiVersions and the SASL exchange done. Requests may be sent ahead of reading
+    the answers to earlier ones (`send`, `receive`)."""
 
     def __init__(self, host: str, port: int, settings: dict[str, Any]):
         from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
         self._client_id = settings["client_id"]
         self._correlation = 0
+        self._in_flight: collections.deque[_Sent] = collections.deque()
         self.throttled_until = 0.0
         try:
             sock = socket.create_connection((host, port), timeout=REQUEST_TIMEOUT_S)
@@ -234,6 +251,11 @@ class _Connection:
 
     def request(self, request, response_class, version: int):
         """Send `request` as `version`, wait for its response and decode it."""
+        return self.receive(self.send(request, response_class, version))
+
+    def send(self, request, response_class, version: int, key: Hashable = None) -> _Sent:
+        """Send `request` as `version` without waiting: `receive` reads its answer.
+        `key` names it for `sent_for`."""
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         request.API_VERSION = version
         request.with_header(correlation_id=self._correlation, client_id=self._client_id)
@@ -242,15 +264,37 @@ class _Connection:
             time.sleep(wait)  # the broker asked for it (quotas, KIP-219)
         try:
             self._sock.sendall(request.encode(framed=True, header=True))
-            (size,) = _SIZE.unpack(self._read(4))
-            if not 4 <= size <= MAX_FRAME_BYTES:
-                raise FetchError(f"logflume: a response frame of {size} bytes: not Kafka's")
-            frame = memoryview(self._read(size))
         except OSError as e:  # timeouts, resets, TLS errors
             raise _Lost(str(e) or type(e).__name__) from None
-        (correlation,) = _SIZE.unpack_from(frame)
-        if correlation != self._correlation:
-            raise _Lost(f"correlation id {correlation}, expected {self._correlation}")
+        sent = _Sent(self._correlation, key, response_class, version)
+        self._in_flight.append(sent)
+        return sent
+
+    def sent_for(self, key: Hashable) -> _Sent | None:
+        """The request sent with `key` whose answer is not read yet, if any."""
+        return next((sent for sent in self._in_flight if sent.key == key), None)
+
+    def receive(self, sent: _Sent):
+        """The answer to `sent`, decoded. A broker answers a connection's requests in
+        order: the answers to requests sent before it, which nobody waits for any
+        more (a read given up after asking ahead), are read and dropped."""
+        if sent not in self._in_flight:
+            raise ValueError(f"no request in flight with correlation id {sent.correlation}")
+        while True:
+            first = self._in_flight.popleft()
+            try:
+                (size,) = _SIZE.unpack(self._read(4))
+                if not 4 <= size <= MAX_FRAME_BYTES:
+                    raise FetchError(f"logflume: a response frame of {size} bytes: not Kafka's")
+                frame = memoryview(self._read(size))
+            except OSError as e:  # timeouts, resets, TLS errors
+                raise _Lost(str(e) or type(e).__name__) from None
+            (correlation,) = _SIZE.unpack_from(frame)
+            if correlation != first.correlation:
+                raise _Lost(f"correlation id {correlation}, expected {first.correlation}")
+            if first is sent:
+                break
+        response_class, version = sent.response_class, sent.version
         pos = 4
         if (
             response_class.flexible_version_q(version)
@@ -419,15 +463,24 @@ class Fetcher:
             log.info("logflume: fetch of %s-%d: %s; asking again", tp[0], tp[1], why)
             time.sleep(RETRY_BACKOFF_S)
 
-    def _fetch_once(
-        self, leader: int, tp: TP, offset: int, read_committed: bool
-    ) -> tuple[PartitionData | None, int]:
-        """(the partition's data, NONE), or (None, the code of a leader change)."""
+    def prefetch(self, tp: TP, offset: int, read_committed: bool) -> None:
+        """Ask `tp`'s leader for its records from `offset` now, without waiting: the
+        broker reads and sends them while the caller decodes the last ones, and the
+        `fetch` that asks for the same reads the answer. Nothing is sent without a
+        known leader and an open connection to it; a failed send drops the
+        connection (the `fetch` connects and asks again)."""
+        leader = self._leaders.get(tp, -1)
+        conn = self._conns.get(leader)
+        if conn is None or leader not in self._brokers:
+            return
+        try:
+            self._send_fetch(conn, tp, offset, read_committed)
+        except _Lost:
+            self._drop(leader)
+
+    def _send_fetch(self, conn: _Connection, tp: TP, offset: int, read_committed: bool) -> _Sent:
         from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-        if leader not in self._brokers:
-            return None, LEADER_NOT_AVAILABLE  # a leader not among the brokers listed
-        conn = self._connection(leader)
         topic, partition = tp
         topic_id = self._topic_ids.get(topic)
         highest = FETCH_VERSIONS[1] if topic_id is not None else FETCH_MAX_VERSION_BY_NAME
@@ -459,7 +512,20 @@ class Fetcher:
             forgotten_topics_data=[],
             rack_id="",
         )
-        response = conn.request(request, FetchResponse, version)
+        return conn.send(request, FetchResponse, version, key=(tp, offset, read_committed))
+
+    def _fetch_once(
+        self, leader: int, tp: TP, offset: int, read_committed: bool
+    ) -> tuple[PartitionData | None, int]:
+        """(the partition's data, NONE), or (None, the code of a leader change)."""
+        if leader not in self._brokers:
+            return None, LEADER_NOT_AVAILABLE  # a leader not among the brokers listed
+        conn = self._connection(leader)
+        topic, partition = tp
+        sent = conn.sent_for((tp, offset, read_committed))
+        if sent is None:
+            sent = self._send_fetch(conn, tp, offset, read_committed)
+        response = conn.receive(sent)
         if response.error_code:
             raise _failed(f"fetch of {topic}-{partition}", response.error_code)
         part = response.responses[0].partitions[0]

@@ -95,6 +95,52 @@ def test_the_pool_hands_back_the_same_fetcher(bk):
         assert third is not failed
 
 
+def in_flight(source: fetcher.Fetcher) -> int:
+    """Requests sent on the fetcher's connections whose answers are not read."""
+    return sum(len(conn._in_flight) for conn in source._conns.values())
+
+
+def test_a_fetch_asked_ahead_is_answered_to_the_fetch_that_asks_for_it(bk):
+    create_topic(bk.bootstrap, "ahead", 1)
+    for _ in range(3):  # a batch each
+        produce(bk.bootstrap, "ahead", [b"y" * 100] * 100)
+    tp = ("ahead", 0)
+    with fetcher.borrowed({"bootstrap.servers": bk.bootstrap}) as source:
+        first = source.fetch(tp, 0, False, time.monotonic() + 30)
+        nxt = batches(first.records)[0][1] + 1
+        plain = source.fetch(tp, nxt, False, time.monotonic() + 30)
+        source.prefetch(tp, nxt, False)
+        assert in_flight(source) == 1
+        ahead = source.fetch(tp, nxt, False, time.monotonic() + 30)
+        assert ahead == plain and batches(ahead.records)[0][0] == nxt == 100
+        assert in_flight(source) == 0
+        # the same offset asked ahead in read_uncommitted is not a read_committed answer
+        source.prefetch(tp, nxt, False)
+        assert batches(source.fetch(tp, nxt, True, time.monotonic() + 30).records)
+        assert in_flight(source) == 0
+
+
+def test_an_answer_nobody_waits_for_any_more_is_dropped(bk):
+    create_topic(bk.bootstrap, "dropped", 1)
+    produce(bk.bootstrap, "dropped", [b"z" * 100] * 300)
+    tp = ("dropped", 0)
+    with fetcher.borrowed({"bootstrap.servers": bk.bootstrap}) as source:
+        source.fetch(tp, 0, False, time.monotonic() + 30)
+        source.prefetch(tp, 0, False)
+        source.prefetch(tp, 100, False)
+        got = batches(source.fetch(tp, 299, False, time.monotonic() + 30).records)
+        assert got[0][0] <= 299 <= got[0][1]
+        assert in_flight(source) == 0
+        source.refresh_metadata("dropped")  # the connection is in step again
+        assert batches(source.fetch(tp, 0, False, time.monotonic() + 30).records)[0][0] == 0
+
+
+def test_nothing_is_asked_ahead_of_a_partition_without_a_known_leader(bk):
+    with fetcher.borrowed({"bootstrap.servers": bk.bootstrap}) as source:
+        source.prefetch(("unknown", 0), 0, False)
+        assert in_flight(source) == 0
+
+
 def test_offset_out_of_range(bk):
     create_topic(bk.bootstrap, "oor", 1)
     produce(bk.bootstrap, "oor", [b"a", b"b"])

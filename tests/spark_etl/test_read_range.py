@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from spark_etl.source import client
+from spark_etl.source import client, fetcher
+from spark_etl.source.batches import RecordSet
 from spark_etl.source.datasource import RECORDS_ARROW_SCHEMA
 from spark_etl.source.options import DataLossError, SourceOptions
 from testkit.kafka import create_topic, produce
@@ -47,6 +48,29 @@ def test_the_range_exactly_across_fetches(bk):
     assert _offsets(batches) == list(range(1234, 9876))
     row = batches[0].slice(0, 1).to_pylist()[0]
     assert row["value"] == b"1234:" + VALUE and (row["topic"], row["partition"]) == ("rr", 0)
+
+
+def test_each_fetch_is_on_its_way_while_the_last_records_are_decoded(bk, monkeypatch):
+    events = []
+    send, to_arrow = fetcher.Fetcher._send_fetch, RecordSet.to_arrow
+
+    def sending(self, conn, tp, offset, read_committed):
+        events.append(("send", offset))
+        return send(self, conn, tp, offset, read_committed)
+
+    def decoding(self, arrow_schema):
+        events.append(("decode", self.next_offset))
+        return to_arrow(self, arrow_schema)
+
+    monkeypatch.setattr(fetcher.Fetcher, "_send_fetch", sending)
+    monkeypatch.setattr(RecordSet, "to_arrow", decoding)
+    batches = list(client.read_range(_opts(bk), ("rr", 0), 1234, 9876, RECORDS_ARROW_SCHEMA))
+    assert _offsets(batches) == list(range(1234, 9876))
+    sent = [offset for what, offset in events if what == "send"]
+    assert len(sent) >= 3 and len(set(sent)) == len(sent)  # several, each asked once
+    for i, (what, next_offset) in enumerate(events):
+        if what == "decode" and next_offset < 9876:
+            assert ("send", next_offset) in events[:i]
 
 
 def test_a_range_past_the_log_end_is_data_loss(bk):

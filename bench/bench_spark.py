@@ -156,7 +156,7 @@ def bench_job(
 def figures(mode: str) -> list[dict]:
     records, job_lines, repeat = {
         "quick": (200_000, 50_000, 1),
-        "default": (1_000_000, 500_000, 3),
+        "default": (1_000_000, 500_000, 7),
         "full": (4_000_000, 10_000_000, 3),
     }[mode]
     from spark_etl.session import spark_session

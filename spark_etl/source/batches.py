@@ -4,7 +4,8 @@
 record batches in the Kafka source's schema (the columns, types and nulls Spark's Kafka
 source gives; tests check them against what confluent-kafka's consumer reads), without a Python object per
 record: Python walks the batch headers (CRC32C, codec, transactions: a few us a
-batch), the C extension of logflume-recordscheck (`decode_batches`) walks the
+batch; `RecordSet`, which gives the next offset to fetch before anything is decoded,
+`RecordSet.to_arrow` the rest), the C extension of logflume-recordscheck (`decode_batches`) walks the
 records of all batches into Arrow's buffers (offsets, timestamps, the keys' and
 values' offsets, bytes and validity bitmaps, the headers' lists, each value's XXH64),
 and `pyarrow.Array.from_buffers` wraps them without copying.

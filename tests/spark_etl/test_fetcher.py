@@ -1,5 +1,6 @@
 """The source's Fetch requests (spark_etl/source/fetcher.py) against real broker
-processes: raw record sets as the broker stored them, the aborted transactions and
+processes: raw record sets as the broker stored them, a fetch asked ahead and the
+answers nobody waits for any more, the aborted transactions and
 last stable offset of read_committed, OFFSET_OUT_OF_RANGE, a broker restarting
 mid-read, every security protocol of the secured broker, and the settings it
 refuses."""

@@ -58,6 +58,16 @@ EOF
 
 die() { echo "install-agent: $*" >&2; exit 1; }
 say() { echo "install-agent: $*"; }
+# The newest `$1-*.whl` beside the logflume wheel given with --wheel (empty if none).
+newest_beside() {
+  local newest="" candidate
+  for candidate in "$(dirname "$code")/$1"-*.whl; do
+    if [ -f "$candidate" ] && { [ -z "$newest" ] || [ "$candidate" -nt "$newest" ]; }; then
+      newest="$candidate"
+    fi
+  done
+  printf '%s' "$newest"
+}
 
 source_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix=/opt/logflume
@@ -173,12 +183,7 @@ fi
 native=()
 if [[ ",$extras," =~ ,(broker|etl|all), ]] && [ "$from_index" -eq 0 ]; then
   if [ -n "$wheel" ]; then
-    native_wheel=""
-    for candidate in "$(dirname "$code")"/logflume_recordscheck-*.whl; do  # the newest
-      if [ -f "$candidate" ] && { [ -z "$native_wheel" ] || [ "$candidate" -nt "$native_wheel" ]; }; then
-        native_wheel="$candidate"
-      fi
-    done
+    native_wheel="$(newest_beside logflume_recordscheck)"
     [ -n "$native_wheel" ] || die "--extras $extras needs logflume_recordscheck-*.whl beside $wheel (make dist builds both)"
   else
     "${pip[@]}" wheel --quiet --no-deps "${pip_args[@]}" --wheel-dir "$build/native" \
@@ -196,11 +201,7 @@ fi
 parser_wheel=""
 if [[ ",$extras," =~ ,(agent|all), ]] && [ "$from_index" -eq 0 ]; then
   if [ -n "$wheel" ]; then
-    for candidate in "$(dirname "$code")"/logflume_nginxparse-*.whl; do  # the newest
-      if [ -f "$candidate" ] && { [ -z "$parser_wheel" ] || [ "$candidate" -nt "$parser_wheel" ]; }; then
-        parser_wheel="$candidate"
-      fi
-    done
+    parser_wheel="$(newest_beside logflume_nginxparse)"
   elif "${pip[@]}" wheel --quiet --no-deps "${pip_args[@]}" --wheel-dir "$build/parser" \
       "$build/src/native/nginxparse" >"$build/parser.log" 2>&1; then
     parser_wheel="$(echo "$build"/parser/logflume_nginxparse-*.whl)"
